@@ -1,0 +1,314 @@
+"""The checker (DESIGN §4): soft checks in pure Python, plus the hard check by the real Mermaid parser.
+
+``check`` never raises: whatever it is given, it answers with diagnostics.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+
+import networkx as nx
+
+from . import catalogue as cat
+from .mermaid import label_type_word, parse_lenient
+from .model import Diagnostic, Edge, Node, Workflow
+
+INPUT_INTERFACES = ("PROBLEM", "ENTRY_POINT")
+
+
+def check(source: str | Workflow, task: str | None = None, *, hard: bool = False) -> list[Diagnostic]:
+    """Diagnostics for a workflow text (or model). A workflow is valid when none has severity 'error'."""
+    try:
+        if isinstance(source, Workflow):
+            w, diags = source, []
+        else:
+            w, diags = parse_lenient(source)
+        if task not in (None, *cat.TASKS):
+            diags.append(Diagnostic("M011", "warning", f"unknown task '{task}' (use math or code); "
+                                    "task restrictions were not checked"))
+            task = None
+        if not any(d.code == "M001" for d in diags):
+            diags.extend(_semantic(w, task))
+        if hard and isinstance(source, str):
+            diags.extend(_hard(source, diags))
+    except Exception as exc:  # the checker must answer, never crash the editor
+        return [Diagnostic("M001", "error", f"the checker could not read this text ({type(exc).__name__}: {exc})",
+                           1, 1)]
+    return sorted(diags, key=lambda d: (d.line or 0, d.column or 0, d.code))
+
+
+def is_valid(diags: list[Diagnostic]) -> bool:
+    return not any(d.severity == "error" for d in diags)
+
+
+def _hard(text: str, soft: list[Diagnostic]) -> list[Diagnostic]:
+    try:
+        from .mermaid_js import parse_check
+    except ImportError:  # pragma: no cover - the engine is installed with its requirements
+        return [Diagnostic("M001", "warning", "hard check unavailable: mermaidx is not installed")]
+    err = parse_check(text)
+    if err is None:
+        return []
+    if any(d.code == "M001" and d.line == err.line for d in soft):
+        return []
+    return [Diagnostic("M001", "error", f"Mermaid 11 cannot parse this: {err.message}", err.line, err.column)]
+
+
+class _Ctx:
+    """Indexes built once so every rule is linear in the size of the workflow."""
+
+    def __init__(self, w: Workflow):
+        self.w = w
+        self.ins: dict[str, list[Edge]] = defaultdict(list)
+        self.outs: dict[str, list[Edge]] = defaultdict(list)
+        for e in w.edges:
+            self.ins[e.dst].append(e)
+            self.outs[e.src].append(e)
+        self._types: dict[str, tuple[str, ...] | None] = {}
+
+    def node(self, nid: str) -> Node:
+        return self.w.nodes[nid]
+
+    def is_route(self, e: Edge) -> bool:
+        return self.node(e.src).op == cat.DECISION
+
+    def port_edges(self, nid: str) -> dict[str, list[Edge]]:
+        node, out = self.node(nid), defaultdict(list)
+        for e in self.ins[nid]:
+            if self.is_route(e) or node.op is None:
+                continue
+            port = cat.port_of(node.op, nid, e.label)
+            if port is not None:
+                out[port.name].append(e)
+        return out
+
+    def out_types(self, nid: str, _stack: frozenset[str] = frozenset()) -> tuple[str, ...] | None:
+        """The types a node emits (None when unknown); rules such as 'same as solutions' look upstream."""
+        if nid in self._types:
+            return self._types[nid]
+        node = self.node(nid)
+        if node.op is None or nid in _stack:
+            return None
+        if node.op == cat.INTERFACE:
+            result: tuple[str, ...] | None = cat.INTERFACE_NODES.get(nid, ((), (), ()))[1]
+        else:
+            rule = cat.CATALOGUE[node.op].output
+            if isinstance(rule, tuple):
+                result = rule
+            else:
+                port = "solutions" if rule == cat.SAME_AS_SOLUTIONS else "solution"
+                feeds = self.port_edges(nid).get(port, [])
+                srcs = [self.out_types(e.src, _stack | {nid}) for e in feeds]
+                result = (cat.CODE,) if srcs and all(s and cat.CODE in s for s in srcs) else (cat.TEXT,)
+        self._types[nid] = result
+        return result
+
+
+def _semantic(w: Workflow, task: str | None) -> list[Diagnostic]:
+    ctx = _Ctx(w)
+    d: list[Diagnostic] = []
+    d += _types_known(w)
+    d += _interfaces(w)
+    if task:
+        d += _task_rules(w, task)
+    d += _edges(ctx)
+    d += _required(ctx)
+    d += _return_fan_in(ctx)
+    d += _cycles(w)
+    d += _reachability(ctx)
+    for n in w.nodes.values():
+        if n.prompt and n.prompt not in w.prompts:
+            d.append(_at(n, "M013", f"node {n.id} names prompt '{n.prompt}', which this workflow does not define "
+                         f"(add '%% @prompt {n.prompt}: ...')", "warning"))
+    return d
+
+
+def _at(n: Node, code: str, msg: str, severity: str = "error") -> Diagnostic:
+    return Diagnostic(code, severity, msg, n.line or None, n.column or None, n.id)
+
+
+def _edge_at(e: Edge, code: str, msg: str, node: str | None = None) -> Diagnostic:
+    return Diagnostic(code, "error", msg, e.line or None, e.column or None, node or e.dst)
+
+
+def _types_known(w: Workflow) -> list[Diagnostic]:
+    out = []
+    for n in w.nodes.values():
+        if n.op == cat.INTERFACE and n.id not in cat.INTERFACE_NODES:
+            out.append(_at(n, "M003", f"node {n.id} is an Interface, but interfaces are "
+                           f"{', '.join(cat.INTERFACE_NODES)} (rename the node or give it an operator type)"))
+        if n.op is not None:
+            continue
+        word = label_type_word(n.label)
+        candidates = [c for c in n.classes if c.lower().endswith("op") or cat.suggest(c)]
+        if candidates:
+            hint = cat.suggest(candidates[0])
+            out.append(_at(n, "M003", f"unknown operator type '{candidates[0]}' on node {n.id}"
+                           + (f"; did you mean {hint}?" if hint else "")))
+        elif word and (hint := cat.suggest(word)):
+            out.append(_at(n, "M003", f"unknown operator type '{word}' on node {n.id}; did you mean {hint}?"))
+        else:
+            out.append(_at(n, "M014", f"node {n.id} has no operator type: add 'class {n.id} CustomOp' (or another "
+                           "operator) or start its label with the operator name"))
+    return out
+
+
+def _interfaces(w: Workflow) -> list[Diagnostic]:
+    out = []
+    for nid in ("PROBLEM", "RETURN"):
+        n = w.nodes.get(nid)
+        if n is None:
+            out.append(Diagnostic("M004", "error", f"the workflow has no {nid} node "
+                                  f"(add {nid}([{nid.title()}]) and 'class {nid} Interface')", 1, 1, None))
+    for nid in cat.INTERFACE_NODES:
+        n = w.nodes.get(nid)
+        if n is not None and n.op not in (cat.INTERFACE, None):
+            out.append(_at(n, "M004", f"{nid} must be an Interface node, not {n.op}"))
+    return out
+
+
+def _task_rules(w: Workflow, task: str) -> list[Diagnostic]:
+    out = []
+    for n in w.nodes.values():
+        if n.op is None or (n.op == cat.INTERFACE and n.id not in cat.INTERFACE_NODES):
+            continue
+        allowed = cat.tasks_of(n.op, n.id)
+        if task not in allowed:
+            what = n.id if n.op == cat.INTERFACE else n.op
+            out.append(_at(n, "M011", f"{what} (node {n.id}) is not allowed in {task} tasks; "
+                           f"it is for {' and '.join(allowed)} tasks"))
+    return out
+
+
+def _edges(ctx: _Ctx) -> list[Diagnostic]:
+    out = []
+    for e in ctx.w.edges:
+        src, dst = ctx.node(e.src), ctx.node(e.dst)
+        if src.op is None or dst.op is None:
+            continue
+        if src.op == cat.DECISION:
+            if (e.label or "").strip().lower() not in ("passed", "failed"):
+                got = f"'{e.label}'" if e.label else "no label"
+                out.append(_edge_at(e, "M007", f"an edge out of Decision {src.id} must be labelled Passed or "
+                                    f"Failed (got {got})"))
+            continue
+        if src.op == cat.INTERFACE and src.id == "RETURN":
+            out.append(_edge_at(e, "M008", "RETURN is the workflow's output; nothing can flow out of it", e.src))
+            continue
+        port = cat.port_of(dst.op, dst.id, e.label)
+        if port is None:
+            names = [p.name for p in cat.inputs_of(dst.op, dst.id)]
+            what = f"'{e.label}' is not an input port" if e.label else "an unlabelled edge has no default port"
+            takes = f"its inputs are {', '.join(names)}" if names else "it takes no inputs"
+            out.append(_edge_at(e, "M007", f"{what} of {dst.id} ({_kind(dst)}); {takes}"))
+            continue
+        types = ctx.out_types(src.id)
+        if types is not None and not any(cat.is_assignable(t, port.types) for t in types):
+            emits = "/".join(types) if types else "nothing"
+            out.append(_edge_at(e, "M008", f"type mismatch on {e.src} -> {e.dst}: {e.src} emits {emits}, "
+                                f"but port '{port.name}' of {_kind(dst)} takes {'/'.join(port.types)}"))
+    return out
+
+
+def _kind(n: Node) -> str:
+    return n.id if n.op == cat.INTERFACE else (n.op or "untyped")
+
+
+def _required(ctx: _Ctx) -> list[Diagnostic]:
+    out = []
+    for n in ctx.w.nodes.values():
+        if n.op is None or (n.op == cat.INTERFACE and n.id not in cat.INTERFACE_NODES):
+            continue
+        fed = ctx.port_edges(n.id)
+        routes_in = [e for e in ctx.ins[n.id] if ctx.is_route(e)]
+        for p in cat.inputs_of(n.op, n.id):
+            count = len(fed.get(p.name, []))
+            if n.id == "RETURN":
+                count += len(routes_in)
+            if p.min_inputs > 1 and count < p.min_inputs:
+                out.append(_at(n, "M010", f"{_kind(n)} {n.id} needs at least {p.min_inputs} solutions, got {count}"))
+            elif p.required and count == 0:
+                out.append(_at(n, "M009", f"{_kind(n)} {n.id} is missing its required input '{p.name}' "
+                               f"({'/'.join(p.types)})"))
+    return out
+
+
+def _gated(ctx: _Ctx, target: str) -> set[str]:
+    """Nodes that run only when a route into ``target`` is taken: the target and what it feeds."""
+    seen, todo = {target}, deque([target])
+    while todo:
+        for e in ctx.outs[todo.popleft()]:
+            if e.dst not in seen and e.dst != "RETURN":
+                seen.add(e.dst)
+                todo.append(e.dst)
+    return seen
+
+
+def _return_fan_in(ctx: _Ctx) -> list[Diagnostic]:
+    ins = ctx.ins.get("RETURN", [])
+    if len(ins) <= 1:
+        return []
+    decisions = {n.id for n in ctx.w.nodes.values() if n.op == cat.DECISION}
+    for did in decisions:
+        branches: dict[str, set[str]] = {}
+        for r in ctx.outs[did]:
+            key = (r.label or "").lower()
+            branches.setdefault(key, set()).update({"RETURN"} if r.dst == "RETURN" else _gated(ctx, r.dst))
+        used: list[str] = []
+        for e in ins:
+            src_branch = [b for b, members in branches.items()
+                          if (e.src == did and (e.label or "").lower() == b) or (e.src != did and e.src in members)]
+            if len(src_branch) != 1:
+                break
+            used.append(src_branch[0])
+        else:
+            if len(set(used)) == len(used):
+                return []
+    e = ins[1]
+    srcs = ", ".join(x.src for x in ins)
+    return [Diagnostic("M012", "error", f"RETURN is fed by {len(ins)} edges ({srcs}); it takes one answer, unless "
+                       "they come from the exclusive Passed/Failed branches of one Decision",
+                       e.line or None, e.column or None, "RETURN")]
+
+
+def _cycles(w: Workflow) -> list[Diagnostic]:
+    g = nx.DiGraph()
+    g.add_nodes_from(w.nodes)
+    edge_at: dict[tuple[str, str], Edge] = {}
+    for e in w.edges:
+        g.add_edge(e.src, e.dst)
+        edge_at.setdefault((e.src, e.dst), e)
+    out = []
+    for comp in nx.strongly_connected_components(g):
+        if len(comp) == 1 and not g.has_edge(next(iter(comp)), next(iter(comp))):
+            continue
+        cyc = nx.find_cycle(g.subgraph(comp))
+        path = " -> ".join([cyc[0][0]] + [b for _, b in cyc])
+        last = edge_at[(cyc[-1][0], cyc[-1][1])]
+        out.append(_edge_at(last, "M006", f"cycle: {path} (a workflow must be acyclic)", cyc[-1][0]))
+    return out
+
+
+def _reachability(ctx: _Ctx) -> list[Diagnostic]:
+    w = ctx.w
+
+    def reach(starts: list[str], step: dict[str, list[Edge]], forward: bool) -> set[str]:
+        seen, todo = set(starts), deque(starts)
+        while todo:
+            for e in step.get(todo.popleft(), []):
+                nxt = e.dst if forward else e.src
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    out = []
+    starts = [i for i in INPUT_INTERFACES if i in w.nodes]
+    fwd = reach(starts, ctx.outs, True) if starts else set()
+    back = reach(["RETURN"], ctx.ins, False) if "RETURN" in w.nodes else None
+    for n in w.nodes.values():
+        if starts and n.id not in fwd and n.id not in INPUT_INTERFACES:
+            out.append(_at(n, "M005", f"node {n.id} is not reachable from PROBLEM"))
+        elif back is not None and n.id not in back and n.id != "RETURN":
+            out.append(_at(n, "M005", f"node {n.id} cannot reach RETURN (its output is never used)"))
+    return out

@@ -1,0 +1,122 @@
+"""``python -m flowcore``: the stable command-line surface (DESIGN §10).
+
+Exit status: 0 success/valid, 1 invalid input or failed job, 2 usage or I/O error (message on stderr,
+never a traceback). Each area of the engine registers its own subcommands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from . import catalogue as cat
+from .checker import check, is_valid
+from .mermaid import WorkflowSyntaxError, parse, to_mermaid
+
+# Modules that add subcommands through ``register(subparsers)``; missing ones are skipped.
+_PLUGINS = ("flowcore.run_cli", "flowcore.evolution.cli", "flowcore.aov.cli")
+
+
+class CliError(Exception):
+    """A usage or I/O problem: exit 2 with this message."""
+
+
+class JobFailed(Exception):
+    """The input is invalid or the job failed: exit 1 with this message."""
+
+
+def read_text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"{path}: cannot read ({exc})") from None
+
+
+def load_workflow(path: str, task: str | None = None):  # noqa: ANN201
+    """Read and parse a workflow file; an unreadable or invalid one is a JobFailed naming the problem."""
+    text = read_text(path)
+    try:
+        w = parse(text)
+    except WorkflowSyntaxError as exc:
+        raise JobFailed("\n".join(f"{path}:{d}" for d in exc.diagnostics)) from None
+    errors = [d for d in check(w, task) if d.severity == "error"]
+    if errors:
+        raise JobFailed("\n".join(f"{path}:{d}" for d in errors))
+    return w
+
+
+def emit(obj: dict) -> None:
+    print(json.dumps(obj, ensure_ascii=False), flush=True)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    text = read_text(args.file)
+    diags = check(text, args.task, hard=args.hard)
+    valid = is_valid(diags)
+    if args.json:
+        emit({"valid": valid, "diagnostics": [d.to_dict() for d in diags]})
+    else:
+        for d in diags:
+            print(f"{args.file}:{d}")
+        print(f"{args.file}: {'valid' if valid else 'invalid'} ({len(diags)} diagnostic{'s' * (len(diags) != 1)})")
+    return 0 if valid else 1
+
+
+def _cmd_fmt(args: argparse.Namespace) -> int:
+    text = read_text(args.file)
+    try:
+        w = parse(text)
+    except WorkflowSyntaxError as exc:
+        for d in exc.diagnostics:
+            print(f"{args.file}:{d}", file=sys.stderr)
+        return 1
+    sys.stdout.write(to_mermaid(w))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m flowcore", description="MermaidFlow Studio engine")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    c = sub.add_parser("check", help="check a workflow and print diagnostics")
+    c.add_argument("file")
+    c.add_argument("--task", choices=cat.TASKS)
+    c.add_argument("--hard", action="store_true", help="also parse with the real Mermaid 11 library")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=_cmd_check)
+    f = sub.add_parser("fmt", help="print the canonical text of a workflow")
+    f.add_argument("file")
+    f.set_defaults(func=_cmd_fmt)
+    for mod in _PLUGINS:
+        try:
+            register: Callable = importlib.import_module(mod).register
+        except ModuleNotFoundError as exc:
+            if exc.name and mod.startswith(exc.name):
+                continue
+            raise
+        register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except JobFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 1
+    except Exception as exc:  # the last guard: a message, never a traceback
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
