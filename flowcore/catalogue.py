@@ -6,6 +6,7 @@ Nothing else in the code base restates an operator's ports, types or task restri
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass, field
 
 # Port types. A Code is also a Text; a Problem is not a Text.
@@ -163,6 +164,7 @@ def inputs_of(op: str, node_id: str) -> tuple[Port, ...]:
     return CATALOGUE[op].inputs
 
 
+@functools.lru_cache(maxsize=8192)
 def port_of(op: str, node_id: str, label: str | None) -> Port | None:
     if op == INTERFACE:
         ports = inputs_of(op, node_id)

@@ -55,32 +55,36 @@ def _hard(text: str, soft: list[Diagnostic]) -> list[Diagnostic]:
 
 
 class _Ctx:
-    """Indexes built once so every rule is linear in the size of the workflow."""
+    """Indexes built once (edges by node, each edge's target port) so every rule is linear."""
 
     def __init__(self, w: Workflow):
         self.w = w
+        nodes = w.nodes
+        self.decisions = {nid for nid, n in nodes.items() if n.op == cat.DECISION}
         self.ins: dict[str, list[Edge]] = defaultdict(list)
         self.outs: dict[str, list[Edge]] = defaultdict(list)
+        self.fed: dict[str, dict[str, list[Edge]]] = defaultdict(lambda: defaultdict(list))
+        self.port: dict[int, cat.Port | None] = {}
+        port_of = cat.port_of
         for e in w.edges:
             self.ins[e.dst].append(e)
             self.outs[e.src].append(e)
+            op = nodes[e.dst].op
+            if e.src in self.decisions or op is None:
+                continue
+            port = self.port[id(e)] = port_of(op, e.dst, e.label)
+            if port is not None:
+                self.fed[e.dst][port.name].append(e)
         self._types: dict[str, tuple[str, ...] | None] = {}
 
     def node(self, nid: str) -> Node:
         return self.w.nodes[nid]
 
     def is_route(self, e: Edge) -> bool:
-        return self.node(e.src).op == cat.DECISION
+        return e.src in self.decisions
 
     def port_edges(self, nid: str) -> dict[str, list[Edge]]:
-        node, out = self.node(nid), defaultdict(list)
-        for e in self.ins[nid]:
-            if self.is_route(e) or node.op is None:
-                continue
-            port = cat.port_of(node.op, nid, e.label)
-            if port is not None:
-                out[port.name].append(e)
-        return out
+        return self.fed.get(nid, {})
 
     def out_types(self, nid: str, _stack: frozenset[str] = frozenset()) -> tuple[str, ...] | None:
         """The types a node emits (None when unknown); rules such as 'same as solutions' look upstream."""
@@ -114,7 +118,8 @@ def _semantic(w: Workflow, task: str | None) -> list[Diagnostic]:
     d += _edges(ctx)
     d += _required(ctx)
     d += _return_fan_in(ctx)
-    d += _cycles(w)
+    if _has_cycle(ctx):
+        d += _cycles(w)
     d += _reachability(ctx)
     for n in w.nodes.values():
         if n.prompt and n.prompt not in w.prompts:
@@ -138,6 +143,11 @@ def _types_known(w: Workflow) -> list[Diagnostic]:
             out.append(_at(n, "M003", f"node {n.id} is an Interface, but interfaces are "
                            f"{', '.join(cat.INTERFACE_NODES)} (rename the node or give it an operator type)"))
         if n.op is not None:
+            for c in n.classes:
+                if c.lower().endswith("op"):  # meant as an operator type, but unknown
+                    hint = cat.suggest(c)
+                    out.append(_at(n, "M003", f"unknown operator type '{c}' on node {n.id}"
+                                   + (f"; did you mean {hint}?" if hint else "")))
             continue
         word = label_type_word(n.label)
         candidates = [c for c in n.classes if c.lower().endswith("op") or cat.suggest(c)]
@@ -195,7 +205,7 @@ def _edges(ctx: _Ctx) -> list[Diagnostic]:
         if src.op == cat.INTERFACE and src.id == "RETURN":
             out.append(_edge_at(e, "M008", "RETURN is the workflow's output; nothing can flow out of it", e.src))
             continue
-        port = cat.port_of(dst.op, dst.id, e.label)
+        port = ctx.port.get(id(e))
         if port is None:
             names = [p.name for p in cat.inputs_of(dst.op, dst.id)]
             what = f"'{e.label}' is not an input port" if e.label else "an unlabelled edge has no default port"
@@ -269,6 +279,23 @@ def _return_fan_in(ctx: _Ctx) -> list[Diagnostic]:
     return [Diagnostic("M012", "error", f"RETURN is fed by {len(ins)} edges ({srcs}); it takes one answer, unless "
                        "they come from the exclusive Passed/Failed branches of one Decision",
                        e.line or None, e.column or None, "RETURN")]
+
+
+def _has_cycle(ctx: _Ctx) -> bool:
+    """Kahn's algorithm: cheap proof of acyclicity, so networkx is only needed to name a cycle."""
+    indeg = {n: 0 for n in ctx.w.nodes}
+    for e in ctx.w.edges:
+        indeg[e.dst] += 1
+    todo = [n for n, k in indeg.items() if k == 0]
+    seen = 0
+    while todo:
+        n = todo.pop()
+        seen += 1
+        for e in ctx.outs.get(n, ()):
+            indeg[e.dst] -= 1
+            if indeg[e.dst] == 0:
+                todo.append(e.dst)
+    return seen < len(indeg)
 
 
 def _cycles(w: Workflow) -> list[Diagnostic]:

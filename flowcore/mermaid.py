@@ -25,6 +25,10 @@ _PROMPT = re.compile(r"^%%\s*@prompt\s+(?P<name>[\w.\-]+)\s*:\s?(?P<text>.*)$")
 _ROLE = re.compile(r"\(\s*(?:role|instruction)\s*:\s*([^)]*?)\s*\)", re.I)
 _FIRST_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _UNQUOTED_BAD = set('()[]{}"')
+_KEYWORDS = {"subgraph", "end", "direction", "classDef", "class", "style", "linkStyle", "click"}
+# Fast paths for the two commonest statements; anything they do not match goes through the scanner.
+_FAST_EDGE = re.compile(r"([A-Za-z0-9_]+)[ \t]*(-->|---|-\.->|==>)[ \t]*(?:\|([^|\"]*)\|)?[ \t]*([A-Za-z0-9_]+)$")
+_FAST_NODE = re.compile(r'([A-Za-z0-9_]+)(\(\[|\[\[|\(\(|\{\{|\[\(|\[|\(|\{)"([^"]*)"(\]\)|\]\]|\)\)|\}\}|\)\]|\]|\)|\})$')
 
 
 class WorkflowSyntaxError(ValueError):
@@ -57,6 +61,7 @@ class _State:
     declared: dict[str, tuple[str | None, str, int, int]] = field(default_factory=dict)
     class_assign: list[tuple[str, str, int, int]] = field(default_factory=list)  # node, class, line, col
     sub_stack: list[str] = field(default_factory=list)
+    sub_lines: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def error(self, code: str, msg: str, line: int, col: int, node: str | None = None) -> None:
         self.diags.append(Diagnostic(code, "error", msg, line, col, node))
@@ -92,6 +97,9 @@ class _Fail(Exception):
 
 def _split_statements(line: str) -> list[tuple[str, int]]:
     """Split on ';' outside quotes; returns (statement, 0-based start column)."""
+    if ";" not in line:
+        stripped = line.strip()
+        return [(stripped, len(line) - len(line.lstrip()))] if stripped else []
     out, start, quote = [], 0, False
     for i, ch in enumerate(line):
         if ch == '"':
@@ -152,7 +160,8 @@ def parse_lenient(text: str) -> tuple[Workflow, list[Diagnostic]]:
     if not header_seen:
         st.error("M001", "empty workflow: expected a 'flowchart TD' header", 1, 1)
     if st.sub_stack:
-        st.error("M001", f"subgraph '{st.sub_stack[-1]}' is never closed with 'end'", len(lines), 1)
+        ln, col = st.sub_lines[st.sub_stack[-1]]
+        st.error("M001", f"subgraph '{st.sub_stack[-1]}' is never closed with 'end'", ln, col)
     _finish(st)
     return st.w, st.diags
 
@@ -176,6 +185,8 @@ def _line(st: _State, line: str, ln: int, col0: int) -> None:
 
 def _statement(st: _State, s: str, ln: int, col0: int) -> None:
     word = s.split(None, 1)[0]
+    if word not in _KEYWORDS and _fast(st, s, ln, col0):
+        return
     rest = s[len(word):].strip()
     if word == "subgraph":
         _subgraph(st, rest, ln, col0)
@@ -204,6 +215,22 @@ def _statement(st: _State, s: str, ln: int, col0: int) -> None:
         _chain(st, _Scan(s, ln, col0))
 
 
+def _fast(st: _State, s: str, ln: int, col0: int) -> bool:
+    """Handle 'A --> B', 'A -->|x| B' and 'A["label"]' without the scanner; False when it does not apply."""
+    m = _FAST_EDGE.match(s)
+    if m:
+        _declare(st, m[1], "", None, ln, col0 + 1)
+        _declare(st, m[4], "", None, ln, col0 + m.start(4) + 1)
+        label = m[3].strip() if m[3] is not None else None
+        st.w.edges.append(Edge(m[1], m[4], label or None, m[2], ln, col0 + m.start(2) + 1))
+        return True
+    m = _FAST_NODE.match(s)
+    if m and SHAPES[m[2]] == m[4]:
+        _declare(st, m[1], m[2], m[3], ln, col0 + 1)
+        return True
+    return False
+
+
 def _subgraph(st: _State, rest: str, ln: int, col0: int) -> None:
     m = re.match(r'^(?P<id>[\w\-]+)?\s*(?:\[\s*"?(?P<t1>[^"\]]*)"?\s*\])?\s*$', rest)
     if m and m["id"]:
@@ -218,6 +245,7 @@ def _subgraph(st: _State, rest: str, ln: int, col0: int) -> None:
         sid = f"{sid}_{len(st.w.subgraphs)}"
     st.w.subgraphs[sid] = Subgraph(sid, title, st.sub_stack[-1] if st.sub_stack else None)
     st.sub_stack.append(sid)
+    st.sub_lines[sid] = (ln, col0 + 1)
 
 
 def _chain(st: _State, sc: _Scan) -> None:
@@ -412,14 +440,17 @@ def to_mermaid(w: Workflow, *, styles: bool = False) -> str:
     for name, text in w.prompts.items():
         out.append(f"    %% @prompt {name}: {_escape(text)}")
 
+    order: list[Node] = []  # nodes in printed order, so class lines are a fixed point too
+
     def emit(sub: str | None, depth: int) -> None:
         pad = "    " * depth
         for n in w.nodes.values():
             if n.subgraph == sub:
                 out.append(pad + _node_text(n))
+                order.append(n)
         for s in w.subgraphs.values():
             if s.parent == sub:
-                title = f"[{_quote(s.title)}]" if s.title is not None and s.title != s.id else ""
+                title = f"[{_quote(s.title)}]" if s.title is not None else ""
                 out.append(f"{pad}subgraph {s.id}{title}")
                 if s.direction:
                     out.append(f"{pad}    direction {s.direction}")
@@ -428,7 +459,7 @@ def to_mermaid(w: Workflow, *, styles: bool = False) -> str:
 
     emit(None, 1)
     by_class: dict[str, list[str]] = {}
-    for n in w.nodes.values():
+    for n in order + [n for n in w.nodes.values() if n.subgraph is not None and n.subgraph not in w.subgraphs]:
         for c in ([n.op] if n.op else []) + n.classes:
             by_class.setdefault(c, []).append(n.id)
     for c, ids in by_class.items():

@@ -1,0 +1,76 @@
+"""Checker speed: soft-check time for generated workflows of 10 to 10,000 nodes, and warm hard-check time.
+
+Run: .venv/bin/python benchmarks/check_speed.py   (prints a table; medians over repeats)
+Goals (issue #2): soft check of a 1,000-node workflow <= 20 ms; warm hard check <= 50 ms median.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from flowcore import check, is_valid  # noqa: E402
+
+
+def generated_workflow(n: int, width: int = 10) -> str:
+    """A valid math workflow of n nodes: layers of Custom nodes, each feeding two in the next layer."""
+    customs = max(n - 3, 1)
+    layers = [list(range(i, min(i + width, customs))) for i in range(0, customs, width)]
+    lines = ["flowchart TD", "    %% @prompt step: Improve the previous answer.", '    PROBLEM(["Problem"])']
+    lines += [f'    C{i}["Custom<br/>(role: step)"]' for i in range(customs)]
+    lines += ['    E1["ScEnsemble"]', '    RETURN(["Return"])', "    class PROBLEM,RETURN Interface"]
+    lines += [f"    PROBLEM -->|input| C{i}" for i in layers[0]]
+    for prev, nxt in zip(layers, layers[1:], strict=False):
+        for k, i in enumerate(prev):
+            lines.append(f"    C{i} --> C{nxt[k % len(nxt)]}")
+            lines.append(f"    C{i} --> C{nxt[(k + 1) % len(nxt)]}")
+    last = layers[-1] if len(layers[-1]) >= 2 else layers[-1] + layers[-2][:1]
+    lines += [f"    C{i} -->|solutions| E1" for i in last]
+    lines.append("    E1 --> RETURN")
+    return "\n".join(lines) + "\n"
+
+
+def median_ms(fn, repeats: int) -> float:
+    """Median wall time of fn(i) for i in range(repeats), in ms."""
+    times = []
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        fn(i)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    print(f"{'nodes':>7} {'edges':>7} {'soft check ms (median)':>24} {'cpu ms (1 run)':>15} "
+          f"{'ms per 1k nodes':>16} {'valid':>6}")
+    for n in (10, 100, 1000, 10000):
+        text = generated_workflow(n)
+        assert is_valid(check(text, "math")), check(text, "math")[:3]
+        edges = text.count("-->")
+        ms = median_ms(lambda i, text=text: check(text, "math"), 21 if n <= 1000 else 5)
+        cpu0 = time.process_time()
+        check(text, "math")
+        cpu = (time.process_time() - cpu0) * 1000
+        print(f"{n:>7} {edges:>7} {ms:>24.2f} {cpu:>15.2f} {ms / n * 1000:>16.2f} {'yes':>6}")
+    try:
+        from flowcore.mermaid_js import parse_check
+    except ImportError:
+        print("hard check: flowcore.mermaid_js not available")
+        return
+    for n in (10, 100):
+        text = generated_workflow(n)
+        t0 = time.perf_counter()
+        parse_check(text)  # first call warms the engine (cold start is reported separately)
+        cold = (time.perf_counter() - t0) * 1000
+        # A distinct text each call (a trailing comment), so no result cache can answer for the parser.
+        warm = median_ms(lambda i, text=text: parse_check(text + f"%% edit {i}\n"), 21)
+        assert parse_check(text + "    C0 --> (\n") is not None
+        print(f"hard check {n:>5} nodes: cold {cold:8.1f} ms, warm median {warm:7.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
