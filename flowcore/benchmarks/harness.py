@@ -1,0 +1,137 @@
+"""Evaluation harness: run a workflow over problems with bounded concurrency, score each answer, report the
+solve rate with a bootstrap confidence interval. A failing problem never aborts the run."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+import threading
+import time
+from bisect import bisect_left
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .data import Problem
+from .scoring import score
+
+log = logging.getLogger(__name__)
+
+Runner = Callable[[Problem], Awaitable[tuple[str, float]]]  # returns (answer, cost)
+
+
+@dataclass
+class ProblemResult:
+    id: str
+    correct: bool
+    prediction: str
+    extracted: str | None
+    cost: float
+    latency: float
+    error: str | None
+
+
+@dataclass
+class EvalReport:
+    benchmark: str
+    n: int
+    score: float  # fraction solved, 0..1
+    ci_low: float
+    ci_high: float
+    cost: float
+    results: list[ProblemResult] = field(default_factory=list)
+    cancelled: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"benchmark": self.benchmark, "score": self.score, "n": self.n, "cost": self.cost,
+                "ci": [self.ci_low, self.ci_high], "cancelled": self.cancelled,
+                "results": [asdict(r) for r in self.results]}
+
+
+def bootstrap_ci(values: list[bool], *, resamples: int = 1000, alpha: float = 0.05,
+                 seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of 0/1 outcomes.
+
+    Resampling n bools with replacement and counting the ones is a Binomial(n, p̂) draw, so each resample is
+    drawn from that distribution's CDF: the same interval as the naive loop, in O(n + resamples·log n)."""
+    n = len(values)
+    if n == 0:
+        return 0.0, 0.0
+    k = sum(1 for v in values if v)
+    p = k / n
+    if k in (0, n):
+        return p, p
+    logp, logq = math.log(p), math.log1p(-p)
+    cdf, total = [], 0.0
+    for j in range(n + 1):
+        total += math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1)
+                          + j * logp + (n - j) * logq)
+        cdf.append(total)
+    rng = random.Random(seed)
+    means = sorted(min(bisect_left(cdf, rng.random() * total), n) / n for _ in range(max(resamples, 1)))
+    lo = means[math.floor(alpha / 2 * (len(means) - 1))]
+    hi = means[math.ceil((1 - alpha / 2) * (len(means) - 1))]
+    return lo, hi
+
+
+async def _solve(runner: Runner, problem: Problem, timeout: float | None) -> ProblemResult:
+    start = time.perf_counter()
+    answer, cost = "", 0.0
+    try:
+        out = runner(problem)
+        answer, cost = await (asyncio.wait_for(out, timeout) if timeout else out)
+        answer = "" if answer is None else str(answer)
+        cost = float(cost or 0.0)
+    except Exception as exc:  # noqa: BLE001 - any runner failure is this problem's result
+        timed_out = timeout is not None and isinstance(exc, TimeoutError) and time.perf_counter() - start >= timeout
+        msg = f"timed out after {timeout:g}s" if timed_out else str(exc)
+        return ProblemResult(problem.id, False, answer, None, cost, time.perf_counter() - start,
+                             f"{type(exc).__name__}: {msg}")
+    latency = time.perf_counter() - start
+    try:
+        # Code scoring runs the sandbox and math scoring may call sympy: keep both off the event loop.
+        res = await asyncio.to_thread(score, problem.benchmark, answer, problem)
+    except Exception as exc:  # noqa: BLE001 - scorer bug: record it, keep going
+        return ProblemResult(problem.id, False, answer, None, cost, latency, f"score {type(exc).__name__}: {exc}")
+    return ProblemResult(problem.id, res.correct, answer, res.extracted, cost, latency, None)
+
+
+async def evaluate(runner: Runner, problems: list[Problem], *, concurrency: int = 8,
+                   progress: Callable[[int, int, ProblemResult], None] | None = None,
+                   cancel: threading.Event | None = None, timeout: float | None = None) -> EvalReport:
+    """Run `runner` on every problem (at most `concurrency` at once) and score the answers.
+
+    cancel: once set, no new problem starts; those already running finish and the partial report comes back
+    with cancelled=True. timeout: seconds per problem for the runner. Results keep the problems' order."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    total = len(problems)
+    results: dict[int, ProblemResult] = {}
+    next_index = 0
+    cancelled = False
+
+    async def worker() -> None:
+        nonlocal next_index, cancelled
+        while next_index < total:
+            if cancel is not None and cancel.is_set():
+                cancelled = True
+                return
+            i = next_index
+            next_index += 1
+            res = await _solve(runner, problems[i], timeout)
+            results[i] = res
+            if progress is not None:
+                try:
+                    progress(len(results), total, res)
+                except Exception:  # a broken progress display must not stop the run
+                    log.exception("progress callback failed")
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, max(total, 1)))))
+    done = [results[i] for i in sorted(results)]
+    flags = [r.correct for r in done]
+    lo, hi = bootstrap_ci(flags)
+    benchmark = problems[0].benchmark if problems else ""
+    return EvalReport(benchmark=benchmark, n=len(done), score=(sum(flags) / len(done)) if done else 0.0,
+                      ci_low=lo, ci_high=hi, cost=sum(r.cost for r in done), results=done,
+                      cancelled=cancelled or (cancel is not None and cancel.is_set() and len(done) < total))

@@ -1,0 +1,461 @@
+"""Scorers: GSM8K (last number), MATH (last \\boxed{}, string/numeric/sympy equality), HumanEval/MBPP (pass@1
+with the hidden tests in the sandbox). No scorer raises on bad predictions; they return correct=False."""
+from __future__ import annotations
+
+import ast
+import math
+import re
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .data import Problem
+
+CODE_TIMEOUT = 15.0  # seconds per hidden-test run
+SYMPY_TIMEOUT = 3.0  # seconds per symbolic comparison
+_TOL = 1e-6
+
+
+@dataclass
+class ScoreResult:
+    correct: bool
+    extracted: str | None
+    detail: str = ""
+
+
+# ---------------------------------------------------------------- GSM8K
+
+_NUMBER = re.compile(r"(?<![\w.])(-)?\$?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?|(?<![\w.])(-)?(\.\d+)")
+
+
+def extract_number(text: str) -> str | None:
+    """Last number in the text with thousands commas removed: 'costs $1,234.50' -> '1234.50', 'x = -3' -> '-3'.
+    A hyphen right after a word or digit is not a sign ('3-4' -> '4')."""
+    if not isinstance(text, str):
+        return None
+    text = text.replace("\u2212", "-")  # unicode minus
+    last = None
+    for m in _NUMBER.finditer(text):
+        last = m
+    if last is None:
+        return None
+    if last.group(5):
+        return ("-" if last.group(4) else "") + "0" + last.group(5)
+    return (last.group(1) or "") + last.group(2).replace(",", "") + (last.group(3) or "")
+
+
+def _gsm8k(prediction: str, reference: str) -> ScoreResult:
+    ref = extract_number(reference.rsplit("####", 1)[-1])
+    if ref is None:
+        return ScoreResult(False, None, "reference has no number")
+    if "####" in prediction:  # GSM8K's own format: the number right after the marker
+        m = _NUMBER.search(prediction.rsplit("####", 1)[-1].replace("\u2212", "-"))
+        pred = extract_number(m.group(0)) if m else None
+    else:
+        boxed = last_boxed(prediction)
+        pred = extract_number(prediction if boxed is None else boxed)
+    if pred is None:
+        return ScoreResult(False, None, "no number in the prediction")
+    return ScoreResult(abs(float(pred) - float(ref)) <= _TOL, pred)
+
+
+# ---------------------------------------------------------------- MATH: extraction
+
+def _group(text: str, i: int) -> tuple[str, int] | None:
+    """The brace group opening at text[i] == '{' -> (content, index after '}'); None if unbalanced.
+    Escaped braces (\\{ \\}) are content, not grouping."""
+    depth, j = 0, i
+    while j < len(text):
+        ch = text[j]
+        if ch == "\\":
+            j += 2
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i + 1:j], j + 1
+        j += 1
+    return None
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last \\boxed{...} or \\fbox{...} (balanced braces at any depth); also `\\boxed 5`."""
+    if not isinstance(text, str):
+        return None
+    starts = sorted(m.end() for m in re.finditer(r"\\(?:boxed|fbox)(?![a-zA-Z])", text))
+    for start in reversed(starts):
+        i = start
+        while i < len(text) and text[i] == " ":
+            i += 1
+        if i < len(text) and text[i] == "{":
+            got = _group(text, i)
+            if got is not None:
+                return got[0].strip()
+        elif i > start:  # `\boxed 5`: up to the next $ or whitespace
+            m = re.match(r"[^\s$]+", text[i:])
+            if m:
+                return m.group(0)
+    return None
+
+
+def _math_prediction(text: str) -> str | None:
+    boxed = last_boxed(text)
+    if boxed is not None:
+        return boxed
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        return None
+    last = lines[-1]
+    m = re.search(r"(?:final answer|answer)\s*(?:is|:)\s*(.+)$", last, re.IGNORECASE)
+    if m:
+        return m.group(1).strip().strip("$").rstrip(".").strip("$ ")
+    candidate = last.strip("$ ").rstrip(".")
+    if not re.search(r"[A-Za-z]{4,}", re.sub(r"\\[A-Za-z]+", "", candidate)):  # looks like math, not prose
+        return candidate
+    return extract_number(last)
+
+
+# ---------------------------------------------------------------- MATH: normalisation
+
+_PMATRIX = re.compile(r"\\begin\{[pbv]?matrix\}(.*?)\\end\{[pbv]?matrix\}", re.DOTALL)
+_UNWRAP = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
+
+
+def _fix_fracs(s: str) -> str:
+    # \frac12 -> \frac{1}{2}, \frac1{2} -> \frac{1}{2}, \sqrt3 -> \sqrt{3}
+    s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\frac\s*(\d)\s*\{", r"\\frac{\1}{", s)
+    s = re.sub(r"\\frac\s*\{([^{}]*)\}\s*(\d)", r"\\frac{\1}{\2}", s)
+    return re.sub(r"\\sqrt\s*(\d)", r"\\sqrt{\1}", s)
+
+
+def _drop_spaces(s: str) -> str:
+    """Remove whitespace, except one space after a command followed by a letter (`\\pi r` is not `\\pir`)."""
+    out = ""
+    for piece in s.split():
+        if out and re.search(r"\\[A-Za-z]+$", out) and piece[0].isalpha():
+            out += " "
+        out += piece
+    return out
+
+
+def normalize(s: str) -> str:
+    s = str(s).strip().replace("\n", " ")
+    s = re.sub(r"(?<=\d),\\!(?=\d{3})", "", s)  # MATH writes 14,\!400 for 14400
+    s = _PMATRIX.sub(lambda m: "(" + ",".join(re.split(r"\\\\|&", m.group(1))) + ")", s)
+    s = s.replace("\\!", "").replace("\\,", "").replace("\\;", "").replace("\\:", "").replace("\\ ", "")
+    s = s.replace("tfrac", "frac").replace("dfrac", "frac")
+    s = s.replace("\\left", "").replace("\\right", "").replace("\\displaystyle", "")
+    s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?", "", s).replace("°", "").replace("\\circ", "")
+    s = s.replace("\\$", "").replace("$", "").replace("\\%", "").replace("%", "")
+    s = s.replace("{,}", "")
+    s = s.strip()
+    # a trailing unit: 5\text{ cm}^2, 10 \mbox{inches}
+    unit = re.sub(r"\s*\\(?:text|mbox|mathrm)\s*\{\s*[A-Za-z][A-Za-z .]*\}(\^\{?\d\}?)?\s*$", "", s)
+    if unit.strip():
+        s = unit
+    s = _UNWRAP.sub(r"\1", s)
+    s = s.strip().rstrip(".").strip()
+    # `x = 5` / `k=5`: keep the value (a short variable on the left only)
+    parts = s.split("=")
+    if len(parts) == 2 and re.fullmatch(r"\s*[A-Za-z](_\{?\w+\}?)?\s*", parts[0]):
+        s = parts[1]
+    s = _fix_fracs(s)
+    s = _drop_spaces(s)
+    if s.startswith("."):
+        s = "0" + s
+    s = re.sub(r"(?<![\d.])\.(\d)", r"0.\1", s)
+    m = re.fullmatch(r"(-?\d+)/(\d+)", s)
+    if m:
+        s = f"\\frac{{{m.group(1)}}}{{{m.group(2)}}}"
+    return s
+
+
+def _to_float(s: str) -> float | None:
+    s = s.replace(",", "") if re.fullmatch(r"-?\d{1,3}(,\d{3})+(\.\d+)?", s) else s
+    try:
+        value = float(s)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+# ---------------------------------------------------------------- MATH: LaTeX -> sympy text
+
+class _Unsupported(ValueError):
+    pass
+
+
+_COMMANDS = {"cdot": "*", "times": "*", "div": "/", "pi": "pi", "infty": "oo", "ln": "log", "log": "log",
+             "sin": "sin", "cos": "cos", "tan": "tan", "exp": "exp", "sec": "sec", "csc": "csc", "cot": "cot"}
+_NAMES = {"sqrt", "pi", "oo", "log", "sin", "cos", "tan", "exp", "sec", "csc", "cot"}
+
+
+def _arg(s: str, i: int) -> tuple[str, int]:
+    while i < len(s) and s[i] == " ":
+        i += 1
+    if i >= len(s):
+        raise _Unsupported("missing argument")
+    if s[i] == "{":
+        got = _group(s, i)
+        if got is None:
+            raise _Unsupported("unbalanced braces")
+        return got
+    if s[i] == "\\":
+        m = re.match(r"\\[A-Za-z]+", s[i:])
+        if m:
+            return m.group(0), i + m.end()
+    return s[i], i + 1
+
+
+def _latex_to_py(s: str, depth: int = 0) -> str:
+    if depth > 20:
+        raise _Unsupported("too deep")
+    out, i = [], 0
+    while i < len(s):
+        ch = s[i]
+        if s.startswith("\\frac", i):
+            a, i = _arg(s, i + 5)
+            b, i = _arg(s, i)
+            out.append(f"(({_latex_to_py(a, depth + 1)})/({_latex_to_py(b, depth + 1)}))")
+        elif s.startswith("\\sqrt", i):
+            i += 5
+            root = None
+            if s[i:i + 1] == "[":
+                j = s.find("]", i)
+                if j < 0:
+                    raise _Unsupported("unclosed root index")
+                root, i = s[i + 1:j], j + 1
+            a, i = _arg(s, i)
+            body = _latex_to_py(a, depth + 1)
+            out.append(f"sqrt({body})" if root is None else f"(({body})**(1/({_latex_to_py(root, depth + 1)})))")
+        elif ch == "^":
+            a, i = _arg(s, i + 1)
+            out.append(f"**({_latex_to_py(a, depth + 1)})")
+        elif ch == "\\":
+            m = re.match(r"\\([A-Za-z]+)", s[i:])
+            if not m or m.group(1) not in _COMMANDS:
+                raise _Unsupported(f"unsupported LaTeX {s[i:i + 12]!r}")
+            out.append(f" {_COMMANDS[m.group(1)]} ")
+            i += m.end()
+        elif ch == "{":
+            a, i = _arg(s, i)
+            out.append(f"({_latex_to_py(a, depth + 1)})")
+        else:
+            out.append(ch)
+            i += 1
+    py = "".join(out)
+    if not re.fullmatch(r"[0-9A-Za-z+\-*/(). ]*", py):
+        raise _Unsupported("unsupported characters")
+    for name in re.findall(r"[A-Za-z]+", py):
+        if len(name) > 1 and name not in _NAMES:
+            raise _Unsupported(f"unknown name {name!r}")
+    return py
+
+
+def _safe_size(py: str) -> bool:
+    """Refuse inputs whose evaluation could run for ever inside one C call (huge powers, long numbers)."""
+    if len(py) > 400 or py.count("**") > 6 or re.search(r"\d{40,}", py):
+        return False
+    for m in re.finditer(r"\*\*\s*\(*\s*(\d+(?:\.\d+)?)", py):
+        if float(m.group(1)) > 500:
+            return False
+    return not re.search(r"\*\*\s*\(*[^*]*\*\*", py)  # no tower a**b**c
+
+
+_sympy: Any = None
+
+
+def _sympy_mod() -> Any:
+    global _sympy
+    if _sympy is None:
+        import sympy
+        from sympy.parsing import sympy_parser
+
+        _sympy = (sympy, sympy_parser)
+    return _sympy
+
+
+def _parse(py: str) -> Any:
+    sympy, sp = _sympy_mod()
+    trans = sp.standard_transformations + (sp.implicit_multiplication, sp.convert_xor)
+    local = {c: sympy.Symbol(c) for c in "abcdefghijklmnopqrstuvwxyzABCDFGHJKLMNOPQRTUVWXYZ"}
+    local.update({"pi": sympy.pi, "oo": sympy.oo, "E": sympy.E, "I": sympy.I})
+    return sp.parse_expr(py, local_dict=local, transformations=trans, evaluate=True)
+
+
+def _sympy_equal(pa: str, pb: str) -> bool:
+    sympy, _ = _sympy_mod()
+    a, b = _parse(pa), _parse(pb)
+    if not (isinstance(a, sympy.Expr) and isinstance(b, sympy.Expr)):
+        return False
+    if not a.free_symbols and not b.free_symbols:
+        if a.has(sympy.Float) or b.has(sympy.Float):  # a decimal answer: within the tolerance
+            return abs(complex(sympy.N(a - b, 30))) <= _TOL
+        return abs(complex(sympy.N(a - b, 60))) < 1e-40  # exact numbers: equal to 40 digits
+    return bool(sympy.simplify(a - b) == 0)
+
+
+def _with_timeout(fn: Any, *args: Any, timeout: float) -> Any:
+    """Run fn in a daemon thread; None on timeout or on any exception (a stuck thread is abandoned)."""
+    box: list[Any] = []
+
+    def target() -> None:
+        try:
+            box.append(fn(*args))
+        except Exception:  # noqa: BLE001 - any failure means "not shown equal"
+            box.append(None)
+
+    t = threading.Thread(target=target, daemon=True, name="math-equal")
+    t.start()
+    t.join(timeout)
+    return box[0] if box else None
+
+
+def _split_top(s: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return parts + [cur]
+
+
+def math_equal(pred: str, ref: str, *, timeout: float = SYMPY_TIMEOUT) -> bool:
+    """pred == ref as strings after normalisation, else as numbers (|Δ| <= 1e-6), else symbolically
+    (sympy.simplify(a - b) == 0, bounded by `timeout`). Never raises."""
+    try:
+        if pred is None or ref is None:
+            return False
+        a, b = normalize(pred), normalize(ref)
+        if not a or not b:
+            return False
+        if a == b:
+            return True
+        fa, fb = _to_float(a), _to_float(b)
+        if fa is not None and fb is not None:
+            return abs(fa - fb) <= _TOL
+        # tuples, intervals, lists: same brackets, element-wise
+        if len(a) > 1 and len(b) > 1 and a[0] + a[-1] == b[0] + b[-1] and a[0] in "([" and a[-1] in ")]":
+            ea, eb = _split_top(a[1:-1]), _split_top(b[1:-1])
+            if len(ea) > 1 or len(eb) > 1:
+                return len(ea) == len(eb) and all(math_equal(x, y, timeout=timeout) for x, y in zip(ea, eb))
+        if "," in a or "," in b:
+            ea, eb = _split_top(a), _split_top(b)
+            if len(ea) > 1 and len(ea) == len(eb):
+                return all(math_equal(x, y, timeout=timeout) for x, y in zip(ea, eb))
+            if len(ea) > 1 or len(eb) > 1:
+                return False
+        try:
+            pa, pb = _latex_to_py(a), _latex_to_py(b)
+        except _Unsupported:
+            return False
+        if not (_safe_size(pa) and _safe_size(pb)):
+            return False
+        _sympy_mod()  # import outside the timed thread
+        return _with_timeout(_sympy_equal, pa, pb, timeout=timeout) is True
+    except Exception:  # noqa: BLE001 - a scorer must never raise on model output
+        return False
+
+
+def _math(prediction: str, reference: str) -> ScoreResult:
+    ref = last_boxed(reference)
+    ref = reference.strip() if ref is None else ref
+    pred = _math_prediction(prediction)
+    if pred is None:
+        return ScoreResult(False, None, "no answer in the prediction")
+    ok = math_equal(pred, ref)
+    if not ok and last_boxed(prediction) is None:
+        num = extract_number(prediction)  # prose ending: try its last number as well
+        if num is not None and num != pred and math_equal(num, ref):
+            return ScoreResult(True, num)
+    return ScoreResult(ok, pred)
+
+
+# ---------------------------------------------------------------- code
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+
+
+def extract_code(text: str, entry_point: str | None = None) -> str:
+    """The program in a model answer: the longest fenced Python block (preferring blocks that define
+    entry_point; the last one wins ties), an unclosed trailing fence, or the whole text."""
+    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    blocks = [b for lang, b in blocks if lang in ("", "python", "py", "python3")] or [b for _, b in blocks]
+    if not blocks:
+        m = re.search(r"```[ \t]*(?:python3?|py)?[^\n]*\n(.*)$", text, re.DOTALL)
+        return (m.group(1) if m else text).strip("\n")
+    if entry_point:
+        defining = [b for b in blocks if re.search(rf"def\s+{re.escape(entry_point)}\s*\(", b)]
+        blocks = defining or blocks
+    best = max(range(len(blocks)), key=lambda k: (len(blocks[k].strip()), k))
+    return blocks[best].strip("\n")
+
+
+def humaneval_program(prompt: str, code: str) -> str:
+    """The prompt (imports, helper functions, the stub) followed by the answer: a full function redefines the
+    stub; a bare body completes it, as in the original HumanEval harness."""
+    future = re.findall(r"^from __future__ import .*$", code, re.MULTILINE)
+    code = re.sub(r"^from __future__ import .*$\n?", "", code, flags=re.MULTILINE)
+    head = "\n".join(future) + "\n" if future else ""
+    if re.search(r"^(def|class|import|from|async\s+def)\s", code, re.MULTILINE):
+        try:
+            ast.parse(prompt)  # a stub with only a docstring is valid Python; a bare `def f():` is not
+        except SyntaxError:
+            return f"{head}{code}\n"
+        return f"{head}{prompt.rstrip()}\n\n\n{code}\n"
+    return f"{head}{prompt}{code}\n"
+
+
+def _code(benchmark: str, prediction: str, problem: Problem | None, tests: str, entry: str | None,
+          timeout: float) -> ScoreResult:
+    from flowcore import sandbox
+
+    code = extract_code(prediction, entry)
+    if not code.strip():
+        return ScoreResult(False, None, "empty program")
+    program = code
+    if benchmark == "humaneval" and problem is not None:
+        program = humaneval_program(problem.question, code)
+    # The sandbox calls check(entry) when `check` exists; plain-assert tests (MBPP) get no entry point so a
+    # solution whose own function is named `check` (mbpp/56) is not called on itself.
+    if not re.search(r"^def\s+check\s*\(", tests, re.MULTILINE):
+        entry = None
+    elif entry is None:
+        m = re.search(r"^def\s+([A-Za-z_]\w*)\s*\(", code, re.MULTILINE)
+        entry = m.group(1) if m else None
+    res = sandbox.run_tests(program, tests, entry, timeout=timeout)
+    if res.ok:
+        return ScoreResult(True, code)
+    detail = "timed out" if res.timed_out else (res.error or "tests failed")
+    return ScoreResult(False, code, str(detail)[-2000:])
+
+
+# ---------------------------------------------------------------- entry point
+
+def score(benchmark: str, prediction: str, reference: str | Problem, *, timeout: float = CODE_TIMEOUT,
+          entry_point: str | None = None) -> ScoreResult:
+    """Score one prediction. reference: a Problem (preferred) or, for gsm8k/math, the gold answer or solution
+    text; for humaneval/mbpp a string reference is the test code (entry_point names the function)."""
+    from .data import BENCHMARKS, Problem
+
+    if benchmark not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark '{benchmark}' (choose from {', '.join(BENCHMARKS)})")
+    prediction = "" if prediction is None else str(prediction)
+    problem = reference if isinstance(reference, Problem) else None
+    if benchmark == "gsm8k":
+        return _gsm8k(prediction, problem.reference if problem else str(reference))
+    if benchmark == "math":
+        return _math(prediction, problem.reference if problem else str(reference))
+    if problem is not None:
+        return _code(benchmark, prediction, problem, problem.tests, problem.entry_point, timeout)
+    return _code(benchmark, prediction, None, str(reference), entry_point, timeout)
