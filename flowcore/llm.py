@@ -1,0 +1,553 @@
+"""LLM access through the ``openai`` client against any OpenAI-compatible endpoint.
+
+One model per role (optimizer, judge, executor); per-call tokens, cost (editable price table) and latency;
+a per-run budget cap; a response cache in the workspace database (a re-run is free and reproducible, even
+with no endpoint configured); a concurrency limit; retries and timeouts done by the client itself.
+The API key lives only in memory: it is never persisted, logged, put in an error message or a repr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import ssl
+import threading
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+
+if TYPE_CHECKING:
+    from flowcore.storage import Workspace
+
+ROLES = ("optimizer", "judge", "executor")
+DEFAULT_MODEL = "gpt-4o-mini"
+OPENAI_URL = "https://api.openai.com/v1"
+
+# USD per 1M (input, output) tokens. Editable in Settings or with MERMAIDFLOW_PRICES='{"model": [in, out]}'.
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-3.5-turbo": (0.50, 1.50),
+    "o3-mini": (1.10, 4.40),
+    "o4-mini": (1.10, 4.40),
+    "deepseek-chat": (0.27, 1.10),
+}
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS llm_cache(
+    key TEXT PRIMARY KEY, model TEXT NOT NULL, response_json TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS llm_calls(
+    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, ts REAL NOT NULL, role TEXT, model TEXT,
+    prompt_tokens INTEGER, completion_tokens INTEGER, cost REAL, latency REAL, cached INTEGER, error TEXT);
+CREATE INDEX IF NOT EXISTS llm_calls_run ON llm_calls(run_id);
+"""
+
+
+class LLMError(Exception):
+    """The endpoint failed after the client's retries, or answered something that is not a completion."""
+
+
+class BudgetExceeded(LLMError):
+    pass
+
+
+class NotConfigured(LLMError):
+    pass
+
+
+# -- settings -----------------------------------------------------------------------------------------------
+
+
+def _default_models() -> dict[str, str]:
+    return {r: DEFAULT_MODEL for r in ROLES}
+
+
+@dataclass
+class LLMSettings:
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    models: dict[str, str] = field(default_factory=_default_models)
+    prices: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_PRICES))
+    timeout: float = 60.0
+    max_retries: int = 2
+    concurrency: int = 8
+    budget_usd: float | None = None
+    cache: bool = True
+
+    def __post_init__(self) -> None:
+        self.models = {**_default_models(), **{k: v for k, v in (self.models or {}).items() if v}}
+        self.prices = _parse_prices(self.prices, "prices")
+        if self.timeout <= 0 or self.max_retries < 0 or self.concurrency < 1:
+            raise ValueError(f"LLM settings: timeout must be > 0, max_retries >= 0, concurrency >= 1 "
+                             f"(got {self.timeout}, {self.max_retries}, {self.concurrency})")
+        if self.budget_usd is not None and self.budget_usd < 0:
+            raise ValueError(f"LLM settings: budget_usd must be >= 0 (got {self.budget_usd})")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> LLMSettings:
+        """OPENAI_BASE_URL, OPENAI_API_KEY, MERMAIDFLOW_MODEL_<ROLE> (else OPENAI_MODEL), MERMAIDFLOW_TIMEOUT,
+        MERMAIDFLOW_MAX_RETRIES, MERMAIDFLOW_CONCURRENCY, MERMAIDFLOW_BUDGET_USD, MERMAIDFLOW_CACHE (0 = off),
+        MERMAIDFLOW_PRICES (JSON). A bad value raises ValueError naming the variable."""
+        env = os.environ if env is None else env
+
+        def num(name: str, kind: type, default: Any) -> Any:
+            raw = (env.get(name) or "").strip()
+            if not raw:
+                return default
+            try:
+                return kind(raw)
+            except ValueError:
+                msg = f"environment variable {name}={raw!r} is not a valid {kind.__name__}"
+                raise ValueError(msg) from None
+
+        fallback = (env.get("OPENAI_MODEL") or "").strip() or DEFAULT_MODEL
+        models = {r: (env.get(f"MERMAIDFLOW_MODEL_{r.upper()}") or "").strip() or fallback for r in ROLES}
+        prices = dict(DEFAULT_PRICES)
+        if (env.get("MERMAIDFLOW_PRICES") or "").strip():
+            try:
+                extra = json.loads(env["MERMAIDFLOW_PRICES"])
+            except ValueError as e:
+                raise ValueError(f"environment variable MERMAIDFLOW_PRICES is not JSON: {e}") from None
+            try:
+                prices.update(_parse_prices(extra, "environment variable MERMAIDFLOW_PRICES"))
+            except TypeError as e:
+                raise ValueError(str(e)) from None
+        cache = (env.get("MERMAIDFLOW_CACHE") or "1").strip().lower() not in ("0", "false", "no", "off")
+        return cls(base_url=(env.get("OPENAI_BASE_URL") or "").strip() or None,
+                   api_key=(env.get("OPENAI_API_KEY") or "").strip() or None,
+                   models=models, prices=prices,
+                   timeout=num("MERMAIDFLOW_TIMEOUT", float, 60.0),
+                   max_retries=num("MERMAIDFLOW_MAX_RETRIES", int, 2),
+                   concurrency=num("MERMAIDFLOW_CONCURRENCY", int, 8),
+                   budget_usd=num("MERMAIDFLOW_BUDGET_USD", float, None), cache=cache)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url or self.api_key)
+
+    def model_for(self, role: str) -> str:
+        if role not in ROLES:
+            raise ValueError(f"unknown LLM role {role!r}; expected one of {', '.join(ROLES)}")
+        return self.models.get(role) or DEFAULT_MODEL
+
+    def price_for(self, model: str) -> tuple[float, float]:
+        """Exact name, else the longest known prefix (``gpt-4o-mini-2024-07-18``); unknown models cost 0."""
+        for name in (model, model.rsplit("/", 1)[-1]):
+            if name in self.prices:
+                return self.prices[name]
+            prefixes = [k for k in self.prices if name.startswith(k)]
+            if prefixes:
+                return self.prices[max(prefixes, key=len)]
+        return (0.0, 0.0)
+
+    def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+        pin, pout = self.price_for(model)
+        return (prompt_tokens * pin + completion_tokens * pout) / 1_000_000
+
+    def to_public_dict(self) -> dict:
+        """Everything but the key (safe to save)."""
+        return {"base_url": self.base_url, "models": dict(self.models),
+                "prices": {m: list(p) for m, p in self.prices.items()}, "timeout": self.timeout,
+                "max_retries": self.max_retries, "concurrency": self.concurrency,
+                "budget_usd": self.budget_usd, "cache": self.cache}
+
+    @classmethod
+    def from_public_dict(cls, d: dict, api_key: str | None = None) -> LLMSettings:
+        if not isinstance(d, dict):
+            raise TypeError(f"LLM settings must be a mapping, got {type(d).__name__}")
+        d = {k: v for k, v in d.items() if k != "api_key"}  # a key in saved settings is ignored, never used
+        unknown = set(d) - set(cls().to_public_dict())
+        if unknown:
+            raise ValueError(f"LLM settings: unknown field(s) {', '.join(sorted(unknown))}")
+        models = d.get("models") or {}
+        if not isinstance(models, dict) or not all(isinstance(v, str) for v in models.values()):
+            raise ValueError("LLM settings: models must map role -> model name")
+        bad_roles = set(models) - set(ROLES)
+        if bad_roles:
+            raise ValueError(f"LLM settings: unknown role(s) {', '.join(sorted(bad_roles))}")
+        try:
+            budget = d.get("budget_usd")
+            return cls(base_url=d.get("base_url") or None, api_key=api_key or None, models=dict(models),
+                       prices=_parse_prices(d.get("prices", DEFAULT_PRICES), "prices"),
+                       timeout=float(d.get("timeout", 60.0)), max_retries=int(d.get("max_retries", 2)),
+                       concurrency=int(d.get("concurrency", 8)),
+                       budget_usd=None if budget in (None, "") else float(budget),
+                       cache=bool(d.get("cache", True)))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"LLM settings: {e}") from None  # one exception type for the Settings page
+
+
+def _parse_prices(prices: Any, where: str) -> dict[str, tuple[float, float]]:
+    if not isinstance(prices, Mapping):
+        raise TypeError(f"{where}: expected a mapping model -> [input, output] USD per 1M tokens")
+    out = {}
+    for model, pair in prices.items():
+        try:
+            pin, pout = (float(x) for x in pair)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: price of {model!r} must be [input, output] USD per 1M tokens, "
+                             f"got {pair!r}") from None
+        if pin < 0 or pout < 0:
+            raise ValueError(f"{where}: price of {model!r} is negative")
+        out[str(model)] = (pin, pout)
+    return out
+
+
+def public_url(url: str | None) -> str:
+    """The endpoint as it may be shown: no user:password, query or fragment."""
+    if not url:
+        return OPENAI_URL
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+# -- results ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    latency: float
+    cached: bool
+
+
+@dataclass
+class Usage:
+    """Running totals. Tokens and cost count what was paid for: cache hits add to ``calls`` and ``cached``
+    only. Failed calls add to ``errors`` only."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    latency: float = 0.0
+    cached: int = 0
+    errors: int = 0
+
+
+def run_usage(workspace: Workspace, run_id: str) -> Usage:
+    """Totals of one run from the call log."""
+    workspace.ensure_schema("llm", _DDL)
+    row = workspace.query(
+        "SELECT COUNT(*) AS n, SUM(CASE WHEN cached=0 AND error IS NULL THEN prompt_tokens ELSE 0 END) AS pt,"
+        " SUM(CASE WHEN cached=0 AND error IS NULL THEN completion_tokens ELSE 0 END) AS ct,"
+        " SUM(cost) AS cost, SUM(latency) AS lat, SUM(cached) AS hits,"
+        " SUM(CASE WHEN error IS NULL THEN 0 ELSE 1 END) AS errs"
+        " FROM llm_calls WHERE run_id = ?", (run_id,))[0]
+    errs = row["errs"] or 0
+    return Usage(calls=(row["n"] or 0) - errs, prompt_tokens=row["pt"] or 0, completion_tokens=row["ct"] or 0,
+                 cost=row["cost"] or 0.0, latency=row["lat"] or 0.0, cached=row["hits"] or 0, errors=errs)
+
+
+# -- the client ---------------------------------------------------------------------------------------------
+
+
+class _Shared:
+    """What an LLM and its children share: per-event-loop clients and semaphores, the totals lock."""
+
+    def __init__(self, settings: LLMSettings) -> None:
+        self.settings = settings
+        self.lock = threading.Lock()
+        # AsyncOpenAI (its httpx pool) and asyncio.Semaphore belong to one event loop, and callers may run
+        # asyncio.run() many times: one client per loop, closed when that loop shuts down.
+        self.per_loop: dict[asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, asyncio.Semaphore, Any]] = {}
+
+    async def for_loop(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
+        loop = asyncio.get_running_loop()
+        closer = None
+        with self.lock:
+            entry = self.per_loop.get(loop)
+            if entry is None:
+                for old in [lp for lp in self.per_loop if lp.is_closed()]:
+                    del self.per_loop[old]
+                s = self.settings
+                client = openai.AsyncOpenAI(
+                    base_url=s.base_url or OPENAI_URL, api_key=s.api_key or "not-needed", timeout=s.timeout,
+                    max_retries=s.max_retries, http_client=openai.DefaultAsyncHttpxClient(verify=_ssl_context()))
+                closer = _close_at_shutdown(client)
+                entry = self.per_loop[loop] = (client, asyncio.Semaphore(s.concurrency), closer)
+        if closer is not None:
+            await closer.__anext__()  # now the loop tracks it and will aclose() it at shutdown
+        return entry[0], entry[1]
+
+
+_ssl_lock = threading.Lock()
+_ssl_ctx: ssl.SSLContext | None = None
+
+
+def _ssl_context() -> ssl.SSLContext:
+    """Built once: loading the CA bundle costs ~90 ms, and a client is made per event loop."""
+    global _ssl_ctx
+    with _ssl_lock:
+        if _ssl_ctx is None:
+            cafile = None
+            if not (os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR")):
+                try:
+                    import certifi
+
+                    cafile = certifi.where()
+                except ImportError:
+                    pass
+            _ssl_ctx = ssl.create_default_context(cafile=cafile)
+        return _ssl_ctx
+
+
+async def _close_at_shutdown(client: openai.AsyncOpenAI) -> AsyncIterator[None]:
+    """An async generator parked at ``yield``: loop.shutdown_asyncgens() (run by asyncio.run) closes it,
+    which closes the client while its loop still runs (otherwise its sockets are torn down after)."""
+    try:
+        yield
+    finally:
+        await client.close()
+
+
+_bg_lock = threading.Lock()
+_bg_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    """One long-lived loop on a daemon thread for chat_sync, so sync callers reuse clients and connections."""
+    global _bg_loop
+    with _bg_lock:
+        if _bg_loop is None or _bg_loop.is_closed():
+            _bg_loop = asyncio.new_event_loop()
+            threading.Thread(target=_bg_loop.run_forever, name="flowcore-llm", daemon=True).start()
+        return _bg_loop
+
+
+class LLM:
+    def __init__(self, settings: LLMSettings, workspace: Workspace | None = None, run_id: str | None = None):
+        self.settings = settings
+        self.workspace = workspace
+        self.run_id = run_id
+        self.usage = Usage()
+        self.calls: list[dict] = []
+        self._parent: LLM | None = None
+        self._shared = _Shared(settings)
+        if workspace is not None:
+            workspace.ensure_schema("llm", _DDL)
+
+    def child(self) -> LLM:
+        """Same settings, cache, budget and concurrency limit; own usage/calls that also add to this one's."""
+        c = LLM.__new__(LLM)
+        c.settings, c.workspace, c.run_id = self.settings, self.workspace, self.run_id
+        c.usage, c.calls, c._parent, c._shared = Usage(), [], self, self._shared
+        return c
+
+    def _root(self) -> LLM:
+        node = self
+        while node._parent is not None:
+            node = node._parent
+        return node
+
+    # -- public calls -------------------------------------------------------------------------------------
+    async def chat(self, messages: list[dict] | str, *, role: str = "executor", temperature: float = 0.0,
+                   json_mode: bool = False, max_tokens: int | None = None, cache_salt: str = "") -> Reply:
+        """One chat completion. ``cache_salt`` separates otherwise identical calls (e.g. ensemble samples).
+        A cached answer is served even when no endpoint is configured (replaying a run)."""
+        msgs = _normalize(messages)
+        s = self.settings
+        model = s.model_for(role)
+        key = _cache_key(model, msgs, temperature, json_mode, max_tokens, cache_salt)
+        hit = self._cache_get(key)
+        if hit is not None:
+            reply = Reply(hit["text"], model, int(hit.get("prompt_tokens", 0)),
+                          int(hit.get("completion_tokens", 0)), 0.0, 0.0, True)
+            self._record(role, reply, None)
+            return reply
+        if not s.configured:
+            raise NotConfigured("no LLM endpoint configured: set OPENAI_BASE_URL (any OpenAI-compatible "
+                                "server, e.g. vLLM, Ollama, llama.cpp) and/or OPENAI_API_KEY, or enter them on "
+                                "the Settings page")
+        self._check_budget()
+        client, sem = await self._shared.for_loop()
+        kwargs: dict[str, Any] = {"model": model, "messages": msgs, "temperature": temperature}
+        if json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        async with sem:
+            self._check_budget()  # others may have spent while this call waited for a slot
+            start = time.perf_counter()
+            try:
+                resp = await client.chat.completions.create(**kwargs)
+                error = None
+            except openai.APITimeoutError:
+                error = f"timed out after {s.timeout:g}s (after {s.max_retries} retries)"
+            except openai.APIStatusError as e:
+                error = f"HTTP {e.status_code}: {_status_detail(e)}"
+            except openai.APIConnectionError as e:
+                error = f"cannot connect ({e.__cause__ or e})"
+            except openai.OpenAIError as e:
+                error = f"{type(e).__name__}: {e}"
+            except ValueError as e:  # json.JSONDecodeError from a body that is not JSON
+                error = f"malformed reply (body is not JSON: {e})"
+            latency = time.perf_counter() - start
+        if error is None:
+            text, pt, ct, error = _extract(resp, msgs)
+        if error is not None:
+            message = self._redact(f"LLM call failed ({role}, model {model!r} at {public_url(s.base_url)}): "
+                                   f"{error}")
+            self._record(role, Reply("", model, 0, 0, 0.0, latency, False), message)
+            raise LLMError(message)
+        reply = Reply(text, model, pt, ct, s.cost(model, pt, ct), latency, False)
+        self._cache_put(key, model, {"text": text, "prompt_tokens": pt, "completion_tokens": ct})
+        self._record(role, reply, None)
+        return reply
+
+    def chat_sync(self, *args: Any, **kw: Any) -> Reply:
+        """``chat`` for non-async callers (also from inside another running loop): runs on a shared
+        background loop."""
+        loop = _background_loop()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise RuntimeError("chat_sync called from the LLM background loop; await chat() instead")
+        return asyncio.run_coroutine_threadsafe(self.chat(*args, **kw), loop).result()
+
+    # -- internals ----------------------------------------------------------------------------------------
+    def _check_budget(self) -> None:
+        budget = self.settings.budget_usd
+        spent = self._root().usage.cost
+        if budget is not None and spent >= budget:
+            raise BudgetExceeded(f"LLM budget of ${budget:.4f} for this run is used up (spent ${spent:.4f})")
+
+    def _redact(self, text: str) -> str:
+        key = self.settings.api_key
+        return text.replace(key, "***") if key and len(key) >= 4 else text
+
+    def _record(self, role: str, reply: Reply, error: str | None) -> None:
+        rec = {"role": role, "model": reply.model, "prompt_tokens": reply.prompt_tokens,
+               "completion_tokens": reply.completion_tokens, "cost": reply.cost, "latency": reply.latency,
+               "cached": reply.cached, "error": error}
+        with self._shared.lock:
+            node: LLM | None = self
+            while node is not None:
+                u = node.usage
+                if error is not None:
+                    u.errors += 1
+                else:
+                    u.calls += 1
+                    u.cached += reply.cached
+                    if not reply.cached:
+                        u.prompt_tokens += reply.prompt_tokens
+                        u.completion_tokens += reply.completion_tokens
+                        u.cost += reply.cost
+                u.latency += reply.latency
+                node.calls.append(dict(rec))
+                node = node._parent
+        if self.workspace is not None:
+            with self.workspace.transaction() as conn:
+                conn.execute("INSERT INTO llm_calls(run_id, ts, role, model, prompt_tokens,"
+                             " completion_tokens, cost, latency, cached, error) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                             (self.run_id, time.time(), role, reply.model, reply.prompt_tokens,
+                              reply.completion_tokens, reply.cost, reply.latency, int(reply.cached), error))
+
+    def _cache_get(self, key: str) -> dict | None:
+        if self.workspace is None or not self.settings.cache:
+            return None
+        rows = self.workspace.query("SELECT response_json FROM llm_cache WHERE key = ?", (key,))
+        if not rows:
+            return None
+        try:
+            data = json.loads(rows[0]["response_json"])
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) and isinstance(data.get("text"), str) else None
+
+    def _cache_put(self, key: str, model: str, data: dict) -> None:
+        if self.workspace is None or not self.settings.cache:
+            return
+        with self.workspace.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO llm_cache(key, model, response_json, created)"
+                         " VALUES (?,?,?,?)", (key, model, json.dumps(data), time.time()))
+
+
+def _normalize(messages: list[dict] | str) -> list[dict]:
+    if isinstance(messages, str):
+        return [{"role": "user", "content": messages}]
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages must be a prompt string or a non-empty list of {role, content} dicts")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or "content" not in m:
+            raise ValueError(f"message {i} must be a dict with 'role' and 'content', got {m!r:.80}")
+        out.append(dict(m))
+    return out
+
+
+def _cache_key(model: str, msgs: list[dict], temperature: float, json_mode: bool, max_tokens: int | None,
+               salt: str) -> str:
+    blob = json.dumps([model, msgs, float(temperature), bool(json_mode), max_tokens, salt], sort_keys=True,
+                      ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4) if text else 0
+
+
+def _extract(resp: Any, msgs: list[dict]) -> tuple[str, int, int, str | None]:
+    """(text, prompt_tokens, completion_tokens, error)."""
+    choices = getattr(resp, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        return "", 0, 0, "malformed reply: no choices"
+    message = getattr(choices[0], "message", None)
+    text = getattr(message, "content", None)
+    if not isinstance(text, str):
+        reason = getattr(choices[0], "finish_reason", None)
+        refusal = getattr(message, "refusal", None)
+        detail = f"refusal: {refusal}" if refusal else f"finish_reason={reason}"
+        return "", 0, 0, f"malformed reply: no message content ({detail})"
+    usage = getattr(resp, "usage", None)
+    pt = getattr(usage, "prompt_tokens", None)
+    ct = getattr(usage, "completion_tokens", None)
+    if not isinstance(pt, int):
+        pt = _estimate_tokens("\n".join(str(m.get("content", "")) for m in msgs))
+    if not isinstance(ct, int):
+        ct = _estimate_tokens(text)
+    return text, pt, ct, None
+
+
+def _status_detail(e: openai.APIStatusError) -> str:
+    body = e.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        msg = err.get("message") if isinstance(err, dict) else err
+        if msg:
+            return str(msg)[:300]
+    return str(e.message)[:300]
+
+
+def list_models(settings: LLMSettings) -> list[str]:
+    """Model ids the endpoint offers (a connection test for the Settings page). Raises LLMError."""
+    if not settings.configured:
+        raise NotConfigured("no LLM endpoint configured: set OPENAI_BASE_URL and/or OPENAI_API_KEY")
+    client = openai.OpenAI(base_url=settings.base_url or OPENAI_URL, api_key=settings.api_key or "not-needed",
+                           timeout=min(settings.timeout, 15.0), max_retries=0)
+    try:
+        return sorted(m.id for m in client.models.list())
+    except (openai.OpenAIError, ValueError) as e:
+        msg = str(e)
+        if settings.api_key:
+            msg = msg.replace(settings.api_key, "***")
+        raise LLMError(f"cannot list models at {public_url(settings.base_url)}: {msg}") from None
+    finally:
+        client.close()
