@@ -1,0 +1,331 @@
+"""The AOV graph: Flow's subtask records as a validated, JSON round-trippable DAG.
+
+A file is ``{"goal": text, "subtasks": {id: record}, "agents": [{"id", "role"}]}``; each record is
+``{id, subtask_requirement, status, data, num_parents_not_completed, parents, child, agent}`` (plus an
+optional ``expect`` keyword list used by the rule inspector). Edges may be given on either side
+(``parents`` or ``child``); the other side is derived, and two sides that disagree are an error.
+``num_parents_not_completed`` is always derived, never trusted.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+STATUSES = ("pending", "running", "completed", "failed")
+DEFAULT_AGENT = "agent"  # lenient reading: the agent of records that name none
+_RECORD_KEYS = {"id", "subtask_requirement", "status", "data", "num_parents_not_completed", "parents",
+                "child", "agent", "expect"}
+
+
+class AOVError(ValueError):
+    """Invalid AOV input; the message names the subtask and field (or the cycle)."""
+
+
+@dataclass
+class Agent:
+    id: str
+    role: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "role": self.role}
+
+
+@dataclass
+class Subtask:
+    id: str
+    subtask_requirement: str
+    agent: str
+    status: str = "pending"
+    data: Any = ""
+    parents: list[str] = field(default_factory=list)
+    child: list[str] = field(default_factory=list)
+    expect: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # unknown record keys, kept for round trips
+
+
+def _where(sid: str, fld: str) -> str:
+    return f"subtask {sid!r}: field {fld!r}"
+
+
+def _str_list(value: Any, sid: str, fld: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise AOVError(f"{_where(sid, fld)} must be a list of subtask ids (strings)")
+    return list(dict.fromkeys(value))  # drop duplicates, keep order
+
+
+def cycle_message(g: nx.DiGraph) -> str | None:
+    """``"cycle: a -> b -> a"`` when the graph has a cycle, else None."""
+    try:
+        edges = nx.find_cycle(g)
+    except nx.NetworkXNoCycle:
+        return None
+    ring = [e[0] for e in edges]
+    order = {n: i for i, n in enumerate(g.nodes)}
+    start = min(range(len(ring)), key=lambda i: order[ring[i]])  # begin at the earliest node in the file
+    ring = ring[start:] + ring[:start]
+    return "cycle: " + " -> ".join(map(str, ring + ring[:1]))
+
+
+class AOVGraph:
+    """Goal, agents and subtasks (in file order, which fixes every tie-break)."""
+
+    def __init__(self, goal: str, subtasks: dict[str, Subtask], agents: list[Agent]) -> None:
+        self.goal = goal
+        self.subtasks = subtasks
+        self.agents = agents
+
+    # ---- reading -------------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, doc: Any, lenient: bool = False) -> AOVGraph:
+        """Read and validate a document. Without ``agents`` the agents are the names the subtasks use.
+        ``lenient`` (for structure-only uses such as metrics) also accepts a bare ``{id: record}`` object
+        and records without ``subtask_requirement`` (the id is used) or ``agent`` (a default agent)."""
+        if not isinstance(doc, dict):
+            raise AOVError("the AOV document must be a JSON object with 'goal', 'subtasks' and 'agents'")
+        if lenient and "subtasks" not in doc and doc and all(isinstance(v, dict) for v in doc.values()):
+            doc = {"subtasks": doc}
+        goal = doc.get("goal", "")
+        if not isinstance(goal, str):
+            raise AOVError("field 'goal' must be a string")
+        raw = doc.get("subtasks")
+        if isinstance(raw, list):  # tolerate a list of records carrying their own ids
+            listed: dict[str, Any] = {}
+            for i, rec in enumerate(raw):
+                if not isinstance(rec, dict) or not isinstance(rec.get("id"), str) or not rec["id"]:
+                    raise AOVError(f"subtasks[{i}]: a record in a list needs a string 'id'")
+                if rec["id"] in listed:
+                    raise AOVError(f"subtask {rec['id']!r}: declared twice")
+                listed[rec["id"]] = rec
+            raw = listed
+        if not isinstance(raw, dict):
+            raise AOVError("field 'subtasks' must be an object mapping ids to records")
+        if not raw:
+            raise AOVError("field 'subtasks': the graph is empty (no subtasks)")
+        if lenient:
+            raw = {sid: ({"subtask_requirement": sid, "agent": DEFAULT_AGENT, **rec} if isinstance(rec, dict)
+                         else rec) for sid, rec in raw.items()}
+        if doc.get("agents") is None:
+            names = [r.get("agent") for r in raw.values() if isinstance(r, dict)]
+            agents = [Agent(n, n) for n in dict.fromkeys(n for n in names if isinstance(n, str) and n)]
+        else:
+            agents = _read_agents(doc["agents"])
+            if lenient and DEFAULT_AGENT not in [a.id for a in agents] and any(
+                    isinstance(r, dict) and r.get("agent") == DEFAULT_AGENT for r in raw.values()):
+                agents.append(Agent(DEFAULT_AGENT, DEFAULT_AGENT))
+        subtasks: dict[str, Subtask] = {}
+        given_parents: dict[str, list[str] | None] = {}
+        given_child: dict[str, list[str] | None] = {}
+        for sid, rec in raw.items():
+            st, parents, child = _read_record(sid, rec)
+            subtasks[sid] = st
+            given_parents[sid], given_child[sid] = parents, child
+        _link(subtasks, given_parents, given_child)
+        g = cls(goal, subtasks, agents)
+        g.validate()
+        return g
+
+    @classmethod
+    def from_json(cls, text: str, lenient: bool = False) -> AOVGraph:
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise AOVError(f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+        return cls.from_dict(doc, lenient)
+
+    @classmethod
+    def load(cls, path: str | Path, lenient: bool = False) -> AOVGraph:
+        """Read a file; OSError propagates (an I/O problem, not invalid input)."""
+        return cls.from_json(Path(path).read_text(encoding="utf-8"), lenient)
+
+    # ---- writing -------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        subs: dict[str, Any] = {}
+        for sid, st in self.subtasks.items():
+            rec: dict[str, Any] = {
+                "id": sid, "subtask_requirement": st.subtask_requirement, "status": st.status,
+                "data": st.data, "num_parents_not_completed": self.num_parents_not_completed(sid),
+                "parents": list(st.parents), "child": list(st.child), "agent": st.agent,
+            }
+            if st.expect:
+                rec["expect"] = list(st.expect)
+            rec.update(st.extra)
+            subs[sid] = rec
+        return {"goal": self.goal, "subtasks": subs, "agents": [a.to_dict() for a in self.agents]}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    def copy(self) -> AOVGraph:
+        return AOVGraph(self.goal, copy.deepcopy(self.subtasks), copy.deepcopy(self.agents))
+
+    # ---- queries -------------------------------------------------------------------------------
+    def agent_ids(self) -> list[str]:
+        return [a.id for a in self.agents]
+
+    def agent(self, agent_id: str) -> Agent:
+        for a in self.agents:
+            if a.id == agent_id:
+                return a
+        raise AOVError(f"unknown agent {agent_id!r}")
+
+    def edges(self) -> list[tuple[str, str]]:
+        return [(p, sid) for sid, st in self.subtasks.items() for p in st.parents]
+
+    def to_networkx(self) -> nx.DiGraph:
+        g = nx.DiGraph()
+        g.add_nodes_from(self.subtasks)
+        g.add_edges_from(self.edges())
+        return g
+
+    def num_parents_not_completed(self, sid: str) -> int:
+        return sum(1 for p in self.subtasks[sid].parents if self.subtasks[p].status != "completed")
+
+    def ready(self) -> list[str]:
+        """Pending subtasks whose parents are all completed, in file order."""
+        return [sid for sid, st in self.subtasks.items()
+                if st.status == "pending" and self.num_parents_not_completed(sid) == 0]
+
+    def validate(self) -> None:
+        """Structural checks after edits: links symmetric, ids known, agents known, acyclic."""
+        if not self.subtasks:
+            raise AOVError("field 'subtasks': the graph is empty (no subtasks)")
+        known = set(self.agent_ids())
+        for sid, st in self.subtasks.items():
+            if st.status not in STATUSES:
+                raise AOVError(f"{_where(sid, 'status')} is {st.status!r}; expected one of "
+                               f"{', '.join(STATUSES)}")
+            for p in st.parents:
+                if p not in self.subtasks:
+                    raise AOVError(f"{_where(sid, 'parents')}: parent {p!r} does not exist")
+                if sid not in self.subtasks[p].child:
+                    raise AOVError(f"{_where(p, 'child')} lacks {sid!r}, which lists it as a parent")
+            for c in st.child:
+                if c not in self.subtasks:
+                    raise AOVError(f"{_where(sid, 'child')}: child {c!r} does not exist")
+                if sid not in self.subtasks[c].parents:
+                    raise AOVError(f"{_where(c, 'parents')} lacks {sid!r}, which lists it as a child")
+            if st.agent not in known:
+                names = ", ".join(sorted(known)) or "none declared"
+                raise AOVError(f"{_where(sid, 'agent')}: unknown agent {st.agent!r} (agents: {names})")
+        msg = cycle_message(self.to_networkx())
+        if msg:
+            raise AOVError(msg)
+
+    # ---- edits (used by repairs; callers validate afterwards) -----------------------------------
+    def add_edge(self, parent: str, child: str) -> None:
+        if child not in self.subtasks[parent].child:
+            self.subtasks[parent].child.append(child)
+        if parent not in self.subtasks[child].parents:
+            self.subtasks[child].parents.append(parent)
+
+    def remove_edge(self, parent: str, child: str) -> None:
+        if child in self.subtasks[parent].child:
+            self.subtasks[parent].child.remove(child)
+        if parent in self.subtasks[child].parents:
+            self.subtasks[child].parents.remove(parent)
+
+    def remove_subtask(self, sid: str) -> None:
+        st = self.subtasks[sid]
+        for p in list(st.parents):
+            self.remove_edge(p, sid)
+        for c in list(st.child):
+            self.remove_edge(sid, c)
+        del self.subtasks[sid]
+
+    def fresh_id(self, base: str) -> str:
+        if base not in self.subtasks:
+            return base
+        n = 2
+        while f"{base}_{n}" in self.subtasks:
+            n += 1
+        return f"{base}_{n}"
+
+
+def _read_agents(raw: Any) -> list[Agent]:
+    if not isinstance(raw, list):
+        raise AOVError("field 'agents' must be a list of {\"id\", \"role\"}")
+    agents: list[Agent] = []
+    seen: set[str] = set()
+    for i, a in enumerate(raw):
+        if isinstance(a, str) and a:
+            a = {"id": a, "role": a}
+        if not isinstance(a, dict) or not isinstance(a.get("id"), str) or not a["id"]:
+            raise AOVError(f"agents[{i}]: needs a non-empty string 'id'")
+        role = a.get("role", a["id"])
+        if not isinstance(role, str):
+            raise AOVError(f"agents[{i}] ({a['id']!r}): field 'role' must be a string")
+        if a["id"] in seen:
+            raise AOVError(f"agents[{i}]: agent {a['id']!r} declared twice")
+        seen.add(a["id"])
+        agents.append(Agent(a["id"], role or a["id"]))
+    return agents
+
+
+def _read_record(sid: Any, rec: Any) -> tuple[Subtask, list[str] | None, list[str] | None]:
+    if not isinstance(sid, str) or not sid:
+        raise AOVError(f"subtask id {sid!r}: ids must be non-empty strings")
+    if not isinstance(rec, dict):
+        raise AOVError(f"subtask {sid!r}: the record must be an object")
+    if "id" in rec and rec["id"] != sid:
+        raise AOVError(f"{_where(sid, 'id')} is {rec['id']!r}, but the record is stored under {sid!r}")
+    req = rec.get("subtask_requirement")
+    if not isinstance(req, str) or not req.strip():
+        raise AOVError(f"{_where(sid, 'subtask_requirement')} must be a non-empty string")
+    status = rec.get("status", "pending")
+    if status not in STATUSES:
+        raise AOVError(f"{_where(sid, 'status')} is {status!r}; expected one of {', '.join(STATUSES)}")
+    agent = rec.get("agent")
+    if not isinstance(agent, str) or not agent:
+        raise AOVError(f"{_where(sid, 'agent')} is missing or not a string")
+    npnc = rec.get("num_parents_not_completed", 0)
+    if not isinstance(npnc, int) or isinstance(npnc, bool) or npnc < 0:
+        raise AOVError(f"{_where(sid, 'num_parents_not_completed')} must be a non-negative integer")
+    expect = rec.get("expect", [])
+    if isinstance(expect, str):
+        expect = [expect]
+    if not isinstance(expect, list) or not all(isinstance(e, str) for e in expect):
+        raise AOVError(f"{_where(sid, 'expect')} must be a keyword or a list of keywords")
+    parents = _str_list(rec["parents"], sid, "parents") if rec.get("parents") is not None else None
+    child = _str_list(rec["child"], sid, "child") if rec.get("child") is not None else None
+    data = rec.get("data", "")
+    st = Subtask(sid, req, agent, status, "" if data is None else data, expect=[e for e in expect if e],
+                 extra={k: v for k, v in rec.items() if k not in _RECORD_KEYS})
+    return st, parents, child
+
+
+def _link(subtasks: dict[str, Subtask], parents: dict[str, list[str] | None],
+          child: dict[str, list[str] | None]) -> None:
+    """Build edges from whichever side is given; both sides given and disagreeing is an error."""
+    edges: list[tuple[str, str]] = []
+    for sid, ps in parents.items():
+        for p in ps or []:
+            if p == sid:
+                raise AOVError(f"cycle: {sid} -> {sid}")
+            if p not in subtasks:
+                raise AOVError(f"{_where(sid, 'parents')}: parent {p!r} does not exist")
+            if child[p] is not None and sid not in child[p]:
+                raise AOVError(f"{_where(p, 'child')} lacks {sid!r}, but {sid!r} lists {p!r} in 'parents'")
+            edges.append((p, sid))
+    for sid, cs in child.items():
+        for c in cs or []:
+            if c == sid:
+                raise AOVError(f"cycle: {sid} -> {sid}")
+            if c not in subtasks:
+                raise AOVError(f"{_where(sid, 'child')}: child {c!r} does not exist")
+            if parents[c] is not None and sid not in parents[c]:
+                raise AOVError(f"{_where(c, 'parents')} lacks {sid!r}, but {sid!r} lists {c!r} in 'child'")
+            edges.append((sid, c))
+    for sid, st in subtasks.items():  # given sides first, so their order survives a round trip
+        st.parents = list(parents[sid] or [])
+        st.child = list(child[sid] or [])
+    for p, c in edges:
+        if c not in subtasks[p].child:
+            subtasks[p].child.append(c)
+        if p not in subtasks[c].parents:
+            subtasks[c].parents.append(p)

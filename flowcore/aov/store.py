@@ -1,0 +1,94 @@
+"""AOV executions in the workspace database, so an execution can be reopened and continued.
+
+``aov_executions`` holds the current graph (with every subtask's data) and the execution state;
+``aov_events`` holds the log, one row per event. A save writes both in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from ..storage import Workspace
+from .execute import AgentBackend, EchoAgent, Execution
+from .inspector import Inspector
+from .model import AOVError, AOVGraph
+
+DDL = """
+CREATE TABLE IF NOT EXISTS aov_executions (
+    id TEXT PRIMARY KEY, goal TEXT NOT NULL, created TEXT NOT NULL, updated TEXT NOT NULL,
+    graph_json TEXT NOT NULL, status TEXT NOT NULL, state_json TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE IF NOT EXISTS aov_events (
+    execution_id TEXT NOT NULL REFERENCES aov_executions(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL, step INTEGER NOT NULL, kind TEXT NOT NULL, payload_json TEXT NOT NULL,
+    PRIMARY KEY (execution_id, seq));
+"""
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class ExecutionStore:
+    def __init__(self, workspace: Workspace) -> None:
+        self.ws = workspace
+        workspace.ensure_schema("aov", DDL)
+
+    def save(self, ex: Execution) -> None:
+        now = _now()
+        with self.ws.transaction() as conn:
+            conn.execute(
+                "INSERT INTO aov_executions (id, goal, created, updated, graph_json, status, state_json) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET goal=excluded.goal, "
+                "updated=excluded.updated, graph_json=excluded.graph_json, status=excluded.status, "
+                "state_json=excluded.state_json",
+                (ex.id, ex.graph.goal, now, now, ex.graph.to_json(indent=None), ex.status,
+                 json.dumps(ex.state(), ensure_ascii=False)))
+            last = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM aov_events WHERE execution_id = ?",
+                                (ex.id,)).fetchone()[0]
+            conn.executemany(
+                "INSERT INTO aov_events (execution_id, seq, step, kind, payload_json) VALUES (?, ?, ?, ?, ?)",
+                [(ex.id, e["seq"], e["step"], e["kind"], json.dumps(e["payload"], ensure_ascii=False))
+                 for e in ex.events if e["seq"] > last])
+
+    def row(self, execution_id: str) -> dict[str, Any]:
+        rows = self.ws.query("SELECT * FROM aov_executions WHERE id = ?", (execution_id,))
+        if not rows:
+            raise AOVError(f"no AOV execution with id {execution_id!r}")
+        return dict(rows[0])
+
+    def events(self, execution_id: str) -> list[dict[str, Any]]:
+        rows = self.ws.query("SELECT * FROM aov_events WHERE execution_id = ? ORDER BY seq", (execution_id,))
+        return [{"seq": r["seq"], "step": r["step"], "kind": r["kind"],
+                 "payload": json.loads(r["payload_json"])} for r in rows]
+
+    def list(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.ws.query(
+            "SELECT id, goal, created, updated, status FROM aov_executions ORDER BY updated DESC, id")]
+
+    def delete(self, execution_id: str) -> None:
+        with self.ws.transaction() as conn:
+            conn.execute("DELETE FROM aov_events WHERE execution_id = ?", (execution_id,))
+            conn.execute("DELETE FROM aov_executions WHERE id = ?", (execution_id,))
+
+
+def save_execution(workspace: Workspace, ex: Execution) -> str:
+    """Attach ``ex`` to the workspace (later steps save themselves) and save it now."""
+    ex.store = ExecutionStore(workspace)
+    ex.save()
+    return ex.id
+
+
+def load_execution(workspace: Workspace, execution_id: str, agent: AgentBackend | None = None,
+                   inspector: Inspector | None = None, repair_llm: Any = None) -> Execution:
+    """Reopen a saved execution; it continues where it stopped (agents are not stored: pass them again)."""
+    store = ExecutionStore(workspace)
+    row = store.row(execution_id)
+    state = json.loads(row["state_json"] or "{}")
+    ex = Execution(AOVGraph.from_json(row["graph_json"]), agent or EchoAgent(), inspector,
+                   repair_llm=repair_llm, mode=state.get("mode", "auto"), k=int(state.get("k", 3)),
+                   max_repairs=int(state.get("max_repairs", 3)), execution_id=execution_id)
+    ex.restore(state, store.events(execution_id))
+    ex.store = store
+    return ex
