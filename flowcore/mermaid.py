@@ -112,11 +112,12 @@ def _split_statements(line: str) -> list[tuple[str, int]]:
 
 
 def _unescape(text: str) -> str:
-    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), text)
+    """A prompt's only escapes are \\n (newline) and \\\\ (backslash); LaTeX such as \\boxed stays as is."""
+    return re.sub(r"\\([\\n])", lambda m: "\n" if m.group(1) == "n" else "\\", text)
 
 
 def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
+    return re.sub(r"\\(?=[\\n]|$)", r"\\\\", text).replace("\n", "\\n")
 
 
 def parse_lenient(text: str) -> tuple[Workflow, list[Diagnostic]]:

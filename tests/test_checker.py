@@ -222,3 +222,11 @@ def test_hard_check_maps_mermaid_error_to_line():
     diags = check(text, hard=True)
     assert any(d.code == "M001" and d.line == 8 for d in diags)
     assert not [d for d in check(MATH_OK, hard=True) if d.severity == "error"]
+
+
+def test_prompts_keep_latex_backslashes_and_round_trip_escapes():
+    w = parse((EXAMPLES / "math_seed.mmd").read_text())
+    assert "\\boxed{}" in w.prompts["solver"]
+    for text in ["a\\boxed{x}", "line1\nline2", "literal \\n here", "ends with \\", "\\\\", "\\\\n", "x\\"]:
+        w.prompts["solver"] = text
+        assert parse(to_mermaid(w)).prompts["solver"] == text
