@@ -1,0 +1,467 @@
+"""The evolution loop (DESIGN §5): rounds of sample parents -> K candidates -> judge -> (review) -> evaluate
+-> store, resumable after a crash.
+
+Round 0 is the seed workflow. Each round is stored in one transaction; a round that fails (an exception,
+the budget) is stored with its reason and the run goes on. With no LLM endpoint (offline) evolution still
+runs with the programmatic operators and the rule judge, and every stored score is NULL with status
+'structure-only': no benchmark score is ever made up. Each round draws from ``Random(f"{seed}:{round}")``,
+so a resumed run makes the same choices an uninterrupted one would have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import random
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..checker import check
+from ..mermaid import WorkflowSyntaxError, parse, to_mermaid
+from ..model import Workflow
+from ..storage import Workspace
+from . import ops
+from .history import History, sample_parents
+from .judge import Candidate, LLMJudge, RuleJudge, Verdict
+from .optimizer import Optimizer, rewrite_prompt
+
+log = logging.getLogger(__name__)
+EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples"
+MODES = ("llm", "programmatic")
+TASK_OF = {"gsm8k": "math", "math": "math", "humaneval": "code", "mbpp": "code"}
+Evaluator = Callable[[Workflow, list], Awaitable[Any]]  # (workflow, problems) -> EvalReport-like
+
+
+class Cancelled(Exception):
+    pass
+
+
+@dataclass
+class EvolutionConfig:
+    benchmark: str
+    rounds: int = 5
+    candidates: int = 4
+    seed: int = 0
+    workflow: str | None = None  # the seed workflow's text; None: the task's seed example
+    alpha: float = 0.2
+    lam: float = 0.3
+    top_k: int = 4
+    operators: list[str] = field(default_factory=lambda: list(ops.OPERATORS))
+    budget: float | None = None  # USD for the whole run
+    data_path: str | None = None
+    limit: int | None = None
+    mode: str = "llm"  # llm: the optimizer LLM proposes candidates; programmatic: the graph operators do
+    concurrency: int = 8
+    offline: bool = False  # structure-only: no evaluation
+    max_error_rate: float = 0.1  # a round fails when more problems than this could not be run (LLM errors)
+
+    @property
+    def task(self) -> str:
+        return TASK_OF[self.benchmark]
+
+    def validate(self) -> None:
+        """ValueError naming the first bad field."""
+        if self.benchmark not in TASK_OF:
+            raise ValueError(f"benchmark must be one of {', '.join(TASK_OF)}, got '{self.benchmark}'")
+        for name, low in (("rounds", 0), ("candidates", 1), ("top_k", 1), ("concurrency", 1)):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+        if self.alpha < 0 or not 0 <= self.lam <= 1:
+            raise ValueError(f"alpha must be >= 0 and lambda in [0, 1] (got {self.alpha}, {self.lam})")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got '{self.mode}'")
+        if self.budget is not None and self.budget < 0:
+            raise ValueError(f"budget must be >= 0, got {self.budget}")
+        if not 0 <= self.max_error_rate <= 1:
+            raise ValueError(f"max_error_rate must be in [0, 1], got {self.max_error_rate}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit must be >= 1, got {self.limit}")
+        ops.parse_operator_list(",".join(self.operators))  # names known
+        if self.workflow is not None:
+            errors = [d for d in check(self.workflow, self.task) if d.severity == "error"]
+            if errors:
+                raise ValueError(f"the seed workflow is invalid for {self.task} tasks: {errors[0]}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> EvolutionConfig:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def key(self) -> str:
+        """What identifies 'the same run' for resuming (everything but the round count)."""
+        d = self.to_dict()
+        d.pop("rounds")
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:32]
+
+
+@dataclass
+class Review:
+    """A reviewer's decision on a round's candidates (the page's human-in-the-loop hook)."""
+
+    action: str = "approve"  # approve | choose | edit | veto
+    index: int | None = None  # choose/edit: which candidate
+    text: str | None = None  # edit: the edited workflow
+    reason: str = ""
+
+
+ReviewHook = Callable[[int, list[Candidate], Verdict], "Review | None"]
+
+
+def default_seed(task: str) -> str:
+    return to_mermaid(parse((EXAMPLES / f"{task}_seed.mmd").read_text(encoding="utf-8")))
+
+
+class Evolution:
+    def __init__(self, workspace: Workspace, config: EvolutionConfig, *, llm: Any = None,
+                 evaluator: Evaluator | None = None, progress: Callable[[dict], None] | None = None,
+                 cancel: threading.Event | None = None, review: ReviewHook | None = None,
+                 run_id: int | None = None):
+        self.ws, self.history = workspace, History(workspace)
+        cfg = replace(config, operators=list(config.operators))
+        if cfg.workflow is None and cfg.benchmark in TASK_OF:
+            cfg.workflow = default_seed(TASK_OF[cfg.benchmark])
+        cfg.validate()
+        self._settings = None
+        if llm is None and not cfg.offline:
+            from ..llm import LLMSettings
+
+            settings = LLMSettings.from_env()
+            if settings.configured:
+                self._settings = settings
+        self.llm = llm
+        if self.llm is None and self._settings is None and evaluator is None:
+            cfg.offline = True  # nothing could evaluate a workflow: structure-only
+        if cfg.offline:
+            cfg.mode = "programmatic"
+        if cfg.mode == "llm" and self.llm is None and self._settings is None:
+            cfg.mode = "programmatic"
+        self.config, self.evaluator = cfg, evaluator
+        self.progress, self.cancel, self.review = progress, cancel or threading.Event(), review
+        self.run_id = run_id
+        self._problems: list | None = None
+        self._parsed: dict[int, Workflow] = {}
+
+    # -- runs ----------------------------------------------------------------------------------------------
+    @classmethod
+    def resume(cls, workspace: Workspace, run_id: int, **kw: Any) -> Evolution:
+        """Continue a stored run after its last committed round."""
+        info = History(workspace).run(run_id)
+        return cls(workspace, EvolutionConfig.from_dict(info.config), run_id=run_id, **kw)
+
+    def find_resumable(self) -> int | None:
+        return self.history.find_unfinished(self.config.key())
+
+    def start(self, *, resume: bool = True) -> int:
+        """Attach to the latest unfinished run with this config (resume) or create a new one."""
+        if self.run_id is None and resume:
+            self.run_id = self.find_resumable()
+        if self.run_id is not None:
+            info = self.history.run(self.run_id)
+            if info.offline != self.config.offline:
+                was, how = ("structure-only", "resume it offline") if info.offline else \
+                    ("evaluated", "configure the LLM endpoint (OPENAI_BASE_URL) to resume it")
+                raise ValueError(f"run {self.run_id} was {was}; {how}")
+            stored = info.config
+            if stored.get("rounds") != self.config.rounds:  # a resumed run may be extended or shortened
+                with self.ws.transaction() as c:
+                    c.execute("UPDATE evo_runs SET config_json = ? WHERE id = ?",
+                              (json.dumps(self.config.to_dict(), sort_keys=True), self.run_id))
+        else:
+            cfg = self.config
+            self.run_id = self.history.create_run(cfg.to_dict(), cfg.key(), cfg.workflow or "", cfg.benchmark,
+                                                  cfg.task, cfg.offline)
+        if self.llm is None and self._settings is not None:
+            from ..llm import LLM
+
+            spent = sum(r["cost"] or 0 for r in self.history.rounds(self.run_id))
+            settings = self._settings
+            if self.config.budget is not None:
+                settings = replace(settings, budget_usd=max(0.0, self.config.budget - spent))
+            self.llm = LLM(settings, self.ws, run_id=f"evo-{self.run_id}")
+        return self.run_id
+
+    def prepare(self) -> None:
+        """Load the validation problems now (online runs), so a bad data file is reported before round 0."""
+        if not self.config.offline:
+            self._load_problems()
+
+    def run(self) -> dict:
+        return asyncio.run(self.arun())
+
+    async def arun(self) -> dict:
+        run_id = self.run_id if self.run_id is not None else self.start()
+        cfg = self.config
+        try:
+            self.prepare()
+        except Exception as exc:
+            self.history.set_status(run_id, "stopped", f"cannot load the problems: {exc}")
+            raise
+        self.history.set_status(run_id, "running")
+        records: list[dict] = []
+        status, reason = "finished", None
+        nxt = self.history.last_round(run_id) + 1
+        try:
+            while nxt <= cfg.rounds:
+                if self.cancel.is_set():
+                    raise Cancelled
+                if self._budget_left() is not None and self._budget_left() <= 0:
+                    status, reason = "stopped", f"budget of ${cfg.budget:g} used up"
+                    break
+                rec = await (self._seed_round() if nxt == 0 else self._round(nxt))
+                self.history.add_round(run_id, rec)
+                summary = self.summary(rec)
+                records.append(summary)
+                if self.progress is not None:
+                    try:
+                        self.progress(summary)
+                    except Exception:  # a broken display must not stop the run (the round is stored)
+                        log.exception("evolution progress callback failed")
+                if rec["status"] == "failed" and "BudgetExceeded" in (rec.get("reason") or ""):
+                    status, reason = "stopped", rec["reason"]
+                    break
+                nxt += 1
+        except Cancelled:
+            status, reason = "cancelled", "cancelled by the user"
+        self.history.set_status(run_id, status, reason)
+        return {"run_id": run_id, "status": status, "reason": reason, "rounds": records}
+
+    def summary(self, rec: dict) -> dict:
+        return {"run": self.run_id, "round": rec["round"], "status": rec["status"], "score": rec.get("score"),
+                "ci_low": rec.get("ci_low"), "ci_high": rec.get("ci_high"), "n": rec.get("n"),
+                "cost": round(rec.get("cost") or 0.0, 6), "operator": rec.get("operator"),
+                "detail": rec.get("detail"), "parents": rec.get("parents", []), "judge": rec.get("judge"),
+                "reason": rec.get("reason")}
+
+    # -- rounds --------------------------------------------------------------------------------------------
+    def _spent(self) -> float:
+        usage = getattr(self.llm, "usage", None)
+        return float(getattr(usage, "cost", 0.0) or 0.0)
+
+    def _budget_left(self) -> float | None:
+        if self.config.budget is None:
+            return None
+        spent = sum(r["cost"] or 0 for r in self.history.rounds(self.run_id))  # type: ignore[arg-type]
+        return self.config.budget - spent
+
+    async def _seed_round(self) -> dict:
+        w = parse(self.config.workflow or "")
+        rec: dict[str, Any] = {"round": 0, "workflow_text": to_mermaid(w), "prompts": w.prompts, "parents": [],
+                               "operator": "seed", "detail": "the seed workflow", "status": "failed"}
+        return await self._evaluate_into(rec, w, self._spent())
+
+    async def _round(self, r: int) -> dict:
+        cfg, rng = self.config, random.Random(f"{self.config.seed}:{r}")
+        rec: dict[str, Any] = {"round": r, "status": "failed"}
+        spent0 = self._spent()
+        try:
+            if not cfg.offline:
+                self._load_problems()  # the optimizer is shown failed problems of the parent
+            rows = self.history.rounds(self.run_id)  # type: ignore[arg-type]
+            parents, pool, probs = sample_parents(rows, rng, n=2, alpha=cfg.alpha, lam=cfg.lam, k=cfg.top_k)
+            rec["parents"] = [p["round"] for p in parents]
+            rec["sampling"] = {"pool": [p["round"] for p in pool], "scores": [p["score"] for p in pool],
+                               "probabilities": probs}
+            pws = [self._workflow(p) for p in parents]
+            experience = self.history.experience(self.run_id or 0, parents[0]["round"], rows)
+            rec["experience"] = experience
+            candidates, dropped = await self._candidates(r, rng, parents, pws, rows, experience)
+            rec["candidates"] = [_cand_json(c) for c in candidates] + dropped  # kept if judging fails
+            if not candidates:
+                reasons = "; ".join(d.get("reason") or "" for d in dropped[:3])
+                raise RuntimeError(f"no valid candidate ({reasons})")
+            verdict = await self._judge(r, candidates, pws[0], parents[0], rows, experience)
+            rec["judge"], rec["chosen"] = verdict.judge, verdict.chosen
+            rec["candidates"] = [{**_cand_json(c), "scores": s} for c, s in zip(candidates, verdict.scores)]
+            rec["candidates"] += dropped
+            child = await self._reviewed(r, candidates, verdict, rec)
+            rec.update(workflow_text=child.text, prompts=child.workflow.prompts, operator=child.operator,
+                       detail=child.detail, parents=child.parents)
+            return await self._evaluate_into(rec, child.workflow, spent0)
+        except Cancelled:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failed round is stored with its reason; the run goes on
+            rec["status"], rec["reason"] = "failed", f"{type(exc).__name__}: {exc}"
+            rec["cost"] = self._spent() - spent0
+            return rec
+
+    def _workflow(self, row: dict) -> Workflow:
+        if row["round"] not in self._parsed:
+            self._parsed[row["round"]] = parse(row["workflow_text"])
+        return self._parsed[row["round"]]
+
+    async def _candidates(self, r: int, rng: random.Random, parents: list[dict], pws: list[Workflow],
+                          rows: list[dict], experience: list[dict]) -> tuple[list[Candidate], list[dict]]:
+        """K candidates: the optimizer LLM's valid proposals (mode llm) or the graph operators'; a mode-llm
+        round whose proposals are all invalid falls back to the operators (recorded in the candidates)."""
+        cfg = self.config
+        dropped: list[dict] = []
+        cands: list[Candidate] = []
+        seen = {r_["workflow_text"] for r_ in rows if r_.get("workflow_text")}
+        if cfg.mode == "llm" and self.llm is not None:
+            opt = Optimizer(self.llm, cfg.task)
+            pairs = [(w, p["score"]) for w, p in zip(pws, parents, strict=True)]
+            proposals = await opt.propose_many(pairs, cfg.candidates, experience=experience,
+                                               failures=self._failures(parents[0], rng),
+                                               salt=f"run{self.run_id}:r{r}")
+            for p in proposals:
+                if p.workflow is None:
+                    dropped.append({"text": p.text, "operator": "optimizer", "source": "optimizer",
+                                    "rationale": p.rationale, "attempts": p.attempts, "reason": p.reason,
+                                    "diagnostics": [d.to_dict() for d in p.diagnostics]})
+                elif to_mermaid(p.workflow) not in seen:
+                    seen.add(to_mermaid(p.workflow))
+                    cands.append(Candidate(p.workflow, "optimizer", p.rationale[:160] or "optimizer proposal",
+                                           [x["round"] for x in parents], "optimizer", p.rationale, p.attempts))
+                else:
+                    dropped.append({"text": p.text, "operator": "optimizer", "source": "optimizer",
+                                    "reason": "the same workflow as an earlier round"})
+            if cands:
+                return cands, dropped
+        distinct = len({to_mermaid(w) for w in pws}) > 1
+        names = [n for n in cfg.operators if n != "crossover" or distinct] or ["insert"]
+        for attempt in range(cfg.candidates * 8):
+            if len(cands) >= cfg.candidates:
+                break
+            name = rng.choice(names)
+            res = await self._apply(name, pws, rng, f"run{self.run_id}:r{r}:{attempt}")
+            if isinstance(res, ops.Declined):
+                continue
+            text = res.text
+            if text in seen:
+                continue
+            seen.add(text)
+            prounds = [parents[i]["round"] for i in res.parents]
+            cands.append(Candidate(res.workflow, res.operator, res.detail, prounds, "operator"))
+        return cands, dropped
+
+    async def _apply(self, name: str, pws: list[Workflow], rng: random.Random,
+                     salt: str) -> ops.Child | ops.Declined:
+        """One graph operator; with an LLM at hand the prompt operator lets the optimizer write the prompt."""
+        if name == "prompt" and self.llm is not None and not self.config.offline:
+            from ..llm import LLMError
+
+            try:
+                return await rewrite_prompt(self.llm, pws[0], self.config.task, rng, salt=salt)
+            except (ops.Declined, LLMError):
+                pass  # the library's variants still work
+        return ops.apply(name, pws, self.config.task, rng)
+
+    def _failures(self, parent: dict, rng: random.Random, k: int = 3) -> list[dict]:
+        wrong = [x for x in parent.get("per_problem") or [] if not x.get("correct")]
+        by_id = {p.id: p for p in self._problems or []}
+        wrong = [x for x in wrong if x.get("id") in by_id]
+        picked = rng.sample(wrong, min(k, len(wrong)))
+        return [{"question": by_id[x["id"]].question, "prediction": x.get("prediction", "")} for x in picked]
+
+    async def _judge(self, r: int, cands: list[Candidate], parent: Workflow, prow: dict, rows: list[dict],
+                     experience: list[dict]) -> Verdict:
+        history = [self._workflow(x) for x in rows if x.get("workflow_text")]
+        record = self.history.operator_record(self.run_id, rows)  # type: ignore[arg-type]
+        if self.config.mode == "llm" and self.llm is not None:
+            return await LLMJudge(self.llm, self.config.task).ascore(
+                cands, parent, parent_score=prow["score"], experience=experience, history=history,
+                operator_record=record, cache_salt=f"run{self.run_id}:r{r}")
+        return RuleJudge(self.config.task).score(cands, parent, history=history, operator_record=record)
+
+    async def _reviewed(self, r: int, cands: list[Candidate], verdict: Verdict, rec: dict) -> Candidate:
+        """Apply the review hook: approve, choose another candidate, edit one, or veto the round."""
+        chosen = cands[verdict.chosen]
+        if self.review is None:
+            return chosen
+        decision = await asyncio.to_thread(self.review, r, cands, verdict)
+        if decision is None or decision.action == "approve":
+            return chosen
+        idx = verdict.chosen if decision.index is None else decision.index
+        if not 0 <= idx < len(cands):
+            raise ValueError(f"the reviewer chose candidate {idx}, but there are {len(cands)}")
+        rec["chosen"] = idx
+        if decision.action == "choose":
+            return cands[idx]
+        if decision.action == "veto":
+            raise RuntimeError(f"vetoed by the reviewer{': ' + decision.reason if decision.reason else ''}")
+        if decision.action == "edit":
+            errors = [d for d in check(decision.text or "", self.config.task) if d.severity == "error"]
+            if errors:
+                raise ValueError(f"the reviewer's edit is invalid: {errors[0]}")
+            base = cands[idx]
+            return replace(base, workflow=parse(decision.text or ""),
+                           detail=f"{base.detail} (edited by the reviewer)")
+        raise ValueError(f"unknown review action '{decision.action}' (approve, choose, edit, veto)")
+
+    def _load_problems(self) -> list:
+        if self._problems is None:
+            from ..benchmarks import load
+
+            cfg = self.config
+            self._problems = load(cfg.benchmark, "validation", data_path=cfg.data_path, limit=cfg.limit)
+        return self._problems
+
+    async def _evaluate_into(self, rec: dict, w: Workflow, spent0: float) -> dict:
+        """Evaluate the chosen workflow on the validation split (or mark it structure-only offline)."""
+        if self.config.offline:
+            rec.update(status="structure-only", score=None, reason="offline: no LLM endpoint, not evaluated")
+            rec["cost"] = self._spent() - spent0
+            return rec
+        try:
+            problems = self._load_problems()
+            if self.evaluator is not None:
+                report = await self.evaluator(w, problems)
+            else:
+                from ..evaluation import evaluate_workflow
+
+                report = await evaluate_workflow(w, self.config.benchmark, problems, llm=self.llm,
+                                                 concurrency=self.config.concurrency, cancel=self.cancel)
+            if getattr(report, "cancelled", False):
+                raise Cancelled
+            results = list(report.results)
+            infra = [x for x in results if any(f"{k}:" in (x.error or "") for k in _INFRA_ERRORS)]
+            if results and len(infra) > self.config.max_error_rate * len(results):
+                rec["per_problem"] = [_result_json(x) for x in results]  # kept for diagnosis
+                raise RuntimeError(f"{len(infra)} of {len(results)} problems could not be run, so the score "
+                                   f"would be wrong ({infra[0].error})")
+            extra = float(report.cost or 0.0) if self.llm is None else 0.0  # an injected evaluator's own cost
+            rec.update(status="ok", score=report.score, ci_low=report.ci_low, ci_high=report.ci_high,
+                       n=report.n, per_problem=[_result_json(x) for x in results])
+        except Cancelled:
+            raise
+        except Exception as exc:  # noqa: BLE001 - stored as the round's reason
+            rec.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
+            extra = 0.0
+        rec["cost"] = self._spent() - spent0 + extra
+        return rec
+
+
+# Errors of the endpoint rather than of the workflow (the harness records "<ExceptionType>: message", a
+# failing node wraps its cause: "NodeError: node C1 (CustomOp) failed: LLMError: ...").
+_INFRA_ERRORS = ("LLMError", "BudgetExceeded", "NotConfigured")
+
+
+def _cand_json(c: Candidate) -> dict:
+    return {"text": c.text, "operator": c.operator, "detail": c.detail, "source": c.source,
+            "rationale": c.rationale, "attempts": c.attempts, "parents": c.parents}
+
+
+def _result_json(x: Any) -> dict:
+    return {"id": x.id, "correct": bool(x.correct), "prediction": (x.prediction or "")[:2000],
+            "extracted": x.extracted, "cost": x.cost, "latency": round(x.latency or 0.0, 4), "error": x.error}
+
+
+def load_seed(path: str, task: str) -> str:
+    """A seed workflow file as canonical text; ValueError naming the problem."""
+    try:
+        w = parse(Path(path).read_text(encoding="utf-8"))
+    except WorkflowSyntaxError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    errors = [d for d in check(w, task) if d.severity == "error"]
+    if errors:
+        raise ValueError(f"{path}: {errors[0]}")
+    return to_mermaid(w)
