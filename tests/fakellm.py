@@ -67,6 +67,10 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # 32+ clients connect at once in the concurrency benchmark; 5 would drop some
+
+
 class FakeLLMServer:
     """Context manager (or ``start()``/``stop()``). ``base_url`` ends in ``/v1``; ``requests`` holds every
     chat request body received (``headers`` their headers); ``max_in_flight`` the most requests handled at
@@ -96,7 +100,7 @@ class FakeLLMServer:
     # -- lifecycle --------------------------------------------------------------------------------------
     def start(self) -> FakeLLMServer:
         handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
+        self._server = _Server(("127.0.0.1", self._port), handler)
         self._port = self._server.server_address[1]  # stays readable after stop()
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},

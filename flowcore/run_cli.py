@@ -1,0 +1,180 @@
+"""Subcommands ``compile``, ``run``, ``evaluate`` and ``score`` of ``python -m flowcore`` (DESIGN §10)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import catalogue as cat
+from .cli import CliError, JobFailed, emit, load_workflow, read_text
+
+# The engine (openai client, networkx, sympy) is imported inside the commands, so registering them keeps
+# `check` and `fmt` quick to start.
+BENCHMARKS = ("gsm8k", "math", "humaneval", "mbpp")
+
+NOT_CONFIGURED = ("no LLM endpoint configured: set OPENAI_BASE_URL to an OpenAI-compatible server (e.g. "
+                  "http://127.0.0.1:8000/v1 for vLLM, Ollama or llama.cpp) and/or OPENAI_API_KEY; optionally "
+                  "OPENAI_MODEL or MERMAIDFLOW_MODEL_EXECUTOR for the model")
+
+
+def register(sub: Any) -> None:
+    c = sub.add_parser("compile", help="compile a workflow into a standalone Python module")
+    c.add_argument("file")
+    c.add_argument("--task", choices=cat.TASKS)
+    c.add_argument("-o", "--out", help="output file (default: standard output)")
+    c.set_defaults(func=_cmd_compile)
+
+    r = sub.add_parser("run", help="run a workflow once on one problem")
+    r.add_argument("file")
+    r.add_argument("--task", choices=cat.TASKS)
+    r.add_argument("--problem", required=True, help="the problem text, or @FILE to read it from a file")
+    r.add_argument("--entry-point", help="function name (code tasks; default: guessed from the problem)")
+    r.add_argument("--public-tests", default="",
+                   help="assert lines a TestOp may run, or @FILE (default: the examples in the problem text)")
+    r.add_argument("--json", action="store_true", help='print {"answer", "cost", "calls"}')
+    r.set_defaults(func=_cmd_run)
+
+    e = sub.add_parser("evaluate", help="evaluate a workflow on a benchmark")
+    e.add_argument("file")
+    e.add_argument("--benchmark", required=True, choices=BENCHMARKS)
+    src = e.add_mutually_exclusive_group()
+    src.add_argument("--split", choices=("validation", "test"), default=None,
+                     help="split of the bundled data (default: validation)")
+    src.add_argument("--data", help="a JSONL/JSON file of rows in the benchmark's own format (all rows used)")
+    e.add_argument("--limit", type=int, help="only the first N problems")
+    e.add_argument("--concurrency", type=int, default=8, help="problems run at once (default 8)")
+    e.add_argument("--timeout", type=float, help="seconds per problem (default: none)")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=_cmd_evaluate)
+
+    s = sub.add_parser("score", help="score one prediction against a reference")
+    s.add_argument("--benchmark", required=True, choices=BENCHMARKS)
+    s.add_argument("--prediction", required=True, help="the answer text, or @FILE")
+    s.add_argument("--reference", required=True,
+                   help="gold answer (gsm8k/math) or test code (humaneval/mbpp), or @FILE")
+    s.add_argument("--entry-point", help="function the tests call (humaneval)")
+    s.add_argument("--json", action="store_true", help="(the output is always JSON)")
+    s.set_defaults(func=_cmd_score)
+
+
+# -- helpers -------------------------------------------------------------------------------------------------
+
+def _text_arg(value: str) -> str:
+    return read_text(value[1:]) if value.startswith("@") else value
+
+
+def _llm(concurrency: int | None = None) -> Any:
+    from .llm import LLM, LLMSettings
+
+    try:
+        settings = LLMSettings.from_env()
+    except (TypeError, ValueError) as exc:
+        raise CliError(f"bad LLM setting in the environment: {exc}") from None
+    if not settings.configured:
+        raise JobFailed(NOT_CONFIGURED)
+    if concurrency and not (os.environ.get("MERMAIDFLOW_CONCURRENCY") or "").strip():
+        # N problems at once need N calls in flight; an explicit MERMAIDFLOW_CONCURRENCY still caps it.
+        settings.concurrency = max(settings.concurrency, concurrency)
+    return LLM(settings)
+
+
+# -- commands ------------------------------------------------------------------------------------------------
+
+def _cmd_compile(args: argparse.Namespace) -> int:
+    from .compiler import compile_workflow
+
+    w = load_workflow(args.file, args.task)
+    source = compile_workflow(w, args.task)
+    if not args.out:
+        sys.stdout.write(source)
+        return 0
+    try:
+        Path(args.out).write_text(source, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"{args.out}: cannot write ({exc})") from None
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .llm import LLMError
+    from .runtime import NodeError, run_workflow
+
+    w = load_workflow(args.file, args.task)
+    problem, tests = _text_arg(args.problem), _text_arg(args.public_tests)
+    llm = _llm()
+    try:
+        res = asyncio.run(run_workflow(w, problem, entry_point=args.entry_point, llm=llm, public_tests=tests,
+                                       task=args.task))
+    except (NodeError, LLMError) as exc:
+        raise JobFailed(str(exc)) from None
+    if args.json:
+        emit({"answer": res.answer, "cost": res.cost, "calls": res.calls})
+    else:
+        print(res.answer)
+        print(f"cost: ${res.cost:.6f}, LLM calls: {res.calls}", file=sys.stderr)
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from .benchmarks import TASK_OF, DataError, load
+    from .evaluation import evaluate_workflow
+
+    if args.limit is not None and args.limit < 0:
+        raise CliError(f"--limit must be >= 0, got {args.limit}")
+    if args.concurrency < 1:
+        raise CliError(f"--concurrency must be >= 1, got {args.concurrency}")
+    w = load_workflow(args.file, TASK_OF[args.benchmark])
+    try:
+        problems = load(args.benchmark, args.split or "validation", data_path=args.data, limit=args.limit)
+    except (DataError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    llm = _llm(args.concurrency)
+    show = None if args.json or not sys.stderr.isatty() else _progress
+    report = asyncio.run(evaluate_workflow(w, args.benchmark, problems, llm=llm, concurrency=args.concurrency,
+                                           progress=show, timeout=args.timeout))
+    out = report.to_json()
+    out["cost"] = llm.usage.cost  # everything paid for, failed problems included
+    if args.json:
+        emit(out)
+    else:
+        for r in report.results:
+            mark = "ok  " if r.correct else ("ERR " if r.error else "fail")
+            shown = r.error if r.error else (r.extracted if r.extracted is not None else r.prediction)
+            print(f"{mark} {r.id}  {_one_line(str(shown))}")
+        solved = sum(r.correct for r in report.results)
+        print(f"{args.benchmark}: score {report.score:.3f} ({solved}/{report.n}), 95% CI "
+              f"[{report.ci_low:.3f}, {report.ci_high:.3f}], cost ${out['cost']:.6f}")
+    errors = [r for r in report.results if r.error]
+    if report.results and len(errors) == len(report.results):
+        print(f"error: every problem failed; the first: {errors[0].error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    from .benchmarks import score
+
+    prediction, reference = _text_arg(args.prediction), _text_arg(args.reference)
+    try:
+        res = score(args.benchmark, prediction, reference, entry_point=args.entry_point)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    out: dict[str, Any] = {"correct": bool(res.correct), "extracted": res.extracted}
+    if getattr(res, "detail", None):
+        out["detail"] = res.detail
+    emit(out)
+    return 0
+
+
+def _one_line(text: str, width: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _progress(done: int, total: int, result: Any) -> None:
+    print(f"\r{done}/{total} problems", end="" if done < total else "\n", file=sys.stderr, flush=True)
