@@ -21,9 +21,13 @@ def make_runner(plan: Plan, llm: Any) -> Callable:
     async def runner(problem: Problem) -> tuple[str, float]:
         child = llm.child() if hasattr(llm, "child") else llm
         code = TASK_OF.get(problem.benchmark) == "code"
-        res = await execute(plan, problem.question, llm=child,
-                            entry_point=problem.entry_point if code else None,
-                            public_tests=problem.public_tests if code else "")
+        try:
+            res = await execute(plan, problem.question, llm=child,
+                                entry_point=problem.entry_point if code else None,
+                                public_tests=problem.public_tests if code else "")
+        except Exception as exc:
+            exc.cost = getattr(getattr(child, "usage", None), "cost", 0.0)  # the harness records the spend
+            raise
         return res.answer, res.cost
 
     return runner

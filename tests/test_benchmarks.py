@@ -377,3 +377,19 @@ def test_bootstrap_ci():
     assert bootstrap_ci([True] * 5) == (1.0, 1.0) and bootstrap_ci([]) == (0.0, 0.0)
     lo1, hi1 = bootstrap_ci([True, False, False, False], resamples=2000)
     assert 0.0 <= lo1 <= 0.25 <= hi1 <= 1.0
+
+
+def test_a_failed_problem_keeps_what_it_spent():
+    import asyncio
+
+    from flowcore.benchmarks.data import Problem
+    from flowcore.benchmarks.harness import evaluate
+
+    async def runner(problem):
+        exc = RuntimeError("node C1 failed")
+        exc.cost = 0.25
+        raise exc
+
+    p = Problem(id="x", benchmark="gsm8k", question="1+1?", reference="2")
+    report = asyncio.run(evaluate(runner, [p], concurrency=1))
+    assert report.results[0].error.startswith("RuntimeError") and report.cost == 0.25

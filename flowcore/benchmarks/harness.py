@@ -86,6 +86,7 @@ async def _solve(runner: Runner, problem: Problem, timeout: float | None) -> Pro
     except Exception as exc:  # noqa: BLE001 - any runner failure is this problem's result
         timed_out = timeout is not None and isinstance(exc, TimeoutError) and time.perf_counter() - start >= timeout
         msg = f"timed out after {timeout:g}s" if timed_out else str(exc)
+        cost = float(getattr(exc, "cost", 0.0) or 0.0)  # what a failed run had already spent, when it says
         return ProblemResult(problem.id, False, answer, None, cost, time.perf_counter() - start,
                              f"{type(exc).__name__}: {msg}")
     latency = time.perf_counter() - start
