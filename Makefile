@@ -1,0 +1,62 @@
+# MermaidFlow Studio. Quick start on a fresh Debian machine with python3:  make run   |   make test
+# Everything installs into ./.venv; a stamp per requirements file makes re-runs instant.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+PORT ?= 8501
+DB ?= workspace.db
+CHROMIUM ?= /usr/bin/chromium
+
+.PHONY: run test lint bench clean distclean venv browser-deps
+
+venv: $(PY)
+
+# Debian ships `venv` separately (python3-venv); install it when we can, say how when we cannot.
+$(PY):
+	@$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update && apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); \
+	  else echo "error: '$(PYTHON) -m venv' failed; install python3-venv (sudo apt-get install -y python3-venv)" >&2; \
+	    exit 1; fi; }
+
+$(VENV)/.stamp-run: requirements.txt | $(PY)
+	$(PIP) install -r requirements.txt
+	@touch $@
+
+$(VENV)/.stamp-dev: requirements-dev.txt requirements.txt | $(PY)
+	$(PIP) install -r requirements-dev.txt
+	@touch $@
+
+run: $(VENV)/.stamp-run
+	MERMAIDFLOW_DB="$(DB)" $(VENV)/bin/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT) \
+	  --browser.gatherUsageStats false --server.headless true
+
+# The browser tests drive Debian's chromium (never `playwright install`); without it they skip with a reason.
+browser-deps:
+	@if [ -x "$(CHROMIUM)" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update && apt-get install -y chromium; \
+	else echo "note: $(CHROMIUM) is missing and this is not root: browser tests will be skipped" \
+	  "(install it with: sudo apt-get install -y chromium)"; fi
+
+test: $(VENV)/.stamp-dev browser-deps
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pytest -q
+
+lint: $(VENV)/.stamp-dev
+	$(VENV)/bin/ruff check .
+
+bench: $(VENV)/.stamp-run
+	@set -e; found=0; for f in benchmarks/*.py; do [ -e "$$f" ] || continue; found=1; \
+	  echo "== $$f"; $(PY) "$$f"; done; [ $$found = 1 ] || echo "no benchmarks/*.py yet"
+
+# clean keeps the virtualenv (slow to rebuild); distclean removes it too.
+clean:
+	rm -rf .pytest_cache .ruff_cache .hypothesis tests/browser/artifacts
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,197 @@
+"""Fixtures for one real-browser test per page: the app served by Streamlit, driven by Debian's Chromium.
+
+Use in a test module under tests/browser/:
+
+    import pytest
+    from .conftest import APP_ENV, goto_page, wait_for_app
+
+    pytestmark = pytest.mark.browser
+
+    def test_editor(page, streamlit_app):
+        goto_page(page, streamlit_app, "/editor")       # the page's url path
+        page.get_by_role("button", name="Check").click()
+        wait_for_app(page)                              # the rerun the click started has finished
+        assert page.get_by_text("valid").is_visible()
+
+- `streamlit_app` (session): one server for the whole run, `.url` and `.db_path` (a fresh SQLite workspace
+  in a temp dir, passed as MERMAIDFLOW_DB). Extra environment for the server goes into `APP_ENV` before the
+  first test that uses the fixture runs, e.g. at import time of a test module:
+  `APP_ENV["MERMAIDFLOW_LLM_URL"] = ...` (the server starts once: every browser module sees the same env).
+- `browser` (session): Chromium via Playwright; skips every browser test with the reason if
+  /usr/bin/chromium (or the playwright package) is missing. `playwright install` is never used.
+- `page` (function): a fresh context and page, 20 s default timeout; when the test fails a screenshot is
+  saved to tests/browser/artifacts/<test>.png.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("MERMAIDFLOW_CHROMIUM", "/usr/bin/chromium")  # env: only to test the skip
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+STARTUP_TIMEOUT_S = 60.0
+DEFAULT_TIMEOUT_MS = 20_000
+
+# Extra environment for the Streamlit server; extend it before the server starts (see the module docstring).
+APP_ENV: dict[str, str] = {}
+
+
+@dataclass
+class StreamlitApp:
+    url: str  # http://127.0.0.1:<port>, no trailing slash
+    db_path: Path
+    log_path: Path
+    process: subprocess.Popen
+
+    def log_tail(self, lines: int = 40) -> str:
+        return _tail(self.log_path, lines)
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+            return r.read().decode().strip() == "ok"
+    except OSError:
+        return False
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def streamlit_app(tmp_path_factory) -> StreamlitApp:
+    """The app (app.py at the repo root) served on a free 127.0.0.1 port with a fresh workspace DB."""
+    workdir = tmp_path_factory.mktemp("streamlit_app")
+    db_path = workdir / "workspace.db"
+    log_path = workdir / "streamlit.log"
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "MERMAIDFLOW_DB": str(db_path), "PYTHONUNBUFFERED": "1", **APP_ENV}
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+           "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none"]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    app = StreamlitApp(url, db_path, log_path, proc)
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not _healthy(url):
+            if proc.poll() is not None:
+                pytest.fail(f"streamlit exited with code {proc.returncode} before it was healthy; log tail:\n"
+                            f"{app.log_tail()}", pytrace=False)
+            if time.monotonic() > deadline:
+                pytest.fail(f"streamlit not healthy at {url} after {STARTUP_TIMEOUT_S:.0f} s; log tail:\n"
+                            f"{app.log_tail()}", pytrace=False)
+            time.sleep(0.2)
+        yield app
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Debian Chromium through Playwright (skips, with the reason, when either is missing)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"browser tests need {CHROMIUM}: install it with `apt-get install -y chromium` "
+                    "(make test does this when run as root)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("browser tests need the playwright package (pip install -r requirements-dev.txt)")
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    rep = yield
+    setattr(item, f"rep_{rep.when}", rep)  # lets `page` see whether the test failed
+    return rep
+
+
+@pytest.fixture
+def page(browser, request):
+    """A fresh browser context and page; on failure a screenshot goes to tests/browser/artifacts/."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(DEFAULT_TIMEOUT_MS)
+    pg = context.new_page()
+    try:
+        yield pg
+    finally:
+        reports = (getattr(request.node, f"rep_{w}", None) for w in ("setup", "call"))
+        failed = any(getattr(r, "failed", False) for r in reports)
+        if failed:
+            ARTIFACTS.mkdir(exist_ok=True)
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
+            try:
+                pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+            except Exception as exc:  # a crashed page must not hide the test's own failure
+                print(f"screenshot failed: {exc}")
+        context.close()
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+_APP_IDLE = ('[data-testid="stApp"][data-test-script-state="notRunning"]'
+             '[data-test-connection-state="CONNECTED"]')
+
+
+def wait_for_app(page, timeout_ms: int = DEFAULT_TIMEOUT_MS, settle_ms: int = 150) -> None:
+    """Wait until Streamlit is connected and has finished running the script (the first run, or the rerun
+    a click/keystroke just started), and no element is left stale from the previous run.
+
+    `settle_ms` first gives a just-triggered rerun time to start: the app reports "notRunning" until the
+    server has acknowledged the new run."""
+    page.wait_for_selector('[data-testid="stApp"]', state="attached", timeout=timeout_ms)
+    if settle_ms:
+        page.wait_for_timeout(settle_ms)
+    page.wait_for_selector(_APP_IDLE, state="attached", timeout=timeout_ms)
+    page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=timeout_ms)
+
+
+def goto_page(page, app: StreamlitApp, url_path: str = "/", timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+    """Open `url_path` of the app (e.g. "/" or "/Editor") and wait until its script has run."""
+    page.goto(app.url + "/" + url_path.lstrip("/"), wait_until="domcontentloaded", timeout=timeout_ms)
+    wait_for_app(page, timeout_ms, settle_ms=0)
+
+
+def no_exceptions(page) -> list[str]:
+    """Texts of any Streamlit exception boxes on the page (an empty list means none)."""
+    return [e.inner_text() for e in page.query_selector_all('[data-testid="stException"]')]
