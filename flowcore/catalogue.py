@@ -33,6 +33,12 @@ def is_assignable(source_type: str, port_types: tuple[str, ...]) -> bool:
     return any(t in SUBTYPES.get(source_type, frozenset({source_type})) for t in port_types)
 
 
+@functools.lru_cache(maxsize=1024)
+def compatible(source_types: tuple[str, ...], port_types: tuple[str, ...]) -> bool:
+    """True when any of a node's output types may flow into a port (cached: the table is tiny)."""
+    return any(is_assignable(t, port_types) for t in source_types)
+
+
 @dataclass(frozen=True)
 class Port:
     name: str

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import deque
 
 import networkx as nx
 
@@ -61,20 +61,22 @@ class _Ctx:
         self.w = w
         nodes = w.nodes
         self.decisions = {nid for nid, n in nodes.items() if n.op == cat.DECISION}
-        self.ins: dict[str, list[Edge]] = defaultdict(list)
-        self.outs: dict[str, list[Edge]] = defaultdict(list)
-        self.fed: dict[str, dict[str, list[Edge]]] = defaultdict(lambda: defaultdict(list))
-        self.port: dict[int, cat.Port | None] = {}
-        port_of = cat.port_of
+        ins: dict[str, list[Edge]] = {n: [] for n in nodes}
+        outs: dict[str, list[Edge]] = {n: [] for n in nodes}
+        fed: dict[str, dict[str, list[Edge]]] = {}
+        ports: dict[int, cat.Port | None] = {}
+        port_of, decisions = cat.port_of, self.decisions
         for e in w.edges:
-            self.ins[e.dst].append(e)
-            self.outs[e.src].append(e)
-            op = nodes[e.dst].op
-            if e.src in self.decisions or op is None:
+            src, dst = e.src, e.dst
+            ins[dst].append(e)
+            outs[src].append(e)
+            op = nodes[dst].op
+            if op is None or src in decisions:
                 continue
-            port = self.port[id(e)] = port_of(op, e.dst, e.label)
+            port = ports[id(e)] = port_of(op, dst, e.label)
             if port is not None:
-                self.fed[e.dst][port.name].append(e)
+                fed.setdefault(dst, {}).setdefault(port.name, []).append(e)
+        self.ins, self.outs, self.fed, self.port = ins, outs, fed, ports
         self._types: dict[str, tuple[str, ...] | None] = {}
 
     def node(self, nid: str) -> Node:
@@ -84,7 +86,7 @@ class _Ctx:
         return e.src in self.decisions
 
     def port_edges(self, nid: str) -> dict[str, list[Edge]]:
-        return self.fed.get(nid, {})
+        return self.fed.get(nid) or {}
 
     def out_types(self, nid: str, _stack: frozenset[str] = frozenset()) -> tuple[str, ...] | None:
         """The types a node emits (None when unknown); rules such as 'same as solutions' look upstream."""
@@ -213,7 +215,7 @@ def _edges(ctx: _Ctx) -> list[Diagnostic]:
             out.append(_edge_at(e, "M007", f"{what} of {dst.id} ({_kind(dst)}); {takes}"))
             continue
         types = ctx.out_types(src.id)
-        if types is not None and not any(cat.is_assignable(t, port.types) for t in types):
+        if types is not None and not cat.compatible(types, port.types):
             emits = "/".join(types) if types else "nothing"
             out.append(_edge_at(e, "M008", f"type mismatch on {e.src} -> {e.dst}: {e.src} emits {emits}, "
                                 f"but port '{port.name}' of {_kind(dst)} takes {'/'.join(port.types)}"))
