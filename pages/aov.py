@@ -1,0 +1,200 @@
+"""AOV Execution (Flow): candidate graphs, their metrics and the rule's choice; step-by-step execution with
+the inspector; repair proposals to accept, edit or reject; saved executions; exports.
+
+Only layout here: the actions (button callbacks, run before the script) are flowcore.aov.session.Actions.
+"Run to end" does one step per script run and reruns: the diagram stays live and Pause takes effect after
+the current step."""
+
+from __future__ import annotations
+
+import sys
+import zlib
+from pathlib import Path
+
+import streamlit as st
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
+    sys.path.insert(0, str(ROOT))
+
+from flowcore.aov import session as S  # noqa: E402
+from flowcore.aov import to_mermaid  # noqa: E402
+from flowcore.aov.session import md  # noqa: E402
+from flowcore.llm import LLM  # noqa: E402
+from pages import common  # noqa: E402
+
+ss = st.session_state
+NO_LLM = "No LLM endpoint is configured: set one on the Settings page (or OPENAI_BASE_URL) to generate."
+AGENTS = {"llm": "LLM agents", "manual": "Manual (you type each output)", "echo": "Echo (offline demo)"}
+LLM_OR_RULES = {"llm": "LLM", "rules": "Rules"}
+MODES = {"interactive": "Ask me (interactive)", "auto": "Apply the best (auto)"}
+
+
+def llm() -> LLM | None:
+    settings = common.llm_settings()
+    return LLM(settings, workspace=common.workspace()) if settings.configured else None
+
+
+act = S.Actions(ss, common.workspace(), llm)  # the callbacks: flowcore/aov/session.py
+
+
+# -- drawing ------------------------------------------------------------------------------------------------
+
+def diagram(graph, changed=(), max_label: int = 48, direction: str = "TD") -> None:
+    """Streamlit's own Mermaid chart: sized to its content (st_mermaid's iframe needs a guessed height and
+    leaves blank bands under scaled-down diagrams). Top-down for the live graph, left-right in columns."""
+    st.mermaid_chart(to_mermaid(graph, max_label, direction, changed), width="content")
+
+
+def candidates_section(configured: bool) -> int | None:
+    st.subheader("1 · Candidate graphs")
+    if st.radio("Source", ["Examples and files", "Generate with the LLM"], horizontal=True,
+                key="aov_source").startswith("Examples"):
+        c1, c2 = st.columns(2)
+        c1.multiselect("Example graphs", S.examples(), default=S.examples(), key="aov_examples")
+        c2.file_uploader("AOV JSON files", type=["json"], accept_multiple_files=True, key="aov_upload")
+        st.text_area("…or paste one AOV JSON document", key="aov_paste", height=90,
+                     placeholder='{"goal": "...", "subtasks": {...}, "agents": [...]}')
+        st.button("Use as candidates", on_click=act.use_files, key="aov_use", type="primary")
+    else:
+        st.text_area("Task", key="aov_task", height=90, placeholder="What should the team of agents do?")
+        st.slider("K (candidates)", 1, 6, 3, key="aov_gen_k")
+        st.button("Generate", on_click=act.generate, key="aov_generate", type="primary",
+                  disabled=not configured, help=None if configured else NO_LLM)
+        if not configured:
+            st.caption(NO_LLM + " Without one, use the example graphs or your own files.")
+    cands = ss.get("aov_cands") or []
+    best = S.rule_choice(cands)
+    for i, c in enumerate(cands):
+        with st.container(border=True):
+            left, right = st.columns([1, 2.6])
+            badge = " :green-badge[chosen by the rule]" if i == best else ""
+            left.markdown(f"**Candidate {i + 1}** · `{c.label}`{badge}")
+            if c.candidate.graph is None:
+                left.error(f"Dropped: {md(c.candidate.error)}")
+                continue
+            left.markdown(S.metrics_text(c.candidate.metrics))
+            if c.candidate.repairs:
+                left.caption("Fixed on reading: " + md("; ".join(c.candidate.repairs)))
+            with right:
+                diagram(c.candidate.graph, max_label=30, direction="LR")
+    if cands and best is None:
+        st.error("No candidate is valid: fix the files or generate again.")
+    return best
+
+
+def start_row(cands: list, best: int | None) -> None:
+    if best is not None:
+        valid = [i for i, c in enumerate(cands) if c.candidate.graph is not None]
+        pick = st.radio("Graph to execute", valid, index=valid.index(best), horizontal=True,
+                        key=f"aov_pick_{ss.get('aov_gen', 0)}",
+                        format_func=lambda i: f"Candidate {i + 1}" + (" (chosen by the rule)" * (i == best)))
+        st.button("Start execution", on_click=act.start, args=(cands[pick].candidate.graph,), key="aov_start",
+                  type="primary", icon=":material/play_arrow:")
+    if saved := S.saved(common.workspace()):
+        c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
+        labels = {r["id"]: f"{r['id']} · {r['status']} · {r['updated']} · {r['goal'][:60]}" for r in saved}
+        # keyed by the labels: the browser keeps showing a keyed select's old labels when only they change
+        eid = c1.selectbox("Reopen saved execution", list(labels), format_func=labels.get,
+                           key=f"aov_saved_{zlib.crc32(repr(labels).encode())}")
+        c2.button("Reopen", on_click=act.reopen, args=(eid,), key="aov_reopen", icon=":material/history:")
+
+
+def settings_row(configured: bool) -> None:
+    c, first = st.columns([1.4, 0.8, 0.8, 1.2, 0.6, 0.7]), ["llm"] if configured else []
+    c[0].radio("Agents", first + ["manual", "echo"], format_func=AGENTS.get, key="aov_agents")
+    c[1].radio("Inspector", first + ["rules"], format_func=LLM_OR_RULES.get, key="aov_inspector")
+    c[2].radio("Repair proposals", first + ["rules"], format_func=LLM_OR_RULES.get, key="aov_repairs",
+               help="LLM proposals are topped up by the rule-made ones")
+    c[3].radio("Repair mode", list(MODES), format_func=MODES.get, key="aov_mode")
+    c[4].number_input("K", 1, 6, 3, key="aov_k", help="Repair proposals per failure")
+    c[5].number_input("Max repairs", 0, 10, 3, key="aov_max_repairs",
+                      help="Per subtask; then it stays failed")
+
+
+def proposals(ex) -> None:
+    rs, tag = ex.pending_failure, f"{ex.id}_{len(ex.events)}"
+    st.error(f"**Subtask `{rs.failed}` failed:** {md(rs.reason)}. Accept a repair (best first by the rule), "
+             "edit one, or reject them all.", icon=":material/error:")
+    for i, p in enumerate(rs.proposals):
+        with st.container(border=True):
+            st.markdown(f"**Proposal {i + 1}** ({p.source}) · {md(p.summary)}  \n{S.metrics_text(p.metrics)}")
+            left, right = st.columns([0.8, 1.4])
+            left.code("\n".join(S.diff_lines(p)) or "(no change)", language=None, wrap_lines=True)
+            with right:
+                diagram(p.graph, S.changed(p), max_label=30, direction="LR")
+            b = st.columns([1, 1, 4])
+            b[0].button("Accept", on_click=act.accept, args=(i,), key=f"aov_accept_{i}", type="primary")
+            if b[1].toggle("Edit", key=f"aov_edit_{tag}_{i}"):
+                st.text_area("The repaired graph (AOV JSON): edit, then accept", p.graph.to_json(),
+                             height=300, key=f"aov_edit_text_{tag}_{i}")
+                st.button("Accept edited graph", on_click=act.accept, args=(i, f"aov_edit_text_{tag}_{i}"),
+                          key=f"aov_accept_edit_{i}")
+    if rs.dropped:
+        st.caption("Not offered: " + md("; ".join(rs.dropped)))
+    st.button("Reject all (the subtask stays failed)", on_click=act.reject, key="aov_reject",
+              icon=":material/block:")
+
+
+def execution_section(ex) -> None:
+    done, paused, running = ex.done, ex.status == "paused", bool(ss.get("aov_running"))
+    manual = ss.get("aov_agents") == "manual"
+    st.markdown(f"Execution `{ex.id}` · {md(ex.graph.goal)}  \n"
+                f"status **{ex.status}** · step **{ex.step_index}**")
+    for sid in ex.graph.ready() if manual and not (done or paused or running) else []:
+        s = ex.graph.subtasks[sid]
+        st.text_area(f"Output of `{sid}` ({md(s.agent)}): {md(s.subtask_requirement)}", height=70,
+                     key=act.out_key(ex, sid), placeholder="What the agent returns ('ERROR: ...' fails it).")
+    b = st.columns([1, 1.2, 1, 1, 1.4], vertical_alignment="bottom")
+    b[0].button("Step", on_click=act.step, key="aov_step", type="primary", icon=":material/skip_next:",
+                disabled=done or paused or running)
+    b[1].button("Run to end", on_click=act.run_to_end, key="aov_run", icon=":material/fast_forward:",
+                disabled=done or paused or running or manual,
+                help="Manual mode needs your outputs at every step: use Step." if manual else None)
+    b[2].button("Pause", on_click=act.pause, key="aov_pause", icon=":material/pause:", disabled=not running)
+    b[3].button("Reset", on_click=act.reset, key="aov_reset", icon=":material/restart_alt:")
+    b[4].number_input("Max steps per run", 1, 500, 20, key="aov_max_steps")
+    if done:
+        (st.success if ex.status == "completed" else st.warning)(
+            f"The execution {ex.status} after {ex.step_index} step(s).")
+    if paused and ex.pending_failure:
+        proposals(ex)
+    st.markdown("**Live graph** · grey pending · blue running · green completed · red failed")
+    diagram(ex.graph)
+    for title, rows, key in [("State of every subtask", S.state_rows(ex), "aov_state"),
+                             ("Steps", S.step_rows(ex.events), "aov_steps"),
+                             ("Inspector verdicts", S.verdict_rows(ex.events), "aov_verdicts")]:
+        st.markdown(f"**{title}**")
+        st.dataframe(rows, hide_index=True, width="stretch", key=key)
+    e = st.columns(3)
+    e[0].download_button("Graph JSON", ex.graph.to_json(), file_name=f"aov_{ex.id}.json", key="aov_dl_graph",
+                         mime="application/json", icon=":material/download:")
+    e[1].download_button("Execution log (JSON lines)", S.events_jsonl(ex.events), key="aov_dl_log",
+                         file_name=f"aov_{ex.id}_log.jsonl", mime="application/x-ndjson",
+                         icon=":material/download:")
+
+
+def main() -> None:
+    st.title("AOV Execution")
+    st.caption("Flow: split a task into a dependency graph of subtasks, pick the most parallel candidate, "
+               "run every ready subtask at once, and repair the graph locally when the inspector fails a "
+               "result.")
+    configured = common.llm_banner()
+    best = candidates_section(configured)
+    st.subheader("2 · Execution")
+    settings_row(configured)
+    start_row(ss.get("aov_cands") or [], best)
+    act.tick()  # Run to end: one step per script run, then rerun
+    ex = ss.get("aov_ex")
+    if "aov_flash" in ss:
+        kind, message = ss.pop("aov_flash")
+        getattr(st, kind)(md(message))
+    if ex is None:
+        st.caption("Pick a candidate above and press Start execution, or reopen a saved execution.")
+    else:
+        execution_section(ex)
+    if ss.get("aov_running"):
+        st.rerun()
+
+
+main()
