@@ -9,6 +9,8 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._standalone_ops import extract_code  # one implementation, shared with compiled workflows
+
 if TYPE_CHECKING:
     from .data import Problem
 
@@ -382,24 +384,6 @@ def _math(prediction: str, reference: str) -> ScoreResult:
 
 
 # ---------------------------------------------------------------- code
-
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
-
-
-def extract_code(text: str, entry_point: str | None = None) -> str:
-    """The program in a model answer: the longest fenced Python block (preferring blocks that define
-    entry_point; the last one wins ties), an unclosed trailing fence, or the whole text."""
-    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
-    blocks = [b for lang, b in blocks if lang in ("", "python", "py", "python3")] or [b for _, b in blocks]
-    if not blocks:
-        m = re.search(r"```[ \t]*(?:python3?|py)?[^\n]*\n(.*)$", text, re.DOTALL)
-        return (m.group(1) if m else text).strip("\n")
-    if entry_point:
-        defining = [b for b in blocks if re.search(rf"def\s+{re.escape(entry_point)}\s*\(", b)]
-        blocks = defining or blocks
-    best = max(range(len(blocks)), key=lambda k: (len(blocks[k].strip()), k))
-    return blocks[best].strip("\n")
-
 
 def humaneval_program(prompt: str, code: str) -> str:
     """The prompt (imports, helper functions, the stub) followed by the answer: a full function redefines the
