@@ -1,0 +1,95 @@
+"""MermaidFlow Studio: the Streamlit entry point (home page and navigation).
+
+Pages are listed explicitly (files in pages/ are not auto-discovered); a page whose file is missing is left
+out of the navigation. Pages only lay out widgets and call the `flowcore` engine.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+ROOT = Path(__file__).resolve().parent
+if str(ROOT) not in sys.path:  # `flowcore` and `pages.common` import from the repository root
+    sys.path.insert(0, str(ROOT))
+
+from streamlit_mermaid import st_mermaid  # noqa: E402
+
+from flowcore import check, is_valid, library, parse_lenient, to_mermaid  # noqa: E402
+from flowcore.canvas import depth  # noqa: E402
+from pages import common  # noqa: E402
+
+# (file, title, url path, icon): the order of the navigation
+PAGES = [
+    ("pages/editor.py", "Editor", "editor", ":material/edit_note:"),
+    ("pages/run.py", "Run", "run", ":material/play_arrow:"),
+    ("pages/export.py", "Export", "export", ":material/download:"),
+    ("pages/evolve.py", "Evolve", "evolve", ":material/auto_awesome:"),
+    ("pages/history.py", "History", "history", ":material/history:"),
+    ("pages/aov.py", "AOV Execution", "aov", ":material/account_tree:"),
+    ("pages/settings.py", "Settings", "settings", ":material/settings:"),
+]
+
+# Other parts of the engine create these tables; the home page counts whichever exist.
+WORKSPACE_TABLES = [("evo_runs", "Evolution runs"), ("evaluations", "Evaluations"),
+                    ("aov_executions", "AOV executions")]
+
+
+def home() -> None:
+    st.title("MermaidFlow Studio")
+    st.markdown(
+        "**MermaidFlow** writes an LLM agent workflow as a Mermaid flowchart whose nodes are typed operators "
+        "(LLM calls, programs run in a sandbox, ensembles, tests) and whose edges name the inputs they feed. "
+        "Because the workflow is a declarative graph, a checker rejects a broken one before anything runs, "
+        "and evolution can mutate and recombine workflows while keeping them valid, scoring each on a "
+        "benchmark.\n\n"
+        "**Flow** splits a task into subtasks arranged as a dependency graph (Activity-on-Vertex), picks the "
+        "candidate graph with the most parallelism, runs every ready subtask at once, and repairs the graph "
+        "locally when an inspector finds a failed result.")
+    common.llm_banner()
+
+    st.subheader("Example workflows")
+    rows = []
+    for name, task, text in library.examples():
+        w, _ = parse_lenient(text)
+        rows.append({"name": name, "task": task, "nodes": len(w.nodes), "edges": len(w.edges),
+                     "prompts": len(w.prompts), "valid": is_valid(check(text, task))})
+    if not rows:
+        st.warning(f"No examples found in {library.EXAMPLES_DIR}.")
+    else:
+        st.dataframe(rows, hide_index=True, width="stretch")
+        names = [r["name"] for r in rows]
+        pick = st.selectbox("Preview", names, index=names.index(common.DEFAULT_EXAMPLE)
+                            if common.DEFAULT_EXAMPLE in names else 0, key="home_example")
+        name, task, text = next(e for e in library.examples() if e[0] == pick)
+        if st.button("Open in Editor", icon=":material/edit_note:", type="primary", key="home_open"):
+            common.set_current_workflow(text, task, name)
+            st.switch_page("pages/editor.py")
+        w, _ = parse_lenient(text)
+        st_mermaid(to_mermaid(w, styles=True), height=f"{min(max(90 * depth(w) + 60, 260), 700)}px",
+                   key="home_mermaid")
+
+    st.subheader("Workspace")
+    ws = common.workspace()
+    saved = library.list_workflows(ws)
+    counts = library.table_counts(ws)
+    metrics = [("Saved workflows", len(saved)), ("Workflow versions", counts.get("workflows", 0))]
+    metrics += [(label, counts[table]) for table, label in WORKSPACE_TABLES if table in counts]
+    for col, (label, value) in zip(st.columns(len(metrics)), metrics):
+        col.metric(label, value)
+    st.caption(f"Database: `{common.db_path()}`")
+
+
+def main() -> None:
+    st.set_page_config(page_title="MermaidFlow Studio", page_icon=":material/account_tree:", layout="wide")
+    pages = [st.Page(home, title="Home", icon=":material/home:", default=True)]
+    pages += [st.Page(str(ROOT / f), title=t, url_path=u, icon=i)
+              for f, t, u, i in PAGES if (ROOT / f).exists()]
+    nav = st.navigation(pages)
+    common.sidebar_status()
+    nav.run()
+
+
+main()

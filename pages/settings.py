@@ -1,0 +1,133 @@
+"""Settings: the LLM endpoint, the API key (this session only), a model per role, prices and limits."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pandas as pd
+import streamlit as st
+
+from flowcore import settings_store
+from flowcore.llm import LLM, ROLES, LLMError, LLMSettings, public_url
+from pages import common
+
+common.app_shell()
+ss = st.session_state
+
+
+def remember_key() -> None:
+    """The typed key goes to session memory only (a plain session value survives page switches)."""
+    typed = (ss.get("set_key_input") or "").strip()
+    if typed:
+        ss[common.KEY_STATE] = typed
+
+
+def forget_key() -> None:
+    ss.pop(common.KEY_STATE, None)
+    ss["set_key_input"] = ""
+
+
+def form_settings(values: dict) -> LLMSettings:
+    """LLMSettings from the form (ValueError with a readable message when a value is wrong)."""
+    prices = settings_store.prices_from_rows(values["prices"].to_dict("records"))
+    public = {"base_url": values["base_url"].strip() or None, "models": values["models"], "prices": prices,
+              "timeout": values["timeout"], "max_retries": values["max_retries"],
+              "concurrency": values["concurrency"],
+              "budget_usd": values["budget"] if values["budget"] > 0 else None, "cache": values["cache"]}
+    key = ss.get(common.KEY_STATE) or LLMSettings.from_env().api_key
+    return LLMSettings.from_public_dict(public, api_key=key)
+
+
+def test_connection(settings: LLMSettings, role: str) -> None:
+    quick = dataclasses.replace(settings, cache=False, max_retries=0, timeout=min(settings.timeout, 20.0))
+    with st.spinner(f"Asking {quick.model_for(role)} at {public_url(quick.base_url)} ..."):
+        try:
+            reply = LLM(quick).chat_sync("Reply with the single word OK.", role=role, max_tokens=8)
+        except LLMError as e:
+            st.error(f"Connection test failed: {e}")
+            return
+    st.success(f"The endpoint answered in {reply.latency:.2f} s: “{reply.text.strip()[:200]}” "
+               f"(model {reply.model}, {reply.prompt_tokens}+{reply.completion_tokens} tokens, "
+               f"${reply.cost:.6f}).")
+
+
+st.title("Settings")
+current = common.llm_settings()
+common.llm_banner(current)
+env_key = bool((os.environ.get("OPENAI_API_KEY") or "").strip())
+
+st.subheader("API key")
+st.text_input("API key", type="password", key="set_key_input", on_change=remember_key,
+              placeholder="sk-...", help="Kept in this browser session's memory only.")
+st.caption("The key is **never saved**: not in the workspace database, not in files, logs, run history or "
+           "exports. It lasts until this browser session ends. Alternatively set `OPENAI_API_KEY` in the "
+           "environment before starting the app.")
+if ss.get(common.KEY_STATE):
+    st.caption(":green[A key typed here is in use for this session.]")
+    st.button("Forget the key", on_click=forget_key, key="set_forget")
+elif env_key:
+    st.caption(":green[The key from `OPENAI_API_KEY` is in use.]")
+else:
+    st.caption("No key set (a local server such as vLLM, Ollama or llama.cpp may not need one).")
+
+st.subheader("Endpoint, models and limits")
+with st.form("llm_settings_form"):
+    base_url = st.text_input("Endpoint URL (OpenAI-compatible)", value=current.base_url or "", key="set_url",
+                             placeholder="https://api.openai.com/v1 or http://127.0.0.1:8000/v1")
+    cols = st.columns(len(ROLES))
+    models = {r: cols[i].text_input(f"Model for the {r}", value=current.model_for(r), key=f"set_model_{r}")
+              for i, r in enumerate(ROLES)}
+    st.markdown("**Token prices** (USD per 1M tokens; a model not listed costs 0; a dated model name uses "
+                "the longest listed prefix)")
+    table = pd.DataFrame([{"model": m, "input": p[0], "output": p[1]} for m, p in current.prices.items()],
+                         columns=["model", "input", "output"])
+    money = st.column_config.NumberColumn
+    prices = st.data_editor(table, num_rows="dynamic", hide_index=True, key="set_prices", width="stretch",
+                            column_config={"model": st.column_config.TextColumn("model", required=True),
+                                           "input": money("input $/1M", min_value=0.0),
+                                           "output": money("output $/1M", min_value=0.0)})
+    c1, c2, c3, c4 = st.columns(4)
+    budget = c1.number_input("Budget per run (USD, 0 = no cap)", min_value=0.0, step=0.5, format="%.2f",
+                             value=float(current.budget_usd or 0.0), key="set_budget")
+    concurrency = c2.number_input("Concurrent LLM calls", min_value=1, max_value=256, step=1,
+                                  value=int(current.concurrency), key="set_concurrency")
+    timeout = c3.number_input("Timeout per call (s)", min_value=1.0, max_value=3600.0, step=5.0,
+                              value=float(current.timeout), key="set_timeout")
+    retries = c4.number_input("Retries per call", min_value=0, max_value=10, step=1,
+                              value=int(current.max_retries), key="set_retries")
+    cache = st.checkbox("Cache LLM answers in the workspace (re-runs are free and reproducible)",
+                        value=current.cache, key="set_cache")
+    b1, b2, b3 = st.columns([1, 1, 2], vertical_alignment="bottom")
+    save = b1.form_submit_button("Save settings", type="primary")
+    role = b3.selectbox("Role to test", ROLES, index=ROLES.index("executor"), key="set_test_role")
+    test = b2.form_submit_button("Test connection")
+
+if save or test:
+    values = {"base_url": base_url, "models": models, "prices": prices, "budget": budget,
+              "concurrency": int(concurrency), "timeout": float(timeout), "max_retries": int(retries),
+              "cache": cache}
+    try:
+        chosen = form_settings(values)
+    except ValueError as e:
+        st.error(f"Not applied: {e}")
+    else:
+        if save:
+            try:
+                settings_store.save_llm_settings(common.workspace(), chosen.to_public_dict(),
+                                                 secret=ss.get(common.KEY_STATE))
+            except settings_store.SettingsError as e:
+                st.error(str(e))
+            else:
+                st.success(f"Saved to the workspace ({common.db_path().name}); the API key was not saved.")
+        if test:
+            if not chosen.configured:
+                st.warning("No endpoint to test: enter an endpoint URL or an API key first.")
+            else:
+                test_connection(chosen, role)
+
+with st.expander("Forget saved settings"):
+    st.caption("Go back to the environment's settings (`OPENAI_BASE_URL`, `MERMAIDFLOW_MODEL_<ROLE>`, ...).")
+    if st.button("Forget saved settings", key="set_clear"):
+        settings_store.clear_llm_settings(common.workspace())
+        st.success("Saved settings removed.")

@@ -1,0 +1,196 @@
+"""Canvas <-> workflow: round trips on every example, typed additions, connections, deletions, layout."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from flowcore import canvas as cv
+from flowcore import check, parse, to_mermaid
+from flowcore.library import examples
+
+EXAMPLES = examples()
+SEED = next(t for n, _, t in EXAMPLES if n == "math_seed")
+CODE = next(t for n, _, t in EXAMPLES if n == "code_seed")
+
+
+def edge_tuples(w):
+    return [(e.src, e.dst, e.label) for e in w.edges]
+
+
+@pytest.mark.parametrize("name,task,text", EXAMPLES, ids=[e[0] for e in EXAMPLES])
+def test_text_canvas_text_round_trips_on_every_example(name, task, text):
+    w = parse(text)
+    canvas = cv.to_canvas(w)
+    assert [n["id"] for n in canvas["nodes"]] == list(w.nodes)
+    assert len(canvas["edges"]) == len(w.edges)
+    back = cv.apply_canvas(w, canvas)
+    assert back == w
+    assert parse(to_mermaid(back)) == w
+    assert cv.to_canvas(w) == canvas  # stable positions
+
+
+@pytest.mark.parametrize("name,task,text", EXAMPLES, ids=[e[0] for e in EXAMPLES])
+def test_layout_puts_every_edge_downstream_and_no_two_nodes_on_one_spot(name, task, text):
+    w = parse(text)
+    pos = {n["id"]: (n["x"], n["y"]) for n in cv.to_canvas(w)["nodes"]}
+    assert len(set(pos.values())) == len(pos)
+    for e in w.edges:
+        assert pos[e.dst][1] > pos[e.src][1], (e.src, e.dst)  # flowchart TD: layers go down
+
+
+def test_layout_follows_the_direction_and_survives_cycles():
+    lr = parse("flowchart LR\n A --> B --> C\n")
+    xs = [n["x"] for n in cv.to_canvas(lr)["nodes"]]
+    assert xs == sorted(xs) and len(set(xs)) == 3
+    bt = parse("flowchart BT\n A --> B\n")
+    ys = {n["id"]: n["y"] for n in cv.to_canvas(bt)["nodes"]}
+    assert ys["B"] < ys["A"]
+    cyclic = parse("flowchart TD\n A --> B --> C --> A\n C --> D\n")
+    canvas = cv.to_canvas(cyclic)
+    assert len(canvas["nodes"]) == 4 and cv.apply_canvas(cyclic, canvas) == cyclic
+
+
+def test_positions_override_the_layout_for_known_nodes_only():
+    w = parse(SEED)
+    canvas = cv.to_canvas(w, {"C1": (5, 7), "GONE": (1, 1)})
+    c1 = next(n for n in canvas["nodes"] if n["id"] == "C1")
+    assert (c1["x"], c1["y"]) == (5.0, 7.0)
+    assert {n["id"] for n in canvas["nodes"]} == {"PROBLEM", "C1", "RETURN"}
+
+
+def test_adding_palette_nodes_gives_typed_nodes_with_prefixed_ids_and_prompt_names():
+    w = parse(SEED)
+    canvas = cv.to_canvas(w)
+    for item in ("CustomOp", "ScEnsembleOp", "ProgrammerOp", "CustomOp"):
+        canvas = cv.add_palette_node(canvas, item)
+    out = cv.apply_canvas(w, canvas)
+    assert list(out.nodes)[3:] == ["C2", "E1", "P1", "C3"]
+    assert out.nodes["C2"].op == "CustomOp" and out.nodes["C2"].label == "Custom<br/>(role: c2)"
+    assert out.nodes["C2"].prompt == "c2" and out.nodes["C3"].prompt == "c3"
+    assert out.nodes["E1"].label == "ScEnsemble" and out.nodes["P1"].op == "ProgrammerOp"
+    again = parse(to_mermaid(out))
+    assert again == out  # the new nodes are typed in the text (class lines), not just in the model
+    codes = {d.code for d in check(out, "math")}
+    assert "M013" in codes and "M014" not in codes and "M003" not in codes
+
+
+def test_code_palette_and_interfaces():
+    w = parse("flowchart TD\n PROBLEM([Problem])\n")
+    items = cv.palette("code", w)
+    assert "CustomCodeGenerateOp" in items and "ProgrammerOp" not in items
+    assert items[-2:] == ["ENTRY_POINT", "RETURN"]
+    canvas = cv.add_palette_node(cv.add_palette_node(cv.to_canvas(w), "RETURN"), "CustomCodeGenerateOp")
+    out = cv.apply_canvas(w, canvas)
+    assert out.nodes["RETURN"].op == "Interface" and out.nodes["RETURN"].shape == "(["
+    assert out.nodes["G1"].label == "CustomCodeGenerate<br/>(instruction: g1)"
+    with pytest.raises(ValueError, match="unknown palette item 'Teleport'"):
+        cv.add_palette_node(canvas, "Teleport")
+
+
+def _connect(w, src, dst, label=""):
+    canvas = cv.to_canvas(w)
+    canvas["edges"].append({"id": f"st-flow-edge_{src}-{dst}", "source": src, "target": dst, "label": label})
+    return cv.apply_canvas(w, canvas)
+
+
+def test_new_connections_pick_the_port_that_takes_what_the_source_emits():
+    w = parse(SEED)
+    w = cv.apply_canvas(w, cv.add_palette_node(cv.to_canvas(w), "ProgrammerOp"))
+    w = _connect(w, "PROBLEM", "P1")
+    assert edge_tuples(w)[-1] == ("PROBLEM", "P1", None)  # default port 'problem' takes a Problem
+    w = _connect(w, "C1", "P1")
+    assert edge_tuples(w)[-1] == ("C1", "P1", "analysis")  # Text does not fit 'problem'; 'analysis' does
+    w = _connect(w, "P1", "RETURN", label="response")
+    assert edge_tuples(w)[-1] == ("P1", "RETURN", "response")  # a label that is set is kept
+    code = parse(CODE)
+    code.edges = [e for e in code.edges if e.src != "ENTRY_POINT"]
+    code = _connect(code, "ENTRY_POINT", "G1")
+    assert edge_tuples(code)[-1] == ("ENTRY_POINT", "G1", "entry_point")
+    assert not [d for d in check(code, "code") if d.severity == "error"]
+
+
+def test_connections_out_of_a_decision_are_routes():
+    w = parse("flowchart TD\n T1[Test]\n D1{Decision}\n G1[CustomCodeGenerate]\n RETURN([Return])\n"
+              " T1 --> D1\n")
+    w = _connect(w, "D1", "RETURN")
+    w = _connect(w, "D1", "G1")
+    assert edge_tuples(w)[-2:] == [("D1", "RETURN", "Passed"), ("D1", "G1", "Failed")]
+
+
+def test_impossible_connections_are_ignored():
+    w = parse(SEED)
+    for src, dst in (("C1", "PROBLEM"), ("RETURN", "C1"), ("C1", "C1"), ("C1", "NOWHERE")):
+        assert _connect(w, src, dst) == w
+    canvas = cv.to_canvas(w)
+    canvas["edges"].append(dict(canvas["edges"][0], id="dup"))  # the same edge drawn twice
+    assert cv.apply_canvas(w, canvas) == w
+
+
+def test_deleting_a_node_drops_its_edges_and_keeps_prompts_and_the_rest():
+    w = parse(next(t for n, _, t in EXAMPLES if n == "math_case_study"))
+    canvas = cv.to_canvas(w)
+    canvas["nodes"] = [n for n in canvas["nodes"] if n["id"] != "C3"]  # what the canvas sends back
+    canvas["edges"] = [e for e in canvas["edges"] if "C3" not in (e["source"], e["target"])]
+    out = cv.apply_canvas(w, canvas)
+    assert "C3" not in out.nodes and all("C3" not in (e.src, e.dst) for e in out.edges)
+    assert out.prompts == w.prompts and out.nodes["C1"] == w.nodes["C1"]
+    assert len(out.edges) == len(w.edges) - 2
+    stale = cv.to_canvas(w)  # even if the canvas still lists the node's edges, they go with the node
+    stale["nodes"] = [n for n in stale["nodes"] if n["id"] != "C3"]
+    assert cv.apply_canvas(w, stale) == out
+
+
+def test_removing_and_relabelling_edges():
+    w = parse(SEED)
+    canvas = cv.to_canvas(w)
+    canvas["edges"] = [e for e in canvas["edges"] if e["target"] != "RETURN"]
+    out = cv.apply_canvas(w, canvas)
+    assert edge_tuples(out) == [("PROBLEM", "C1", "input")]
+    canvas = cv.to_canvas(w)
+    canvas["edges"][1]["label"] = "response"
+    assert edge_tuples(cv.apply_canvas(w, canvas))[1] == ("C1", "RETURN", "response")
+
+
+@given(st.lists(st.tuples(st.sampled_from(["add", "connect", "delete"]), st.integers(0, 50),
+                          st.integers(0, 50), st.sampled_from(cv.palette("math"))), max_size=12))
+def test_any_sequence_of_drawing_edits_gives_a_workflow_the_text_reproduces(steps):
+    w = parse(SEED)
+    for action, i, j, item in steps:
+        canvas = cv.to_canvas(w)
+        ids = [n["id"] for n in canvas["nodes"]]
+        if action == "add":
+            canvas = cv.add_palette_node(canvas, item)
+        elif action == "connect" and ids:
+            canvas["edges"].append({"id": f"new{i}-{j}", "source": ids[i % len(ids)],
+                                    "target": ids[j % len(ids)], "label": ""})
+        elif ids:
+            canvas["nodes"] = [n for n in canvas["nodes"] if n["id"] != ids[i % len(ids)]]
+        w = cv.apply_canvas(w, canvas)
+        assert parse(to_mermaid(w)) == w
+        assert all(e.src in w.nodes and e.dst in w.nodes for e in w.edges)
+        assert not [d for d in check(w, "math") if d.code in ("M001", "M003", "M014")]
+
+
+def test_set_prompt_text_replaces_in_place_or_adds_after_the_header():
+    text = ("%% note\nflowchart TD\n    %% keep me\n    %% @prompt solver: old\n"
+            "    C1[\"Custom<br/>(role: solver)\"]\n")
+    out = cv.set_prompt_text(text, "solver", "Two\nlines \\boxed{}")
+    assert out.splitlines()[3].startswith("    %% @prompt solver: Two\\nlines ")  # same line, same indent
+    assert "%% keep me" in out and out.count("@prompt") == 1
+    assert parse(out).prompts["solver"] == "Two\nlines \\boxed{}"
+    added = cv.set_prompt_text(text, "critic", "Be strict.")
+    assert added.splitlines()[2] == "    %% @prompt critic: Be strict."
+    assert parse(added).prompts == {"critic": "Be strict.", "solver": "old"}
+
+
+def test_annotations_are_zero_based_and_typed():
+    diags = check("flowchart TD\n    PROBLEM([Problem])\n    C1[\"Custom<br/>(role: x)\"]\n"
+                  "    PROBLEM --> C1 -->\n", "math")
+    ann = cv.annotations(diags)
+    assert ann == [{"row": 3, "column": 22, "type": "error", "text": ann[0]["text"]}]  # after the arrow
+    assert ann[0]["text"].startswith("M001 ")
+    warn = cv.annotations(check("flowchart TD\n PROBLEM([P])\n C1[\"Custom<br/>(role: x)\"]\n RETURN([R])\n"
+                                " PROBLEM --> C1 --> RETURN\n", "math"))
+    assert [(a["row"], a["type"], a["text"][:4]) for a in warn] == [(2, "warning", "M013")]

@@ -1,0 +1,204 @@
+"""Home and Editor pages through Streamlit's AppTest (components appear as UnknownElement with json_args)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from flowcore import parse
+from flowcore.library import examples, list_workflows, save_workflow
+from flowcore.storage import Workspace
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+BROKEN = 'flowchart TD\n    PROBLEM(["Problem"])\n    C1["Custom"]\n    PROBLEM --> C1 -->\n'
+FIXED = 'flowchart TD\n    PROBLEM(["Problem"])\n    C1["Custom"]\n    RETURN(["Return"])\n' \
+        "    PROBLEM --> C1\n    C1 --> RETURN\n"
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "ws.db"
+    monkeypatch.setenv("MERMAIDFLOW_DB", str(path))
+    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    return path
+
+
+@pytest.fixture
+def editor(db):
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("pages/editor.py").run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["Editor"]
+    assert any(c.startswith("Workspace:") for c in texts(at.sidebar.caption))  # it ran inside app.py
+    return at
+
+
+def component(at, name: str) -> dict:
+    found = [c for c in at.get("component_instance") if c.proto.component_name.endswith(name)]
+    assert len(found) == 1, [c.proto.component_name for c in at.get("component_instance")]
+    return json.loads(found[0].proto.json_args)
+
+
+def ace_key(at) -> str:
+    return f"ace_{at.session_state['mf_rev']}"
+
+
+def type_text(at, text: str) -> None:
+    """What the browser's editor sends when the user types: its whole value, under its key."""
+    at.session_state[ace_key(at)] = text
+    at.run()
+    assert not at.exception, at.exception
+
+
+def texts(elements) -> list[str]:
+    return [e.value for e in elements]
+
+
+def load_example(at, name: str) -> None:
+    at.selectbox(key="ed_example").set_value(name)
+    at.button(key="ed_load").click()
+    at.run()
+    assert not at.exception, at.exception
+
+
+def test_home_lists_examples_and_opens_one_in_the_editor(db):
+    ws = Workspace(db)
+    save_workflow(ws, "mine", FIXED, "math")
+    save_workflow(ws, "mine", FIXED + "\n", "math")
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["Saved workflows"], metrics["Workflow versions"]) == ("1", "2")
+    assert any(str(db) in c for c in texts(at.caption))
+    assert "MermaidFlow Studio" in texts(at.title)
+    assert any("No LLM endpoint is configured" in i for i in texts(at.info))
+    table = at.dataframe[0].value
+    assert sorted(table["name"]) == sorted(n for n, _, _ in examples()) and table["valid"].all()
+    assert component(at, "streamlit_mermaid")["code"].startswith("flowchart TD")
+    at.selectbox(key="home_example").set_value("humaneval_case_study").run()
+    at.button(key="home_open").click().run()
+    assert texts(at.title) == ["Editor"]
+    assert at.session_state["mf_name"] == "humaneval_case_study" and at.session_state["mf_task"] == "code"
+    assert "D1{" in component(at, "streamlit_ace")["defaultValue"]
+
+
+@pytest.mark.parametrize("name,task", [(n, t) for n, t, _ in examples()])
+def test_every_example_loads_without_diagnostics(editor, name, task):
+    load_example(editor, name)
+    assert editor.radio[0].value == task
+    assert component(editor, "streamlit_ace")["annotations"] == []
+    assert any(s.startswith(f"Valid for {task} tasks: no problems found") for s in texts(editor.success))
+    assert not editor.error
+    ace = component(editor, "streamlit_ace")["defaultValue"]
+    assert ace == next(t for n, _, t in examples() if n == name)
+    assert "classDef" in component(editor, "streamlit_mermaid")["code"]  # the coloured rendering
+
+
+def test_a_broken_line_is_listed_and_marked_at_its_row_then_fixed(editor):
+    type_text(editor, BROKEN)
+    assert texts(editor.error) == ["1 error(s), 0 warning(s)"]
+    assert any("M001" in m and "line 4" in m for m in texts(editor.markdown))
+    ann = component(editor, "streamlit_ace")["annotations"]
+    assert [(a["row"], a["type"]) for a in ann] == [(3, "error")] and ann[0]["text"].startswith("M001")
+    assert any("last readable version" in c for c in texts(editor.caption))
+    type_text(editor, FIXED)
+    assert component(editor, "streamlit_ace")["annotations"] == []
+    assert not editor.error
+    assert 'RETURN(["Return"])' in component(editor, "streamlit_mermaid")["code"]
+    assert editor.session_state["mf_text"] == FIXED  # shared with the other pages
+
+
+def test_switching_the_task_flags_operators_the_task_does_not_allow(editor):
+    load_example(editor, "gsm8k_case_study")
+    assert not editor.error
+    editor.radio[0].set_value("code").run()
+    assert editor.session_state["mf_task"] == "code"
+    ann = component(editor, "streamlit_ace")["annotations"]
+    rows = {a["row"] for a in ann if a["text"].startswith("M011")}
+    text = editor.session_state["mf_text"].splitlines()
+    assert rows and all(text[r].lstrip().startswith("P") for r in rows)  # the Programmer nodes
+    assert any("M011" in m for m in texts(editor.markdown))
+
+
+def test_save_versions_then_open_an_older_one(editor, db):
+    editor.text_input(key=f"ed_save_name_{editor.session_state['mf_rev']}").set_value("my flow")
+    editor.button(key="ed_save").click().run()
+    assert any("Saved my flow as version 1" in s for s in texts(editor.success))
+    first = editor.session_state["mf_text"]
+    type_text(editor, FIXED)
+    editor.button(key="ed_save").click().run()
+    assert any("version 2" in s for s in texts(editor.success))
+    ws = Workspace(db)
+    [entry] = list_workflows(ws)
+    assert (entry.name, entry.version, entry.task) == ("my flow", 2, "math")
+    editor.selectbox(key="ed_open_name").set_value("my flow").run()
+    editor.selectbox(key="ed_open_version").set_value(1).run()
+    editor.button(key="ed_open").click().run()
+    assert editor.session_state["mf_text"] == first
+    assert component(editor, "streamlit_ace")["defaultValue"] == first  # a fresh editor shows it
+
+
+def test_a_bad_name_is_refused_plainly(editor):
+    editor.text_input(key=f"ed_save_name_{editor.session_state['mf_rev']}").set_value("../etc")
+    editor.button(key="ed_save").click().run()
+    assert any(e.startswith("Not saved: workflow name '../etc' is not allowed") for e in texts(editor.error))
+
+
+def test_editing_a_prompt_and_adding_a_missing_one(editor):
+    [solver] = [a for a in editor.text_area if a.key.startswith("ed_prompt_solver_")]
+    solver.set_value("Think, then answer in \\boxed{}.").run()
+    assert parse(editor.session_state["mf_text"]).prompts["solver"] == "Think, then answer in \\boxed{}."
+    type_text(editor, FIXED.replace('C1["Custom"]', 'C1["Custom<br/>(role: critic)"]'))
+    assert any("M013" in a["text"] for a in component(editor, "streamlit_ace")["annotations"])
+    [critic] = [a for a in editor.text_area if a.key.startswith("ed_prompt_critic_")]
+    assert critic.value == ""
+    critic.set_value("Be strict.").run()
+    assert parse(editor.session_state["mf_text"]).prompts == {"critic": "Be strict."}
+    assert component(editor, "streamlit_ace")["annotations"] == []
+
+
+def test_a_prompt_changed_in_the_text_shows_in_its_form_and_is_not_undone(editor):
+    text = editor.session_state["mf_text"].replace("Solve the math problem", "Carefully solve the problem")
+    type_text(editor, text)
+    type_text(editor, text + "\n")  # one more keystroke: the form must not write its old value back
+    assert editor.session_state["mf_text"] == text + "\n"
+    [solver] = [a for a in editor.text_area if a.key.startswith("ed_prompt_solver_")]
+    assert solver.value.startswith("Carefully solve the problem")
+
+
+def test_palette_adds_a_typed_node_to_the_text(editor):
+    editor.selectbox(key="ed_palette").set_value("ScEnsembleOp")
+    editor.button(key="ed_add").click().run()
+    w = parse(editor.session_state["mf_text"])
+    assert w.nodes["E1"].op == "ScEnsembleOp"
+    assert "E1" in [n["id"] for n in component(editor, "streamlit_flow")["nodes"]]
+
+
+def test_canvas_connections_and_deletions_update_the_text(editor):
+    sent = component(editor, "streamlit_flow")
+    key = editor.session_state["ed_flow"]["key"]
+    nodes = [n for n in sent["nodes"] if n["id"] != "RETURN"]  # the user deleted RETURN ...
+    edges = [e for e in sent["edges"] if e["target"] != "RETURN"]
+    edges.append({"id": "st-flow-edge_PROBLEM-C1", "source": "PROBLEM", "target": "C1", "label": ""})
+    editor.session_state[key] = {"nodes": nodes, "edges": edges, "selectedId": None, "timestamp": 1}
+    editor.run()
+    assert not editor.exception, editor.exception
+    w = parse(editor.session_state["mf_text"])
+    assert "RETURN" not in w.nodes
+    assert [(e.src, e.dst, e.label) for e in w.edges] == [("PROBLEM", "C1", "input"), ("PROBLEM", "C1", None)]
+    assert any("M004" in a["text"] for a in component(editor, "streamlit_ace")["annotations"])
+    assert editor.session_state["ed_flow"]["key"] != key  # the canvas is rebuilt from the new text
+
+
+def test_format_and_the_mermaid_11_check(editor):
+    type_text(editor, FIXED.replace("    ", "  "))
+    editor.button(key="ed_format").click().run()
+    assert editor.session_state["mf_text"].startswith("flowchart TD\n    PROBLEM")
+    editor.button(key="ed_hard").click().run()
+    assert any("Mermaid 11 agrees" in s for s in texts(editor.success))
