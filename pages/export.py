@@ -1,0 +1,151 @@
+"""Export page: the generated Python of a workflow, and downloads of .py, .mmd, .svg, .png and .json.
+
+Works without an LLM endpoint. Compiling and drawing are cached by the workflow text; the drawings are made
+only when their download button is clicked (Mermaid takes about a second per diagram).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
+    sys.path.insert(0, str(ROOT))
+
+from flowcore import check, is_valid, library, mermaid_js, parse, to_mermaid  # noqa: E402
+from flowcore import export as fx  # noqa: E402
+from flowcore.compiler import compile_workflow  # noqa: E402
+from pages import common  # noqa: E402
+
+CURRENT = ("current", "")
+
+
+# -- cached work (keyed by the text; never by a key or a secret) ------------------------------------------------
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _python(text: str, task: str) -> str:
+    return compile_workflow(parse(text), task)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _drawing_error(drawing: str) -> str | None:
+    err = mermaid_js.parse_check(drawing)
+    return err.message if err else None
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _svg(drawing: str) -> bytes:
+    return mermaid_js.render_svg(drawing).encode()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _png(drawing: str) -> bytes:
+    return mermaid_js.render_png(drawing)
+
+
+# -- choosing the workflow ----------------------------------------------------------------------------------------
+
+def _label(choice: tuple[str, str], current_name: str) -> str:
+    kind, name = choice
+    return {"current": f"Current workflow ({current_name})", "saved": f"Saved: {name}",
+            "example": f"Example: {name}"}[kind]
+
+
+def pick_workflow(key: str) -> tuple[str, str, str]:
+    """(text, task, name) of the open workflow, a saved one or a bundled example."""
+    cur = common.current_workflow()
+    ws = common.workspace()
+    saved = library.list_workflows(ws)
+    examples = {name: (text, task) for name, task, text in library.examples()}
+    options = [CURRENT] + [("saved", e.name) for e in saved] + [("example", n) for n in examples]
+    kind, name = st.selectbox("Workflow", options, format_func=lambda c: _label(c, cur["name"]), key=key)
+    if kind == "saved":
+        try:
+            text, task = library.load_workflow(ws, name)
+            return text, task, name
+        except library.LibraryError as e:
+            st.warning(str(e))
+    elif kind == "example":
+        text, task = examples[name]
+        return text, task, name
+    return cur["text"], cur["task"], cur["name"]
+
+
+# -- the page -----------------------------------------------------------------------------------------------------
+
+def show_invalid(text: str, task: str, name: str, errors: list) -> None:
+    st.error(f"**This workflow is invalid for the {task} task**, so it cannot be compiled to Python. Fix it "
+             "in the Editor; the checker found:", icon=":material/error:")
+    st.dataframe([d.to_dict() for d in errors], hide_index=True, width="stretch",
+                 column_order=["line", "column", "code", "message", "node"])
+    st.download_button("Download the text as .mmd anyway", text.encode(), f"{fx.file_stem(name)}.mmd",
+                       mime=fx.MIME[".mmd"], on_click="ignore", icon=":material/download:", key="ex_dl_raw")
+
+
+def main() -> None:
+    st.title("Export")
+    st.caption("The workflow as a standalone Python module (runs with `python workflow.py --problem ...` "
+               "against any OpenAI-compatible endpoint), its Mermaid text, a drawing, or a JSON description.")
+    text, task, name = pick_workflow("ex_pick")
+    diags = check(text, task)
+    if not is_valid(diags):
+        show_invalid(text, task, name, [d for d in diags if d.severity == "error"])
+        return
+    w = parse(text)
+    stem = fx.file_stem(name)
+    with st.spinner("Compiling…"):
+        source = _python(text, task)
+    mmd = to_mermaid(w)
+    data = json.dumps(fx.workflow_json(w, task=task, name=name), indent=2, ensure_ascii=False) + "\n"
+    drawing = to_mermaid(w, styles=True)
+    try:  # a key pasted into a prompt or label must not leave in a file
+        fx.assert_no_secrets({f"{stem}.py": source.encode(), f"{stem}.mmd": mmd.encode(),
+                              f"{stem}.json": data.encode(), "the drawing": drawing.encode()},
+                             [common.llm_settings().api_key])
+    except fx.ExportError as e:
+        st.error(str(e), icon=":material/key:")
+        return
+    with st.spinner("Checking that Mermaid can draw it…"):
+        draw_err = _drawing_error(drawing)
+
+    st.markdown(f"**{name}** · task `{task}` · {len(w.nodes)} nodes, {len(w.edges)} edges, "
+                f"{len(w.prompts)} prompts")
+    cols = st.columns(5)
+    cols[0].download_button("Python (.py)", source.encode(), f"{stem}.py", mime=fx.MIME[".py"], on_click="ignore",
+                            icon=":material/code:", type="primary", key="ex_dl_py")
+    cols[1].download_button("Mermaid (.mmd)", mmd.encode(), f"{stem}.mmd", mime=fx.MIME[".mmd"],
+                            on_click="ignore", icon=":material/account_tree:", key="ex_dl_mmd")
+    cols[2].download_button("Drawing (.svg)", lambda: _svg(drawing), f"{stem}.svg", mime=fx.MIME[".svg"],
+                            on_click="ignore", icon=":material/image:", disabled=draw_err is not None,
+                            key="ex_dl_svg")
+    cols[3].download_button("Drawing (.png)", lambda: _png(drawing), f"{stem}.png", mime=fx.MIME[".png"],
+                            on_click="ignore", icon=":material/image:", disabled=draw_err is not None,
+                            key="ex_dl_png")
+    cols[4].download_button("JSON (.json)", data.encode(), f"{stem}.json", mime=fx.MIME[".json"],
+                            on_click="ignore", icon=":material/data_object:", key="ex_dl_json")
+    if draw_err:
+        st.warning(f"Mermaid cannot draw this workflow, so there is no SVG/PNG: {draw_err}")
+
+    tab_py, tab_mmd, tab_json, tab_png = st.tabs(["Python", "Mermaid", "JSON", "Drawing"])
+    with tab_py:
+        st.caption(f"{len(source.splitlines())} lines: prompts, the graph, `Workflow.__call__` (independent "
+                   "nodes run concurrently), then the operator and sandbox code it needs.")
+        st.code(source, language="python", line_numbers=True, height=560)
+    with tab_mmd:
+        st.code(mmd, language="text", line_numbers=True)
+    with tab_json:
+        st.code(data, language="json", height=560)
+    with tab_png:
+        if draw_err:
+            st.info("No drawing (see the warning above).")
+        elif st.toggle("Draw the PNG here (about a second)", key="ex_preview"):
+            with st.spinner("Drawing…"):
+                st.image(_png(drawing), width="content")
+
+
+if __name__ == "__main__":  # run as a page; pages/run.py imports pick_workflow from here
+    main()

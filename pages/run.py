@@ -1,0 +1,226 @@
+"""Run page: run a workflow on one problem, or evaluate it on a benchmark split / an uploaded file in the
+background with progress and cancel; scores with their 95% bootstrap interval and cost; past evaluations.
+
+Without an LLM endpoint the page says so and the Run buttons are disabled; viewing stored evaluations still
+works. The work is done by flowcore.eval_store and flowcore.jobs.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
+    sys.path.insert(0, str(ROOT))
+
+from flowcore import check, is_valid, jobs  # noqa: E402
+from flowcore import eval_store as es  # noqa: E402
+from flowcore.benchmarks import load  # noqa: E402
+from flowcore.llm import LLMError  # noqa: E402
+from flowcore.mermaid import WorkflowSyntaxError  # noqa: E402
+from flowcore.runtime import NodeError, WorkflowInvalid  # noqa: E402
+from pages import common  # noqa: E402
+from pages.export import pick_workflow  # noqa: E402
+
+JOB_KEY, SHOW_KEY, ONE_KEY = "run_job_id", "run_show_eval", "run_one_result"
+NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."
+SOURCES = {"validation": "Validation split", "test": "Test split", "file": "Upload a .jsonl file"}
+
+
+def _money(x: float | None) -> str:
+    x = x or 0.0
+    return f"${x:.6f}" if 0 < x < 0.01 else f"${x:.4f}"  # fractions of a cent still show
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+# -- one problem --------------------------------------------------------------------------------------------------
+
+def _fill_sample(benchmark: str) -> None:
+    p = load(benchmark, "validation", limit=1)[0]
+    st.session_state["run_problem_text"] = p.question
+    st.session_state["run_entry"] = p.entry_point or ""
+
+
+def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> None:
+    bench = es.default_benchmark(task, name)
+    st.button(f"Fill in a {bench} validation problem", on_click=_fill_sample, args=(bench,), key="run_sample",
+              icon=":material/lightbulb:")
+    problem = st.text_area("Problem", key="run_problem_text", height=160,
+                           placeholder="Type or paste the problem the workflow should solve.")
+    entry = st.text_input("Entry point (function name)", key="run_entry",
+                          help="Leave empty to guess it from the problem.") if task == "code" else None
+    if st.button("Run", type="primary", icon=":material/play_arrow:", disabled=not can_run, key="run_one",
+                 help=None if can_run else NO_LLM):
+        if not problem.strip():
+            st.warning("Type a problem first.")
+        else:
+            with st.spinner("Running the workflow…"):
+                try:
+                    res = es.run_problem(settings, common.workspace(), text, task, problem, entry)
+                    st.session_state[ONE_KEY] = {"answer": res.answer, "cost": res.cost, "calls": res.calls,
+                                                 "trace": res.trace, "task": task, "text": text}
+                except (WorkflowSyntaxError, WorkflowInvalid, NodeError, LLMError, ValueError) as e:
+                    st.session_state[ONE_KEY] = {"error": str(e), "text": text}
+    out = st.session_state.get(ONE_KEY)
+    if not out or out.get("text") != text:  # a result of another workflow is not shown under this one
+        return
+    if "error" in out:
+        st.error(f"The run failed: {out['error']}", icon=":material/error:")
+        return
+    st.subheader("Answer")
+    st.code(out["answer"] or "(empty)", language="python" if out["task"] == "code" else None, wrap_lines=True)
+    c1, c2 = st.columns(2)
+    c1.metric("Cost", _money(out["cost"]))
+    c2.metric("LLM calls", out["calls"])
+    st.caption("Per-node trace (in execution order)")
+    cols = ["node", "op", "calls", "cost", "latency", "skipped", "output"]
+    st.dataframe(pd.DataFrame(out["trace"]).reindex(columns=cols), hide_index=True, width="stretch",
+                 column_config={"cost": st.column_config.NumberColumn(format="$%.5f"),
+                                "latency": st.column_config.NumberColumn("latency (s)", format="%.2f")})
+
+
+# -- benchmark evaluation -----------------------------------------------------------------------------------------
+
+def _problems(bench: str, source: str, upload, limit: int):
+    if source == "file":
+        if upload is None:
+            raise ValueError("choose a .jsonl file to upload first")
+        problems = es.problems_from_upload(bench, upload.name, upload.getvalue())
+        return (problems[:limit] if limit else problems), f"file:{upload.name}"
+    return load(bench, source, limit=limit or None), source
+
+
+def benchmark_form(settings, text: str, task: str, name: str, can_run: bool, busy: bool) -> None:
+    options = es.benchmarks_for(task)
+    c = st.columns([1, 2, 1, 1], vertical_alignment="bottom")
+    bench = c[0].selectbox("Benchmark", options, index=options.index(es.default_benchmark(task, name)),
+                           key=f"run_bench_{task}")
+    source = c[1].radio("Problems", list(SOURCES), format_func=SOURCES.get, horizontal=True, key="run_source")
+    limit = c[2].number_input("Limit (0 = all)", min_value=0, value=10, step=1, key="run_limit",
+                              help="Evaluate only the first N problems.")
+    conc = c[3].number_input("Concurrency", min_value=1, max_value=64, value=4, key="run_conc",
+                             help="How many problems run at the same time.")
+    upload = st.file_uploader("Rows in the benchmark's own format (.jsonl)", type=["jsonl", "json", "gz"],
+                              key="run_upload") if source == "file" else None
+    if st.button("Start evaluation", type="primary", icon=":material/play_arrow:", key="run_start",
+                 disabled=not can_run or busy, help=NO_LLM if not can_run else None):
+        try:
+            problems, split = _problems(bench, source, upload, int(limit))
+            job = es.start_evaluation(common.workspace(), settings, workflow_text=text, benchmark=bench,
+                                      problems=problems, split=split, workflow_name=name, concurrency=int(conc))
+        except (WorkflowSyntaxError, WorkflowInvalid, ValueError) as e:  # DataError is a ValueError
+            st.error(str(e), icon=":material/error:")
+            return
+        st.session_state[JOB_KEY], st.session_state[SHOW_KEY] = job.id, job.meta["eval_id"]
+        st.rerun()
+
+
+@st.fragment(run_every=0.5)
+def live(job_id: str) -> None:
+    """Polls the job; when it has finished, reruns the whole page to show the stored result."""
+    job = jobs.get(job_id)
+    if job is None or not job.snapshot().active:
+        st.rerun()
+    snap = job.snapshot()
+    data = snap.data or {}
+    st.progress(snap.fraction, text=f"Evaluation #{snap.meta.get('eval_id')}: {snap.done}/{snap.total} problems "
+                                    f"· {snap.message}")
+    c = st.columns(4)
+    c[0].metric("Running score", _pct(data.get("solved", 0) / snap.done) if snap.done else "—")
+    c[1].metric("Errors", data.get("errors", 0))
+    c[2].metric("Cost so far", _money(data.get("cost")))
+    c[3].metric("Elapsed", f"{snap.elapsed:.0f} s")
+    if job.cancel_requested:
+        st.info("Cancelling: no new problems start; those already running finish first.")
+    else:  # a callback: it runs before the rerun the click starts, so that rerun already says "Cancelling"
+        st.button("Cancel", icon=":material/stop:", key="run_cancel", on_click=job.cancel)
+
+
+def show_evaluation(rec: es.EvalRecord) -> None:
+    split = rec.split or ""
+    st.markdown(f"**#{rec.id}** · `{rec.workflow_name or 'workflow'}` on **{rec.benchmark}** "
+                f"({split.removeprefix('file:') + ' file' if split.startswith('file:') else split}) · "
+                f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(rec.created))} · status **{rec.status}**")
+    if rec.status == "cancelled":
+        st.warning(f"Cancelled after {rec.n} of {rec.total} problems; the score covers those {rec.n}.")
+    elif rec.status in ("failed", "interrupted"):
+        st.error(f"The evaluation {rec.status}: {rec.error}")
+    elif rec.status == "running":
+        st.info("Still running: see the progress above.")
+        return
+    c = st.columns(4)
+    solved = sum(bool(r.get("correct")) for r in rec.results)
+    c[0].metric("Score", _pct(rec.score), help="Fraction of the problems solved")
+    c[1].metric("95% interval", "—" if rec.ci_low is None else f"{_pct(rec.ci_low)} – {_pct(rec.ci_high)}",
+                help="Percentile bootstrap interval of the score")
+    c[2].metric("Solved", f"{solved} / {rec.n}")
+    c[3].metric("Cost", _money(rec.cost))
+    cols = ["id", "correct", "prediction", "cost", "latency", "error"]
+    df = pd.DataFrame(rec.results).reindex(columns=cols)
+    df["error"] = df["error"].fillna("")
+    st.dataframe(df, hide_index=True, width="stretch", key=f"run_results_{rec.id}",
+                 column_config={"correct": st.column_config.CheckboxColumn(),
+                                "cost": st.column_config.NumberColumn(format="$%.5f"),
+                                "latency": st.column_config.NumberColumn("latency (s)", format="%.2f")})
+
+
+def evaluations(ws, settings, text: str, task: str, name: str, can_run: bool) -> None:
+    es.reconcile(ws)  # 'running' rows whose job died with an earlier server process
+    past = es.list_evaluations(ws)
+    job = jobs.get(st.session_state.get(JOB_KEY))
+    if job is None:  # a reloaded page: find an evaluation still running in this server
+        job = next((j for r in past if r.status == "running" and (j := jobs.get(r.job_id))), None)
+    busy = job is not None and job.snapshot().active
+    benchmark_form(settings, text, task, name, can_run, busy)
+    if busy:
+        live(job.id)
+    if not past:
+        st.caption("No evaluations yet.")
+        return
+    st.subheader("Results")
+    ids = [r.id for r in past]
+    labels = {r.id: f"#{r.id} · {r.workflow_name or 'workflow'} · {r.benchmark} · {r.status} · "
+                    f"{_pct(r.score)}" for r in past}
+    want = st.session_state.get(SHOW_KEY)
+    pick = st.selectbox("Evaluation", ids, index=ids.index(want) if want in ids else 0, format_func=labels.get)
+    st.session_state[SHOW_KEY] = pick
+    show_evaluation(es.load_evaluation(ws, pick))
+    with st.expander(f"Past evaluations ({len(past)})"):
+        st.dataframe(pd.DataFrame([{
+            "id": r.id, "when": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created)),
+            "workflow": r.workflow_name, "benchmark": r.benchmark, "split": r.split, "n": f"{r.n}/{r.total}",
+            "score": r.score, "ci_low": r.ci_low, "ci_high": r.ci_high, "cost": r.cost, "status": r.status}
+            for r in past]), hide_index=True, width="stretch",
+            column_config={c: st.column_config.NumberColumn(format="percent") for c in ("score", "ci_low", "ci_high")}
+            | {"cost": st.column_config.NumberColumn(format="$%.4f")})
+
+
+def main() -> None:
+    st.title("Run")
+    st.caption("Run a workflow on one problem, or evaluate it on a benchmark.")
+    settings = common.llm_settings()
+    configured = common.llm_banner(settings)
+    text, task, name = pick_workflow("run_pick")
+    diags = check(text, task)
+    valid = is_valid(diags)
+    if not valid:
+        st.error(f"This workflow is invalid for the {task} task; fix it in the Editor before running it:")
+        st.dataframe([d.to_dict() for d in diags if d.severity == "error"], hide_index=True, width="stretch",
+                     column_order=["line", "column", "code", "message", "node"])
+    can_run = configured and valid
+    mode = st.radio("Mode", ["One problem", "Benchmark"], horizontal=True, key="run_mode")
+    if mode == "One problem":
+        one_problem(settings, text, task, name, can_run)
+    else:
+        evaluations(common.workspace(), settings, text, task, name, can_run)
+
+
+main()

@@ -1,0 +1,125 @@
+"""The Run and Export pages in a real browser. Run: a 3-problem GSM8K evaluation against a scripted endpoint
+shows its progress, then the score, its interval and the per-problem table. Export: the generated Python
+and the five download buttons; the PNG and .py downloads carry real files. Saves the README screenshots."""
+
+from __future__ import annotations
+
+import atexit
+import re
+import threading
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from flowcore.benchmarks import load
+from tests.fakellm import FakeLLMServer, message_text
+
+from .conftest import APP_ENV, goto_page, no_exceptions, wait_for_app
+
+pytestmark = pytest.mark.browser
+
+SHOTS = Path(__file__).resolve().parents[2] / "assets" / "screenshots"
+PROBLEMS = load("gsm8k", "validation", limit=3)
+
+
+RELEASE = threading.Event()  # the third problem's reply waits for it, so the test sees the run in progress
+
+
+def _respond(request: dict) -> str:
+    """Right for the first two problems, wrong for the third (answered once RELEASE is set)."""
+    text = message_text(request)
+    for p in PROBLEMS[:2]:
+        if p.question in text:
+            return f"Adding it up step by step, the answer is {p.reference}."
+    if PROBLEMS[2].question in text:
+        RELEASE.wait(60)
+    return "After working through it, the answer is 7."
+
+
+# The Streamlit server reads its environment once, when the first browser test starts it: the endpoint is
+# set at import time and serves the whole session.
+FAKE = FakeLLMServer(_respond).start()
+atexit.register(FAKE.stop)
+APP_ENV.setdefault("OPENAI_BASE_URL", FAKE.base_url)
+OURS = APP_ENV["OPENAI_BASE_URL"] == FAKE.base_url  # another module may have set its own endpoint first
+
+
+def test_run_page_evaluates_gsm8k_with_progress_and_scores(page, streamlit_app):
+    js_errors: list[str] = []
+    page.on("pageerror", lambda exc: js_errors.append(str(exc)))
+    goto_page(page, streamlit_app, "/run")
+    expect(page.get_by_role("heading", name="Run")).to_be_visible()
+    page.get_by_text("Benchmark", exact=True).click()
+    wait_for_app(page)
+    limit = page.get_by_role("spinbutton", name="Limit (0 = all)")
+    limit.fill("3")
+    limit.press("Enter")
+    wait_for_app(page)
+    conc = page.get_by_role("spinbutton", name="Concurrency")
+    conc.fill("1")
+    conc.press("Enter")
+    wait_for_app(page)
+
+    page.get_by_role("button", name="Start evaluation").click()
+    progress = page.locator('[data-testid="stProgress"]')
+    if OURS:  # the third reply is held back: the run is visibly in progress until RELEASE
+        expect(progress).to_be_visible(timeout=20_000)
+        expect(page.get_by_text(re.compile(r"Evaluation #\d+: 2/3 problems"))).to_be_visible(timeout=20_000)
+        expect(page.locator('[data-testid="stMetric"]').filter(has_text="Running score")).to_contain_text(
+            "100.0%", timeout=20_000)
+        expect(page.get_by_role("button", name="Cancel")).to_be_visible()
+        RELEASE.set()
+
+    # the fragment polls the job and reruns the page once it has finished
+    score = page.locator('[data-testid="stMetric"]').filter(has_text="Score").filter(has_not_text="Running")
+    expect(score).to_be_visible(timeout=30_000)
+    expect(progress).to_have_count(0)
+    if OURS:
+        expect(score).to_contain_text("66.7%")
+        expect(page.locator('[data-testid="stMetric"]').filter(has_text="Solved")).to_contain_text("2 / 3")
+    expect(page.locator('[data-testid="stMetric"]').filter(has_text="95% interval")).to_contain_text("–")
+    table = page.locator('[data-testid="stDataFrame"]').first
+    expect(table).to_be_visible()
+    headers = table.locator('th[role="columnheader"]')  # glide-data-grid's accessible table
+    expect(headers).to_have_count(6)
+    assert headers.all_inner_texts() == ["id", "correct", "prediction", "cost", "latency (s)", "error"]
+    ids = table.locator('td[role="gridcell"][aria-colindex="1"]')
+    assert ids.all_inner_texts() == [p.id for p in PROBLEMS]
+    assert no_exceptions(page) == [] and js_errors == []
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1400, "height": 1250})  # the app scrolls inside: make room for the table
+    wait_for_app(page)
+    page.screenshot(path=str(SHOTS / "run.png"))
+
+    # a reload is a new session: the stored evaluation is still there
+    goto_page(page, streamlit_app, "/run")
+    page.get_by_text("Benchmark", exact=True).click()
+    wait_for_app(page)
+    expect(page.locator('[data-testid="stMetric"]').filter(has_text="Score")).to_be_visible()
+
+
+def test_export_page_shows_code_and_downloads(page, streamlit_app):
+    js_errors: list[str] = []
+    page.on("pageerror", lambda exc: js_errors.append(str(exc)))
+    goto_page(page, streamlit_app, "/export")
+    code = page.locator('[data-testid="stCode"]').first
+    expect(code).to_contain_text("class Workflow")
+    expect(code).to_contain_text("async def __call__")
+    labels = ["Python (.py)", "Mermaid (.mmd)", "Drawing (.svg)", "Drawing (.png)", "JSON (.json)"]
+    for label in labels:
+        expect(page.get_by_role("button", name=label)).to_be_enabled()
+    assert no_exceptions(page) == [] and js_errors == []
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "export.png"))
+
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Drawing (.png)").click()
+    download = info.value
+    assert download.suggested_filename.endswith(".png")
+    assert Path(download.path()).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Python (.py)").click()
+    source = Path(info.value.path()).read_text()
+    compile(source, info.value.suggested_filename, "exec")  # valid Python
+    assert "class Workflow" in source

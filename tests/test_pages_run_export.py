@@ -1,0 +1,175 @@
+"""The Run and Export pages under Streamlit's AppTest: no endpoint (banner, disabled runs), a scripted
+endpoint (one problem; a background benchmark evaluation that survives a reload), invalid workflows, and the
+export code view with its download buttons."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from flowcore import jobs
+from flowcore.benchmarks import load
+from tests.fakellm import FakeLLMServer, message_text
+
+RUN, EXPORT = "../pages/run.py", "../pages/export.py"
+BROKEN = "flowchart TD\n    PROBLEM([\"Problem\"])\n    C1[\"Custom\"]\n    PROBLEM --> C1\n"
+
+
+@pytest.fixture(autouse=True)
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("MERMAIDFLOW_DB", str(tmp_path / "ws.db"))
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "MERMAIDFLOW_CACHE"):
+        monkeypatch.delenv(k, raising=False)
+
+
+def app(path: str) -> AppTest:
+    at = AppTest.from_file(path, default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def with_workflow(path: str, text: str, name: str) -> AppTest:
+    """The page with ``text`` as the current (math) workflow, as the Editor would leave it."""
+    at = AppTest.from_file(path, default_timeout=60)
+    for k, v in {"mf_text": text, "mf_task": "math", "mf_name": name, "mf_rev": 0}.items():
+        at.session_state[k] = v
+    return at.run()
+
+
+def buttons(at: AppTest) -> dict[str, bool]:
+    """label -> disabled"""
+    return {b.label: b.disabled for b in at.button}
+
+
+# -- Run ----------------------------------------------------------------------------------------------------------
+
+def test_run_without_endpoint_says_so_and_disables_running():
+    at = app(RUN)
+    assert any("No LLM endpoint is configured" in i.value for i in at.info)
+    assert buttons(at)["Run"] is True
+    at.radio(key="run_mode").set_value("Benchmark").run()
+    assert not at.exception
+    assert buttons(at)["Start evaluation"] is True
+    assert any("No evaluations yet" in c.value for c in at.caption)
+
+
+def test_run_one_problem_shows_the_scripted_answer_and_trace(monkeypatch):
+    with FakeLLMServer("The answer is \\boxed{42}") as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        at = app(RUN)
+        assert not at.info  # no "not configured" banner
+        at.text_area(key="run_problem_text").input("What is 6 times 7?")
+        at.button(key="run_one").click().run()
+    assert not at.exception and not at.error
+    assert [c.value for c in at.code] == ["The answer is \\boxed{42}"]
+    assert {m.label: m.value for m in at.metric}["LLM calls"] == "1"
+    trace = at.dataframe[0].value
+    assert list(trace["node"]) == ["C1"] and list(trace["op"]) == ["CustomOp"]
+    assert "What is 6 times 7?" in message_text(srv.requests[0])
+
+
+def test_run_empty_problem_warns_instead_of_calling(monkeypatch):
+    with FakeLLMServer("x") as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        at = app(RUN)
+        at.button(key="run_one").click().run()
+        assert any("Type a problem" in w.value for w in at.warning) and srv.requests == []
+
+
+def test_run_benchmark_evaluation_runs_in_background_and_survives_a_reload(monkeypatch):
+    problems = load("gsm8k", "validation", limit=3)
+
+    def respond(request: dict) -> str:  # right for the first problem only
+        text = message_text(request)
+        return f"The answer is {problems[0].reference}" if problems[0].question in text else "The answer is -7"
+
+    with FakeLLMServer(respond) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        at = app(RUN)
+        at.radio(key="run_mode").set_value("Benchmark").run()
+        at.number_input(key="run_limit").set_value(3).run()
+        at.button(key="run_start").click().run()
+        assert not at.exception and not at.error
+        job = jobs.get(at.session_state["run_job_id"])
+        assert job is not None and job.wait(30) and job.status == "done", job.error
+        at.run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Score"] == "33.3%" and metrics["Solved"] == "1 / 3"
+    assert metrics["95% interval"].count("%") == 2
+    table = at.dataframe[0].value
+    assert list(table.columns) == ["id", "correct", "prediction", "cost", "latency", "error"]
+    assert list(table["id"]) == [p.id for p in problems] and list(table["correct"]) == [True, False, False]
+
+    fresh = app(RUN)  # a new session on the same workspace: the stored evaluation is listed and shown
+    fresh.radio(key="run_mode").set_value("Benchmark").run()
+    assert {m.label: m.value for m in fresh.metric}["Score"] == "33.3%"
+    assert fresh.selectbox[-1].value == job.meta["eval_id"]
+
+
+def test_run_benchmark_cancel_keeps_the_partial_evaluation(monkeypatch):
+    with FakeLLMServer("The answer is 3", latency=0.3) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        at = app(RUN)
+        at.radio(key="run_mode").set_value("Benchmark").run()
+        at.number_input(key="run_limit").set_value(6).run()
+        at.number_input(key="run_conc").set_value(1).run()
+        at.button(key="run_start").click().run()
+        assert buttons(at)["Start evaluation"] is True  # one evaluation at a time
+        at.button(key="run_cancel").click().run()
+        assert any("Cancelling" in i.value for i in at.info)
+        job = jobs.get(at.session_state["run_job_id"])
+        assert job.wait(30) and job.status == "cancelled"
+        at.run()
+    assert not at.exception
+    assert any(w.value.startswith("Cancelled after") for w in at.warning)
+    n = len(at.dataframe[0].value)
+    assert 0 < n < 6 and {m.label: m.value for m in at.metric}["Solved"] == f"0 / {n}"
+
+
+def test_run_invalid_workflow_shows_diagnostics_and_disables_running(monkeypatch):
+    with FakeLLMServer("x") as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        at = with_workflow(RUN, BROKEN, "broken")
+    assert not at.exception
+    assert any("invalid" in e.value for e in at.error)
+    assert "M004" in set(at.dataframe[0].value["code"])  # RETURN is missing
+    assert buttons(at)["Run"] is True
+
+
+# -- Export -------------------------------------------------------------------------------------------------------
+
+def test_export_shows_code_and_downloads():
+    at = app(EXPORT)
+    py = [c for c in at.code if c.language == "python"]
+    assert len(py) == 1 and py[0].proto.show_line_numbers and "class Workflow" in py[0].value
+    downloads = {b.proto.label: b.proto for b in at.get("download_button")}
+    assert list(downloads) == ["Python (.py)", "Mermaid (.mmd)", "Drawing (.svg)", "Drawing (.png)",
+                               "JSON (.json)"]
+    assert not any(p.disabled for p in downloads.values())
+    assert downloads["Python (.py)"].url.endswith(".py") and downloads["JSON (.json)"].url.endswith(".json")
+    # a bundled example instead of the current workflow
+    at.selectbox(key="ex_pick").set_value(("example", "code_seed")).run()
+    assert not at.exception
+    assert "CustomCodeGenerate" in next(c.value for c in at.code if c.language == "python")
+
+
+def test_export_invalid_workflow_shows_diagnostics_not_code():
+    at = with_workflow(EXPORT, BROKEN, "broken")
+    assert not at.exception
+    assert any("invalid" in e.value for e in at.error)
+    assert not [c for c in at.code if c.language == "python"]
+    assert "M004" in set(at.dataframe[0].value["code"])
+    assert [b.proto.label for b in at.get("download_button")] == ["Download the text as .mmd anyway"]
+
+
+def test_export_refuses_a_workflow_carrying_the_key(monkeypatch):
+    key = "sk-page-test-KEY-987654321"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    text = ("flowchart TD\n    %% @prompt solver: use " + key + " and solve\n    PROBLEM([\"Problem\"])\n"
+            "    C1[\"Custom<br/>(role: solver)\"]\n    RETURN([\"Return\"])\n    class PROBLEM,RETURN Interface\n"
+            "    class C1 CustomOp\n    PROBLEM -->|input| C1\n    C1 --> RETURN\n")
+    at = with_workflow(EXPORT, text, "leaky")
+    assert not at.exception
+    assert any("API key" in e.value for e in at.error)
+    assert not at.get("download_button") and not at.code
