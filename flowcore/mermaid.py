@@ -25,7 +25,7 @@ _PROMPT = re.compile(r"^%%\s*@prompt\s+(?P<name>[\w.\-]+)\s*:\s?(?P<text>.*)$")
 _ROLE = re.compile(r"\(\s*(?:role|instruction)\s*:\s*([^)]*?)\s*\)", re.I)
 _FIRST_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _UNQUOTED_BAD = set('()[]{}"')
-_KEYWORDS = {"subgraph", "end", "direction", "classDef", "class", "style", "linkStyle", "click"}
+_KEYWORD_PREFIXES = ("subgraph", "end", "direction", "class", "style", "linkStyle", "click")
 # Fast paths for the two commonest statements; anything they do not match goes through the scanner.
 _FAST_EDGE = re.compile(r"([A-Za-z0-9_]+)[ \t]*(-->|---|-\.->|==>)[ \t]*(?:\|([^|\"]*)\|)?[ \t]*([A-Za-z0-9_]+)$")
 _FAST_NODE = re.compile(r'([A-Za-z0-9_]+)(\(\[|\[\[|\(\(|\{\{|\[\(|\[|\(|\{)"([^"]*)"(\]\)|\]\]|\)\)|\}\}|\)\]|\]|\)|\})$')
@@ -157,7 +157,13 @@ def parse_lenient(text: str) -> tuple[Workflow, list[Diagnostic]]:
             if rest.strip():
                 _line(st, rest, ln, indent + len(stripped) - len(rest))
             continue
-        _line(st, raw.rstrip(), ln, 0)
+        if ";" in raw:
+            _line(st, raw.rstrip(), ln, 0)
+        else:  # the common case: one statement per line
+            try:
+                _statement(st, stripped, ln, indent)
+            except _Fail as f:
+                st.error("M001", f.msg, ln, f.col)
     if not header_seen:
         st.error("M001", "empty workflow: expected a 'flowchart TD' header", 1, 1)
     if st.sub_stack:
@@ -185,9 +191,9 @@ def _line(st: _State, line: str, ln: int, col0: int) -> None:
 
 
 def _statement(st: _State, s: str, ln: int, col0: int) -> None:
-    word = s.split(None, 1)[0]
-    if word not in _KEYWORDS and _fast(st, s, ln, col0):
+    if not s.startswith(_KEYWORD_PREFIXES) and _fast(st, s, ln, col0):
         return
+    word = s.split(None, 1)[0]
     rest = s[len(word):].strip()
     if word == "subgraph":
         _subgraph(st, rest, ln, col0)
