@@ -1,0 +1,464 @@
+"""What the Evolve and History pages need from the engine, without any layout: an evolution run started or
+resumed as a background job (flowcore.jobs) with per-round and per-problem progress, a review gate that
+pauses a run before evaluation until the page decides, and the tables, figures, lineage and diffs the
+pages draw from the history buffer.
+
+Honesty rule: a score is only ever a measured one. Structure-only rounds (no LLM endpoint) have no score;
+their curves show the rule judge's structural total instead, labelled as such.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pandas as pd
+
+from .. import eval_store as es
+from .. import jobs
+from ..benchmarks import TASK_OF, load
+from ..checker import check
+from ..llm import LLM, LLMSettings
+from ..storage import Workspace
+from .history import History, RunInfo
+from .judge import CRITERIA, Candidate, Verdict
+from .loop import Cancelled, Evolution, EvolutionConfig, Review
+
+__all__ = ["EVOLVE_JOB", "PendingReview", "ReviewGate", "active_job", "candidates_frame", "cost_figure", "diagram_height",
+           "curve_frame", "filter_rounds", "fork_name", "gate_of", "judge_total", "lineage_edges", "lineage_height",
+           "lineage_mermaid", "live_job", "reeval_name", "reevaluations", "resume_run", "rounds_frame",
+           "run_label", "run_status", "runs_overview", "sampling_figure", "sampling_frame", "score_figure", "start_reevaluation", "start_run",
+           "text_diff"]
+
+EVOLVE_JOB = "evolution"  # the jobs-registry name of evolution runs
+BUSY_ELSEWHERE_S = 60  # a 'running' run written to this recently may be evolving in another process
+STRUCTURE_ONLY = ("structure-only: no LLM endpoint, so no benchmark score was measured; the curve shows the "
+                  "rule judge's structural total (0-50) of each round's chosen candidate")
+
+
+# -- review: the engine's hook blocks on a gate that the page resolves -----------------------------------------
+
+@dataclass(frozen=True)
+class PendingReview:
+    round: int
+    candidates: list[dict]  # {"text", "operator", "detail", "parents", "source", "scores"}
+    chosen: int  # the judge's pick
+    judge: str
+
+
+class ReviewGate:
+    """The review hook of one run. Called by the loop (in a worker thread) with a round's judged candidates,
+    it waits until ``decide`` is called from the page, or raises Cancelled when the run is cancelled."""
+
+    def __init__(self, task: str, cancel: threading.Event | None = None, poll: float = 0.2) -> None:
+        self.task, self.cancel, self.poll = task, cancel or threading.Event(), poll
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._pending: PendingReview | None = None
+        self._decision: Review | None = None
+
+    def __call__(self, rnd: int, cands: list[Candidate], verdict: Verdict) -> Review:
+        pending = PendingReview(rnd, [{"text": c.text, "operator": c.operator, "detail": c.detail,
+                                       "parents": list(c.parents), "source": c.source, "scores": s}
+                                      for c, s in zip(cands, verdict.scores)], verdict.chosen, verdict.judge)
+        with self._lock:
+            self._pending, self._decision = pending, None
+            self._ready.clear()
+        try:
+            while not self._ready.wait(self.poll):
+                if self.cancel.is_set():
+                    raise Cancelled
+        finally:
+            with self._lock:
+                self._pending = None
+        if self._decision is None:  # withdrawn: the run is being cancelled
+            raise Cancelled
+        return self._decision
+
+    @property
+    def pending(self) -> PendingReview | None:
+        with self._lock:
+            return self._pending
+
+    def decide(self, rnd: int, review: Review) -> list[str]:
+        """Resolve round ``rnd``'s review. An edited workflow is checked first: its errors are returned and
+        the round keeps waiting. ValueError when that round is not (or no longer) waiting."""
+        with self._lock:
+            p = self._pending
+            if p is None or p.round != rnd:
+                raise ValueError(f"round {rnd} is not waiting for a review")
+            if review.index is not None and not 0 <= review.index < len(p.candidates):
+                raise ValueError(f"there is no candidate {review.index} (round {rnd} has {len(p.candidates)})")
+            if review.action == "edit":
+                errors = [f"line {d.line}: {d.code} {d.message}" if d.line else f"{d.code} {d.message}"
+                          for d in check(review.text or "", self.task) if d.severity == "error"]
+                if errors:
+                    return errors
+            self._decision, self._pending = review, None  # a rerun right after this sees no pending round
+            self._ready.set()
+        return []
+
+    def withdraw(self) -> None:
+        """Stop waiting without a decision (the run is being cancelled): the hook raises Cancelled."""
+        with self._lock:
+            self._pending, self._decision = None, None
+            self._ready.set()
+
+
+_gates: dict[str, ReviewGate] = {}  # job id -> gate (a page rerun finds the gate of its job)
+
+
+def gate_of(job_id: str | None) -> ReviewGate | None:
+    return _gates.get(job_id or "")
+
+
+# -- runs as jobs ------------------------------------------------------------------------------------------------
+
+def _llm(ws: Workspace, settings: LLMSettings, cfg: EvolutionConfig, spent: float) -> LLM:
+    s = replace(settings, concurrency=max(settings.concurrency, cfg.concurrency))
+    if cfg.budget is not None:  # what is left of the run's budget caps every call
+        s = replace(s, budget_usd=max(0.0, cfg.budget - spent))
+    return LLM(s, ws)
+
+
+def start_run(ws: Workspace, settings: LLMSettings, config: EvolutionConfig, *, review: bool = False) -> jobs.Job:
+    """Store a new run and evolve it in a background job. Without an endpoint the run is structure-only
+    (programmatic operators, rule judge, no scores). ValueError (naming the field or file) before anything
+    is stored when the settings or the data are bad."""
+    cfg = replace(config, operators=list(config.operators), offline=not settings.configured)
+    if cfg.offline:
+        cfg.mode = "programmatic"
+    llm = None if cfg.offline else _llm(ws, settings, cfg, 0.0)
+    gate = ReviewGate(TASK_OF[cfg.benchmark]) if review and cfg.benchmark in TASK_OF else None
+    evo = Evolution(ws, cfg, llm=llm, review=gate)
+    evo.prepare()  # a bad data file is reported before a run is stored
+    evo.start(resume=False)
+    return _spawn(evo, llm, gate)
+
+
+def resume_run(ws: Workspace, settings: LLMSettings, run_id: int, *, review: bool = False) -> jobs.Job:
+    """Continue an unfinished run after its last stored round, as a job."""
+    h = History(ws)
+    info = h.run(run_id)
+    if live_job(run_id) is not None:
+        raise ValueError(f"run {run_id} is already running")
+    if info.status == "finished":
+        raise ValueError(f"run {run_id} has finished; start a new run instead")
+    updated = ws.query("SELECT updated FROM evo_runs WHERE id = ?", (run_id,))[0]["updated"]
+    if info.status == "running" and time.time() - updated < BUSY_ELSEWHERE_S:
+        raise ValueError(f"run {run_id} stored a round less than {BUSY_ELSEWHERE_S} s ago: it may still be "
+                         "running in another process (the command line); try again later")
+    if not info.offline and not settings.configured:
+        raise ValueError(f"run {run_id} was measured against an LLM endpoint; configure one (Settings page) "
+                         "to resume it")
+    cfg = EvolutionConfig.from_dict(info.config)
+    spent = sum(r["cost"] or 0.0 for r in h.rounds(run_id))
+    llm = None if info.offline else _llm(ws, settings, cfg, spent)
+    gate = ReviewGate(info.task) if review else None
+    evo = Evolution(ws, cfg, llm=llm, review=gate, run_id=run_id)
+    evo.prepare()
+    evo.start(resume=True)
+    return _spawn(evo, llm, gate)
+
+
+def _spawn(evo: Evolution, llm: LLM | None, gate: ReviewGate | None) -> jobs.Job:
+    cfg, run_id = evo.config, int(evo.run_id or 0)
+    total = cfg.rounds + 1
+    if llm is not None:
+        llm.run_id = f"evo-{run_id}"  # LLM call log rows name the run
+
+    async def target(ctx: jobs.JobContext) -> dict:
+        from ..evaluation import evaluate_workflow
+
+        evo.cancel = ctx.cancelled
+        if gate is not None:
+            gate.cancel = ctx.cancelled
+        stored = evo.history.last_round(run_id) + 1
+        current = {"round": stored}
+
+        def on_round(s: dict) -> None:
+            current["round"] = s["round"] + 1
+            score = "structure-only" if s["status"] == "structure-only" else (
+                f"{100 * s['score']:.1f}%" if s["score"] is not None else s["status"])
+            ctx.progress(s["round"] + 1, total, f"round {s['round']} of {cfg.rounds} stored: "
+                         f"{s['operator']} · {score}", data={"round": s["round"], "phase": "stored"})
+
+        async def evaluator(w: Any, problems: list) -> Any:
+            r = current["round"]
+
+            def on_problem(done: int, n: int, res: Any) -> None:
+                ctx.progress(r, total, f"round {r} of {cfg.rounds}: evaluated {done}/{n} problems",
+                             data={"round": r, "phase": "evaluating", "done": done, "n": n})
+
+            return await evaluate_workflow(w, cfg.benchmark, problems, llm=evo.llm, concurrency=cfg.concurrency,
+                                           progress=on_problem, cancel=evo.cancel)
+
+        evo.progress = on_round
+        if not cfg.offline:
+            evo.evaluator = evaluator
+        ctx.progress(stored, total, f"resuming after round {stored - 1}" if stored else "starting",
+                     data={"round": stored, "phase": "starting"})
+        return await evo.arun()
+
+    job = jobs.Job(target, EVOLVE_JOB, meta={"run_id": run_id, "offline": cfg.offline,
+                                             "review": gate is not None, "rounds": cfg.rounds})
+    for old in [k for k in _gates if jobs.get(k) is None]:  # jobs the registry has forgotten
+        del _gates[old]
+    if gate is not None:
+        _gates[job.id] = gate
+    return job.start()
+
+
+def live_job(run_id: int) -> jobs.Job | None:
+    """The active job evolving ``run_id`` in this server, if any."""
+    job = jobs.find(EVOLVE_JOB, run_id=run_id)
+    return job if job is not None and job.snapshot().active else None
+
+
+def active_job() -> jobs.Job | None:
+    return next((j for j in jobs.jobs(EVOLVE_JOB) if j.snapshot().active), None)
+
+
+def run_status(info: RunInfo) -> str:
+    """The stored status, except 'interrupted' for a 'running' run no job in this server is evolving."""
+    return "interrupted" if info.status == "running" and live_job(info.id) is None else info.status
+
+
+def runs_overview(ws: Workspace) -> list[dict]:
+    """Every run, newest first: id, benchmark, status, offline, rounds stored/planned, best measured score."""
+    h, out = History(ws), []
+    stats = {r["run_id"]: (r["n"], r["best"]) for r in ws.query(  # one query, not every round's JSON
+        "SELECT run_id, COUNT(*) AS n, MAX(score) AS best FROM evo_rounds GROUP BY run_id")}
+    for info in reversed(h.runs()):
+        n, best = stats.get(info.id, (0, None))
+        out.append({"id": info.id, "benchmark": info.benchmark, "status": run_status(info),
+                    "offline": info.offline, "mode": info.config.get("mode"), "stored": n,
+                    "planned": int(info.config.get("rounds", 0)) + 1, "best": best})
+    return out
+
+
+def run_label(o: dict) -> str:
+    best = "structure-only" if o["offline"] else ("no score yet" if o["best"] is None else f"best {100 * o['best']:.1f}%")
+    return f"#{o['id']} · {o['benchmark']} · {o['status']} · {o['stored']}/{o['planned']} rounds · {best}"
+
+
+# -- tables -------------------------------------------------------------------------------------------------------
+
+def judge_total(row: dict) -> float | None:
+    """The judge's total (0-50) for the round's chosen candidate (None for the seed or an unjudged round)."""
+    cands, i = row.get("candidates") or [], row.get("chosen")
+    if i is None or not 0 <= i < len(cands):
+        return None
+    return (cands[i].get("scores") or {}).get("total")
+
+
+ROUND_COLUMNS = ["round", "status", "score", "ci_low", "ci_high", "n", "cost", "operator", "parents", "judge",
+                 "judge_total", "pinned", "note", "detail", "reason"]
+
+
+def rounds_frame(rows: list[dict]) -> pd.DataFrame:
+    text = {k: "" for k in ("operator", "judge", "note", "detail", "reason")}  # blank, not "None"
+    return pd.DataFrame([{**{k: r.get(k) for k in ROUND_COLUMNS}, **{k: r.get(k) or "" for k in text},
+                          "parents": ", ".join(map(str, r["parents"] or [])), "judge_total": judge_total(r),
+                          "cost": float(r.get("cost") or 0.0)} for r in rows], columns=ROUND_COLUMNS)
+
+
+def filter_rounds(df: pd.DataFrame, *, statuses: list[str] | None = None, operators: list[str] | None = None,
+                  min_score: float | None = None, pinned_only: bool = False) -> pd.DataFrame:
+    """``min_score`` is a fraction; a round without a measured score never passes a minimum above 0."""
+    keep = pd.Series(True, index=df.index)
+    if statuses:
+        keep &= df["status"].isin(statuses)
+    if operators:
+        keep &= df["operator"].isin(operators)
+    if min_score:
+        keep &= df["score"].notna() & (df["score"].astype(float) >= min_score)
+    if pinned_only:
+        keep &= df["pinned"].astype(bool)
+    return df[keep]
+
+
+def curve_frame(rows: list[dict]) -> pd.DataFrame:
+    """Per round: measured score and best so far (percent, only for rounds that were measured), the judge's
+    total, the round's cost and the running cost."""
+    out, best, spent = [], None, 0.0
+    for r in rows:
+        score = 100 * r["score"] if r["status"] == "ok" and r["score"] is not None else None
+        if score is not None:
+            best = score if best is None else max(best, score)
+        spent += float(r.get("cost") or 0.0)
+        out.append({"round": r["round"], "status": r["status"], "operator": r.get("operator") or "",
+                    "score": score, "best": best, "judge_total": judge_total(r),
+                    "cost": float(r.get("cost") or 0.0), "total_cost": spent})
+    return pd.DataFrame(out, columns=["round", "status", "operator", "score", "best", "judge_total", "cost",
+                                      "total_cost"])
+
+
+def candidates_frame(row: dict) -> pd.DataFrame:
+    """The round's candidates with the judge's five scores; dropped proposals carry their reason."""
+    out = []
+    for i, c in enumerate(row.get("candidates") or []):
+        s = c.get("scores") or {}
+        out.append({"#": i, "chosen": i == row.get("chosen"), "operator": c.get("operator"),
+                    "detail": c.get("detail") or "", **{k: s.get(k) for k in (*CRITERIA, "total")},
+                    "dropped": c.get("reason") or ""})
+    return pd.DataFrame(out, columns=["#", "chosen", "operator", "total", *CRITERIA, "detail", "dropped"])
+
+
+def sampling_frame(row: dict) -> pd.DataFrame:
+    """Why the round's parents were drawn: each pool round's score and selection probability."""
+    s = row.get("sampling") or {}
+    pool, scores, probs = s.get("pool") or [], s.get("scores") or [], s.get("probabilities") or []
+    parents = set(row.get("parents") or [])
+    return pd.DataFrame([{"round": f"#{p}", "score": None if sc is None else 100 * sc, "probability": pr,
+                          "parent": p in parents} for p, sc, pr in zip(pool, scores, probs)],
+                        columns=["round", "score", "probability", "parent"])
+
+
+def lineage_edges(rows: list[dict]) -> list[tuple[int, int]]:
+    known = {r["round"] for r in rows}
+    return [(p, r["round"]) for r in rows for p in (r["parents"] or []) if p in known]
+
+
+def _score_text(r: dict) -> str:
+    if r["status"] == "failed":
+        return "failed"
+    if r["score"] is None:
+        return "structure-only"
+    return f"{100 * r['score']:.1f}%"
+
+
+def lineage_mermaid(rows: list[dict], selected: int | None = None) -> str:
+    """The lineage tree (parents -> child) as a Mermaid flowchart; failed, pinned and selected rounds styled."""
+    lines = ["flowchart LR"]
+    for r in rows:
+        op = "".join(c for c in (r.get("operator") or "?") if c.isalnum() or c in "-_ ")
+        lines.append(f'    R{r["round"]}["#{r["round"]} {op}<br/>{_score_text(r)}"]')
+    lines += [f"    R{a} --> R{b}" for a, b in lineage_edges(rows)]
+    lines += ["    classDef failed fill:#fde2e2,stroke:#c62828,color:#7f0000",
+              "    classDef pinned stroke:#ef6c00,stroke-width:3px",
+              "    classDef selected fill:#d7f5e3,stroke:#1b5e20,stroke-width:3px"]
+    for cls, ids in (("failed", [r["round"] for r in rows if r["status"] == "failed"]),
+                     ("pinned", [r["round"] for r in rows if r.get("pinned")]),
+                     ("selected", [selected] if selected is not None else [])):
+        if ids:
+            lines.append(f"    class {','.join(f'R{i}' for i in ids)} {cls}")
+    return "\n".join(lines) + "\n"
+
+
+def lineage_height(rows: list[dict]) -> str:
+    """A drawing height for the left-to-right lineage: the widest generation sets it."""
+    by_round = {r["round"]: r for r in rows}
+    gen: dict[int, int] = {}
+    for r in rows:  # rounds are in order, so parents come first
+        gen[r["round"]] = 1 + max((gen.get(p, 0) for p in r["parents"] or [] if p in by_round), default=-1)
+    widest = max((list(gen.values()).count(g) for g in set(gen.values())), default=1)
+    return f"{min(100 + 70 * widest, 700)}px"
+
+
+def text_diff(before: str, after: str, before_name: str = "parent", after_name: str = "child") -> str:
+    """A unified diff of two workflow texts ('' when they are the same)."""
+    return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                        before_name, after_name, n=2))
+
+
+def diagram_height(*texts: str, lo: int = 260, hi: int = 760) -> str:
+    """A drawing height (CSS) that fits the deepest workflow's layers, as the Editor sizes its diagram
+    (several texts: drawings side by side get the same height)."""
+    from ..canvas import depth
+    from ..mermaid import parse_lenient
+
+    layers = max((depth(parse_lenient(t)[0]) for t in texts if t), default=1)
+    return f"{min(max(90 * layers + 60, lo), hi)}px"
+
+
+def fork_name(benchmark: str, run_id: int, rnd: int) -> str:
+    return f"{benchmark}_run{run_id}_round{rnd}"
+
+
+# -- figures (plotly; the pages only place them) ----------------------------------------------------------------
+
+def score_figure(curve: pd.DataFrame, offline: bool) -> Any:
+    """Score per round and best so far; for a structure-only run the judge's total, labelled as such."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    if offline:
+        judged = curve[curve["judge_total"].notna()]
+        fig.add_trace(go.Scatter(x=judged["round"], y=judged["judge_total"], mode="lines+markers",
+                                 name="judge total (structure only)", text=judged["operator"]))
+        title, ytitle, yrange = "Judge total per round (structure only)", "judge total (0-50)", [0, 52.5]
+    else:
+        measured = curve[curve["score"].notna()]
+        fig.add_trace(go.Scatter(x=measured["round"], y=measured["score"], mode="lines+markers",
+                                 name="score per round", text=measured["operator"]))
+        fig.add_trace(go.Scatter(x=measured["round"], y=measured["best"], mode="lines", name="best so far",
+                                 line={"shape": "hv", "dash": "dash"}))
+        for r in curve.loc[curve["status"] == "failed", "round"]:  # marked, never given a score
+            fig.add_vline(x=r, line={"color": "#c62828", "dash": "dot", "width": 1})
+        title, ytitle, yrange = "Validation score per round", "score (%)", [0, 105]
+    fig.update_layout(title=title, xaxis_title="round", yaxis_title=ytitle, height=340,
+                      margin={"l": 40, "r": 10, "t": 50, "b": 40}, legend={"orientation": "h", "y": -0.25})
+    fig.update_xaxes(dtick=1, rangemode="tozero")
+    fig.update_yaxes(range=yrange)
+    return fig
+
+
+def cost_figure(curve: pd.DataFrame) -> Any | None:
+    """Cost of each measured round against its score (None when no round was measured)."""
+    import plotly.graph_objects as go
+
+    measured = curve[curve["score"].notna()]
+    if measured.empty:
+        return None
+    fig = go.Figure(go.Scatter(x=measured["cost"], y=measured["score"], mode="markers+text",
+                               text=[f"#{r}" for r in measured["round"]], textposition="top center"))
+    fig.update_layout(title="Cost vs score", xaxis_title="round cost (USD)", yaxis_title="score (%)", height=340,
+                      margin={"l": 40, "r": 10, "t": 50, "b": 40})
+    return fig
+
+
+def sampling_figure(frame: pd.DataFrame) -> Any:
+    """Selection probabilities of the round's parent pool (the drawn parents highlighted)."""
+    import plotly.graph_objects as go
+
+    colors = ["#1565c0" if p else "#90a4ae" for p in frame["parent"]]
+    hover = ["not measured" if s is None or pd.isna(s) else f"score {s:.1f}%" for s in frame["score"]]
+    fig = go.Figure(go.Bar(x=frame["round"], y=frame["probability"], marker_color=colors, hovertext=hover))
+    fig.update_layout(title="Parent selection probabilities (drawn parents in blue)", xaxis_title="pool round",
+                      yaxis_title="probability", height=300, margin={"l": 40, "r": 10, "t": 50, "b": 40})
+    fig.update_yaxes(range=[0, 1])
+    fig.update_xaxes(type="category")  # "#1" is a label (plotly would read it as the number 1)
+    return fig
+
+
+# -- re-evaluation ------------------------------------------------------------------------------------------------
+
+def reeval_name(run_id: int, rnd: int) -> str:
+    return f"evolution run {run_id} round {rnd}"
+
+
+def start_reevaluation(ws: Workspace, settings: LLMSettings, run_id: int, rnd: int,
+                       concurrency: int = 4) -> jobs.Job:
+    """Evaluate a round's workflow again on the run's validation problems (stored as an evaluation, see
+    flowcore.eval_store, under ``reeval_name``). ValueError without an endpoint or a workflow."""
+    if not settings.configured:
+        raise ValueError("no LLM endpoint is configured, so nothing can be evaluated")
+    info = History(ws).run(run_id)
+    row = History(ws).get_round(run_id, rnd)
+    if row is None or not row.get("workflow_text"):
+        raise ValueError(f"round {rnd} of run {run_id} has no workflow to evaluate")
+    cfg = info.config
+    problems = load(info.benchmark, "validation", data_path=cfg.get("data_path"), limit=cfg.get("limit"))
+    split = f"file:{cfg['data_path']}" if cfg.get("data_path") else "validation"
+    return es.start_evaluation(ws, settings, workflow_text=row["workflow_text"], benchmark=info.benchmark,
+                               problems=problems, split=split, workflow_name=reeval_name(run_id, rnd),
+                               concurrency=concurrency)
+
+
+def reevaluations(ws: Workspace, run_id: int, rnd: int) -> list[es.EvalRecord]:
+    name = reeval_name(run_id, rnd)
+    return [r for r in es.list_evaluations(ws, limit=500) if r.workflow_name == name]

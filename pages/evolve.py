@@ -1,0 +1,246 @@
+"""Evolve page: pick a seed workflow, a benchmark and the settings; launch a run in the background, watch
+its progress and live curve, cancel it, resume an unfinished one, and optionally review each round's candidates
+before evaluation. Without an LLM endpoint a run is structure-only and the page says no score is measured.
+The work is done by flowcore.evolution.session."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
+    sys.path.insert(0, str(ROOT))
+
+from streamlit_mermaid import st_mermaid  # noqa: E402
+
+from flowcore import check, is_valid, jobs, parse_lenient, to_mermaid  # noqa: E402
+from flowcore import eval_store as es  # noqa: E402
+from flowcore.evolution import OPERATORS, EvolutionConfig, History, Review  # noqa: E402
+from flowcore.evolution import session as evs  # noqa: E402
+from pages import common  # noqa: E402
+from pages.export import pick_workflow  # noqa: E402
+
+ss = st.session_state
+JOB_KEY, LAST_KEY = "evo_job_id", "evo_last_run"
+MODES = {"llm": "LLM optimizer", "programmatic": "Programmatic operators"}
+OFFLINE_NOTE = ("**Structure-only run**: it has no LLM endpoint, so candidates come from the programmatic "
+                "operators, the rule-based judge picks one, and **no benchmark score is measured**. The curve "
+                "shows the judge's structural total instead.")
+
+
+def _money(x: float | None) -> str:
+    x = x or 0.0
+    return f"${x:.6f}" if 0 < x < 0.01 else f"${x:.4f}"
+
+
+# -- one run: its curve, latest round and status ---------------------------------------------------------------
+
+def run_view(run_id: int, key: str) -> None:
+    h = History(common.workspace())
+    info, rows = h.run(run_id), h.rounds(run_id)
+    if info.offline:
+        st.info(OFFLINE_NOTE, icon=":material/cloud_off:")
+    curve = evs.curve_frame(rows)
+    measured = curve["score"].dropna()
+    c = st.columns(4)
+    c[0].metric("Rounds stored", f"{len(rows)} / {int(info.config.get('rounds', 0)) + 1}")
+    c[1].metric("Best score", "not measured" if info.offline else
+                (f"{measured.max():.1f}%" if len(measured) else "—"),
+                help="Validation score of the best measured round")
+    c[2].metric("Failed rounds", int((curve["status"] == "failed").sum()))
+    c[3].metric("Cost so far", _money(curve["total_cost"].iloc[-1] if len(curve) else 0.0))
+    st.plotly_chart(evs.score_figure(curve, info.offline), key=f"evo_curve_{key}")
+    if rows and rows[-1]["round"] > 0:
+        last = rows[-1]
+        score = "" if last["score"] is None else f" · {100 * last['score']:.1f}%"
+        st.markdown(f"**Latest round #{last['round']}** · `{last['operator'] or '—'}` · {last['status']}{score} "
+                    f"· judge: {last['judge'] or '—'}")
+        st.caption(last["detail"] or last["reason"] or "")
+        st.dataframe(evs.candidates_frame(last), hide_index=True, width="stretch", key=f"evo_cands_{key}")
+
+
+@st.fragment(run_every=1.0)
+def live(job_id: str) -> None:
+    """Polls the job; reruns the whole page when it has finished or a round waits for review."""
+    job = jobs.get(job_id)
+    gate = evs.gate_of(job_id)
+    if job is None or not job.snapshot().active or (gate is not None and gate.pending is not None):
+        st.rerun()
+    snap = job.snapshot()
+    run_id = snap.meta["run_id"]
+    total = snap.total or snap.meta["rounds"] + 1  # the job may not have reported yet
+    st.progress(snap.fraction, text=f"Run #{run_id}: {snap.done}/{total} rounds · {snap.message or 'starting'} "
+                                    f"· {snap.elapsed:.0f} s")
+    if job.cancel_requested:
+        st.info("Cancelling: the round under way stops; every stored round is kept (Resume continues it).")
+    else:
+        st.button("Cancel run", icon=":material/stop:", key="evo_cancel", on_click=job.cancel)
+    run_view(run_id, "live")
+
+
+# -- review ------------------------------------------------------------------------------------------------------
+
+def _decide(job_id: str, rnd: int, action: str, judge_pick: int) -> None:
+    """Read the pick and the edit from session state: a button's args were bound when it was drawn, before
+    the user changed them."""
+    pick = ss.get(f"evo_pick_{rnd}", judge_pick)
+    review = {"approve": Review("approve") if pick == judge_pick else Review("choose", index=pick),
+              "veto": Review("veto", reason="vetoed on the Evolve page"),
+              "edit": Review("edit", index=pick, text=ss.get(f"evo_edit_{rnd}_{pick}") or "")}[action]
+    gate = evs.gate_of(job_id)
+    try:
+        errors = gate.decide(rnd, review) if gate else ["the run is no longer waiting"]
+    except ValueError as e:
+        errors = [str(e)]
+    if errors:
+        ss["evo_flash"] = ("error", "Not applied: " + "; ".join(errors[:5]))
+
+
+def _cancel(job: jobs.Job) -> None:
+    job.cancel()
+    if (gate := evs.gate_of(job.id)) is not None:
+        gate.withdraw()
+
+
+def review_panel(job: jobs.Job, p: evs.PendingReview) -> None:
+    run_id = job.meta["run_id"]
+    st.subheader(f"Run #{run_id} · round {p.round}: review before evaluation")
+    snap = job.snapshot()
+    st.progress(snap.fraction, text=f"Run #{run_id}: {snap.done}/{snap.total} rounds · waiting for your review "
+                                    f"of round {p.round}")
+    st.caption(f"The {p.judge} judge picked candidate {p.chosen}. Approve it or another one, edit one, or "
+               "veto the round (it is stored as failed and the run goes on).")
+    cols = st.columns(min(2, len(p.candidates)))
+    for i, c in enumerate(p.candidates):
+        with cols[i % len(cols)]:
+            s = c["scores"]
+            st.markdown(f"**Candidate {i}**{' (judge pick)' if i == p.chosen else ''} · `{c['operator']}` · "
+                        f"total **{s['total']:.1f}** / 50")
+            st.caption(c["detail"])
+            w, _ = parse_lenient(c["text"])
+            st_mermaid(to_mermaid(w, styles=True), height=evs.diagram_height(c["text"]),
+                       key=f"evo_rev_{run_id}_{p.round}_{i}")
+    n = len(p.candidates)
+    pick = st.radio("Candidate", list(range(n)), index=p.chosen, horizontal=True, key=f"evo_pick_{p.round}",
+                    format_func=lambda i: f"{i} · {p.candidates[i]['operator']}")
+    b = st.columns([1, 1, 1, 3])
+    b[0].button("Approve", type="primary", icon=":material/check:", key="evo_approve", on_click=_decide,
+                args=(job.id, p.round, "approve", p.chosen))
+    b[1].button("Veto round", icon=":material/block:", key="evo_veto", on_click=_decide,
+                args=(job.id, p.round, "veto", p.chosen))
+    b[2].button("Cancel run", icon=":material/stop:", key="evo_cancel_review", on_click=_cancel, args=(job,))
+    st.text_area(f"Edit candidate {pick} (checked before it is used)", p.candidates[pick]["text"], height=260,
+                 key=f"evo_edit_{p.round}_{pick}")
+    st.button("Use the edited workflow", icon=":material/edit:", key="evo_use_edit", on_click=_decide,
+              args=(job.id, p.round, "edit", p.chosen))
+    run_view(run_id, "review")
+
+
+# -- new run / resume --------------------------------------------------------------------------------------------
+
+def new_run(settings, configured: bool, busy: bool) -> None:
+    st.subheader("New run")
+    text, task, name = pick_workflow("evo_pick_seed")
+    valid = is_valid(check(text, task))
+    if not valid:
+        st.error(f"The seed workflow is invalid for the {task} task: fix it in the Editor first.")
+    options = es.benchmarks_for(task)
+    c = st.columns(4)
+    bench = c[0].selectbox("Benchmark", options, index=options.index(es.default_benchmark(task, name)),
+                           key=f"evo_bench_{task}")
+    limit = c[1].number_input("Validation problems (0 = all)", min_value=0, value=5, key="evo_limit",
+                              disabled=not configured, help="Each round is evaluated on the first N problems "
+                              "of the validation split.")
+    rounds = c[2].number_input("Rounds", min_value=1, max_value=200, value=5, key="evo_rounds")
+    k = c[3].number_input("Candidates per round (K)", min_value=1, max_value=16, value=4, key="evo_k")
+    c = st.columns(5)
+    alpha = c[0].number_input("α (selection sharpness)", min_value=0.0, value=0.2, step=0.05, key="evo_alpha")
+    lam = c[1].number_input("λ (uniform share)", min_value=0.0, max_value=1.0, value=0.3, step=0.05,
+                            key="evo_lam")
+    top = c[2].number_input("Top-k parent pool", min_value=1, max_value=50, value=4, key="evo_topk")
+    budget = c[3].number_input("Budget USD (0 = none)", min_value=0.0, value=0.0, step=0.1, key="evo_budget",
+                               disabled=not configured)
+    seed = c[4].number_input("Random seed", min_value=0, value=0, key="evo_seed")
+    ops = st.multiselect("Operators", list(OPERATORS), default=list(OPERATORS), key="evo_ops")
+    mode = st.radio("Candidates come from", list(MODES), format_func=MODES.get, horizontal=True, key="evo_mode",
+                    index=0 if configured else 1, disabled=not configured)
+    if not configured:
+        st.caption("The LLM optimizer needs an endpoint: this run will use the programmatic operators and the "
+                   "rule-based judge, and its rounds will be structure-only (no score measured).")
+    review = st.toggle("Review each round's candidates before evaluation", key="evo_review")
+    if st.button("Launch", type="primary", icon=":material/rocket_launch:", key="evo_launch",
+                 disabled=busy or not valid or not ops, help="One run at a time" if busy else None):
+        cfg = EvolutionConfig(benchmark=bench, rounds=int(rounds), candidates=int(k), seed=int(seed),
+                              workflow=text, alpha=float(alpha), lam=float(lam), top_k=int(top), operators=ops,
+                              budget=float(budget) or None, limit=int(limit) or None, mode=mode)
+        try:
+            job = evs.start_run(common.workspace(), settings, cfg, review=review)
+        except ValueError as e:  # bad settings or data file, named
+            st.error(f"Not started: {e}", icon=":material/error:")
+            return
+        ss[JOB_KEY], ss[LAST_KEY] = job.id, job.meta["run_id"]
+        st.rerun()
+
+
+def resume(settings, busy: bool) -> None:
+    todo = [o for o in evs.runs_overview(common.workspace())
+            if o["status"] in ("interrupted", "cancelled", "stopped")]
+    if not todo:
+        return
+    with st.expander(f"Resume an unfinished run ({len(todo)})", icon=":material/replay:"):
+        labels = {o["id"]: evs.run_label(o) for o in todo}
+        run_id = st.selectbox("Run", list(labels), format_func=labels.get, key="evo_resume_run")
+        review = st.toggle("Review its rounds", key="evo_resume_review")
+        if st.button("Resume", icon=":material/play_arrow:", key="evo_resume", disabled=busy):
+            try:
+                job = evs.resume_run(common.workspace(), settings, run_id, review=review)
+            except ValueError as e:
+                st.error(f"Cannot resume: {e}", icon=":material/error:")
+                return
+            ss[JOB_KEY], ss[LAST_KEY] = job.id, run_id
+            st.rerun()
+
+
+def main() -> None:
+    st.title("Evolve")
+    st.caption("Evolve a workflow: each round samples parents from the history buffer, makes K valid "
+               "candidates, lets a judge pick one and evaluates it on the validation split.")
+    settings = common.llm_settings()
+    configured = common.llm_banner(settings)
+    if "evo_flash" in ss:
+        kind, msg = ss.pop("evo_flash")
+        getattr(st, kind)(msg)
+    job = jobs.get(ss.get(JOB_KEY))
+    if job is None or not job.snapshot().active:
+        job = evs.active_job() or job  # a reloaded page finds a run still going in this server
+    busy = job is not None and job.snapshot().active
+    gate = evs.gate_of(job.id) if busy else None
+    pending = gate.pending if gate is not None else None
+    if pending is not None:
+        review_panel(job, pending)
+    elif busy:
+        live(job.id)
+    elif ss.get(LAST_KEY) is not None:
+        run_id = ss[LAST_KEY]
+        try:
+            info = History(common.workspace()).run(run_id)
+        except KeyError:  # another workspace since: nothing to show
+            ss.pop(LAST_KEY)
+            st.rerun()
+        err = job.snapshot().error if job is not None and job.meta.get("run_id") == run_id else None
+        st.subheader(f"Run #{run_id}: {info.status}")
+        if err or info.reason:
+            (st.error if err else st.caption)(err or info.reason)
+        run_view(run_id, "last")
+        if st.button("Open in History", icon=":material/history:", key="evo_to_history"):
+            ss["hist_run"] = run_id
+            st.switch_page("pages/history.py")
+    st.divider()
+    new_run(settings, configured, busy)
+    resume(settings, busy)
+
+
+main()

@@ -1,0 +1,221 @@
+"""History page: an evolution run's buffer as a filterable table, its score curves (per round, best so far,
+cost vs score), the lineage tree, and one round in detail: parent and child side by side with the text diff,
+the parent sampling probabilities, the judge's scores; pin, annotate, fork to the Editor, re-evaluate.
+
+Scores are shown only where they were measured; a structure-only run says so.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
+    sys.path.insert(0, str(ROOT))
+
+from streamlit_mermaid import st_mermaid  # noqa: E402
+
+from flowcore import jobs, parse_lenient, to_mermaid  # noqa: E402
+from flowcore.evolution import History  # noqa: E402
+from flowcore.evolution import session as evs  # noqa: E402
+from pages import common  # noqa: E402
+
+ss = st.session_state
+RUN_KEY, REEVAL_KEY = "hist_run", "hist_reeval_job"
+PCT = st.column_config.NumberColumn(format="percent")
+NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."
+
+
+def _pct(x: float | None) -> str:
+    return "not measured" if x is None else f"{100 * x:.1f}%"
+
+
+def diagram(text: str, key: str, height: str) -> None:
+    w, _ = parse_lenient(text)
+    st_mermaid(to_mermaid(w, styles=True), height=height, key=key)
+
+
+# -- callbacks -----------------------------------------------------------------------------------------------------
+
+def _pin(run_id: int, rnd: int, pinned: bool) -> None:
+    History(common.workspace()).pin(run_id, rnd, pinned)
+
+
+def _note(run_id: int, rnd: int, key: str) -> None:
+    note = (ss.get(key) or "").strip()
+    History(common.workspace()).set_note(run_id, rnd, note or None)
+    ss["hist_flash"] = f"Note {'saved' if note else 'cleared'} for round {rnd}."
+
+
+def _reevaluate(run_id: int, rnd: int) -> None:
+    try:
+        job = evs.start_reevaluation(common.workspace(), common.llm_settings(), run_id, rnd)
+    except ValueError as e:  # no endpoint, no workflow, a bad data file
+        ss["hist_flash"] = f"Not started: {e}"
+        return
+    ss[REEVAL_KEY] = job.id
+
+
+@st.fragment(run_every=0.7)
+def reeval_live(job_id: str) -> None:
+    job = jobs.get(job_id)
+    if job is None or not job.snapshot().active:
+        st.rerun()
+    snap = job.snapshot()
+    st.progress(snap.fraction, text=f"Re-evaluating: {snap.done}/{snap.total} problems · {snap.message}")
+    st.button("Cancel re-evaluation", key="hist_reeval_cancel", on_click=job.cancel)
+
+
+# -- sections --------------------------------------------------------------------------------------------------------
+
+def buffer_table(rows: list[dict], offline: bool) -> None:
+    df = evs.rounds_frame(rows)
+    f = st.columns([2, 2, 1.2, 1], vertical_alignment="bottom")
+    statuses = f[0].multiselect("Status", sorted(df["status"].unique()), key="hist_status")
+    operators = f[1].multiselect("Operator", sorted(df["operator"].dropna().unique()), key="hist_ops")
+    min_score = f[2].number_input("Min score (%)", min_value=0.0, max_value=100.0, value=0.0, step=5.0,
+                                  key="hist_min", disabled=offline, help="Rounds without a measured score are "
+                                  "hidden by any minimum above 0.")
+    pinned = f[3].checkbox("Pinned only", key="hist_pinned")
+    view = evs.filter_rounds(df, statuses=statuses, operators=operators, min_score=min_score / 100,
+                             pinned_only=pinned)
+    if offline:  # nothing was measured: no empty score columns
+        view = view.drop(columns=["score", "ci_low", "ci_high", "n"])
+    st.dataframe(view, hide_index=True, width="stretch", key="hist_table",
+                 column_config={"score": PCT, "ci_low": PCT, "ci_high": PCT, "pinned": st.column_config.CheckboxColumn(),
+                                "cost": st.column_config.NumberColumn(format="$%.5f"),
+                                "judge_total": st.column_config.NumberColumn("judge total", format="%.1f")})
+    st.caption(f"{len(view)} of {len(df)} rounds shown.")
+
+
+def charts(rows: list[dict], offline: bool) -> None:
+    curve = evs.curve_frame(rows)
+    c = st.columns(2)
+    c[0].plotly_chart(evs.score_figure(curve, offline), key="hist_curve")
+    cost = evs.cost_figure(curve)
+    if cost is not None:
+        c[1].plotly_chart(cost, key="hist_cost")
+    else:
+        c[1].info("Cost vs score needs measured rounds; this run has none.", icon=":material/info:")
+
+
+def round_detail(info, rows: list[dict], row: dict, configured: bool) -> None:
+    run_id, rnd = info.id, row["round"]
+    st.subheader(f"Round #{rnd} · {row['operator'] or '—'} · {row['status']}")
+    c = st.columns(4)
+    c[0].metric("Score", "—" if row["score"] is None else _pct(row["score"]),
+                help="Validation score measured when the round was evaluated (— : not measured)")
+    c[1].metric("95% interval", "—" if row["ci_low"] is None else
+                f"{100 * row['ci_low']:.0f}–{100 * row['ci_high']:.0f}%")
+    c[2].metric("Cost", f"${row['cost'] or 0:.5f}")
+    total = evs.judge_total(row)
+    c[3].metric("Judge total", "—" if total is None else f"{total:.1f} / 50", help=f"judge: {row['judge'] or '—'}")
+    if row["reason"] and row["status"] == "failed":
+        st.error(f"Failed: {row['reason']}")
+    st.caption(row["detail"] or "")
+    has_text = bool(row["workflow_text"])
+    a = st.columns([1, 1.4, 1.4, 4], vertical_alignment="bottom")
+    a[0].button("Unpin" if row["pinned"] else "Pin", icon=":material/push_pin:", key="hist_pin", on_click=_pin,
+                args=(run_id, rnd, not row["pinned"]))
+    if a[1].button("Fork to Editor", icon=":material/call_split:", key="hist_fork", disabled=not has_text,
+                   type="primary", help="Open this round's workflow in the Editor"):
+        common.set_current_workflow(row["workflow_text"], info.task, evs.fork_name(info.benchmark, run_id, rnd))
+        st.switch_page("pages/editor.py")
+    busy = (j := jobs.get(ss.get(REEVAL_KEY))) is not None and j.snapshot().active
+    a[2].button("Re-evaluate", icon=":material/replay:", key="hist_reeval", on_click=_reevaluate,
+                args=(run_id, rnd), disabled=not (configured and has_text) or busy,
+                help=NO_LLM if not configured else "Evaluate this workflow again on the run's validation problems")
+    note_key = f"hist_note_{run_id}_{rnd}"
+    n = st.columns([5, 1], vertical_alignment="bottom")
+    n[0].text_input("Note", value=row["note"] or "", key=note_key, placeholder="What is worth remembering?")
+    n[1].button("Save note", key="hist_note_save", on_click=_note, args=(run_id, rnd, note_key))
+    if not configured:
+        st.caption(f"Re-evaluate: {NO_LLM}")
+    if busy:
+        reeval_live(j.id)
+    done = evs.reevaluations(common.workspace(), run_id, rnd)
+    if done:
+        st.dataframe([{"evaluation": f"#{e.id}", "status": e.status, "score": e.score, "n": f"{e.n}/{e.total}",
+                       "cost": e.cost} for e in done], hide_index=True, key="hist_reevals",
+                     column_config={"score": PCT, "cost": st.column_config.NumberColumn(format="$%.5f")})
+
+    by_round = {r["round"]: r for r in rows}
+    parent = by_round.get((row["parents"] or [None])[0])
+    height = evs.diagram_height(row["workflow_text"] or "", parent["workflow_text"] if parent else "")
+    left, right = st.columns(2)
+    with left:
+        if parent is not None and parent["workflow_text"]:
+            st.markdown(f"**Parent #{parent['round']}** · {_pct(parent['score'])}")
+            diagram(parent["workflow_text"], "hist_parent_mermaid", height)
+        else:
+            st.markdown("**No parent**: this is the seed workflow." if rnd == 0 else "**Parent not stored.**")
+    with right:
+        st.markdown(f"**Round #{rnd}** · {_pct(row['score'])}")
+        if has_text:
+            diagram(row["workflow_text"], "hist_child_mermaid", height)
+        else:
+            st.info("This round produced no workflow.")
+    if parent is not None and parent["workflow_text"] and has_text:
+        diff = evs.text_diff(parent["workflow_text"], row["workflow_text"], f"round {parent['round']}",
+                             f"round {rnd}")
+        st.markdown("**Change (unified diff of the Mermaid texts)**")
+        st.code(diff or "(no textual change)", language="diff")
+    samp = evs.sampling_frame(row)
+    c = st.columns([1.2, 1])
+    if len(samp):
+        c[0].plotly_chart(evs.sampling_figure(samp), key="hist_sampling")
+    else:
+        c[0].caption("The seed round has no parent sampling.")
+    cands = evs.candidates_frame(row)
+    if len(cands):
+        c[1].markdown("**Candidates and the judge's scores**")
+        c[1].dataframe(cands, hide_index=True, key="hist_cands")
+    if row.get("per_problem"):
+        with st.expander(f"Per-problem results ({len(row['per_problem'])})"):
+            st.dataframe(row["per_problem"], hide_index=True, width="stretch")
+
+
+def main() -> None:
+    st.title("History")
+    st.caption("Every evolution run's rounds: scores, lineage, and what changed from parent to child.")
+    if "hist_flash" in ss:
+        st.info(ss.pop("hist_flash"))
+    ws = common.workspace()
+    settings = common.llm_settings()
+    runs = evs.runs_overview(ws)
+    if not runs:
+        st.info("No evolution runs yet: start one on the Evolve page.", icon=":material/info:")
+        return
+    labels = {o["id"]: evs.run_label(o) for o in runs}
+    ids = list(labels)
+    want = ss.get(RUN_KEY)
+    run_id = st.selectbox("Run", ids, index=ids.index(want) if want in ids else 0, format_func=labels.get)
+    ss[RUN_KEY] = run_id
+    h = History(ws)
+    info, rows = h.run(run_id), h.rounds(run_id)
+    cfg = info.config
+    st.caption(f"Benchmark **{info.benchmark}** ({info.task}) · mode {cfg.get('mode')} · K={cfg.get('candidates')} "
+               f"· α={cfg.get('alpha')} · λ={cfg.get('lam')} · top-k={cfg.get('top_k')} · status "
+               f"**{evs.run_status(info)}**" + (f" ({info.reason})" if info.reason else ""))
+    if info.offline:
+        st.info("**Structure-only run**: no LLM endpoint was configured, so no benchmark score was measured. "
+                "Curves show the rule judge's structural total instead.", icon=":material/cloud_off:")
+    if evs.live_job(run_id) is not None:
+        st.button("Refresh (the run is still going)", icon=":material/refresh:", key="hist_refresh")
+    if not rows:
+        st.caption("No round stored yet.")
+        return
+    buffer_table(rows, info.offline)
+    charts(rows, info.offline)
+    rounds = [r["round"] for r in rows]
+    pick = st.selectbox("Round", rounds, index=len(rounds) - 1, key=f"hist_round_{run_id}",
+                        format_func=lambda r: f"#{r} · {next(x for x in rows if x['round'] == r)['operator']}")
+    st.subheader("Lineage")
+    st_mermaid(evs.lineage_mermaid(rows, pick), height=evs.lineage_height(rows), key="hist_lineage")
+    round_detail(info, rows, next(r for r in rows if r["round"] == pick), settings.configured)
+
+
+main()

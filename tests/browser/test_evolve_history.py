@@ -1,0 +1,125 @@
+"""The Evolve and History pages in a real browser. Evolve: a 3-round run in review mode pauses before each
+round's evaluation, so the run is visibly in progress: the progress text moves from round to round while the
+curve and the candidates' drawings are shown; approving the last round finishes it. History: pick a round,
+see parent and child drawn side by side with the diff, and fork it into the Editor. Saves the README
+screenshots evolve.png and history.png.
+
+No endpoint of its own: if another module set one in APP_ENV the rounds are measured against it (with two
+validation problems), otherwise they are structure-only; the assertions hold either way."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from flowcore.evolution import History
+from flowcore.storage import Workspace
+
+from .conftest import goto_page, no_exceptions, wait_for_app
+
+pytestmark = pytest.mark.browser
+
+SHOTS = Path(__file__).resolve().parents[2] / "assets" / "screenshots"
+MERMAID = 'iframe[title="streamlit_mermaid.streamlit_mermaid"]'
+ROUNDS = 3
+
+
+def _number(page, label: str, value: str) -> None:
+    box = page.get_by_role("spinbutton", name=label)
+    if box.is_enabled():
+        box.fill(value)
+        box.press("Enter")
+        wait_for_app(page)
+
+
+def _drawn(page, count: int) -> None:
+    """Wait until the first ``count`` Mermaid iframes have drawn their nodes."""
+    for i in range(count):
+        expect(page.frame_locator(MERMAID).nth(i).locator("svg .nodeLabel").first).to_be_visible(timeout=20_000)
+
+
+def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamlit_app):
+    js_errors: list[str] = []
+    page.on("pageerror", lambda exc: js_errors.append(str(exc)))
+    goto_page(page, streamlit_app, "/evolve")
+    expect(page.get_by_role("heading", name="Evolve")).to_be_visible()
+    _number(page, "Rounds", str(ROUNDS))
+    _number(page, "Validation problems (0 = all)", "2")  # only enabled with an endpoint
+    programmatic = page.get_by_text("Programmatic operators")
+    if page.get_by_role("radio", name="LLM optimizer").is_enabled():
+        programmatic.click()
+        wait_for_app(page)
+    page.get_by_text("Review each round's candidates before evaluation").click()
+    wait_for_app(page)
+    page.get_by_role("button", name="Launch").click()
+
+    progress = page.locator('[data-testid="stProgress"]')
+    seen = []
+    for rnd in range(1, ROUNDS + 1):  # the run waits for a review before each round's evaluation
+        expect(page.get_by_role("heading", name=re.compile(rf"round {rnd}: review before evaluation"))) \
+            .to_be_visible(timeout=30_000)
+        wait_for_app(page)
+        expect(progress).to_contain_text(f"{rnd}/{ROUNDS + 1} rounds · waiting for your review of round {rnd}")
+        seen.append(progress.inner_text())
+        expect(page.locator('[data-testid="stPlotlyChart"]').first).to_be_visible()  # the curve so far
+        expect(page.locator('[data-testid="stMetric"]').filter(has_text="Rounds stored")) \
+            .to_contain_text(f"{rnd} / {ROUNDS + 1}")
+        if rnd == 1:
+            _drawn(page, 2)  # the candidates, drawn (at least two; more further down)
+        page.get_by_role("button", name="Approve").click()
+        wait_for_app(page)
+    assert len(set(seen)) == ROUNDS  # the progress moved on while the run went on
+
+    heading = page.get_by_role("heading", name=re.compile(r"Run #\d+: finished"))
+    expect(heading).to_be_visible(timeout=30_000)
+    run_id = int(re.search(r"#(\d+)", heading.inner_text()).group(1))
+    rows = History(Workspace(streamlit_app.db_path)).rounds(run_id)
+    assert [r["round"] for r in rows] == list(range(ROUNDS + 1))
+    offline = rows[0]["status"] == "structure-only"
+    chart = page.locator('[data-testid="stPlotlyChart"]').first
+    expect(chart).to_be_visible()
+    expect(chart).to_contain_text("Judge total per round" if offline else "Validation score per round")
+    expect(page.locator('[data-testid="stMetric"]').filter(has_text="Rounds stored")) \
+        .to_contain_text(f"{ROUNDS + 1} / {ROUNDS + 1}")
+    if offline:
+        expect(page.get_by_text("no benchmark score is measured")).to_be_visible()
+    assert no_exceptions(page) == [] and js_errors == []
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1400, "height": 1200})
+    wait_for_app(page)
+    page.get_by_role("heading", name=re.compile(r"Run #\d+: finished")).scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "evolve.png"))
+
+    # History: pick round 2, see parent and child with the diff, fork it into the Editor
+    page.get_by_role("button", name="Open in History").click()
+    wait_for_app(page)
+    expect(page.get_by_role("heading", name="History")).to_be_visible()
+    page.locator('[data-testid="stSelectbox"]').filter(has_text="Round").click()
+    page.get_by_role("option", name=re.compile(r"^#2 ")).click()
+    wait_for_app(page)
+    expect(page.get_by_role("heading", name=re.compile(r"Round #2 · "))).to_be_visible()
+    expect(page.locator(MERMAID)).to_have_count(3)  # lineage, parent, child
+    _drawn(page, 3)
+    diff = page.locator('[data-testid="stCode"]').filter(has_text="+++ round 2")
+    expect(diff).to_be_visible()
+    assert no_exceptions(page) == [] and js_errors == []
+    page.set_viewport_size({"width": 1400, "height": 2000})
+    wait_for_app(page)
+    page.get_by_role("heading", name="Lineage").evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(800)  # the drawings settle after the resize
+    page.screenshot(path=str(SHOTS / "history.png"))
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+    text = rows[2]["workflow_text"]
+    seed_lines = {ln.strip() for ln in rows[0]["workflow_text"].splitlines()}
+    new_line = next(ln.strip() for ln in text.splitlines() if ln.strip() not in seed_lines and "[" in ln)
+    page.get_by_role("button", name="Fork to Editor").click()
+    wait_for_app(page)
+    expect(page.get_by_role("heading", name="Editor")).to_be_visible()
+    ace = page.frame_locator('iframe[title="streamlit_ace.streamlit_ace"]').locator(".ace_content")
+    expect(ace).to_contain_text(new_line)  # the round's workflow is open in the Editor
+    expect(page.get_by_text(re.compile("Valid for math tasks"))).to_be_visible()
+    assert no_exceptions(page) == [] and js_errors == []
