@@ -1,7 +1,7 @@
 """The hard check: the real Mermaid 11 library (mermaid.js inside QuickJS, via the `mermaidx` wheel).
 
 No Node, no browser. Two engines, each a QuickJS context pinned to its own worker thread, started lazily:
-one warm context that only parses (`parse_check`, ~10 ms for a typical workflow) and mermaidx's own render
+one warm context that only parses (`parse_check`, ~25 ms for a typical workflow) and mermaidx's own render
 engine (`render_svg`, ~1 s, a fresh context per diagram as mermaid-cli does).
 
 Two things are fixed on top of mermaidx:
@@ -11,6 +11,8 @@ Two things are fixed on top of mermaidx:
 - Mermaid drops front matter, `%%{...}%%` directives, `%%` comment lines and leading blank lines before it
   parses, so its line numbers are not the user's. `_Preprocessed` replays those steps keeping each
   character's original offset, and errors are mapped back to 1-based lines/columns of the text given.
+The parse-only context is further sped up (lean RegExp statics, one combined regex per lexer state, no label
+sanitizing: _FAST_PARSE_JS); tests compare it with a plain context on valid and broken texts.
 """
 
 from __future__ import annotations
@@ -36,18 +38,108 @@ _STICKY_LEXER_JS = r"""
 (function () {
   "use strict";
   const match = String.prototype.match;
-  const sticky = new WeakMap();  // regex -> its sticky twin, or false when it is not an anchored one
+  const sticky = new WeakMap();  // anchored regex -> its sticky twin
   String.prototype.match = function (re) {
-    let s = typeof re === "object" && re !== null ? sticky.get(re) : false;
-    if (s === undefined) {
-      s = re instanceof RegExp && !re.global && !re.sticky && !re.multiline && re.source.charCodeAt(0) === 94
-        ? new RegExp(re.source, re.flags + "y") : false;
-      sticky.set(re, s);
+    if (re instanceof RegExp && !re.global && !re.sticky && !re.multiline && re.source.charCodeAt(0) === 94) {
+      let s = sticky.get(re);
+      if (s === undefined) { s = new RegExp(re.source, re.flags + "y"); sticky.set(re, s); }
+      s.lastIndex = 0;
+      return s.exec(this);
     }
-    if (s) { s.lastIndex = 0; return s.exec(this); }
     return match.call(this, re);
   };
 })();
+"""
+
+# Speed-ups for the parse-only context (see _ParseEngine); none of them can change what the grammar accepts.
+_FAST_PARSE_JS = r"""
+(function () {
+  "use strict";
+  // (1) mermaidx's DOM shim wraps RegExp.prototype.exec to fill the legacy RegExp.$1..$9, $&, $`, $' after
+  // every match (only roughjs's path parser reads them, when drawing): 13 property writes and two copies
+  // of the rest of the input per match, which is most of the lexing time. Here the same statics are
+  // computed when read, from the last match. The native exec is recovered from inside the shim's wrapper.
+  const shimExec = RegExp.prototype.exec, fcall = Function.prototype.call;
+  let nativeExec = null;
+  Function.prototype.call = function (thisArg, ...args) {
+    if (nativeExec === null) nativeExec = this;
+    return Reflect.apply(this, thisArg, args);
+  };
+  try { Reflect.apply(shimExec, /a/, ["a"]); } finally { Function.prototype.call = fcall; }
+  if (typeof nativeExec !== "function" || nativeExec === shimExec) return "no native exec";
+  let last = null, lastInput = "";
+  RegExp.prototype.exec = function exec(str) {
+    const r = Reflect.apply(nativeExec, this, [str]);
+    if (r) { last = r; lastInput = str; }
+    return r;
+  };
+  const statics = {
+    "$&": () => last[0], "$_": () => lastInput, "$`": () => String(lastInput).slice(0, last.index),
+    "$'": () => String(lastInput).slice(last.index + last[0].length),
+  };
+  for (let i = 1; i <= 9; i++) statics["$" + i] = () => (last[i] !== undefined ? last[i] : "");
+  for (const [key, get] of Object.entries(statics)) {
+    Object.defineProperty(RegExp, key, { configurable: true, enumerable: false,
+      get: () => (last ? get() : undefined), set: () => {} });
+  }
+  globalThis.__mfNativeExec = nativeExec;
+
+  // (2) A jison lexer tries the rules of its current condition one after another (one exec each, from JS)
+  // until one matches. All the rules of a condition joined as `(r1)|(r2)|...` find, in one native exec,
+  // the same first rule that matches (alternatives are tried in order); that rule's own regex is then run
+  // once more so the match array handed to the lexer is exactly the one it would have got.
+  globalThis.__mfFastLexer = function (lexer) {
+    if (!lexer || lexer.__mfFast || typeof lexer.next !== "function" || !Array.isArray(lexer.rules)) return false;
+    const ok = lexer.rules.every((re) => re instanceof RegExp && re.flags === "" && re.source[0] === "^"
+      && !/\\[1-9]|\\k</.test(re.source));
+    if (!ok) return false;
+    const sticky = lexer.rules.map((re) => new RegExp(re.source, "y"));
+    const groupsOf = (src) => Reflect.apply(nativeExec, new RegExp(src + "|"), [""]).length - 1;
+    const combos = new WeakMap();  // a condition's rule list -> {re, groups}
+    const combo = (rules) => {
+      let c = combos.get(rules);
+      if (c === undefined) {
+        let n = 1; const groups = [], parts = [];
+        for (const k of rules) { groups.push(n); parts.push("(" + lexer.rules[k].source + ")"); n += 1 + groupsOf(lexer.rules[k].source); }
+        c = { re: new RegExp(parts.join("|"), "y"), groups };
+        combos.set(rules, c);
+      }
+      return c;
+    };
+    const next = lexer.next;
+    lexer.next = function () {
+      if (this.done || !this._input || (this.options && (this.options.backtrack_lexer || this.options.flex))) {
+        return next.call(this);
+      }
+      const rules = this._currentRules();
+      const c = combo(rules);
+      c.re.lastIndex = 0;
+      const m = Reflect.apply(nativeExec, c.re, [this._input]);
+      if (!m) return next.call(this);  // no rule matches: the original reports the lexical error
+      let k = 0;
+      while (m[c.groups[k]] === undefined) k++;
+      if (!this._more) { this.yytext = ""; this.match = ""; }
+      const re = sticky[rules[k]];
+      re.lastIndex = 0;
+      const token = this.test_match(Reflect.apply(nativeExec, re, [this._input]), rules[k]);
+      return token !== false ? token : false;
+    };
+    lexer.__mfFast = true;
+    return true;
+  };
+  return "ok";
+})();
+"""
+
+# (3) FlowDB passes every label through sanitizeText (DOMPurify over the shim's DOM, after a deep copy of the
+# whole config): pure formatting of a value the grammar has already accepted, and the bulk of the db's time.
+_FAST_FLOWCHART_JS = """
+globalThis.__mfOut = null;
+mermaid.mermaidAPI.getDiagramFromText("flowchart TD\\n  A --> B\\n").then((d) => {
+  const fast = __mfFastLexer(d.parser.parser && d.parser.parser.lexer);
+  Object.getPrototypeOf(d.db).sanitizeText = function (text) { return text; };
+  globalThis.__mfOut = JSON.stringify({ok: fast});
+}, (e) => { globalThis.__mfOut = JSON.stringify({ok: false, message: String(e)}); });
 """
 
 _PARSE_JS = """
@@ -89,11 +181,24 @@ class _Engine(_MxEngine):
 
 
 class _ParseEngine(_Engine):
-    """One context kept warm for `mermaid.parse` only (parsing leaves no state a later parse could see)."""
+    """One context kept warm for `mermaid.parse` only (parsing leaves no state a later parse could see).
+
+    With `fast` (the default) the context gets _FAST_PARSE_JS and _FAST_FLOWCHART_JS; `fast=False` is the
+    plain one, kept so tests can show both give the same answers."""
+
+    def __init__(self, fast: bool = True):
+        super().__init__()
+        self.fast = fast
+        self.fast_ready = False  # whether the flowchart speed-ups are in place (a test checks it)
 
     def _init_context(self) -> None:
         super()._init_context()
         self._ctx.eval(f"mermaid.initialize({json.dumps(MERMAID_CONFIG)});")
+        self.fast_ready = False
+        if self.fast and self._ctx.eval(_FAST_PARSE_JS) == "ok":
+            self._ctx.eval(_FAST_FLOWCHART_JS)
+            out = self._settle()
+            self.fast_ready = bool(out and json.loads(out).get("ok"))
 
     def _parse_sync(self, text: str) -> dict:
         try:
@@ -102,15 +207,20 @@ class _ParseEngine(_Engine):
             self._init_context()
             return self._parse_in_context(text)
 
-    def _parse_in_context(self, text: str) -> dict:
+    def _settle(self) -> str | None:
+        """Runs promise jobs (and, when none is left, the shim's timers) until `__mfOut` is set."""
         ctx = self._ctx
-        ctx.eval(_PARSE_JS % json.dumps(text))
-        for _ in range(100_000):
-            if ctx.eval("globalThis.__mfOut !== null"):
-                break
-            if not self._run_job() and not ctx.eval("__runNextTimer()"):
-                break
-        out = ctx.eval("__flat(globalThis.__mfOut)")
+        for _ in range(10_000):
+            while self._run_job():
+                pass
+            out = ctx.eval("__flat(globalThis.__mfOut)")
+            if out is not None or not ctx.eval("__runNextTimer()"):
+                return out
+        return None
+
+    def _parse_in_context(self, text: str) -> dict:
+        self._ctx.eval(_PARSE_JS % json.dumps(text))
+        out = self._settle()
         if not out:
             raise RuntimeError("mermaid.parse did not finish")
         return json.loads(out)

@@ -185,3 +185,69 @@ def test_any_text_gives_none_or_an_error_inside_the_text(body, newline, front_ma
         assert err.line is not None and 1 <= err.line <= len(lines), (err, lines)
         if err.column is not None:
             assert 1 <= err.column <= len(lines[err.line - 1]) + 1, (err, lines)
+
+
+# ------------------------------------------------------------------ the fast parse context gives Mermaid's answers
+
+def _broken_variants() -> list[str]:
+    he = (EXAMPLES / "humaneval_case_study.mmd").read_text()
+    lines = he.splitlines()
+    return [
+        he.replace('G1["CustomCodeGenerate<br/>(instruction: clear)"]', 'G1["CustomCodeGenerate<br/>(instruction: clear)"'),
+        he.replace("T1 -->|verdict| D1", "T1 -x-> D1"),
+        he.replace("D1 -->|Passed| RETURN", "D1 -->|Passed RETURN"),
+        he.replace('E1["ScEnsemble"]', 'E1["ScEnsemble]'),
+        he.replace('E1["ScEnsemble"]', "E1[ScEnsemble(x)]"),
+        he.replace('D1{"Decision<br/>tests passed?"}', 'D1{"Decision<br/>tests passed?"'),
+        he + "    subgraph S\n    A --> B\n",
+        he + "    end\n",
+        he + "    A --> B --> \n",
+        he + '    X@{ shape: nosuch, label: "x" }\n',
+        he + '    X@{ shape: rect, label: "x"\n',
+        he + "    e1@--> A\n",
+        he + "    click A href\n",
+        he + "    classDef\n",
+        he + "    A --> B\n    B -- text --> C\n    C == thick ==> \n",
+        he + "    A[`**md** string` --> B\n",
+        he + "    A((((x)))) --> B\n",
+        he.replace("flowchart TD", "flowchart XY"),
+        he.replace("flowchart TD", "flowchrt TD"),
+        "---\ntitle: t\n---\n%%{init: {'theme': 'dark'}}%%\n" + he + "  A --> (\n",
+        "\n".join(lines[:20]) + "\n    PROBLEM -->|problem",
+        he.replace("-->", "-- >", 1),
+        he + "    Ä --> ñ[ünïcødé — label] --> 中文\n",
+        he + "    A --> B;;; C\n",
+        he.replace("\n", "\r\n").replace("G4 -->|solution| T2", "G4 -->|solution| T2 ]"),
+    ]
+
+
+def _random_texts(n: int = 40) -> list[str]:
+    import random
+
+    rnd = random.Random(7)
+    return ["flowchart TD\n" + "\n".join(" ".join(rnd.choices(_FRAGMENTS, k=rnd.randint(0, 6)))
+                                         for _ in range(rnd.randint(1, 8))) + "\n" for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def plain_engine():
+    eng = mermaid_js._ParseEngine(fast=False)
+    eng.start()
+    yield eng
+    eng.close()
+
+
+def test_fast_parse_context_is_in_place():
+    parse_check(VALID)
+    assert mermaid_js._engine("parse").fast_ready
+
+
+def test_fast_and_plain_mermaid_parse_agree(plain_engine):
+    fast = mermaid_js._engine("parse")
+    texts = [p.read_text() for p in sorted(EXAMPLES.glob("*.mmd"))] + _broken_variants() + _random_texts()
+    rejected = 0
+    for text in texts:
+        a, b = fast.parse(text), plain_engine.parse(text)
+        assert a == b, text  # same accept/reject, same raw message, same hash (token, loc, expected)
+        rejected += not a["ok"]
+    assert rejected >= 30  # the broken variants really are broken, so errors were compared too
