@@ -14,24 +14,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..cli import CliError, emit, read_text
 from . import metrics as M
 from .execute import EchoAgent, Execution, LLMAgent, ManualAgent, run_sync
 from .inspector import LLMInspector, RuleInspector
 from .model import AOVError, AOVGraph
 from .render import to_mermaid
 
-
-class UsageError(Exception):
-    """Exit 2: a usage or I/O problem."""
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"{path}: cannot read ({e})") from None
+# One file reader and one JSON emitter for the whole command line; a usage/I-O problem exits 2 everywhere.
+UsageError = CliError
+_read = read_text
 
 
 def _load(path: str, lenient: bool = False) -> AOVGraph:
@@ -41,8 +33,7 @@ def _load(path: str, lenient: bool = False) -> AOVGraph:
         raise AOVError(f"{path}: {e}") from None
 
 
-def _emit(obj: Any) -> None:
-    print(json.dumps(obj, ensure_ascii=False), flush=True)
+_emit = emit
 
 
 def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
