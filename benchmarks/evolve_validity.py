@@ -49,6 +49,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=60)
     ap.add_argument("--tries", type=int, default=5, help="children attempted per seed and operator")
     ap.add_argument("--no-hard", action="store_true", help="skip the real Mermaid parser")
+    ap.add_argument("--operators", default=",".join(ops.OPERATORS), help="comma-separated subset")
     args = ap.parse_args()
     parse_check = None
     if not args.no_hard:
@@ -58,7 +59,7 @@ def main() -> None:
     print("| operator | children | ours valid | independent valid | Mermaid 11 valid | ms/child |")
     print("|---|---:|---:|---:|---:|---:|")
     totals = Counter()
-    for op in ops.OPERATORS:
+    for op in ops.parse_operator_list(args.operators):
         c = Counter()
         t0 = time.perf_counter()
         for i, (w, task) in enumerate(seeds):
