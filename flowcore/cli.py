@@ -103,20 +103,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def guarded(fn: Callable[[argparse.Namespace], int], failures: tuple[type[Exception], ...] = (JobFailed,)
+            ) -> Callable[[argparse.Namespace], int]:
+    """Every path of a command ends in an exit code with a message, never a traceback: a usage or I/O problem
+    exits 2, one of ``failures`` (invalid input, failed job) exits 1 with its own message."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(fn(args) or 0)
+        except CliError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except failures as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 1
+        except Exception as exc:  # the last guard: a message, never a traceback
+            print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except JobFailed as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 1
-    except Exception as exc:  # the last guard: a message, never a traceback
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+    args = build_parser().parse_args(argv)
+    return guarded(args.func)(args)

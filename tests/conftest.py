@@ -1,8 +1,11 @@
-"""Shared test setup: Hypothesis profiles, and real-browser tests ordered last."""
+"""Shared test setup: Hypothesis profiles, shared fixtures, and real-browser tests ordered last."""
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from flowcore.storage import Workspace
 
 settings.register_profile("dev", deadline=None)  # no deadline: a first call into a warm engine may be slow
 # CI: the same examples on every run, so a failure reproduces.
@@ -18,3 +21,19 @@ def pytest_collection_modifyitems(config, items):
         return item.get_closest_marker("browser") is not None or "browser" in item.nodeid.split("/")[:2]
 
     items.sort(key=is_browser)  # stable: keeps the order inside each group
+
+
+@pytest.fixture
+def ws(tmp_path):
+    """A fresh workspace database for one test."""
+    w = Workspace(tmp_path / "ws.db")
+    yield w
+    w.close()
+
+
+@pytest.fixture
+def app_env(tmp_path, monkeypatch):
+    """Pages under AppTest get their own workspace and no LLM endpoint unless the test sets one."""
+    monkeypatch.setenv("MERMAIDFLOW_DB", str(tmp_path / "ws.db"))
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "MERMAIDFLOW_CACHE"):
+        monkeypatch.delenv(k, raising=False)

@@ -23,13 +23,6 @@ SEED = 'flowchart TD\n    PROBLEM(["Problem"])\n    C1["Custom"]\n    RETURN(["R
 BROKEN = "flowchart TD\n    PROBLEM --> C1 -->\n"
 
 
-@pytest.fixture
-def ws(tmp_path):
-    w = Workspace(tmp_path / "ws.db")
-    yield w
-    w.close()
-
-
 def test_every_save_of_a_change_is_a_new_version_and_old_ones_stay(ws):
     assert save_workflow(ws, "solver", SEED, "math") == 1
     changed = SEED.replace("C1 --> RETURN", "C1 -->|response| RETURN")

@@ -19,7 +19,6 @@ from flowcore.llm import (
     list_models,
     run_usage,
 )
-from flowcore.storage import Workspace
 from tests.fakellm import FakeLLMServer, Fault, by_keyword
 
 SECRET = "sk-test-SECRET-0123456789abcdef"
@@ -31,13 +30,6 @@ def settings(server: FakeLLMServer | None, **kw) -> LLMSettings:
             "timeout": 5.0, "max_retries": 2}
     base.update(kw)
     return LLMSettings(**base)
-
-
-@pytest.fixture
-def ws(tmp_path):
-    w = Workspace(tmp_path / "ws.db")
-    yield w
-    w.close()
 
 
 def test_reply_records_tokens_cost_latency(ws):

@@ -23,11 +23,7 @@ TWO_FREE = json.dumps({"goal": "two independent notes", "agents": [{"id": "w", "
                                     "b": {"subtask_requirement": "note B", "agent": "w"}}})
 
 
-@pytest.fixture(autouse=True)
-def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("MERMAIDFLOW_DB", str(tmp_path / "ws.db"))
-    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "MERMAIDFLOW_CACHE"):
-        monkeypatch.delenv(k, raising=False)
+pytestmark = pytest.mark.usefixtures("app_env")  # own workspace, no endpoint
 
 
 def ok(at: AppTest) -> AppTest:

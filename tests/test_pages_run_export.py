@@ -15,11 +15,7 @@ RUN, EXPORT = "../pages/run.py", "../pages/export.py"
 BROKEN = "flowchart TD\n    PROBLEM([\"Problem\"])\n    C1[\"Custom\"]\n    PROBLEM --> C1\n"
 
 
-@pytest.fixture(autouse=True)
-def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("MERMAIDFLOW_DB", str(tmp_path / "ws.db"))
-    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "MERMAIDFLOW_CACHE"):
-        monkeypatch.delenv(k, raising=False)
+pytestmark = pytest.mark.usefixtures("app_env")  # own workspace, no endpoint
 
 
 def app(path: str) -> AppTest:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..cli import CliError, emit, read_text
+from ..cli import CliError, emit, guarded, read_text
 from . import metrics as M
 from .execute import EchoAgent, Execution, LLMAgent, ManualAgent, run_sync
 from .inspector import LLMInspector, RuleInspector
@@ -37,23 +37,8 @@ _emit = emit
 
 
 def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Every path of a handler ends in an exit code with a message, never a traceback."""
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except UsageError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        except AOVError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            return 1
-        except Exception as e:  # noqa: BLE001 - the last guard: a message, never a traceback
-            print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
-            return 1
-    return run
+    """The command line's own exit-code mapping, with an invalid AOV graph as the 'exit 1' failure."""
+    return guarded(fn, failures=(AOVError,))
 
 
 # ---- handlers -----------------------------------------------------------------------------------
