@@ -10,7 +10,7 @@ PORT ?= 8501
 DB ?= workspace.db
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test lint bench clean distclean venv browser-deps
+.PHONY: run test lint bench clean distclean venv browser-deps screenshots
 
 venv: $(PY)
 
@@ -45,6 +45,10 @@ browser-deps:
 test: $(VENV)/.stamp-dev browser-deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest -q
+
+# The README's screenshots come from the browser tests; only this target writes them into assets/screenshots/.
+screenshots: $(VENV)/.stamp-dev browser-deps
+	MERMAIDFLOW_SCREENSHOTS=1 $(VENV)/bin/pytest -q tests/browser
 
 lint: $(VENV)/.stamp-dev
 	$(VENV)/bin/ruff check .

@@ -40,6 +40,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("MERMAIDFLOW_CHROMIUM", "/usr/bin/chromium")  # env: only to test the skip
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+SCREENSHOTS = REPO / "assets" / "screenshots"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 STARTUP_TIMEOUT_S = 60.0
@@ -190,6 +191,18 @@ def goto_page(page, app: StreamlitApp, url_path: str = "/", timeout_ms: int = DE
     """Open `url_path` of the app (e.g. "/" or "/Editor") and wait until its script has run."""
     page.goto(app.url + "/" + url_path.lstrip("/"), wait_until="domcontentloaded", timeout=timeout_ms)
     wait_for_app(page, timeout_ms, settle_ms=0)
+
+
+def save_screenshot(page, name: str, min_bytes: int = 20_000, **kwargs) -> Path:
+    """A page screenshot for the README. It lands in assets/screenshots/ only when MERMAIDFLOW_SCREENSHOTS=1
+    (`make screenshots`), so an ordinary test run never changes tracked files; otherwise in the artifacts
+    folder. Either way the picture must be a real one (not an empty page)."""
+    folder = SCREENSHOTS if os.environ.get("MERMAIDFLOW_SCREENSHOTS") == "1" else ARTIFACTS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    page.screenshot(path=str(path), **kwargs)
+    assert path.stat().st_size > min_bytes, f"{name}: {path.stat().st_size} bytes, an empty page?"
+    return path
 
 
 def no_exceptions(page) -> list[str]:

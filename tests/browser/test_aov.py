@@ -4,16 +4,13 @@ repair proposals, accept one and finish. Saves the README screenshot at the prop
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import goto_page, no_exceptions, wait_for_app
+from .conftest import goto_page, no_exceptions, save_screenshot, wait_for_app
 
 pytestmark = pytest.mark.browser
 
-SCREENSHOT = Path(__file__).resolve().parents[2] / "assets" / "screenshots" / "aov.png"
 CHART = '[data-testid="stMermaidChart"] img'  # st.mermaid_chart draws the SVG as an image
 
 
@@ -108,9 +105,7 @@ def test_step_through_fail_accept_a_repair_and_finish(page, streamlit_app):
     page.mouse.move(800, 500)
     page.mouse.wheel(0, -110)  # below the app's header bar
     page.wait_for_timeout(500)
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOT), full_page=False)
-    assert SCREENSHOT.stat().st_size > 20_000
+    save_screenshot(page, "aov.png")
 
     _key(page, "aov_accept_0").locator("button").click()  # the rule's best proposal: edit win
     wait_for_app(page)

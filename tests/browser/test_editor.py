@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import goto_page, no_exceptions, wait_for_app
+from .conftest import goto_page, no_exceptions, save_screenshot, wait_for_app
 
 pytestmark = pytest.mark.browser
 
-SCREENSHOT = Path(__file__).resolve().parents[2] / "assets" / "screenshots" / "editor.png"
 ACE = 'iframe[title="streamlit_ace.streamlit_ace"]'
 MERMAID = 'iframe[title="streamlit_mermaid.streamlit_mermaid"]'
 BASE = 'flowchart TD\nPROBLEM(["Problem"])\nC1["Custom"]\n'
@@ -90,7 +88,5 @@ def test_screenshot_of_an_example(page, streamlit_app):
     page.get_by_text("Valid for code tasks").first.wait_for()
     page.wait_for_timeout(1500)  # the canvas reports its first layout, which reruns the page once more
     wait_for_app(page)
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOT), full_page=False)
-    assert SCREENSHOT.stat().st_size > 20_000
+    save_screenshot(page, "editor.png")
     assert no_exceptions(page) == []

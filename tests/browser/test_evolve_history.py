@@ -10,7 +10,6 @@ validation problems), otherwise they are structure-only; the assertions hold eit
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -18,11 +17,10 @@ from playwright.sync_api import expect
 from flowcore.evolution import History
 from flowcore.storage import Workspace
 
-from .conftest import goto_page, no_exceptions, wait_for_app
+from .conftest import goto_page, no_exceptions, save_screenshot, wait_for_app
 
 pytestmark = pytest.mark.browser
 
-SHOTS = Path(__file__).resolve().parents[2] / "assets" / "screenshots"
 MERMAID = 'iframe[title="streamlit_mermaid.streamlit_mermaid"]'
 ROUNDS = 3
 
@@ -87,11 +85,10 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     if offline:
         expect(page.get_by_text("no benchmark score is measured")).to_be_visible()
     assert no_exceptions(page) == [] and js_errors == []
-    SHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1400, "height": 1200})
     wait_for_app(page)
     page.get_by_role("heading", name=re.compile(r"Run #\d+: finished")).scroll_into_view_if_needed()
-    page.screenshot(path=str(SHOTS / "evolve.png"))
+    save_screenshot(page, "evolve.png")
 
     # History: pick round 2, see parent and child with the diff, fork it into the Editor
     page.get_by_role("button", name="Open in History").click()
@@ -110,7 +107,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     wait_for_app(page)
     page.get_by_role("heading", name="Lineage").evaluate("e => e.scrollIntoView({block: 'start'})")
     page.wait_for_timeout(800)  # the drawings settle after the resize
-    page.screenshot(path=str(SHOTS / "history.png"))
+    save_screenshot(page, "history.png")
     page.set_viewport_size({"width": 1400, "height": 1000})
 
     text = rows[2]["workflow_text"]

@@ -15,11 +15,10 @@ from playwright.sync_api import expect
 from flowcore.benchmarks import load
 from tests.fakellm import FakeLLMServer, message_text
 
-from .conftest import APP_ENV, goto_page, no_exceptions, wait_for_app
+from .conftest import APP_ENV, goto_page, no_exceptions, save_screenshot, wait_for_app
 
 pytestmark = pytest.mark.browser
 
-SHOTS = Path(__file__).resolve().parents[2] / "assets" / "screenshots"
 PROBLEMS = load("gsm8k", "validation", limit=3)
 
 
@@ -87,10 +86,9 @@ def test_run_page_evaluates_gsm8k_with_progress_and_scores(page, streamlit_app):
     ids = table.locator('td[role="gridcell"][aria-colindex="1"]')
     assert ids.all_inner_texts() == [p.id for p in PROBLEMS]
     assert no_exceptions(page) == [] and js_errors == []
-    SHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1400, "height": 1250})  # the app scrolls inside: make room for the table
     wait_for_app(page)
-    page.screenshot(path=str(SHOTS / "run.png"))
+    save_screenshot(page, "run.png")
 
     # a reload is a new session: the stored evaluation is still there
     goto_page(page, streamlit_app, "/run")
@@ -110,8 +108,7 @@ def test_export_page_shows_code_and_downloads(page, streamlit_app):
     for label in labels:
         expect(page.get_by_role("button", name=label)).to_be_enabled()
     assert no_exceptions(page) == [] and js_errors == []
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / "export.png"))
+    save_screenshot(page, "export.png")
 
     with page.expect_download() as info:
         page.get_by_role("button", name="Drawing (.png)").click()
