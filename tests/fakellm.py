@@ -5,6 +5,11 @@ client's own. Replies come from a responder: a callable ``(request_json) -> str 
 ``str | Fault`` consumed in order (the last one repeats), or None to echo the last user message.
 
     python -m tests.fakellm --port 8765 --reply "The answer is 42."
+    python -m tests.fakellm --delay "Your subtask (build)=2.5" --delay "You are agent coder=0.5"
+
+``delays`` (``--delay KEYWORD=SECONDS``) slows the answer to every request whose message text contains the
+keyword (the first matching keyword, in the order given): per prompt, or per agent with the agent's name as
+it appears in its prompt. ``spans`` records when each request arrived and was answered.
 """
 
 from __future__ import annotations
@@ -67,17 +72,22 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
+_Later = object()  # marker: the reply comes from the callable responder, called outside the lock
+
+
 class _Server(ThreadingHTTPServer):
     request_queue_size = 256  # 32+ clients connect at once in the concurrency benchmark; 5 would drop some
 
 
 class FakeLLMServer:
     """Context manager (or ``start()``/``stop()``). ``base_url`` ends in ``/v1``; ``requests`` holds every
-    chat request body received (``headers`` their headers); ``max_in_flight`` the most requests handled at
-    once."""
+    chat request body received (``headers`` their headers, ``spans`` their [arrived, answered] times from
+    ``time.monotonic()``); ``in_flight`` the requests being handled now and ``max_in_flight`` the most at
+    once. ``delays`` maps a keyword of the message text to extra seconds before the answer."""
 
     def __init__(self, responder: Responder | list | str | None = None, *, latency: float = 0.0,
-                 fail_rate: float = 0.0, seed: int = 0, port: int = 0) -> None:
+                 fail_rate: float = 0.0, seed: int = 0, port: int = 0,
+                 delays: dict[str, float] | None = None) -> None:
         if isinstance(responder, (str, Fault)):
             responder = [responder]
         self._script = list(responder) if isinstance(responder, list) else None
@@ -85,12 +95,14 @@ class FakeLLMServer:
             raise ValueError("FakeLLMServer: the scripted reply list is empty")
         self._responder = responder if callable(responder) else None
         self.latency, self.fail_rate = latency, fail_rate
+        self.delays = dict(delays or {})
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._step = 0
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []  # request headers, in the same order as ``requests``
+        self.spans: list[list[float]] = []  # [arrived, answered] per request (answered: 0.0 until then)
         self.in_flight = 0
         self.max_in_flight = 0
         self._port = port
@@ -131,19 +143,29 @@ class FakeLLMServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     # -- behaviour --------------------------------------------------------------------------------------
-    def _next(self, request: dict, headers: dict[str, str]) -> str | Fault:
+    def delay_for(self, request: dict) -> float:
+        """The extra delay of the first keyword of ``delays`` found in the request's message text."""
+        if not self.delays:
+            return 0.0
+        text = message_text(request)
+        return next((sec for key, sec in self.delays.items() if key in text), 0.0)
+
+    def _next(self, request: dict, headers: dict[str, str], arrived: float) -> tuple[int, str | Fault]:
         with self._lock:
+            index = len(self.requests)
             self.requests.append(request)
             self.headers.append(headers)
-            if self.fail_rate and self._rng.random() < self.fail_rate:
-                return Fault(status=500, body="scripted random failure")
-            if self._script is not None:
-                item = self._script[min(self._step, len(self._script) - 1)]
-                self._step += 1
-                return item
-        if self._responder is not None:
-            return self._responder(request)
-        return _echo(request)
+            self.spans.append([arrived, 0.0])
+            return index, self._pick(request)
+
+    def _pick(self, request: dict) -> str | Fault:
+        if self.fail_rate and self._rng.random() < self.fail_rate:
+            return Fault(status=500, body="scripted random failure")
+        if self._script is not None:
+            item = self._script[min(self._step, len(self._script) - 1)]
+            self._step += 1
+            return item
+        return _Later  # a callable responder runs outside the lock: it may block (e.g. wait for an event)
 
     def completion(self, request: dict, text: str) -> dict:
         prompt = _words(message_text(request))
@@ -215,12 +237,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, request: dict) -> None:
         fake = self.fake
+        index, item = fake._next(request, {k.lower(): v for k, v in self.headers.items()}, time.monotonic())
         try:
-            item = fake._next(request, {k.lower(): v for k, v in self.headers.items()})
-        except Exception as e:  # noqa: BLE001 -- a broken responder is a test bug: say so in the reply
-            self._error(500, f"responder raised {type(e).__name__}: {e}")
-            return
-        delay = fake.latency + (item.delay if isinstance(item, Fault) else 0.0)
+            self._reply(request, item)
+        finally:
+            with fake._lock:
+                fake.spans[index][1] = time.monotonic()
+
+    def _reply(self, request: dict, item: str | Fault | object) -> None:
+        fake = self.fake
+        if item is _Later:
+            try:
+                item = fake._responder(request) if fake._responder is not None else _echo(request)
+            except Exception as e:  # noqa: BLE001 -- a broken responder is a test bug: say so in the reply
+                self._error(500, f"responder raised {type(e).__name__}: {e}")
+                return
+        delay = fake.latency + fake.delay_for(request) + (item.delay if isinstance(item, Fault) else 0.0)
         if delay:
             time.sleep(delay)
         if isinstance(item, Fault):
@@ -239,8 +271,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=8765)
     ap.add_argument("--reply", default=None, help="fixed reply text (default: echo the last user message)")
     ap.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    ap.add_argument("--delay", action="append", default=[], metavar="KEYWORD=SECONDS",
+                    help="extra seconds for requests whose text contains KEYWORD (repeatable; first match wins)")
     args = ap.parse_args(argv)
-    server = FakeLLMServer(args.reply, latency=args.latency, port=args.port).start()
+    delays: dict[str, float] = {}
+    for item in args.delay:
+        key, sep, sec = item.rpartition("=")
+        try:
+            delays[key] = float(sec)
+        except ValueError:
+            sep = ""
+        if not sep or not key:
+            ap.error(f"--delay {item!r}: expected KEYWORD=SECONDS")
+    server = FakeLLMServer(args.reply, latency=args.latency, port=args.port, delays=delays).start()
     print(f"fake OpenAI-compatible endpoint at {server.base_url} (Ctrl+C to stop)", flush=True)
     try:
         while True:

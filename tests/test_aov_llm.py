@@ -67,9 +67,9 @@ class Script:
                 return '```json\n{"passed": false, "reason": "the agent reported an error"}\n```'
             return json.dumps({"passed": True, "reason": "fine"})
         with self.lock:
-            reply = self.REPAIRS[self.opt % 3]
             self.opt += 1
-        return reply
+        number = int(re.search(r"This is proposal (\d+) of", text).group(1))  # calls run concurrently
+        return self.REPAIRS[(number - 1) % 3]
 
 
 def test_failing_subtask_is_repaired_by_an_accepted_llm_proposal() -> None:
@@ -139,7 +139,11 @@ REPAIRABLE = {"subtasks": [  # a list of records, an unknown agent and a parent 
 def test_generate_candidates_repairs_drops_and_selects() -> None:
     replies = ["Here you go:\n```json\n" + json.dumps(VALID) + "\n```", json.dumps(CYCLIC),
                json.dumps(REPAIRABLE), "Sorry, I cannot help with that."]
-    with FakeLLMServer(replies) as srv:
+
+    def respond(req: dict) -> str:  # the K calls run concurrently: each prompt says which candidate it is
+        return replies[int(re.search(r"candidate (\d+) of 4", message_text(req)).group(1)) - 1]
+
+    with FakeLLMServer(respond) as srv:
         llm = make_llm(srv)
         cands = run_sync(generate_candidates(llm, "Build a bakery website", k=4,
                                                 agents=[{"id": "planner", "role": "plans"}, "coder"]))

@@ -144,3 +144,16 @@ def test_mermaid_parses_with_the_real_mermaid_library() -> None:
     assert "    class n_graph changed" in text.splitlines() and "not" not in text.split("classDef changed")[1]
     svg = mermaidx.render(text).svg()
     assert "quote" in svg and svg.count('class="node') >= 3
+
+
+def test_cycle_in_a_large_graph_is_named_and_wide_fans_validate() -> None:
+    n = 3000
+    subs = {"root": rec()}
+    subs.update({f"m{i}": rec(parents=["root"]) for i in range(n)})
+    subs["sink"] = rec(parents=[f"m{i}" for i in range(n)])
+    g = AOVGraph.from_dict({"subtasks": subs}, lenient=True)
+    assert len(g.subtasks["root"].child) == n and g.subtasks["m7"].child == ["sink"]
+    subs["x"] = rec(parents=["sink", "y"])
+    subs["y"] = rec(parents=["x"])
+    with pytest.raises(AOVError, match=r"^cycle: x -> y -> x$"):
+        AOVGraph.from_dict({"subtasks": subs}, lenient=True)

@@ -122,7 +122,8 @@ def test_generate_with_an_endpoint_keeps_a_bad_reply_as_a_dropped_candidate(monk
     graph = {"goal": "g", "subtasks": {"s1": {"subtask_requirement": "plan it", "agent": "planner",
                                               "child": ["s2"]},
                                        "s2": {"subtask_requirement": "do it", "agent": "worker"}}}
-    with FakeLLMServer([json.dumps(graph), "sorry, no graph today"]) as srv:
+    replies = by_keyword({"candidate 1 of 2": json.dumps(graph)}, default="sorry, no graph today")
+    with FakeLLMServer(replies) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
         at = page()
         at.radio(key="aov_source").set_value("Generate with the LLM").run()

@@ -1,7 +1,8 @@
 """Candidate AOV graphs from a task description, and the selection among them.
 
-The optimizer LLM proposes one AOV JSON per call (K calls, ``cache_salt=str(i)``, made one after another so
-scripted replies map to candidates deterministically). Replies are read leniently; simple faults are
+The optimizer LLM proposes one AOV JSON per call: K calls made concurrently (the authors use up to 10), each
+prompt naming its number ("candidate 2 of 5") so that the calls differ and a reply maps to its candidate
+whatever order they finish in. Replies are read leniently; simple faults are
 repaired (edges to missing subtasks dropped, one-sided links completed, unknown agents replaced by the
 default agent) and every repair is noted; a candidate that is still invalid is kept with its reason and never
 chosen.
@@ -9,6 +10,7 @@ chosen.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from dataclasses import dataclass, field
@@ -52,7 +54,8 @@ dependencies. Reply with JSON only, in this shape:
  "subtasks": {{"s1": {{"subtask_requirement": "...", "parents": [], "child": ["s2"], "agent": "..."}},
               "s2": {{"subtask_requirement": "...", "parents": ["s1"], "child": [], "agent": "..."}}}}}}
 Use only these agents: {agents}
-Task: {task}"""
+Task: {task}
+(This is candidate {number} of {k}: independent proposals are compared by their parallelism.)"""
 
 
 def extract_json(text: str) -> Any:
@@ -125,24 +128,27 @@ def parse_candidate(index: int, text: str, agents: list[dict] | None = None) -> 
 
 async def generate_candidates(llm: Any, task: str, k: int = 3, agents: list | None = None,
                               temperature: float = 0.7) -> list[Candidate]:
+    """K candidates, requested concurrently; a failed call costs one candidate, not the batch."""
+    if k < 1:
+        raise AOVError(f"K must be at least 1 (got {k})")
     norm = None
     if agents is not None:
         norm = [{"id": a, "role": a} if isinstance(a, str) else dict(a) for a in agents]
     listing = ", ".join(f"{a['id']} ({a.get('role', a['id'])})" for a in (norm or DEFAULT_AGENTS))
-    prompt = PROMPT.format(agents=listing, task=task)
-    out: list[Candidate] = []
-    for i in range(k):
+
+    async def one(i: int) -> Candidate:
+        prompt = PROMPT.format(agents=listing, task=task, number=i + 1, k=k)
         try:
             reply = await llm.chat(prompt, role="optimizer", temperature=temperature, json_mode=True,
                                    cache_salt=str(i))
-        except Exception as e:  # noqa: BLE001 - a failed call costs one candidate, not the batch
-            out.append(Candidate(i, None, None, f"LLM call failed: {e}"))
-            continue
+        except Exception as e:  # noqa: BLE001 - LLMError, NotConfigured, budget: this candidate only
+            return Candidate(i, None, None, f"LLM call failed: {e}")
         cand = parse_candidate(i, reply.text, norm)
         if cand.graph is not None and not cand.graph.goal:
             cand.graph.goal = task
-        out.append(cand)
-    return out
+        return cand
+
+    return list(await asyncio.gather(*(one(i) for i in range(k))))
 
 
 def select(candidates: list[Candidate]) -> tuple[int, M.Metrics]:

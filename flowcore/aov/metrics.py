@@ -42,11 +42,11 @@ def steps(graph: AOVGraph | nx.DiGraph) -> list[list[str]]:
     g = _as_nx(graph)
     if g.number_of_nodes() == 0:
         raise AOVError("the graph is empty (no subtasks)")
-    msg = cycle_message(g)
-    if msg:
-        raise AOVError(msg)
     order = {n: i for i, n in enumerate(g.nodes)}
-    return [sorted(gen, key=order.__getitem__) for gen in nx.topological_generations(g)]
+    try:  # linear; a cycle surfaces as NetworkXUnfeasible and only then is it looked for and named
+        return [sorted(gen, key=order.__getitem__) for gen in nx.topological_generations(g)]
+    except nx.NetworkXUnfeasible:
+        raise AOVError(cycle_message(g) or "the graph has a cycle") from None
 
 
 def p_avg(graph: AOVGraph | nx.DiGraph) -> float:
@@ -64,8 +64,9 @@ def c_dependency(graph: AOVGraph | nx.DiGraph) -> float:
 
 
 def compute(graph: AOVGraph | nx.DiGraph) -> Metrics:
-    gens = steps(graph)
-    return Metrics(sum(len(s) for s in gens) / len(gens), c_dependency(graph), gens)
+    g = _as_nx(graph)  # built once for both metrics
+    gens = steps(g)
+    return Metrics(sum(len(s) for s in gens) / len(gens), c_dependency(g), gens)
 
 
 def _compare(a: tuple[int, Metrics], b: tuple[int, Metrics]) -> int:

@@ -13,11 +13,13 @@ deliverable at its first failure. An LLM may propose a deletion at any time.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import context
 from . import metrics as M
 from .model import AOVError, AOVGraph, Subtask
 
@@ -245,7 +247,7 @@ def rule_ops(graph: AOVGraph, failed: str, reason: str, allow_delete: bool = Tru
 
 REPAIR_PROMPT = """You repair a multi-agent workflow (an AOV graph, JSON below) while it runs.
 Subtask {failed!r} failed: {reason}
-Recent log:
+The execution log so far (oldest first):
 {log}
 Graph:
 {graph}
@@ -255,7 +257,8 @@ changes) using only these operations on {failed!r}
 {{"op": "edit", "subtask": ID, "requirement": TEXT}}, {{"op": "reassign", "subtask": ID, "agent": AGENT_ID}},
 {{"op": "rerun", "subtask": ID}}, {{"op": "add", "subtask": ID, "new_id": NEW_ID, "requirement": TEXT,
 "agent": AGENT_ID}} (a helper run before ID), {{"op": "delete", "subtask": ID}}.
-Agents: {agents}. Completed subtasks must not change."""
+Agents: {agents}. Completed subtasks must not change.
+(This is proposal {number} of {k}: independent proposals are ranked by the resulting graph's parallelism.)"""
 
 
 def _reply_json(text: str) -> Any:
@@ -332,25 +335,34 @@ def _signature(g: AOVGraph) -> str:
 
 async def propose_repairs(graph: AOVGraph, failed: str, reason: str, k: int = 3, llm: Any = None,
                           log: list[dict] | None = None, attempt: int = 0, allow_delete: bool = True,
-                          tried: tuple[str, ...] | list[str] = ()) -> RepairSet:
-    """Up to ``k`` ranked proposals: the LLM's (k calls) when one is given, topped up by the rules."""
+                          tried: tuple[str, ...] | list[str] = (),
+                          budget: int = context.DEFAULT_BUDGET) -> RepairSet:
+    """Up to ``k`` ranked proposals: the LLM's (k calls, made concurrently) when one is given, topped up by
+    the rules. The prompt holds the whole log fitted into ``budget`` characters."""
     result = RepairSet(failed, reason, [])
     candidates: list[Proposal] = []
     if llm is not None:
-        prompt = REPAIR_PROMPT.format(
-            failed=failed, reason=reason, graph=graph.to_json(indent=None),
-            log="\n".join(json.dumps(e, ensure_ascii=False)[:300] for e in (log or [])[-12:]) or "(none)",
-            agents=", ".join(f"{a.id} ({a.role})" for a in graph.agents))
-        for i in range(k):
+        log_text = context.log_text(log or [], budget)
+        agents = ", ".join(f"{a.id} ({a.role})" for a in graph.agents)
+        graph_json = context.graph_text(graph)
+
+        async def one(i: int) -> Proposal | str:
+            prompt = REPAIR_PROMPT.format(failed=failed, reason=reason, graph=graph_json, log=log_text,
+                                          agents=agents, number=i + 1, k=k)
             try:
                 reply = await llm.chat(prompt, role="optimizer", json_mode=True,
                                        cache_salt=f"repair:{failed}:{attempt}:{i}")
-                candidates.append(Proposal.build(graph, parse_proposal(reply.text, graph, failed), failed,
-                                                 "llm"))
+                return Proposal.build(graph, parse_proposal(reply.text, graph, failed), failed, "llm")
             except AOVError as e:
-                result.dropped.append(f"LLM proposal {i + 1}: {e}")
+                return f"LLM proposal {i + 1}: {e}"
             except Exception as e:  # noqa: BLE001 - LLM unreachable: the rules still give proposals
-                result.dropped.append(f"LLM proposal {i + 1}: {type(e).__name__}: {e}")
+                return f"LLM proposal {i + 1}: {type(e).__name__}: {e}"
+
+        for got in await asyncio.gather(*(one(i) for i in range(k))):
+            if isinstance(got, str):
+                result.dropped.append(got)
+            else:
+                candidates.append(got)
     for ops in rule_ops(graph, failed, reason, allow_delete, tried):
         try:
             candidates.append(Proposal.build(graph, ops, failed, "rules"))
