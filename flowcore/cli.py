@@ -18,7 +18,7 @@ from .checker import check, is_valid
 from .mermaid import WorkflowSyntaxError, parse, to_mermaid
 
 # Modules that add subcommands through ``register(subparsers)``; missing ones are skipped.
-_PLUGINS = ("flowcore.run_cli", "flowcore.evolution.cli", "flowcore.aov.cli")
+_PLUGINS = ("flowcore.run_cli", "flowcore.evolution.cli", "flowcore.aov.cli", "flowcore.compare_cli")
 
 
 class CliError(Exception):

@@ -45,7 +45,11 @@ def register(sub: Any) -> None:
     src.add_argument("--split", choices=("validation", "test"), default=None,
                      help="split of the bundled data (default: validation)")
     src.add_argument("--data", help="a JSONL/JSON file of rows in the benchmark's own format (all rows used)")
+    e.add_argument("--split-file", help='your own split: JSON {"validation": [ids], "test": [ids]}')
     e.add_argument("--limit", type=int, help="only the first N problems")
+    e.add_argument("--repeats", type=int, default=1,
+                   help="run every problem R times with the response cache bypassed: mean ± sd over the repeats "
+                        "and the pooled interval (default 1)")
     e.add_argument("--concurrency", type=int, default=8, help="problems run at once (default 8)")
     e.add_argument("--timeout", type=float, help="seconds per problem (default: none)")
     e.add_argument("--json", action="store_true")
@@ -121,24 +125,33 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from .benchmarks import TASK_OF, DataError, load
+    from .benchmarks import TASK_OF, DataError, load, split_info
     from .evaluation import evaluate_workflow
 
     if args.limit is not None and args.limit < 0:
         raise CliError(f"--limit must be >= 0, got {args.limit}")
     if args.concurrency < 1:
         raise CliError(f"--concurrency must be >= 1, got {args.concurrency}")
+    if args.repeats < 1:
+        raise CliError(f"--repeats must be >= 1, got {args.repeats}")
+    if args.data and args.split_file:
+        raise CliError("--split-file chooses problems of the bundled data; it cannot be used with --data")
     w = load_workflow(args.file, TASK_OF[args.benchmark])
+    split = args.split or "validation"
     try:
-        problems = load(args.benchmark, args.split or "validation", data_path=args.data, limit=args.limit)
+        problems = load(args.benchmark, split, data_path=args.data, limit=args.limit, split_file=args.split_file)
+        info = split_info(args.benchmark, split, data_path=args.data, split_file=args.split_file, limit=args.limit)
     except (DataError, ValueError) as exc:
         raise CliError(str(exc)) from None
     llm = _llm(args.concurrency)
     show = None if args.json or not sys.stderr.isatty() else _progress
+    if args.repeats > 1:
+        return _evaluate_repeated(args, w, problems, llm, info, show)
     report = asyncio.run(evaluate_workflow(w, args.benchmark, problems, llm=llm, concurrency=args.concurrency,
                                            progress=show, timeout=args.timeout))
     out = report.to_json()
     out["cost"] = llm.usage.cost  # everything paid for, failed problems included
+    out["split"] = info  # whose split these problems are (ours is not the papers' files)
     if args.json:
         emit(out)
     else:
@@ -152,6 +165,31 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     errors = [r for r in report.results if r.error]
     if report.results and len(errors) == len(report.results):
         print(f"error: every problem failed; the first: {errors[0].error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _evaluate_repeated(args: argparse.Namespace, w: Any, problems: list, llm: Any, info: dict, show: Any) -> int:
+    """``evaluate --repeats R``: R runs per problem with the cache bypassed (flowcore.compare.measure)."""
+    from .compare import measure
+
+    m = asyncio.run(measure(w, args.benchmark, problems, llm=llm, repeats=args.repeats, name=Path(args.file).stem,
+                            concurrency=args.concurrency, progress=show, timeout=args.timeout))
+    doc = m.to_json()
+    doc.pop("text")
+    doc.update(benchmark=args.benchmark, cost=llm.usage.cost, split=info)
+    if args.json:
+        emit(doc)
+    else:
+        for i, score in enumerate(m.pooled.scores, 1):
+            print(f"repeat {i}: score {score:.3f}")
+        sd = "—" if m.pooled.sd is None else f"{m.pooled.sd:.3f}"
+        print(f"{args.benchmark}: {m.pooled.n} problems × {m.repeats} repeats, mean {m.pooled.mean:.3f} ± {sd} "
+              f"(sd across repeats), pooled 95% CI [{m.pooled.ci_low:.3f}, {m.pooled.ci_high:.3f}], "
+              f"{m.calls} calls, cost ${llm.usage.cost:.6f}")
+    if m.pooled.results and all(r.error for r in m.pooled.results):
+        first = m.pooled.results[0].error
+        print(f"error: every problem failed; the first: {first}", file=sys.stderr)
         return 1
     return 0
 

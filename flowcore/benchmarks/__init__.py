@@ -1,10 +1,23 @@
 """Benchmarks: GSM8K, MATH, HumanEval, MBPP loaders, scorers and the evaluation harness (DESIGN §7)."""
 from __future__ import annotations
 
-from .data import BENCHMARKS, TASK_OF, DataError, Problem, load, read_problems, split_ids
+from .data import (
+           BENCHMARKS,
+           PAPER_SPLITS,
+           TASK_OF,
+           DataError,
+           Problem,
+           load,
+           read_problems,
+           read_split_file,
+           split_ids,
+           split_info,
+           write_split_file,
+)
 from .harness import EvalReport, ProblemResult, Runner, bootstrap_ci, evaluate
 from .scoring import ScoreResult, extract_code, extract_number, last_boxed, math_equal, score
 
 __all__ = ["BENCHMARKS", "TASK_OF", "DataError", "EvalReport", "Problem", "ProblemResult", "Runner",
-           "ScoreResult", "bootstrap_ci", "evaluate", "extract_code", "extract_number", "last_boxed", "load",
-           "math_equal", "read_problems", "score", "split_ids"]
+           "PAPER_SPLITS", "ScoreResult", "bootstrap_ci", "evaluate", "extract_code", "extract_number", "last_boxed", "load",
+           "math_equal", "read_problems", "read_split_file", "score", "split_ids", "split_info",
+           "write_split_file"]

@@ -383,9 +383,10 @@ def read_problems(benchmark: str, path: str | Path) -> list[Problem]:
 
 
 def load(benchmark: str, split: str | None = "validation", *, data_path: str | Path | None = None,
-         limit: int | None = None, seed: int = 42) -> list[Problem]:
+         limit: int | None = None, seed: int = 42, split_file: str | Path | None = None) -> list[Problem]:
     """Problems of one benchmark. split: 'validation', 'test', or None/'all' for every row. With data_path the
-    file's rows are all used (split ignored). limit keeps the first N after splitting."""
+    file's rows are all used (split ignored). split_file: a user's split (see read_split_file) instead of
+    ours. limit keeps the first N after splitting."""
     if benchmark not in BENCHMARKS:
         raise ValueError(f"unknown benchmark '{benchmark}' (choose from {', '.join(BENCHMARKS)})")
     if limit is not None and limit < 0:
@@ -397,7 +398,84 @@ def load(benchmark: str, split: str | None = "validation", *, data_path: str | P
         if split not in (None, "all"):
             if split not in SPLITS:
                 raise ValueError(f"unknown split '{split}' (choose from validation, test, all)")
-            val, test = split_ids([p.id for p in problems], seed)
+            if split_file is not None:
+                parts = read_split_file(split_file, benchmark, [p.id for p in problems])
+                val, test = parts["validation"], parts["test"]
+            else:
+                val, test = split_ids([p.id for p in problems], seed)
             keep = set(val if split == "validation" else test)
             problems = [p for p in problems if p.id in keep]
     return problems[:limit] if limit is not None else problems
+
+
+# ---------------------------------------------------------------- split files and what a split is
+
+# Validation/test sizes of the papers' data files (MermaidFlow and AFlow ship them); ours come from split_ids.
+PAPER_SPLITS = {"math": (119, 486), "mbpp": (86, 341)}
+OUR_SPLIT = "ours: validation:test = 1:4, deterministic shuffle with seed 42 (flowcore.benchmarks.split_ids)"
+
+
+def read_split_file(path: str | Path, benchmark: str, known_ids: list[str] | None = None) -> dict[str, list[str]]:
+    """A user's split: JSON ``{"benchmark": B, "validation": [ids], "test": [ids]}`` (``benchmark`` optional).
+    DataError naming the file and the offending id when an id is unknown, listed twice or in both parts."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path}: split file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
+    if not isinstance(doc, dict):
+        raise DataError(f'{path}: expected an object {{"validation": [ids], "test": [ids]}}')
+    if doc.get("benchmark") not in (None, benchmark):
+        raise DataError(f"{path}: a split of '{doc['benchmark']}', not of '{benchmark}'")
+    parts: dict[str, list[str]] = {}
+    for name in SPLITS:
+        ids = doc.get(name)
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise DataError(f"{path}: field '{name}' must be a list of problem ids (strings)")
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise DataError(f"{path}: field '{name}' lists id '{dupes[0]}' twice")
+        parts[name] = ids
+    both = sorted(set(parts["validation"]) & set(parts["test"]))
+    if both:
+        raise DataError(f"{path}: id '{both[0]}' is in both validation and test")
+    if known_ids is not None:
+        known = set(known_ids)
+        for name in SPLITS:
+            unknown = [i for i in parts[name] if i not in known]
+            if unknown:
+                raise DataError(f"{path}: field '{name}': id '{unknown[0]}' is not a {benchmark} problem")
+    return parts
+
+
+def split_info(benchmark: str, split: str | None, *, data_path: str | Path | None = None,
+               split_file: str | Path | None = None, limit: int | None = None) -> dict[str, Any]:
+    """What a set of problems is, for every exported result: whose split, its sizes, and the papers' sizes."""
+    if data_path is not None:
+        return {"benchmark": benchmark, "split": "file", "source": f"the rows of {Path(data_path).name}",
+                "limit": limit}
+    ids = [p.id for p in read_problems(benchmark, datasets_dir() / DEFAULT_FILES[benchmark])]
+    if split_file is not None:
+        parts = read_split_file(split_file, benchmark, ids)
+        val, test, source = parts["validation"], parts["test"], f"split file {Path(split_file).name}"
+    else:
+        (val, test), source = split_ids(ids), OUR_SPLIT
+    paper = PAPER_SPLITS.get(benchmark)
+    return {"benchmark": benchmark, "split": split or "all", "source": source, "validation_n": len(val),
+            "test_n": len(test), "limit": limit,
+            "papers": None if paper is None else {"validation_n": paper[0], "test_n": paper[1]},
+            "note": "our split is not the papers' files: scores are not directly comparable with theirs"
+            if split_file is None else "a user-supplied split"}
+
+
+def write_split_file(benchmark: str, path: str | Path, seed: int = 42) -> dict[str, Any]:
+    """Our split of a bundled benchmark as a split file (to inspect, edit and pass back with --split-file)."""
+    ids = [p.id for p in read_problems(benchmark, datasets_dir() / DEFAULT_FILES[benchmark])]
+    val, test = split_ids(ids, seed)
+    doc = {"benchmark": benchmark, "seed": seed, "validation": val, "test": test}
+    Path(path).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    return doc

@@ -1,0 +1,162 @@
+"""Subcommands ``compare`` and ``split`` of ``python -m flowcore`` (the evaluation protocol, see flowcore.compare).
+
+    python -m flowcore compare baseline:cot baseline:cot_sc my.mmd --benchmark gsm8k --split test --repeats 3
+    python -m flowcore split --benchmark math -o math_split.json     # our split, to inspect or edit
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from .cli import CliError, JobFailed, emit, load_workflow, read_text
+from .run_cli import BENCHMARKS, _llm, _progress
+
+DEFAULT_MAX_ERROR_RATE = 0.1
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def register(sub: Any) -> None:
+    c = sub.add_parser("compare", help="evaluate workflows on the same problems; table and paired tests")
+    c.add_argument("workflows", nargs="+", metavar="WORKFLOW",
+                   help="a .mmd file, or baseline:NAME for a bundled baseline (io, cot, cot_sc, self_refine, "
+                        "multipersona, medprompt)")
+    c.add_argument("--benchmark", required=True, choices=BENCHMARKS)
+    src = c.add_mutually_exclusive_group()
+    src.add_argument("--split", choices=("validation", "test"), default=None, help="default: test")
+    src.add_argument("--data", help="a JSONL/JSON file of rows in the benchmark's own format (all rows used)")
+    c.add_argument("--split-file", help='your own split: JSON {"validation": [ids], "test": [ids]}')
+    c.add_argument("--limit", type=_positive, help="only the first N problems")
+    c.add_argument("--repeats", type=_positive, default=1, help="runs per problem, cache bypassed (default 1)")
+    c.add_argument("--concurrency", type=_positive, default=8)
+    c.add_argument("--timeout", type=float, help="seconds per problem")
+    c.add_argument("--max-error-rate", type=float, default=DEFAULT_MAX_ERROR_RATE,
+                   help="exit 1 when a workflow errored on more than this fraction of its runs (default 0.1)")
+    c.add_argument("--db", help="also store the comparison in this workspace (the Compare page shows it)")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=_cmd_compare)
+
+    s = sub.add_parser("split", help="write our validation/test split of a benchmark as a split file")
+    s.add_argument("--benchmark", required=True, choices=BENCHMARKS)
+    s.add_argument("-o", "--out", required=True, help="the JSON file to write")
+    s.add_argument("--seed", type=int, default=42)
+    s.set_defaults(func=_cmd_split)
+
+
+def resolve_workflow(spec: str, task: str) -> tuple[str, str]:
+    """(name, text) of a file or of ``baseline:NAME``; unknown names and unreadable or invalid files are
+    reported with what exists."""
+    from .compare import BASELINES_DIR, baselines
+
+    if spec.startswith("baseline:"):
+        kind = spec.split(":", 1)[1]
+        path = BASELINES_DIR / f"{task}_{kind}.mmd"
+        if not path.is_file():
+            known = ", ".join(n.partition("_")[2] for n, _, _ in baselines(task))
+            raise CliError(f"{spec}: no such {task} baseline (known: {known})")
+        load_workflow(str(path), task)
+        return f"baseline:{kind}", path.read_text(encoding="utf-8")
+    load_workflow(spec, task)  # unreadable: exit 2; invalid for the task: exit 1, with the line named
+    return Path(spec).stem, read_text(spec)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .benchmarks import TASK_OF, DataError, load, split_info
+    from .compare import run_compare, save_comparison
+
+    if not 0 <= args.max_error_rate <= 1:
+        raise CliError(f"--max-error-rate must be in [0, 1], got {args.max_error_rate}")
+    if args.data and args.split_file:
+        raise CliError("--split-file chooses problems of the bundled data; it cannot be used with --data")
+    task = TASK_OF[args.benchmark]
+    if len(args.workflows) < 2:
+        raise CliError("compare needs at least two workflows")
+    entries = [resolve_workflow(w, task) for w in args.workflows]
+    split = args.split or "test"
+    try:
+        problems = load(args.benchmark, split, data_path=args.data, limit=args.limit, split_file=args.split_file)
+        info = split_info(args.benchmark, split, data_path=args.data, split_file=args.split_file, limit=args.limit)
+    except (DataError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    llm = _llm(args.concurrency)
+    show = None if args.json or not sys.stderr.isatty() else (lambda name, d, t, r: _progress(d, t, r))
+    result = run_compare(entries, args.benchmark, problems, llm=llm, split=info, repeats=args.repeats,
+                         concurrency=args.concurrency, progress=show, timeout=args.timeout)
+    doc = result.to_json()
+    if args.db:
+        from .storage import Workspace
+
+        try:
+            doc["stored_as"] = save_comparison(Workspace(args.db), result)
+        except OSError as exc:
+            raise CliError(f"{args.db}: {exc}") from None
+    if args.json:
+        emit(doc)
+    else:
+        print(format_table(doc))
+    bad = [(r["workflow"], r["errors"], r["n"]) for r in doc["table"]
+           if r["n"] and r["errors"] / r["n"] > args.max_error_rate]
+    if bad:
+        name, errors, n = bad[0]
+        raise JobFailed(f"{name}: {errors} of {n} problems errored (endpoint failures, not wrong answers); "
+                        f"the comparison is not trustworthy above an error rate of {args.max_error_rate:g}")
+    return 0
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}"
+
+
+def format_table(doc: dict) -> str:
+    """The stakeholder table as text: scores in percent, differences against the best in points."""
+    s = doc["split"]
+    head = f"{doc['benchmark']} · {s.get('split')} split"
+    if s.get("test_n") is not None:
+        head += f" ({s['validation_n']} validation / {s['test_n']} test; {s['source']})"
+    else:
+        head += f" ({s.get('source')})"
+    if s.get("papers"):
+        head += f"; the papers' files: {s['papers']['validation_n']} / {s['papers']['test_n']}"
+    rows = doc["table"]
+    n = rows[0]["n"] if rows else 0
+    lines = [head, f"{n} problems × {doc['repeats']} repeat(s); differences are against the best on the same "
+                   "problems (paired)", ""]
+    cols = ["workflow", "score %", "95% CI", "sd", "cost/problem $", "tokens", "calls", "errors",
+            "Δ vs best (pts) [95% CI]", "McNemar p"]
+    table = []
+    for r in rows:
+        sd = "—" if r["sd"] is None else f"{100 * r['sd']:.1f}"
+        delta = "best" if r["best"] else (f"{100 * r['diff_vs_best']:+.1f} [{100 * r['diff_low']:+.1f}, "
+                                          f"{100 * r['diff_high']:+.1f}]")
+        p = "—" if r["mcnemar_p"] is None else f"{r['mcnemar_p']:.4g}"
+        table.append([r["workflow"] + (" *" if r["pareto"] else ""), _pct(r["score"]),
+                      f"[{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]", sd, f"{r['cost_per_problem']:.6f}",
+                      str(r["tokens"]), str(r["calls"]), str(r["errors"]), delta, p])
+    widths = [max(len(c), *(len(t[i]) for t in table)) for i, c in enumerate(cols)]
+    lines.append("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    lines += ["  ".join(v.ljust(w) for v, w in zip(t, widths)) for t in table]
+    lines += ["", "* on the score-vs-cost Pareto front", f"split: {s.get('note', '')}"]
+    return "\n".join(lines)
+
+
+def _cmd_split(args: argparse.Namespace) -> int:
+    from .benchmarks import write_split_file
+
+    try:
+        doc = write_split_file(args.benchmark, args.out, seed=args.seed)
+    except OSError as exc:
+        raise CliError(f"{args.out}: cannot write ({exc.strerror or exc})") from None
+    print(f"wrote {args.out}: {len(doc['validation'])} validation, {len(doc['test'])} test problems",
+          file=sys.stderr)
+    return 0
