@@ -29,6 +29,16 @@ def _positive(text: str) -> int:
     return v
 
 
+def _nonnegative(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {v}")
+    return v
+
+
 def _out_dir(path: str) -> Path:
     out = Path(path)
     try:
@@ -118,8 +128,11 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     from .loop import TASK_OF, Evolution, EvolutionConfig, load_seed
 
     task = TASK_OF[args.benchmark]
-    if args.data and not Path(args.data).is_file():
-        raise CliError(f"{args.data}: no such file")
+    for opt, path in (("--data", args.data), ("--test-data", args.test_data), ("--split-file", args.split_file)):
+        if path and not Path(path).is_file():
+            raise CliError(f"{path}: no such file ({opt})")
+    if args.split_file and args.data:
+        raise CliError("--split-file chooses problems of the bundled data; it cannot be used with --data")
     workflow = None
     if args.workflow:
         load_workflow(args.workflow, task)  # unreadable -> exit 2, invalid -> exit 1, with the file named
@@ -132,26 +145,39 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
         benchmark=args.benchmark, rounds=args.rounds, candidates=args.candidates, seed=args.seed,
         workflow=workflow, alpha=args.alpha, lam=args.lam, top_k=args.top_k, operators=operators,
         budget=args.budget, data_path=str(Path(args.data).resolve()) if args.data else None, limit=args.limit,
-        mode=args.mode, concurrency=args.concurrency, offline=args.offline)
+        mode=args.mode, concurrency=args.concurrency, offline=args.offline,
+        validation_rounds=args.validation_rounds, test_top=args.test_top, test_limit=args.test_limit,
+        test_data=str(Path(args.test_data).resolve()) if args.test_data else None,
+        split_file=str(Path(args.split_file).resolve()) if args.split_file else None)
     try:
         ws = Workspace(args.db) if args.db else Workspace()
         printer = (lambda rec: emit(rec)) if args.json else (lambda rec: print(_human(rec), flush=True))
         evo = Evolution(ws, config, progress=printer, cancel=threading.Event())
         resumed = evo.find_resumable()
+        finished_before = resumed is not None and evo.history.run(resumed).status == "finished"
         run_id = evo.start(resume=True)
         evo.prepare()
+        if config.test_top and not evo.config.offline:
+            from .testsplit import held_out_problems
+
+            held_out_problems(evo.config.to_dict(), limit=config.test_limit)  # no test split: say so now
     except ValueError as exc:  # bad settings or options (usage); a bad data file is invalid input
         raise (JobFailed if type(exc).__name__ == "DataError" else CliError)(str(exc)) from None
     except OSError as exc:
         raise CliError(f"{args.db or 'workspace'}: {exc}") from None
     done = evo.history.last_round(run_id)
     mode = "structure-only (no LLM endpoint: scores stay empty)" if evo.config.offline else evo.config.mode
-    if resumed is not None:
+    if finished_before:
+        print(f"continuing finished run {run_id} after round {done} up to round {args.rounds} ({mode})",
+              file=_stderr(), flush=True)
+    elif resumed is not None:
         print(f"resuming run {run_id} after round {done} ({mode})", file=_stderr(), flush=True)
     else:
         print(f"run {run_id}: {args.rounds} round(s) on {args.benchmark}, {mode}", file=_stderr(), flush=True)
     result = evo.run()
     rows = evo.history.rounds(run_id)
+    if config.test_top and not evo.config.offline:
+        _print_test_scores(evo.ws, run_id, args.json)
     evolved = [r for r in rows if r["round"] > 0]
     if result["status"] == "stopped":
         raise JobFailed(f"run {run_id} stopped: {result['reason']}")
@@ -160,6 +186,22 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     if evolved and all(r["status"] == "failed" for r in evolved):
         raise JobFailed(f"run {run_id}: every round failed (last: {evolved[-1]['reason']})")
     return 0
+
+
+def _print_test_scores(ws: object, run_id: int, as_json: bool) -> None:
+    """Validation and test side by side, for the rounds re-scored on the test split."""
+    from .testsplit import stored_test_scores, validation_vs_test
+
+    frame = validation_vs_test(ws, run_id)  # type: ignore[arg-type]
+    splits = {t["round"]: t["split_info"] for t in stored_test_scores(ws, run_id)}  # type: ignore[arg-type]
+    for r in frame.to_dict("records"):
+        if as_json:
+            emit({"test": {k: (None if v != v else v) for k, v in r.items()}, "split": splits.get(r["round"])})
+            continue
+        val = "—" if r["validation"] is None else (f"{100 * r['validation']:.1f}% [{100 * r['val_low']:.1f}, "
+                                                   f"{100 * r['val_high']:.1f}]")
+        print(f"round {r['round']:>3}  validation {val}  test {100 * r['test']:.1f}% [{100 * r['test_low']:.1f}, "
+              f"{100 * r['test_high']:.1f}] on {r['test_n']} problems ({r['split']})", flush=True)
 
 
 def _stderr():  # noqa: ANN202 - indirection so tests may capture it
@@ -207,6 +249,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--lambda", dest="lam", type=float, default=0.3)
     e.add_argument("--top-k", dest="top_k", type=_positive, default=4)
     e.add_argument("--concurrency", type=_positive, default=8)
+    e.add_argument("--validation-rounds", type=_positive, default=1,
+                   help="evaluate each round's workflow R times, cache bypassed (AFlow's validation_rounds)")
+    e.add_argument("--test-top", type=_nonnegative, default=0, metavar="N",
+                   help="at the end, re-score the N best rounds (by validation score) on the held-out test split")
+    e.add_argument("--test-limit", type=_positive, help="first N problems of the test split")
+    e.add_argument("--test-data", help="test rows (the benchmark's format) for a run evolved on --data")
+    e.add_argument("--split-file", help='your own split: JSON {"validation": [ids], "test": [ids]}')
     e.set_defaults(func=_cmd_evolve)
 
 

@@ -59,6 +59,13 @@ class EvolutionConfig:
     concurrency: int = 8
     offline: bool = False  # structure-only: no evaluation
     max_error_rate: float = 0.1  # a round fails when more problems than this could not be run (LLM errors)
+    # The evaluation protocol (flowcore.compare, .testsplit): repeats of each validation evaluation (AFlow's
+    # validation_rounds; the cache is bypassed), the top-N re-scored on the held-out test split at the end.
+    validation_rounds: int = 1
+    test_top: int = 0
+    test_limit: int | None = None
+    test_data: str | None = None  # test rows of a run evolved on its own --data
+    split_file: str | None = None  # the user's validation/test split instead of ours
 
     @property
     def task(self) -> str:
@@ -82,6 +89,12 @@ class EvolutionConfig:
             raise ValueError(f"max_error_rate must be in [0, 1], got {self.max_error_rate}")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"limit must be >= 1, got {self.limit}")
+        if not isinstance(self.validation_rounds, int) or self.validation_rounds < 1:
+            raise ValueError(f"validation_rounds must be an integer >= 1, got {self.validation_rounds!r}")
+        if not isinstance(self.test_top, int) or self.test_top < 0:
+            raise ValueError(f"test_top must be an integer >= 0, got {self.test_top!r}")
+        if self.test_limit is not None and self.test_limit < 1:
+            raise ValueError(f"test_limit must be >= 1, got {self.test_limit}")
         ops.parse_operator_list(",".join(self.operators))  # names known
         if self.workflow is not None:
             errors = [d for d in check(self.workflow, self.task) if d.severity == "error"]
@@ -100,6 +113,11 @@ class EvolutionConfig:
         """What identifies 'the same run' for resuming (everything but the round count)."""
         d = self.to_dict()
         d.pop("rounds")
+        for name in ("test_top", "test_limit", "test_data"):  # re-scoring on test does not change the run
+            d.pop(name)
+        for name, default in (("validation_rounds", 1), ("split_file", None)):  # keys of older runs stay valid
+            if d[name] == default:
+                d.pop(name)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -158,7 +176,16 @@ class Evolution:
         return cls(workspace, EvolutionConfig.from_dict(info.config), run_id=run_id, **kw)
 
     def find_resumable(self) -> int | None:
-        return self.history.find_unfinished(self.config.key())
+        """The latest unfinished run with this config, else a finished one that asked for fewer rounds than
+        now (``evolve`` with more rounds continues it rather than starting again)."""
+        found = self.history.find_unfinished(self.config.key())
+        if found is not None:
+            return found
+        rows = self.ws.query("SELECT id FROM evo_runs WHERE config_key = ? AND status = 'finished' ORDER BY id DESC"
+                             " LIMIT 1", (self.config.key(),))
+        if rows and self.history.last_round(int(rows[0]["id"])) < self.config.rounds:
+            return int(rows[0]["id"])
+        return None
 
     def start(self, *, resume: bool = True) -> int:
         """Attach to the latest unfinished run with this config (resume) or create a new one."""
@@ -184,6 +211,8 @@ class Evolution:
 
             spent = sum(r["cost"] or 0 for r in self.history.rounds(self.run_id))
             settings = self._settings
+            if self.config.validation_rounds > 1:  # every repeat must reach the endpoint
+                settings = replace(settings, cache=False)
             if self.config.budget is not None:
                 settings = replace(settings, budget_usd=max(0.0, self.config.budget - spent))
             self.llm = LLM(settings, self.ws, run_id=f"evo-{self.run_id}")
@@ -229,10 +258,28 @@ class Evolution:
                     status, reason = "stopped", rec["reason"]
                     break
                 nxt += 1
+            if status == "finished" and cfg.test_top and not cfg.offline:
+                status, reason = await self._rescore_on_test()
         except Cancelled:
             status, reason = "cancelled", "cancelled by the user"
         self.history.set_status(run_id, status, reason)
         return {"run_id": run_id, "status": status, "reason": reason, "rounds": records}
+
+    async def _rescore_on_test(self) -> tuple[str, str | None]:
+        """Validation → test: the top-N rounds re-scored on the held-out test split (stored per run)."""
+        from .testsplit import rescore_top
+
+        cfg = self.config
+        if self.llm is None:
+            return "finished", "not re-scored on the test split: no LLM client"
+        try:
+            await rescore_top(self.ws, int(self.run_id or 0), cfg.test_top, llm=self.llm, limit=cfg.test_limit,
+                              repeats=cfg.validation_rounds, concurrency=cfg.concurrency, cancel=self.cancel)
+        except Exception as exc:  # noqa: BLE001 - the evolved rounds are stored; say why test is missing
+            return "finished", f"test re-scoring failed: {type(exc).__name__}: {exc}"
+        if self.cancel.is_set():
+            raise Cancelled
+        return "finished", None
 
     def summary(self, rec: dict) -> dict:
         return {"run": self.run_id, "round": rec["round"], "status": rec["status"], "score": rec.get("score"),
@@ -402,7 +449,8 @@ class Evolution:
             from ..benchmarks import load
 
             cfg = self.config
-            self._problems = load(cfg.benchmark, "validation", data_path=cfg.data_path, limit=cfg.limit)
+            self._problems = load(cfg.benchmark, "validation", data_path=cfg.data_path, limit=cfg.limit,
+                                  split_file=cfg.split_file)
         return self._problems
 
     async def _evaluate_into(self, rec: dict, w: Workflow, spent0: float) -> dict:
@@ -413,15 +461,22 @@ class Evolution:
             return rec
         try:
             problems = self._load_problems()
-            if self.evaluator is not None:
-                report = await self.evaluator(w, problems)
-            else:
-                from ..evaluation import evaluate_workflow
+            reports = []
+            for _ in range(self.config.validation_rounds):  # repeats: the LLM's cache is off (see start)
+                if self.evaluator is not None:
+                    report = await self.evaluator(w, problems)
+                else:
+                    from ..evaluation import evaluate_workflow
 
-                report = await evaluate_workflow(w, self.config.benchmark, problems, llm=self.llm,
-                                                 concurrency=self.config.concurrency, cancel=self.cancel)
-            if getattr(report, "cancelled", False):
-                raise Cancelled
+                    report = await evaluate_workflow(w, self.config.benchmark, problems, llm=self.llm,
+                                                     concurrency=self.config.concurrency, cancel=self.cancel)
+                if getattr(report, "cancelled", False):
+                    raise Cancelled
+                reports.append(report)
+            if len(reports) > 1:
+                from ..compare import pool_reports
+
+                report = pool_reports(reports)
             results = list(report.results)
             infra = [x for x in results if any(f"{k}:" in (x.error or "") for k in _INFRA_ERRORS)]
             if results and len(infra) > self.config.max_error_rate * len(results):
@@ -430,7 +485,8 @@ class Evolution:
                                    f"would be wrong ({infra[0].error})")
             extra = float(report.cost or 0.0) if self.llm is None else 0.0  # an injected evaluator's own cost
             rec.update(status="ok", score=report.score, ci_low=report.ci_low, ci_high=report.ci_high,
-                       n=report.n, per_problem=[_result_json(x) for x in results])
+                       n=report.n, per_problem=[{**_result_json(x), **({"repeat": i} if len(reports) > 1 else {})}
+                                                for i, rep in enumerate(reports) for x in rep.results])
         except Cancelled:
             raise
         except Exception as exc:  # noqa: BLE001 - stored as the round's reason

@@ -27,7 +27,7 @@ from .history import History, RunInfo
 from .judge import CRITERIA, Candidate, Verdict
 from .loop import Cancelled, Evolution, EvolutionConfig, Review
 
-__all__ = ["EVOLVE_JOB", "PendingReview", "ReviewGate", "active_job", "candidates_frame", "cost_figure", "diagram_height",
+__all__ = ["EVOLVE_JOB", "PendingReview", "ReviewGate", "active_job", "candidates_frame", "continue_run", "cost_figure", "diagram_height",
            "curve_frame", "filter_rounds", "fork_name", "gate_of", "judge_total", "lineage_edges", "lineage_height",
            "lineage_mermaid", "live_job", "reeval_name", "reevaluations", "resume_run", "rounds_frame",
            "run_label", "run_status", "runs_overview", "sampling_figure", "sampling_frame", "score_figure", "start_reevaluation", "start_run",
@@ -119,6 +119,8 @@ def gate_of(job_id: str | None) -> ReviewGate | None:
 
 def _llm(ws: Workspace, settings: LLMSettings, cfg: EvolutionConfig, spent: float) -> LLM:
     s = replace(settings, concurrency=max(settings.concurrency, cfg.concurrency))
+    if cfg.validation_rounds > 1:  # repeats must reach the endpoint, never the cache
+        s = replace(s, cache=False)
     if cfg.budget is not None:  # what is left of the run's budget caps every call
         s = replace(s, budget_usd=max(0.0, cfg.budget - spent))
     return LLM(s, ws)
@@ -161,6 +163,31 @@ def resume_run(ws: Workspace, settings: LLMSettings, run_id: int, *, review: boo
     evo = Evolution(ws, cfg, llm=llm, review=gate, run_id=run_id)
     evo.prepare()
     evo.start(resume=True)
+    return _spawn(evo, llm, gate)
+
+
+def continue_run(ws: Workspace, settings: LLMSettings, run_id: int, more: int, *, review: bool = False) -> jobs.Job:
+    """Extend a finished run by ``more`` rounds (its history buffer, budget and test re-scoring carry on) and
+    evolve them as a job. ValueError naming the problem otherwise."""
+    h = History(ws)
+    info = h.run(run_id)
+    if not isinstance(more, int) or more < 1:
+        raise ValueError(f"continue by at least 1 round, got {more!r}")
+    if info.status != "finished":
+        raise ValueError(f"run {run_id} has not finished ({info.status}): resume it instead")
+    if live_job(run_id) is not None:
+        raise ValueError(f"run {run_id} is already running")
+    if not info.offline and not settings.configured:
+        raise ValueError(f"run {run_id} was measured against an LLM endpoint; configure one (Settings page) "
+                         "to continue it")
+    cfg = EvolutionConfig.from_dict(info.config)
+    cfg.rounds = h.last_round(run_id) + more
+    spent = sum(r["cost"] or 0.0 for r in h.rounds(run_id))
+    llm = None if info.offline else _llm(ws, settings, cfg, spent)
+    gate = ReviewGate(info.task) if review else None
+    evo = Evolution(ws, cfg, llm=llm, review=gate, run_id=run_id)
+    evo.prepare()
+    evo.start(resume=True)  # stores the new round count
     return _spawn(evo, llm, gate)
 
 
@@ -452,7 +479,8 @@ def start_reevaluation(ws: Workspace, settings: LLMSettings, run_id: int, rnd: i
     if row is None or not row.get("workflow_text"):
         raise ValueError(f"round {rnd} of run {run_id} has no workflow to evaluate")
     cfg = info.config
-    problems = load(info.benchmark, "validation", data_path=cfg.get("data_path"), limit=cfg.get("limit"))
+    problems = load(info.benchmark, "validation", data_path=cfg.get("data_path"), limit=cfg.get("limit"),
+                    split_file=cfg.get("split_file"))
     split = f"file:{cfg['data_path']}" if cfg.get("data_path") else "validation"
     return es.start_evaluation(ws, settings, workflow_text=row["workflow_text"], benchmark=info.benchmark,
                                problems=problems, split=split, workflow_name=reeval_name(run_id, rnd),
