@@ -1,7 +1,9 @@
 """MermaidFlow Studio: the Streamlit entry point (home page and navigation).
 
-Pages are listed explicitly (files in pages/ are not auto-discovered); a page whose file is missing is left
-out of the navigation. Pages only lay out widgets and call the `flowcore` engine.
+Pages are listed explicitly; Streamlit's own list of the files in pages/ is never shown
+(`client.showSidebarNavigation = false` in .streamlit/config.toml), so the first paint already has the
+real menu. A page whose file is missing is left out of the navigation. Pages only lay out widgets and call
+the `flowcore` engine.
 """
 
 from __future__ import annotations
@@ -10,6 +12,11 @@ import sys
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
+
+# A pages/ folder starts Streamlit in its old pages-directory mode until st.navigation runs. Leave it before
+# anything else, in this script and not in an import, so no half-run import can race another session.
+PagesManager.uses_pages_directory = False
 
 ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:  # `flowcore` and `pages.common` import from the repository root
@@ -38,7 +45,7 @@ WORKSPACE_TABLES = [("evo_runs", "Evolution runs"), ("evaluations", "Evaluations
 
 
 def home() -> None:
-    st.title("MermaidFlow Studio")
+    common.header("MermaidFlow Studio")
     st.markdown(
         "**MermaidFlow** writes an LLM agent workflow as a Mermaid flowchart whose nodes are typed operators "
         "(LLM calls, programs run in a sandbox, ensembles, tests) and whose edges name the inputs they feed. "
@@ -83,13 +90,16 @@ def home() -> None:
 
 
 def main() -> None:
-    st.set_page_config(page_title="MermaidFlow Studio", page_icon=":material/account_tree:", layout="wide")
+    st.set_page_config(page_title="MermaidFlow Studio", page_icon=":material/account_tree:", layout="wide",
+                       initial_sidebar_state="collapsed")
     pages = [st.Page(home, title="Home", icon=":material/home:", default=True)]
     pages += [st.Page(str(ROOT / f), title=t, url_path=u, icon=i)
               for f, t, u, i in PAGES if (ROOT / f).exists()]
-    nav = st.navigation(pages)
-    common.sidebar_status()
+    nav = st.navigation(pages, position="top")
+    common.keep_form_values()
     nav.run()
+    common.sidebar_status()
+    common.sync_open_workflow()
 
 
 main()

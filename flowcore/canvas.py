@@ -9,12 +9,12 @@ else (prompts, classes, subgraphs, labels) as it was. ``apply_canvas(w, to_canva
 
 from __future__ import annotations
 
-import networkx as nx
-
 from . import catalogue as cat
 from .model import Edge, Node, Workflow
 
 X_GAP, Y_GAP = 230, 110  # canvas pixels between layers / between nodes of a layer (top-down)
+CANVAS_WIDTH, CANVAS_HEIGHT = 900, 480  # below this extent the canvas shows the graph at zoom 1 (no fit)
+NODE_W, NODE_H = 190, 70
 PREFIX = {"CustomOp": "C", "AnswerGenerateOp": "A", "ProgrammerOp": "P", "ScEnsembleOp": "E",
           "CustomCodeGenerateOp": "G", "TestOp": "T", "ReviewOp": "R", "ReviseOp": "V", "FormatOp": "F",
           cat.DECISION: "D"}
@@ -33,20 +33,18 @@ def kind_of(node_id: str, op: str | None) -> str:
 
 
 def _layers(w: Workflow) -> list[list[str]]:
-    """Nodes by layer; a cycle's nodes share one layer so even an invalid graph gets a layout."""
-    g = nx.DiGraph()
-    g.add_nodes_from(w.nodes)
-    g.add_edges_from((e.src, e.dst) for e in w.edges if e.src in w.nodes and e.dst in w.nodes)
-    cond = nx.condensation(g)
-    layer_of = {}
-    for depth, gen in enumerate(nx.topological_generations(cond)):
-        for c in gen:
-            for nid in cond.nodes[c]["members"]:
-                layer_of[nid] = depth
-    order = {nid: i for i, nid in enumerate(w.nodes)}
-    layers: list[list[str]] = [[] for _ in range(max(layer_of.values(), default=-1) + 1)]
-    for nid in sorted(layer_of, key=order.__getitem__):
-        layers[layer_of[nid]].append(nid)
+    """Nodes by layer along the flow (a cycle is broken where Mermaid breaks it, so its nodes do not pile up
+    in one layer). A node with no edge at all (just added from the palette) goes to the middle layer, at its
+    end, where connecting it from above and to below is one short drag each."""
+    from .view import layers as flow_layers
+
+    linked = {e.src for e in w.edges} | {e.dst for e in w.edges}
+    alone = [n for n in w.nodes if n not in linked] if len(w.nodes) > 1 else []
+    layers = flow_layers(w)
+    if alone and len(alone) < len(w.nodes):
+        layers = [[n for n in layer if n not in alone] for layer in layers]
+        layers = [layer for layer in layers if layer]
+        layers[len(layers) // 2].extend(alone) if layers else layers.append(alone)
     return layers
 
 
@@ -81,6 +79,13 @@ def to_canvas(w: Workflow, positions: dict[str, tuple[float, float]] | None = No
     edges = [{"id": f"e{i}", "source": e.src, "target": e.dst, "label": e.label or ""}
              for i, e in enumerate(w.edges)]
     return {"nodes": nodes, "edges": edges}
+
+
+def extent(canvas: dict) -> tuple[float, float]:
+    """Width and height the canvas's nodes span (pixels at zoom 1)."""
+    xs = [float(n["x"]) for n in canvas.get("nodes", [])] or [0.0]
+    ys = [float(n["y"]) for n in canvas.get("nodes", [])] or [0.0]
+    return max(xs) - min(xs) + NODE_W, max(ys) - min(ys) + NODE_H
 
 
 def palette(task: str | None, w: Workflow | None = None) -> list[str]:

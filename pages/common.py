@@ -11,7 +11,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from flowcore import library, settings_store
+from flowcore import drafts, settings_store
 from flowcore.llm import LLMSettings, public_url
 from flowcore.storage import Workspace
 
@@ -19,7 +19,9 @@ APP_PATH = Path(__file__).resolve().parent.parent / "app.py"
 
 # Streamlit starts in its old "pages/ directory" mode because a pages/ folder exists, and stays in it until
 # app.py calls st.navigation. In that mode a visit straight to /editor runs pages/editor.py alone: no
-# navigation, no page config, an auto-discovered sidebar. (AppTest re-enters that mode on every run.)
+# navigation, no page config. app.py leaves the mode first thing; a page run alone hands over to app.py.
+# Nothing here runs Streamlit commands at import time: an import that raised (a rerun) half-way would let a
+# second session's `from pages import common` fail with ImportError.
 
 
 def _in_pages_directory_mode() -> bool:
@@ -28,26 +30,24 @@ def _in_pages_directory_mode() -> bool:
     return bool(PagesManager.uses_pages_directory)
 
 
+def leave_pages_directory_mode() -> None:
+    from streamlit.runtime.pages_manager import PagesManager
+
+    PagesManager.uses_pages_directory = False
+
+
 def app_shell() -> None:
     """Call first thing in every page: when Streamlit ran the page on its own, run app.py instead (its
     navigation then runs this page inside the app) and stop the lone run. No rerun, so clicks survive."""
     if _in_pages_directory_mode():
-        from streamlit.runtime.pages_manager import PagesManager
-
-        PagesManager.uses_pages_directory = False
+        leave_pages_directory_mode()
         runpy.run_path(str(APP_PATH), run_name="__main__")
         st.stop()
 
 
-if _in_pages_directory_mode():  # first import in this process: leave the mode, start again from app.py
-    from streamlit.runtime.pages_manager import PagesManager
-
-    PagesManager.uses_pages_directory = False
-    st.rerun()
-
 DB_ENV = "MERMAIDFLOW_DB"
 KEY_STATE = "llm_api_key"  # the key typed on the Settings page: session memory only, never written anywhere
-DEFAULT_EXAMPLE = "math_seed"
+DEFAULT_EXAMPLE = drafts.DEFAULT_EXAMPLE
 
 
 def db_path() -> Path:
@@ -87,40 +87,102 @@ def llm_settings() -> LLMSettings:
 
 
 # -- the open workflow, shared by Editor, Run, Export and Evolve ------------------------------------------
+# Session state holds it while the browser tab lives; flowcore.drafts keeps it in the URL and in this
+# browser's draft row, so a reload, a copied link or the back button reopens it.
 
-def _default_workflow() -> dict:
-    for name, task, text in library.examples():
-        if name == DEFAULT_EXAMPLE:
-            return {"text": text, "task": task, "name": name}
-    return {"text": "flowchart TD\n", "task": "math", "name": "untitled"}
+COOKIE = "mf_browser"
+_SYNCED = "mf_synced"
+
+
+def browser_id() -> str:
+    """This browser's id: from its cookie, else a new one (set as a cookie for the next visit)."""
+    if "mf_browser" not in st.session_state:
+        try:
+            cookie = st.context.cookies.get(COOKIE)
+        except Exception:  # noqa: BLE001 - no request context (AppTest): one id per session
+            cookie = None
+        st.session_state["mf_browser"] = cookie if drafts.valid_browser_id(cookie) else drafts.new_browser_id()
+        st.session_state["mf_browser_new"] = not drafts.valid_browser_id(cookie)
+    return st.session_state["mf_browser"]
+
+
+def _set_cookie() -> None:
+    if st.session_state.pop("mf_browser_new", False):
+        st.html(f"<script>document.cookie = '{COOKIE}={browser_id()}; path=/; max-age=31536000; "
+                "SameSite=Lax';</script>", unsafe_allow_javascript=True)
+
+
+def _open() -> drafts.OpenWorkflow:
+    ss = st.session_state
+    if "mf_text" not in ss:  # a new browser session: the link, else this browser's draft, else an example
+        params = {k: st.query_params.get(k) for k in ("wf", "v", "task", "code")}
+        wf, problem = drafts.resolve(workspace(), {k: v for k, v in params.items() if v}, browser_id())
+        ss.update(mf_text=wf.text, mf_task=wf.task, mf_name=wf.name, mf_version=wf.version,
+                  mf_rev=ss.get("mf_rev", 0) + 1)
+        if problem:
+            ss["mf_link_problem"] = problem
+    return drafts.OpenWorkflow(ss.get("mf_name") or "untitled", ss.get("mf_task") or "math", ss["mf_text"],
+                               ss.get("mf_version"))
 
 
 def current_workflow() -> dict:
-    """{"text", "task", "name"} of the workflow open in the Editor (an example until one is chosen)."""
-    if "mf_text" not in st.session_state:
-        d = _default_workflow()
-        st.session_state.update(mf_text=d["text"], mf_task=d["task"], mf_name=d["name"], mf_rev=0)
-    return {"text": st.session_state["mf_text"], "task": st.session_state["mf_task"],
-            "name": st.session_state.get("mf_name") or "untitled"}
+    """{"text", "task", "name", "version"} of the workflow open in the Editor."""
+    wf = _open()
+    return {"text": wf.text, "task": wf.task, "name": wf.name, "version": wf.version}
 
 
 def set_current_workflow(text: str, task: str | None = None, name: str | None = None, *,
-                         from_editor: bool = False) -> None:
-    """Open ``text`` as the current workflow. Unless the change came from the editor itself, the editor
-    widgets are rebuilt (``mf_rev``) so they show it."""
-    current_workflow()
-    st.session_state["mf_text"] = text
-    if task is not None:
-        st.session_state["mf_task"] = task
-    if name is not None:
-        st.session_state["mf_name"] = name
+                         version: int | None | bool = False, from_editor: bool = False) -> None:
+    """Open ``text`` as the current workflow. A new ``name`` forgets the library version unless ``version``
+    is given; unless the change came from the editor itself, the editor widgets are rebuilt (``mf_rev``)."""
+    wf = _open()
+    if version is False:
+        version = wf.version if name is None or name == wf.name else None
+    st.session_state.update(mf_text=text, mf_task=task if task is not None else wf.task,
+                            mf_name=name if name is not None else wf.name, mf_version=version)
     if not from_editor:
         st.session_state["mf_rev"] = st.session_state.get("mf_rev", 0) + 1
 
 
 def editor_rev() -> int:
-    current_workflow()
+    _open()
     return int(st.session_state.get("mf_rev", 0))
+
+
+def sync_open_workflow() -> None:
+    """After each run: this browser's draft row and the URL follow the open workflow. A text that holds the
+    API key in use is kept out of both."""
+    wf = _open()
+    _set_cookie()
+    key = st.session_state.get(KEY_STATE) or os.environ.get("OPENAI_API_KEY") or ""
+    if key.strip() and key.strip() in wf.text:
+        return
+    try:
+        params = drafts.remember(workspace(), browser_id(), wf, st.session_state.get(_SYNCED))
+    except Exception as e:  # noqa: BLE001 - a busy or read-only workspace must not break the page
+        st.toast(f"The draft could not be stored: {e}")
+        return
+    st.session_state[_SYNCED] = wf
+    if {k: st.query_params.get(k) for k in params} != params or set(st.query_params) - set(params):
+        st.query_params.from_dict(params)
+
+
+def keep_form_values() -> None:
+    """Streamlit forgets a widget's value when its page is not shown; writing it back keeps every form as
+    the user left it when they return to the page."""
+    for k in list(st.session_state):
+        if isinstance(k, str) and k.startswith(FORM_PREFIXES) and not k.endswith(NOT_FORM_SUFFIXES):
+            try:
+                st.session_state[k] = st.session_state[k]
+            except Exception:  # noqa: BLE001 - a button or uploader's value cannot be set: skip it
+                pass
+
+
+FORM_PREFIXES = ("run_", "evo_", "hist_", "ex_", "set_model_", "set_url", "set_budget", "set_concurrency",
+                 "set_timeout", "set_retries", "set_cache", "set_test_role", "aov_form_")
+NOT_FORM_SUFFIXES = ("_upload", "_start", "_cancel", "_one", "_sample", "_launch", "_resume", "_approve",
+                     "_veto", "_refresh", "_pin", "_reeval", "_fork", "_save", "_use_edit", "_cancel_review",
+                     "_to_history", "_fresh")
 
 
 # -- status ---------------------------------------------------------------------------------------------
@@ -135,6 +197,34 @@ def llm_banner(settings: LLMSettings | None = None) -> bool:
     return settings.configured
 
 
+def open_label() -> str:
+    """'**name** · version 3 · saved as version 3 · math' for the header of every page."""
+    wf = _open()
+    state = drafts.saved_state(workspace(), wf)
+    return f"**{md(wf.name)}** · {wf.task} · {state}"
+
+
+def header(title: str, caption: str | None = None, *, show_open: bool = True) -> None:
+    """The page title, what the page is for, and which workflow is open (name, task, saved state)."""
+    st.title(title)
+    settings = llm_settings()
+    llm = (f"LLM `{public_url(settings.base_url)}`" if settings.base_url else "LLM key set") \
+        if settings.configured else "no LLM endpoint"
+    line = (f":material/description: Open workflow: {open_label()} · :material/cloud: {llm}" if show_open
+            else "")
+    if caption:
+        line = f"{caption}  \n{line}" if line else caption
+    if line:
+        st.caption(line)
+    if "mf_link_problem" in st.session_state:
+        st.warning(st.session_state.pop("mf_link_problem"), icon=":material/link_off:")
+
+
+def md(text: str) -> str:
+    """Plain text for st.markdown (no emphasis, links, LaTeX or HTML from user text)."""
+    return "".join("\\" + c if c in "\\`*_[]<>$~#|" else c for c in str(text))
+
+
 def sidebar_status() -> None:
     settings = llm_settings()
     with st.sidebar:
@@ -144,3 +234,4 @@ def sidebar_status() -> None:
                        f"executor `{settings.models['executor']}`")
         else:
             st.caption("LLM endpoint: not configured")
+        st.caption(f"Open workflow: {open_label()}")

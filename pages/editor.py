@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import time
 
 import streamlit as st
 from streamlit_ace import st_ace
-from streamlit_flow import streamlit_flow
-from streamlit_flow.elements import StreamlitFlowEdge, StreamlitFlowNode
-from streamlit_flow.layouts import ManualLayout
-from streamlit_flow.state import StreamlitFlowState
-from streamlit_mermaid import st_mermaid
 
-from flowcore import WorkflowSyntaxError, check, is_valid, library, parse, parse_lenient, to_mermaid
+from flowcore import WorkflowSyntaxError, check, is_valid, library, parse, parse_lenient, to_mermaid, view
 from flowcore import canvas as cv
 from flowcore import catalogue as cat
-from pages import common
+from pages import common, widgets
+from pages.common import md
 
 common.app_shell()
 ss = st.session_state
@@ -45,16 +39,13 @@ def flash(kind: str, message: str) -> None:
     ss["ed_flash"] = (kind, message)
 
 
-def md(text: str) -> str:
-    """Plain text for st.markdown (no emphasis, links, LaTeX or HTML from workflow text)."""
-    return "".join("\\" + c if c in "\\`*_[]<>$~#|" else c for c in text)
-
-
 # -- callbacks (run before the script, so the page below already shows their result) ------------------------
 
 def load_example() -> None:
+    if not ss.get("ed_example"):
+        return flash("warning", "Choose an example first.")
     name, task, text = next(e for e in library.examples() if e[0] == ss["ed_example"])
-    common.set_current_workflow(text, task, name)
+    common.set_current_workflow(text, task, name, version=None)
     flash("info", f"Loaded the example {name} ({task}).")
 
 
@@ -64,7 +55,7 @@ def open_saved() -> None:
         text, task = library.load_workflow(common.workspace(), name, version)
     except library.LibraryError as e:
         return flash("error", str(e))
-    common.set_current_workflow(text, task, name)
+    common.set_current_workflow(text, task, name, version=int(version))
     flash("info", f"Opened {name} version {version}.")
 
 
@@ -75,7 +66,7 @@ def save() -> None:
     except library.LibraryError as e:
         return flash("error", f"Not saved: {e}")
     name = library.validate_name(ss[name_key()])
-    common.set_current_workflow(live_text(), name=name, from_editor=True)
+    common.set_current_workflow(live_text(), name=name, version=version, from_editor=True)
     ok = is_valid(check(live_text(), wf["task"]))
     flash("success" if ok else "warning", f"Saved {name} as version {version}"
           + ("." if ok else " (it has errors; fix them before running it)."))
@@ -92,9 +83,16 @@ def check_hard() -> None:
     ss["ed_hard_for"] = hashlib.sha1(live_text().encode()).hexdigest()
 
 
+def apply_drawing(w) -> None:  # noqa: ANN001 - a Workflow drawn on the canvas
+    common.set_current_workflow(to_mermaid(w))
+    st.rerun()
+
+
 # -- page ---------------------------------------------------------------------------------------------------
 
-st.title("Editor")
+common.header("Editor")
+if ss.pop("mf_scroll_top", False):
+    widgets.scroll_to_top()
 wf = common.current_workflow()
 rev, ws = common.editor_rev(), common.workspace()
 examples = library.examples()
@@ -106,8 +104,9 @@ task = bar[0].radio("Task", cat.TASKS, index=cat.TASKS.index(wf["task"]) if wf["
 if task != wf["task"]:
     common.set_current_workflow(wf["text"], task, from_editor=True)
 names = [e[0] for e in examples]
-bar[1].selectbox("Example", names, key="ed_example",
-                 index=names.index(wf["name"]) if wf["name"] in names else 0)
+if ss.get("ed_example_rev") != rev:  # another workflow opened: the box names it only if it is an example
+    ss["ed_example_rev"], ss["ed_example"] = rev, wf["name"] if wf["name"] in names else None
+bar[1].selectbox("Example", names, key="ed_example", placeholder="Choose an example…")
 bar[2].button("Load example", on_click=load_example, key="ed_load")
 with bar[3].popover("Open", icon=":material/folder_open:"):
     if saved:
@@ -136,20 +135,25 @@ if text != wf["text"]:
 live_hard = st.session_state.get("ed_live_hard", False)
 hard = live_hard or ss.get("ed_hard_for") == hashlib.sha1(text.encode()).hexdigest()
 diags = check(text, task, hard=hard)
+w, parse_diags = parse_lenient(text)
+readable = not any(d.code == "M001" for d in parse_diags)
 
-left, right = st.columns([0.9, 1.1])
+lay = st.columns([2, 2, 3], vertical_alignment="bottom")
+split = lay[0].slider("Text width (%)", 25, 75, 45, 5, key="ed_split", help="How much of the width the text gets")
+zoom_name = lay[1].select_slider("Diagram zoom", list(view.ZOOMS), value="Fit", key="ed_zoom",
+                                 help="Fit: the whole diagram in the box. A zoom draws it larger or smaller; "
+                                      "scroll the box to move around.")
+left, right = st.columns([split, 100 - split])
 with left:
     st_ace(value=text, language="text", theme="chrome", keybinding="vscode", font_size=15, tab_size=4,
-           min_lines=22, show_print_margin=False, wrap=True, auto_update=True,
-           annotations=cv.annotations(diags), key=ace_key())
+           min_lines=22, max_lines=40, show_print_margin=False, wrap=True, auto_update=True,
+           annotations=cv.annotations(diags[:500]), key=ace_key())
     c1, c2, c3 = st.columns([0.8, 1.2, 1.4], vertical_alignment="center")
     c1.button("Format", on_click=reformat, key="ed_format", help="Rewrite the text in canonical form")
     c2.button("Mermaid 11 check", on_click=check_hard, key="ed_hard",
               help="Parse with the real Mermaid library too (slower than the checker)")
     c3.toggle("Mermaid 11 live", key="ed_live_hard", help="Run the Mermaid 11 check on every change")
 
-w, parse_diags = parse_lenient(text)
-readable = not any(d.code == "M001" for d in parse_diags)
 with right:  # fixed slots (list, notice, diagram): the diagram keeps its place, so it is not rebuilt
     with st.container():
         errors = [d for d in diags if d.severity == "error"]
@@ -159,72 +163,30 @@ with right:  # fixed slots (list, notice, diagram): the diagram keeps its place,
             st.success(f"Valid for {task} tasks, with {len(diags)} warning(s).")
         else:
             st.error(f"{len(errors)} error(s), {len(diags) - len(errors)} warning(s)")
-        for d in diags:
+        for d in diags[:view.MAX_LISTED_DIAGNOSTICS]:
             color = "red" if d.severity == "error" else "orange"
             where = f"line {d.line}" if d.line else "workflow"
             st.markdown(f":{color}[**{d.code}**] {where}: {md(d.message)}")
+        if len(diags) > view.MAX_LISTED_DIAGNOSTICS:
+            with st.expander(f"All {len(diags):,} diagnostics"):
+                st.dataframe([d.to_dict() for d in diags], hide_index=True, width="stretch",
+                             column_order=["line", "column", "code", "severity", "message", "node"])
     notice = st.empty()
     if readable:
-        ss["ed_last_good"] = (to_mermaid(w, styles=True), cv.depth(w))
+        ss["ed_last_good"] = w
     if "ed_last_good" in ss:
-        code, depth = ss["ed_last_good"]
         if not readable:
             notice.caption("The diagram shows the last readable version of the text.")
-        st_mermaid(code, height=f"{min(max(90 * depth + 60, 260), 800)}px", key="ed_mermaid")
+        widgets.diagram(ss["ed_last_good"], "ed_mermaid", view.ZOOMS[zoom_name])
 
 st.subheader("Draw")
 if not readable:
     st.info("Fix the syntax error above to draw: the canvas edits the same workflow as the text.")
+elif view.is_big(w) and not st.toggle(f"Show the canvas ({len(w.nodes):,} nodes: slow to draw)",
+                                      key="ed_big_canvas"):
+    st.caption(f"The canvas is drawn on demand above {view.BIG_GRAPH_NODES} nodes.")
 else:
-    items = cv.palette(task, w)
-    pc = st.columns([2, 1, 4], vertical_alignment="bottom")
-    item = pc[0].selectbox("Palette", items, key="ed_palette",
-                           format_func=lambda i: f"{i} — {cat.CATALOGUE[i].description}" if i in cat.CATALOGUE
-                           else f"{i} (interface)")
-    if pc[1].button("Add node", icon=":material/add:", key="ed_add"):
-        added = cv.apply_canvas(w, cv.add_palette_node(cv.to_canvas(w), item))
-        common.set_current_workflow(to_mermaid(added))
-        st.rerun()
-    pc[2].caption("Drag from a node's handle to another node to connect; right-click a node or edge to "
-                  "delete it. Drawing rewrites the text in canonical form (only prompt comments are kept).")
-    ids = frozenset(w.nodes)
-    plain = cv.to_canvas(w)
-    structure = json.dumps([w.direction, [(n["id"], n["op"], n["label"]) for n in plain["nodes"]],
-                            plain["edges"]])
-    fkey = f"flow_{hashlib.sha1(structure.encode()).hexdigest()[:12]}_{ss.get('ed_flow_nonce', 0)}"
-    if ss.get("ed_flow", {}).get("key") != fkey:  # the same arguments on every rerun, or the canvas resets
-        saved_pos = ss.get("ed_positions", (frozenset(), {}))
-        ss["ed_flow"] = {"key": fkey, "ts": int(time.time() * 1000),
-                         "sent": cv.to_canvas(w, saved_pos[1] if saved_pos[0] == ids else None)}
-    sent, across = ss["ed_flow"]["sent"], w.direction in ("LR", "RL")
-    nodes = [StreamlitFlowNode(
-        n["id"], (n["x"], n["y"]),
-        {"content": f"**{n['id']}**  \n" + md(str(n["label"])).replace("\\<br/\\>", "  \n"),
-         "op": n["op"], "mlabel": n["label"]},
-        node_type=n["kind"], source_position="right" if across else "bottom",
-        target_position="left" if across else "top", connectable=True, deletable=True,
-        style={"background": cat.CATALOGUE[n["op"]].color if n["op"] in cat.CATALOGUE else "#ffffff",
-               "width": "180px", "fontSize": "12px", "padding": "6px"}) for n in sent["nodes"]]
-    edges = [StreamlitFlowEdge(e["id"], e["source"], e["target"], label=e["label"], deletable=True,
-                               focusable=True, marker_end={"type": "arrowclosed"}, label_show_bg=True)
-             for e in sent["edges"]]
-    got = streamlit_flow(fkey, StreamlitFlowState(nodes, edges, timestamp=ss["ed_flow"]["ts"]), height=480,
-                         fit_view=True, allow_new_edges=True, enable_node_menu=True, enable_edge_menu=True,
-                         hide_watermark=True, layout=ManualLayout())
-    back = {"nodes": [{"id": n.id, "op": n.data.get("op"), "label": n.data.get("mlabel"),
-                       "x": n.position["x"], "y": n.position["y"]} for n in got.nodes],
-            "edges": [{"id": e.id, "source": e.source, "target": e.target, "label": e.label or ""}
-                      for e in got.edges]}
-
-    def shape(c: dict) -> tuple:
-        return (sorted(n["id"] for n in c["nodes"]),
-                sorted((e["id"], e["source"], e["target"], e["label"] or "") for e in c["edges"]))
-
-    if shape(back) != shape(sent):
-        ss["ed_flow_nonce"] = ss.get("ed_flow_nonce", 0) + 1
-        common.set_current_workflow(to_mermaid(cv.apply_canvas(w, back)))
-        st.rerun()
-    ss["ed_positions"] = (ids, {n["id"]: (n["x"], n["y"]) for n in back["nodes"]})
+    widgets.canvas(w, task, apply_drawing)
 
 st.subheader("Prompts")
 names = list(dict.fromkeys([n.prompt for n in w.nodes.values() if n.prompt] + list(w.prompts)))
@@ -233,9 +195,12 @@ if not readable:
 elif not names:
     st.caption("No node names a prompt. A Custom or CustomCodeGenerate node names one in its label, "
                "e.g. `Custom<br/>(role: solver)`.")
+elif len(names) > 12:  # one text box per prompt would be thousands of widgets
+    names = [st.selectbox(f"Prompt to edit ({len(names):,})", names, key="ed_prompt_pick")]
 for name in names if readable else []:
     users = [n.id for n in w.nodes.values() if n.prompt == name]
-    label = f"`{name}` — used by {', '.join(users)}" if users else f"`{name}` — not used by any node"
+    label = f"`{name}` — used by {', '.join(users[:8])}{' …' if len(users) > 8 else ''}" if users \
+        else f"`{name}` — not used by any node"
     current = w.prompts.get(name, "")  # keyed by the prompt's text: an edit in the editor above refreshes it
     value = st.text_area(label, value=current, key=prompt_key(name, current), height=80,
                          placeholder="Missing (M013): write the prompt here and press Ctrl+Enter to add it.")

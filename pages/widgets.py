@@ -1,0 +1,108 @@
+"""Widgets the pages share (a plain module, not a page): the Mermaid drawing with zoom and safe labels, a
+big graph's overview, and the drawing canvas adapter. What is drawn comes from flowcore.view/canvas."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import streamlit as st
+from streamlit_flow import streamlit_flow
+from streamlit_flow.elements import StreamlitFlowEdge, StreamlitFlowNode
+from streamlit_flow.layouts import ManualLayout
+from streamlit_flow.state import StreamlitFlowState
+from streamlit_mermaid import st_mermaid
+
+from flowcore import canvas as cv
+from flowcore import catalogue as cat
+from flowcore import parse_lenient, view
+from flowcore.model import Workflow
+from pages.common import md
+
+ss = st.session_state
+
+
+def diagram(w: Workflow | str, key: str, zoom: float | None = None, height: int | None = None) -> None:
+    """A Mermaid drawing: labels cannot load anything, a zoom (None fits the width), the box scrolls to pan.
+    A big graph is not drawn here (it would freeze the tab): its overview is shown instead."""
+    if isinstance(w, str):
+        w = parse_lenient(w)[0]
+    if view.is_big(w):
+        big_graph(w, key)
+        return
+    st_mermaid(view.diagram_code(w, zoom), height=f"{height or view.diagram_height(w, zoom)}px", key=key)
+
+
+def big_graph(w: Workflow, key: str) -> None:
+    """Overview of a graph too big to draw live, and an on-demand drawing of its first nodes."""
+    o = view.overview(w)
+    st.info(f"**{o['nodes']:,} nodes, {o['edges']:,} edges, {o['layers']:,} layers** — too big to draw as you "
+            f"type (the browser would freeze for a minute). The text and the checker stay live.",
+            icon=":material/account_tree:")
+    st.dataframe([{"operator": k, "nodes": v} for k, v in o["by type"].items()], hide_index=True,
+                 height=min(36 * (len(o["by type"]) + 1) + 2, 300), key=f"{key}_types")
+    if st.toggle(f"Draw the first {view.PREVIEW_NODES} nodes along the flow", key=f"{key}_preview"):
+        part = view.preview(w)
+        st_mermaid(view.diagram_code(part), height=f"{view.diagram_height(part)}px", key=f"{key}_part")
+
+
+def scroll_to_top() -> None:
+    """Bring the page to its top (after a switch from far down another page, or a launch at the bottom)."""
+    st.html("<script>for (const el of [window, document.querySelector('[data-testid=\"stMain\"]'),"
+            " document.querySelector('[data-testid=\"stAppViewContainer\"]')]) { if (el) el.scrollTo(0, 0); }"
+            "</script>", unsafe_allow_javascript=True)
+
+
+# -- the drawing canvas (React Flow), kept in sync with the text ---------------------------------------------
+
+def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_change(new_text) -> None
+    """Palette, canvas and the write-back of what was drawn. ``on_change`` gets the new workflow."""
+    items = cv.palette(task, w)
+    pc = st.columns([2, 1, 4], vertical_alignment="bottom")
+    item = pc[0].selectbox("Palette", items, key="ed_palette",
+                           format_func=lambda i: f"{i} — {cat.CATALOGUE[i].description}" if i in cat.CATALOGUE
+                           else f"{i} (interface)")
+    if pc[1].button("Add node", icon=":material/add:", key="ed_add"):
+        on_change(cv.apply_canvas(w, cv.add_palette_node(cv.to_canvas(w), item)))
+    pc[2].caption("Drag from a node's handle to another node to connect; right-click a node or edge to "
+                  "delete it. Drawing rewrites the text in canonical form (only prompt comments are kept).")
+    plain = cv.to_canvas(w)
+    structure = json.dumps([w.direction, [(n["id"], n["op"], n["label"]) for n in plain["nodes"]],
+                            plain["edges"]])
+    fkey = f"flow_{hashlib.sha1(structure.encode()).hexdigest()[:12]}_{ss.get('ed_flow_nonce', 0)}"
+    if ss.get("ed_flow", {}).get("key") != fkey:  # the same arguments on every rerun, or the canvas resets
+        kept = ss.get("ed_positions", ("", {}))  # dragged positions survive only while the graph is the same
+        ss["ed_flow"] = {"key": fkey, "ts": int(time.time() * 1000),
+                         "sent": cv.to_canvas(w, kept[1] if kept[0] == structure else None)}
+    sent, across = ss["ed_flow"]["sent"], w.direction in ("LR", "RL")
+    nodes = [StreamlitFlowNode(
+        n["id"], (n["x"], n["y"]),
+        {"content": f"**{n['id']}**  \n" + md(str(view.safe_label(n["label"]))).replace("\\<br/\\>", "  \n"),
+         "op": n["op"], "mlabel": n["label"]},
+        node_type=n["kind"], source_position="right" if across else "bottom",
+        target_position="left" if across else "top", connectable=True, deletable=True,
+        style={"background": cat.CATALOGUE[n["op"]].color if n["op"] in cat.CATALOGUE else "#ffffff",
+               "width": "180px", "fontSize": "12px", "padding": "6px"}) for n in sent["nodes"]]
+    edges = [StreamlitFlowEdge(e["id"], e["source"], e["target"], label=e["label"], deletable=True,
+                               focusable=True, marker_end={"type": "arrowclosed"}, label_show_bg=True)
+             for e in sent["edges"]]
+    width, height = cv.extent(sent)
+    got = streamlit_flow(fkey, StreamlitFlowState(nodes, edges, timestamp=ss["ed_flow"]["ts"]),
+                         height=cv.CANVAS_HEIGHT, fit_view=width > cv.CANVAS_WIDTH or height > cv.CANVAS_HEIGHT,
+                         allow_new_edges=True, enable_node_menu=True, enable_edge_menu=True,
+                         hide_watermark=True, layout=ManualLayout(), min_zoom=0.1)
+    back = {"nodes": [{"id": n.id, "op": n.data.get("op"), "label": n.data.get("mlabel"),
+                       "x": n.position["x"], "y": n.position["y"]} for n in got.nodes],
+            "edges": [{"id": e.id, "source": e.source, "target": e.target, "label": e.label or ""}
+                      for e in got.edges]}
+
+    def shape(c: dict) -> tuple:
+        return (sorted(n["id"] for n in c["nodes"]),
+                sorted((e["id"], e["source"], e["target"], e["label"] or "") for e in c["edges"]))
+
+    if shape(back) != shape(sent):  # a connection or deletion: a fresh layered layout of the new graph
+        ss["ed_flow_nonce"] = ss.get("ed_flow_nonce", 0) + 1
+        ss.pop("ed_positions", None)
+        on_change(cv.apply_canvas(w, back))
+    ss["ed_positions"] = (structure, {n["id"]: (n["x"], n["y"]) for n in back["nodes"]})
