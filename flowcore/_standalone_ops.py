@@ -272,11 +272,12 @@ class NodeContext:
         return reply.text or ""
 
     async def run_program(self, program: str) -> Any:
-        return await asyncio.to_thread(self.run.sandbox.run_program, program, timeout=self.run.code_timeout)
+        return await asyncio.to_thread(self.run.sandbox.run_untrusted, program, call_solve=True,
+                                       timeout=self.run.code_timeout)
 
     async def run_tests(self, program: str, tests: str, entry_point: str) -> Any:
-        return await asyncio.to_thread(self.run.sandbox.run_tests, program, tests, entry_point,
-                                       timeout=self.run.code_timeout)
+        return await asyncio.to_thread(self.run.sandbox.run_untrusted, program, tests=tests,
+                                       entry_point=entry_point, timeout=self.run.code_timeout)
 
     @property
     def extra(self) -> str:
@@ -445,8 +446,8 @@ class Run:
     ``finish`` with the same arguments in a dependency order, so both behave identically.
 
     llm: anything with ``async chat(messages, *, role, temperature, cache_salt) -> reply(.text, .cost)``.
-    sandbox: anything with ``run_program(program, timeout=)`` and ``run_tests(solution, tests, entry_point,
-    timeout=)`` returning results with ``ok, stdout, stderr, error``.
+    sandbox: anything with ``run_untrusted(code, *, call_solve=, tests=, entry_point=, timeout=)`` (flowcore's
+    sandbox module) returning results with ``ok, stdout, stderr, error``; it raises when it cannot confine.
     required: op name -> its required port names (from the catalogue); a node whose required port receives
     only skipped values is skipped.
     passthrough: exception types raised as they are (e.g. a budget stop) instead of wrapped in NodeError.

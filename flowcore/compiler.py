@@ -210,8 +210,8 @@ _CLASS_HEAD = '''class Workflow:
 
     def __init__(self, llm: Any = None, sandbox: Any = None) -> None:
         self.llm = llm if llm is not None else OpenAIChat(prices=PRICES)
-        self.sandbox = sandbox if sandbox is not None else SimpleNamespace(run_program=run_program,
-                                                                           run_tests=run_tests)
+        # Generated code runs only inside bubblewrap; without it the run stops with SandboxUnavailable.
+        self.sandbox = sandbox if sandbox is not None else SimpleNamespace(run_untrusted=run_untrusted)
         self.calls = 0
         self.trace: list[dict] = []
 
@@ -247,7 +247,7 @@ _MAIN = '''def main(argv: list[str] | None = None) -> int:
     workflow = Workflow(llm)
     try:
         answer, cost = asyncio.run(workflow(problem, args.entry_point, args.public_tests))
-    except (NodeError, RuntimeError) as exc:
+    except (NodeError, RuntimeError) as exc:  # SandboxUnavailable too: code is never run unconfined
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.json:

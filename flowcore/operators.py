@@ -18,8 +18,8 @@ from .llm import BudgetExceeded, NotConfigured
 __all__ = ["NOTE_OPS", "OPERATORS", "PASSTHROUGH", "SKIPPED", "NodeError", "Route", "Run", "Value",
            "new_run", "required_ports", "run_operator"]
 
-# Errors that stop a run as they are: a spent budget or a missing endpoint is no node's fault.
-PASSTHROUGH: tuple[type[BaseException], ...] = (BudgetExceeded, NotConfigured)
+# Errors that stop a run as they are: a spent budget, a missing endpoint or a missing sandbox is no node's fault.
+PASSTHROUGH: tuple[type[BaseException], ...] = (BudgetExceeded, NotConfigured, sandbox.SandboxUnavailable)
 NON_OPERATORS = (cat.INTERFACE, cat.DECISION)
 
 

@@ -1,36 +1,49 @@
-"""Run generated code (Programmer, Test, benchmark tests) in a contained child process.
+"""Run untrusted (LLM-generated) code in a bubblewrap sandbox: the operating system is the boundary.
 
-Layers, strongest first when the engine runs as root: a fresh network namespace, a throwaway uid (so
-RLIMIT_NPROC counts only the sandbox's own processes and a leftover can be swept), resource limits (address
-space, processes, file size, CPU, core dumps), a wall-clock timeout that kills the whole process group, a
-scratch directory as cwd and HOME, and an audit hook that refuses network use, process creation, native
-library loading and file changes outside the scratch directory. Without root only the last three apply.
-Blocked actions are reported back over a private pipe, so code that swallows the exception is still caught.
-No function here raises for bad code: every outcome is a ``SandboxResult``.
+``run_untrusted`` is the one entry point: Programmer and Test operators, compiled workflows (this file is pasted
+into them), the HumanEval/MBPP scorers and evolution all run code through it. Each run is a fresh ``bwrap``:
+
+- a new mount namespace that holds only read-only ``/usr`` (the system libraries), the interpreter and its
+  stdlib (bound at /sbx/python when it lives elsewhere, e.g. under a 0700 /root/.pyenv), the site-packages of
+  the running environment (read-only, /sbx/site/N), a private /proc and /dev, and a size-capped tmpfs at /tmp
+  (the scratch dir and cwd) -- no /root, /home, /etc, workspace database, project folder or keys;
+- ``--unshare-all`` plus a user namespace: no network (not even the host's loopback), own PID, IPC and UTS
+  namespaces, no capabilities, no nested user namespaces, ``--new-session``, ``--die-with-parent``;
+- a clean environment (bwrap itself starts with one too, so /proc/1/environ holds nothing of ours);
+- resource limits set before the code runs: CPU time, address space, processes, open files, file size;
+- a wall-clock timeout that kills the sandbox; its PID namespace dies with it, so nothing outlives a run, and
+  the scratch tmpfs exists only in the sandbox, so a killed caller leaves no directory behind.
+
+Where bwrap is missing or cannot create namespaces, ``run_untrusted`` raises ``SandboxUnavailable``: generated
+code is never run unconfined. Any other outcome, bad code included, is a ``SandboxResult``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import signal
-import stat
+import site
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 OUTPUT_LIMIT = 64 * 1024  # bytes kept per stream; the rest is drained and counted
-FILE_SIZE_LIMIT = 64 * 1024 * 1024  # RLIMIT_FSIZE for files written in the scratch dir
-NPROC_LIMIT = 32  # processes + threads of the sandbox uid (root only; the uid is private to one run)
+SCRATCH_LIMIT = 64 * 1024 * 1024  # size of the /tmp tmpfs (the scratch dir)
+FILE_SIZE_LIMIT = 32 * 1024 * 1024  # RLIMIT_FSIZE: one file
+NPROC_LIMIT = 64  # processes + threads of the sandbox (counted in its own user namespace)
 NOFILE_LIMIT = 256
-_UID_RANGE = (100_000, 1_100_000)
+SANDBOX_PYTHON = "/sbx/python"
+INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: sudo apt-get install -y bubblewrap; `make run` and "
+                "`make test` do it when run as root)")
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot create its namespaces here: generated code was not run."""
 
 
 @dataclass
@@ -41,128 +54,39 @@ class SandboxResult:
     returncode: int | None
     timed_out: bool
     memory_exceeded: bool
-    blocked: str | None
     error: str | None
     duration: float
 
 
-# The child's first code. Runs with -I -B; argv[1] is the job file. Everything it needs is imported before
-# privileges and limits are dropped (the interpreter may live under a directory only root can read).
+# The code that runs first inside the sandbox (python -I -B -c BOOTSTRAP JOB_FD REPORT_FD): the job JSON comes
+# in on one pipe, reports go out on another. The
+# limits are set here, inside the sandbox's own user namespace, so RLIMIT_NPROC counts only its processes.
+# The reports are a convenience for messages (what failed, where), not a security channel.
 _BOOTSTRAP = r'''
-import sys, os, json, traceback, linecache, resource, io, signal, ctypes  # ctypes before the hook
-job = json.load(open(sys.argv[1]))
-REP = job["report_fd"]
-SCRATCH = job["scratch"]
+import sys, os, json, traceback, linecache, resource, site
+JOB, REP = int(sys.argv[1]), int(sys.argv[2])
+with os.fdopen(JOB, "rb") as f:
+    job = json.loads(f.read())
 def report(kind, detail=""):
     try:
         os.write(REP, (json.dumps({"kind": kind, "detail": str(detail)[:500]}) + "\n").encode())
     except OSError:
         pass
-os.chdir(SCRATCH)
-uid = job["uid"]
-if uid is not None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(0x40000000) != 0:  # CLONE_NEWNET: no interfaces at all, not even a usable loopback
-        report("note", "no network namespace")
-    resource.setrlimit(resource.RLIMIT_NPROC, (job["nproc"], job["nproc"]))
-lim = lambda r, v: resource.setrlimit(r, (v, v))
+report("started")
+for d in job["site"]:
+    site.addsitedir(d)
+lim = lambda r, soft, hard=None: resource.setrlimit(r, (soft, soft if hard is None else hard))
 lim(resource.RLIMIT_CORE, 0)
 lim(resource.RLIMIT_FSIZE, job["fsize"])
 lim(resource.RLIMIT_NOFILE, job["nofile"])
-lim(resource.RLIMIT_CPU, job["cpu"])
-if uid is not None:
-    class CapHeader(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-    class CapData(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                    ("inheritable", ctypes.c_uint32)]
-    keep = job["keep_read_cap"]
-    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
-    for cap in range(64):  # PR_CAPBSET_DROP everything a later exec could regain
-        if not (keep and cap == 2):
-            libc.prctl(24, cap, 0, 0, 0)
-    if keep:
-        libc.prctl(8, 1, 0, 0, 0)  # PR_SET_KEEPCAPS so CAP_DAC_READ_SEARCH survives setuid
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
-    if keep:  # read-only access to the interpreter's files; every other capability is gone
-        data = (CapData * 2)(CapData(4, 4, 0), CapData(0, 0, 0))
-        if libc.capset(ctypes.byref(CapHeader(0x20080522, 0)), data) != 0:
-            report("note", "capset failed")
-    if os.getuid() == 0 or os.geteuid() == 0:
-        report("error", "could not drop root privileges")
-        os._exit(70)
+lim(resource.RLIMIT_CPU, job["cpu"], job["cpu"] + 1)
+lim(resource.RLIMIT_NPROC, job["nproc"])
 lim(resource.RLIMIT_AS, job["memory"])
-
-SCRATCH_REAL = os.path.realpath(SCRATCH)
-WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-DEVICES = ("/dev/null", "/dev/stdout", "/dev/stderr")
-NET = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
-       "socket.gethostbyname", "socket.gethostbyaddr", "socket.gethostbyname_ex"}
-PROC = {"os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system", "subprocess.Popen",
-        "pty.spawn", "os.startfile"}
-FOLLOW = {"os.chmod", "os.chown", "os.utime", "os.truncate", "os.setxattr", "os.removexattr", "os.chflags"}
-NOFOLLOW = {"os.remove", "os.rmdir", "os.mkdir", "os.mkfifo", "os.mknod"}
-TWO = {"os.rename", "os.link", "os.symlink"}
-seen = set()
-busy = []
-
-class SandboxBlocked(PermissionError):
-    pass
-
-def inside(path, follow):
-    if isinstance(path, int):
-        return True
-    p = os.fsdecode(path)
-    if p in DEVICES:
-        return True
-    p = os.path.abspath(p)
-    full = os.path.realpath(p) if follow else os.path.join(os.path.realpath(os.path.dirname(p)),
-                                                           os.path.basename(p))
-    return full == SCRATCH_REAL or full.startswith(SCRATCH_REAL + os.sep)
-
-def block(what):
-    if what not in seen and len(seen) < 20:
-        seen.add(what)
-        report("blocked", what)
-    raise SandboxBlocked("sandbox: " + what + " is not allowed")
-
-def hook(event, args):
-    if busy:
-        return
-    busy.append(1)
-    try:
-        if event == "open":
-            path, flags = args[0], (args[2] if len(args) > 2 and isinstance(args[2], int) else 0)
-            mode = args[1] if len(args) > 1 and isinstance(args[1], str) else ""
-            if (flags & WRITE_FLAGS or any(c in mode for c in "wax+")) and not inside(path, True):
-                block("write outside scratch dir: " + os.fsdecode(path))
-        elif event in NET:
-            block("network")
-        elif event in PROC:
-            block("process creation")
-        elif event in ("ctypes.dlopen", "ctypes.dlsym"):
-            block("native library loading (ctypes)")
-        elif event in ("os.kill", "os.killpg") and args[0] not in (0, os.getpid()):
-            block("signal to another process")
-        elif event in FOLLOW or event in NOFOLLOW:
-            if not inside(args[0], event in FOLLOW):
-                block("change outside scratch dir: " + event + " " + os.fsdecode(args[0]))
-        elif event in TWO:
-            if not inside(args[1], False) or (event == "os.rename" and not inside(args[0], False)):
-                block("change outside scratch dir: " + event + " " + os.fsdecode(args[1]))
-    finally:
-        busy.pop()
-
-sys.addaudithook(hook)
-sys.dont_write_bytecode = True
 mode = job["mode"]
 ns = {"__name__": "__main__" if mode == "code" else "__sandbox__", "__builtins__": __builtins__}
 names = [name for name, _ in job["parts"]]
 
 def where(tb):
-    """Deepest frame in user code: (file, line, source)."""
     found = None
     for fs in traceback.extract_tb(tb):
         if fs.filename in names:
@@ -174,12 +98,13 @@ def print_tb(e):
     text = "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(type(e), e))
     sys.stderr.write("Traceback (most recent call last):\n" + text)
 
-def finish():
+def finish(code):
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except Exception:
         pass
+    os._exit(code)
 
 try:
     before_tests = None
@@ -194,32 +119,26 @@ try:
         entry = job["entry_point"]
         if entry and entry not in ns:
             report("error", "the solution does not define %r" % entry)
-            finish()
-            os._exit(1)
+            finish(1)
         if callable(ns.get("check")) and ns.get("check") is not before_tests:
             if not entry:
                 report("error", "the tests define check(candidate) but no entry point was given")
-                finish()
-                os._exit(1)
+                finish(1)
             ns["check"](ns[entry])
         report("done")
 except SystemExit as e:
-    finish()
     code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     if not isinstance(e.code, (int, type(None))):
         print(e.code, file=sys.stderr)
-    sys.stdout.flush()
-    os._exit(code)
+    finish(code)
 except MemoryError:
     report("memory")
     print("MemoryError: memory limit of %d MB exceeded" % (job["memory"] >> 20), file=sys.stderr)
-    finish()
-    os._exit(1)
+    finish(1)
 except SyntaxError as e:
     traceback.print_exc(limit=0)
     report("error", "SyntaxError: %s (%s line %s)" % (e.msg, e.filename, e.lineno))
-    finish()
-    os._exit(1)
+    finish(1)
 except BaseException as e:
     print_tb(e)
     fs = where(e.__traceback__)
@@ -230,101 +149,179 @@ except BaseException as e:
     else:
         msg = "%s: %s%s" % (type(e).__name__, e, at)
     report("error", msg)
-    finish()
-    os._exit(1)
-finish()
-os._exit(0)
+    finish(1)
+finish(0)
 '''
 
 
-def run_code(code: str, *, timeout: float = 10.0, memory_mb: int = 512,
-             stdin: str | None = None) -> SandboxResult:
-    """Run a script as ``__main__``; ok when it exits 0 without hitting any limit."""
-    return _run([("main.py", code)], "code", timeout=timeout, memory_mb=memory_mb, stdin=stdin)
+def run_untrusted(code: str, *, tests: str | list[str] | None = None, entry_point: str | None = None,
+                  call_solve: bool = False, stdin: str | None = None, timeout: float = 10.0,
+                  memory_mb: int = 512) -> SandboxResult:
+    """Run ``code`` in the sandbox. Raises SandboxUnavailable (nothing was run) when bubblewrap is missing.
 
-
-def run_program(program: str, *, timeout: float = 10.0, memory_mb: int = 512) -> SandboxResult:
-    """Run a program, then print ``solve()``'s result if it defines ``solve`` (ProgrammerOp's contract)."""
-    return _run([("program.py", program)], "program", timeout=timeout, memory_mb=memory_mb)
-
-
-def run_tests(solution: str, test_code: str | list[str], entry_point: str | None = None, *,
-              timeout: float = 10.0, memory_mb: int = 512) -> SandboxResult:
-    """ok iff the tests ran to the end without failing.
-
-    HumanEval style: ``test_code`` defines ``check(candidate)``, called with ``entry_point``. MBPP style:
-    ``test_code`` is plain ``assert`` lines (a list of them is joined). Exiting early counts as a failure.
+    - plain: ``code`` runs as ``__main__``; ok when it exits 0 within the limits (``stdin`` is its input);
+    - ``call_solve``: then ``solve()`` is called and its result printed (ProgrammerOp's contract);
+    - ``tests``: ok iff the tests run to the end without failing. HumanEval style, they define
+      ``check(candidate)``, called with ``entry_point``; MBPP style, they are plain ``assert`` lines (a list is
+      joined). Exiting early counts as a failure.
     """
-    if isinstance(test_code, (list, tuple)):
-        test_code = "\n".join(str(t) for t in test_code)
-    if isinstance(test_code, str) and not test_code.strip():
-        return _failure("no tests given")
-    return _run([("solution.py", solution), ("tests.py", test_code)], "tests", timeout=timeout,
-                memory_mb=memory_mb, entry_point=entry_point)
-
-
-def _failure(error: str, duration: float = 0.0) -> SandboxResult:
-    return SandboxResult(False, "", "", None, False, False, None, error, duration)
-
-
-def _run(parts: list[tuple[str, str]], mode: str, *, timeout: float, memory_mb: int,
-         stdin: str | None = None, entry_point: str | None = None) -> SandboxResult:
     start = time.monotonic()
+    parts, mode = [("main.py", code)], "code"
+    if tests is not None:
+        if isinstance(tests, (list, tuple)):
+            tests = "\n".join(str(t) for t in tests)
+        if isinstance(tests, str) and not tests.strip():
+            return _sbx_failure("no tests given")
+        parts, mode = [("solution.py", code), ("tests.py", tests)], "tests"
+    elif call_solve:
+        parts, mode = [("program.py", code)], "program"
     for name, src in parts:
         if not isinstance(src, str):
-            return _failure(f"{name}: expected source text, got {type(src).__name__}")
+            return _sbx_failure(f"{name}: expected source text, got {type(src).__name__}")
     try:
         timeout, memory_mb = max(float(timeout), 0.05), max(int(memory_mb), 64)
     except (TypeError, ValueError):
-        return _failure(f"bad sandbox limits: timeout={timeout!r}, memory_mb={memory_mb!r}")
-    scratch = tempfile.mkdtemp(prefix="mermaidflow-sandbox-")
-    uid = _claim_uid() if _privileged() else None
+        return _sbx_failure(f"bad sandbox limits: timeout={timeout!r}, memory_mb={memory_mb!r}")
+    layout = _sbx_layout()  # raises SandboxUnavailable
+    job = {"parts": parts, "mode": mode, "entry_point": entry_point, "site": layout["site"],
+           "memory": memory_mb << 20, "fsize": FILE_SIZE_LIMIT, "nofile": NOFILE_LIMIT, "nproc": NPROC_LIMIT,
+           "cpu": int(timeout) + 2}
+    return _sbx_execute(layout, job, timeout, memory_mb, stdin, start)
+
+
+def sandbox_status() -> tuple[bool, str]:
+    """(ready, one line for people): whether generated code can run here, checked by running a trivial
+    program in the sandbox (once per process when it works)."""
+    global _status_ok
+    if _status_ok is not None:
+        return True, _status_ok
     try:
-        return _execute(parts, mode, scratch, uid, timeout, memory_mb, stdin, entry_point, start)
-    except Exception as e:  # noqa: BLE001 -- never raise; this is the sandbox itself failing
-        return _failure(f"sandbox failed: {type(e).__name__}: {e}", time.monotonic() - start)
-    finally:
-        if uid is not None:
-            _sweep_uid(uid)
-            _release_uid(uid)
-        shutil.rmtree(scratch, ignore_errors=True)
+        res = run_untrusted("print('ok')", timeout=20)
+    except SandboxUnavailable as exc:
+        return False, str(exc)
+    if res.stdout.strip() != "ok":
+        return False, f"the sandbox starts but a trivial program failed: {res.error or res.stderr[-300:]}"
+    _status_ok = f"bubblewrap sandbox ready ({_sbx_layout()['bwrap']})"
+    return True, _status_ok
 
 
-def _execute(parts, mode, scratch, uid, timeout, memory_mb, stdin, entry_point, start) -> SandboxResult:
-    rep_r, rep_w = os.pipe()
-    job = {"parts": parts, "mode": mode, "entry_point": entry_point, "scratch": scratch, "uid": uid,
-           "report_fd": rep_w, "memory": memory_mb * 1024 * 1024, "fsize": FILE_SIZE_LIMIT,
-           "nofile": NOFILE_LIMIT, "nproc": NPROC_LIMIT, "cpu": int(timeout) + 2,
-           "keep_read_cap": uid is not None and not _interpreter_world_readable()}
-    job_path = os.path.join(scratch, ".job.json")
-    with open(job_path, "w") as f:
-        json.dump(job, f)
-    if uid is not None:
-        os.chown(scratch, uid, uid)
-        os.chmod(scratch, 0o700)
-    env = {"PATH": "/usr/bin:/bin", "HOME": scratch, "TMPDIR": scratch, "LANG": "C.UTF-8",
+def require_sandbox() -> None:
+    """Raise SandboxUnavailable unless generated code can run confined here."""
+    ok, msg = sandbox_status()
+    if not ok:
+        raise SandboxUnavailable(msg)
+
+
+_status_ok: str | None = None
+_layout_cache: dict | None = None
+_layout_lock = threading.Lock()
+
+
+def _sbx_failure(error: str, duration: float = 0.0) -> SandboxResult:
+    return SandboxResult(False, "", "", None, False, False, error, duration)
+
+
+def _sbx_under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _sbx_layout() -> dict:
+    """Where things are, and the bwrap arguments shared by every run (computed once)."""
+    global _layout_cache
+    with _layout_lock:
+        if _layout_cache is None:
+            _layout_cache = _sbx_compute_layout()
+        layout = _layout_cache
+    if not os.path.exists(layout["bwrap"]):
+        _layout_cache = None
+        raise SandboxUnavailable(f"generated code was not run: bubblewrap (bwrap) is not installed; "
+                                 f"{INSTALL_HINT}")
+    return layout
+
+
+def _sbx_compute_layout() -> dict:
+    bwrap = (shutil.which("bwrap") or shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
+             or "/usr/bin/bwrap")
+    base = os.path.realpath(sys.base_prefix)
+    exe = os.path.realpath(sys.executable)
+    args = ["--ro-bind", "/usr", "/usr"]
+    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):  # merged-/usr symlinks, or the real dirs
+        p = "/" + top
+        if os.path.islink(p):
+            args += ["--symlink", os.readlink(p), p]
+        elif os.path.isdir(p):
+            args += ["--ro-bind", p, p]
+    if os.path.exists("/etc/ld.so.cache"):  # the loader's index of /usr/lib (not secret; speeds start-up)
+        args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    system = ("/usr",)
+    if any(_sbx_under(base, s) for s in system):
+        python = exe if any(_sbx_under(exe, s) for s in system) else None
+        inner_base = base
+    else:
+        args += ["--ro-bind", base, SANDBOX_PYTHON]
+        python = SANDBOX_PYTHON + exe[len(base):] if _sbx_under(exe, base) else None
+        inner_base = SANDBOX_PYTHON
+        env["LD_LIBRARY_PATH"] = SANDBOX_PYTHON + "/lib"  # its libpython (RUNPATH names the outside path)
+    if python is None:  # an interpreter outside its prefix: bind the binary alone
+        python = "/sbx/bin/python3"
+        args += ["--ro-bind", exe, python]
+    sites: list[str] = []
+    candidates = list(site.getsitepackages()) + [sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]
+    for d in dict.fromkeys(os.path.realpath(c) for c in candidates if c):
+        if not os.path.isdir(d) or _sbx_under(d, base):
+            continue  # the interpreter's own site-packages come with it
+        if any(_sbx_under(d, s) for s in system):
+            sites.append(d)
+            continue
+        inner = f"/sbx/site/{len(sites)}"
+        args += ["--ro-bind", d, inner]
+        sites.append(inner)
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(SCRATCH_LIMIT), "--tmpfs", "/tmp",
+             "--remount-ro", "/dev", "--remount-ro", "/",  # only /tmp stays writable
+             "--chdir", "/tmp", "--unshare-all", "--unshare-user", "--disable-userns",
+             "--uid", "65534", "--gid", "65534", "--hostname", "sandbox",
+             "--die-with-parent", "--new-session", "--clearenv"]
+    for k, v in env.items():
+        args += ["--setenv", k, v]
+    return {"bwrap": bwrap, "args": args, "python": python, "site": sites, "base": inner_base}
+
+
+def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin: str | None,
+                 start: float) -> SandboxResult:
+    job_r, job_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    # bwrap keeps inherited fds open for the command, at the same numbers
+    argv = [layout["bwrap"], *layout["args"], layout["python"], "-I", "-B", "-c", _BOOTSTRAP, str(job_r),
+            str(rep_w)]
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", "-c", _BOOTSTRAP, job_path], cwd=scratch, env=env,
+            argv, env={"PATH": "/usr/bin:/bin"}, cwd="/",
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(rep_w,), start_new_session=True)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(job_r, rep_w),
+            start_new_session=True)
     except OSError as e:
-        os.close(rep_r)
-        return _failure(f"could not start the sandbox: {e}", time.monotonic() - start)
-    finally:
-        os.close(rep_w)
+        for fd in (job_r, job_w, rep_r, rep_w):
+            os.close(fd)
+        raise SandboxUnavailable(f"generated code was not run: cannot start bubblewrap ({e}); "
+                                 f"{INSTALL_HINT}") from None
+    os.close(job_r)
+    os.close(rep_w)
     readers = [_Reader(proc.stdout.fileno()), _Reader(proc.stderr.fileno()), _Reader(rep_r, limit=1 << 20)]
+    threading.Thread(target=_sbx_write, args=(job_w, json.dumps(job).encode()), daemon=True).start()
     if stdin is not None:
-        threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
+        threading.Thread(target=_sbx_write, args=(proc.stdin.fileno(), stdin.encode(), proc.stdin),
+                         daemon=True).start()
     timed_out = False
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-    _killpg(proc.pid)  # also reaps anything the code left behind in its group
-    if uid is not None:
-        _sweep_uid(uid)
+    try:  # bwrap's group; the PID namespace (and all it started, setsid or not) dies with its init
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
     returncode = proc.wait()
     duration = time.monotonic() - start
     for r in readers:
@@ -333,28 +330,31 @@ def _execute(parts, mode, scratch, uid, timeout, memory_mb, stdin, entry_point, 
     proc.stderr.close()
     os.close(rep_r)
     out, err = readers[0].text(), readers[1].text()
-    reports = _parse_reports(readers[2].data)
-    return _result(mode, reports, out, err, returncode, timed_out, timeout, memory_mb, duration)
+    reports = _sbx_reports(readers[2].data)
+    if not any(k == "started" for k, _ in reports) and not timed_out and err.startswith("bwrap:"):
+        raise SandboxUnavailable(f"generated code was not run: bubblewrap cannot create its sandbox here "
+                                 f"({err.strip().splitlines()[0]})")
+    return _sbx_result(job["mode"], reports, out, err, returncode, timed_out, timeout, memory_mb, duration)
 
 
-def _result(mode, reports, out, err, returncode, timed_out, timeout, memory_mb, duration) -> SandboxResult:
+def _sbx_result(mode, reports, out, err, returncode, timed_out, timeout, memory_mb, duration) -> SandboxResult:
     kinds = {k for k, _ in reports}
-    blocked = next((d for k, d in reports if k == "blocked"), None)
     reported_error = next((d for k, d in reports if k == "error"), None)
     memory = "memory" in kinds or (not timed_out and "MemoryError" in err)
     if timed_out:
         error = f"timed out after {timeout:g}s"
     elif memory:
         error = f"memory limit {memory_mb} MB exceeded"
-    elif blocked:
-        error = f"blocked: {blocked}"
     elif reported_error:
         error = reported_error
     elif returncode is not None and returncode < 0:
-        error = f"killed by {_signal_name(-returncode)}"
-        if -returncode == signal.SIGXFSZ:
-            error += f" (file size limit {FILE_SIZE_LIMIT // (1024 * 1024)} MB exceeded)"
-        elif -returncode == signal.SIGXCPU:
+        error = f"killed by {_sbx_signal_name(-returncode)}"
+    elif returncode is not None and returncode > 128 and "started" in kinds and "done" not in kinds:
+        # bwrap reports a command killed by signal N as exit 128+N
+        error = f"killed by {_sbx_signal_name(returncode - 128)}"
+        if returncode - 128 == signal.SIGXFSZ:
+            error += f" (file size limit {FILE_SIZE_LIMIT >> 20} MB exceeded)"
+        elif returncode - 128 == signal.SIGXCPU:
             error += " (CPU time limit exceeded)"
     elif returncode:
         error = f"exit code {returncode}"
@@ -363,17 +363,17 @@ def _result(mode, reports, out, err, returncode, timed_out, timeout, memory_mb, 
     else:
         error = None
     ok = error is None and returncode == 0
-    return SandboxResult(ok, out, err, returncode, timed_out, memory, blocked, error, round(duration, 4))
+    return SandboxResult(ok, out, err, returncode, timed_out, memory, error, round(duration, 4))
 
 
-def _signal_name(num: int) -> str:
+def _sbx_signal_name(num: int) -> str:
     try:
         return signal.Signals(num).name
     except ValueError:
         return f"signal {num}"
 
 
-def _parse_reports(data: bytes) -> list[tuple[str, str]]:
+def _sbx_reports(data: bytes) -> list[tuple[str, str]]:
     out = []
     for line in data.decode("utf-8", "replace").splitlines():
         try:
@@ -421,95 +421,16 @@ class _Reader:
         return s
 
 
-def _feed(pipe, text: str) -> None:
+def _sbx_write(fd: int, data: bytes, owner=None) -> None:  # noqa: ANN001
+    """Write all of ``data`` to a pipe and close it (on a thread: a pipe holds only 64 KiB)."""
     try:
-        pipe.write(text.encode())
-        pipe.close()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
     except OSError:
         pass
-
-
-def _killpg(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _privileged() -> bool:
-    """Root can add the namespace, private-uid and NPROC layers."""
-    return os.geteuid() == 0
-
-
-_uids_lock = threading.Lock()
-_uids_in_use: set[int] = set()
-
-
-def _claim_uid() -> int:
-    """A uid no one else uses, so NPROC and the final sweep concern this run alone."""
-    with _uids_lock:
-        while True:
-            uid = random.randrange(*_UID_RANGE)
-            if uid not in _uids_in_use:
-                _uids_in_use.add(uid)
-                return uid
-
-
-def _release_uid(uid: int) -> None:
-    with _uids_lock:
-        _uids_in_use.discard(uid)
-
-
-def _pids_of_uid(uid: int) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                st = os.stat(f"/proc/{entry}")
-            except OSError:
-                continue
-            if st.st_uid == uid:
-                pids.append(int(entry))
-    return pids
-
-
-def _sweep_uid(uid: int) -> None:
-    """Kill whatever still runs as the sandbox uid (e.g. something that escaped the process group).
-
-    Stop first, then kill, so a fork loop cannot outrun the sweep."""
-    for _ in range(20):
-        pids = _pids_of_uid(uid)
-        if not pids:
-            return
-        for sig in (signal.SIGSTOP, signal.SIGKILL):
-            for pid in pids:
-                try:
-                    os.kill(pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-        time.sleep(0.01)
-
-
-_world_readable: bool | None = None
-
-
-def _interpreter_world_readable() -> bool:
-    """Can an unprivileged uid import from this interpreter (stdlib and site-packages)?"""
-    global _world_readable
-    if _world_readable is None:
-        paths = {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-        _world_readable = all(_path_open_to_others(Path(p)) for p in paths if p)
-    return _world_readable
-
-
-def _path_open_to_others(path: Path) -> bool:
-    try:
-        path = path.resolve()
-        if not os.stat(path).st_mode & stat.S_IROTH:
-            return False
-        for d in [path, *path.parents]:
-            if not os.stat(d).st_mode & stat.S_IXOTH:
-                return False
-    except OSError:
-        return False
-    return True
+    finally:
+        try:
+            owner.close() if owner is not None else os.close(fd)
+        except OSError:
+            pass

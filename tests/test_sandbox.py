@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import os
-import socket
 import time
-import uuid
-from pathlib import Path
 
 import pytest
 
 from flowcore import sandbox
-from flowcore.sandbox import OUTPUT_LIMIT, run_code, run_program, run_tests
+from flowcore.sandbox import OUTPUT_LIMIT, SandboxUnavailable, run_untrusted
+
+
+def run_code(code, **kw):
+    return run_untrusted(code, **kw)
+
+
+def run_program(program, **kw):
+    return run_untrusted(program, call_solve=True, **kw)
+
+
+def run_tests(solution, tests, entry_point=None, **kw):
+    return run_untrusted(solution, tests=tests, entry_point=entry_point, **kw)
 
 HE_TESTS = '''
 METADATA = {"author": "test"}
@@ -28,7 +37,7 @@ BAD = "def add(a, b):\n    return a * b\n"
 def test_hello_world():
     r = run_code("print('hello, world')")
     assert r.ok and r.stdout == "hello, world\n" and r.returncode == 0
-    assert r.error is None and r.blocked is None and not r.timed_out and r.duration < 5
+    assert r.error is None and not r.timed_out and r.duration < 5
 
 
 def test_stdin_and_scratch_dir_are_private():
@@ -37,8 +46,7 @@ def test_stdin_and_scratch_dir_are_private():
     r = run_code(code, stdin="from stdin\n")
     assert r.ok, r
     cwd, text, env = r.stdout.splitlines()
-    assert text == "from stdin" and "mermaidflow-sandbox" in cwd
-    assert not Path(cwd).exists()  # scratch dir removed afterwards
+    assert text == "from stdin" and cwd == "/tmp"  # a tmpfs that exists only inside the sandbox
     assert "OPENAI_API_KEY" not in env and "HOME" in env
 
 
@@ -90,83 +98,12 @@ def test_infinite_loop_is_killed_near_the_timeout():
     assert 1.0 <= elapsed < 3.0
 
 
-def _processes_mentioning(text: str) -> list[str]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(pid)
-        except OSError:
-            continue
-    return found
-
-
-def test_fork_loop_is_contained_and_reported():
-    r = run_code("import os\nwhile True:\n    os.fork()\n", timeout=3)
-    assert not r.ok and r.blocked == "process creation" and r.error == "blocked: process creation"
-    # Swallowing the refusal does not help: still reported, and the loop ends at the timeout.
-    r = run_code("import os, subprocess\nprint(os.getcwd(), flush=True)\nwhile True:\n    try:\n"
-                 "        os.fork()\n    except OSError:\n        pass\n    try:\n"
-                 "        subprocess.run(['sh', '-c', 'sleep 100 &'])\n    except OSError:\n        pass\n",
-                 timeout=1)
-    assert r.timed_out and r.blocked == "process creation"
-    assert _processes_mentioning(r.stdout.strip()) == []  # nothing of that run is left behind
-    for code in ("import os\nos.system('true')", "import subprocess\nsubprocess.run(['true'])",
-                 "import multiprocessing\nmultiprocessing.Process(target=print).start()"):
-        assert run_code(code).blocked == "process creation", code
-    assert run_code("print(1 + 1)").stdout == "2\n"  # and the machine still runs code
-
-
-def test_native_code_is_refused():
-    r = run_code("import ctypes\nlibc = ctypes.CDLL(None)\nwhile True:\n    libc.fork()\n", timeout=3)
-    assert r.blocked == "native library loading (ctypes)" and not r.timed_out
-
-
 def test_4gb_allocation_is_reported_as_memory_exceeded():
     r = run_code("data = bytearray(4 * 1024 ** 3)\nprint('allocated')\n", memory_mb=512)
     assert not r.ok and r.memory_exceeded and r.error == "memory limit 512 MB exceeded"
     assert "allocated" not in r.stdout and "MemoryError" in r.stderr
     r = run_code("chunks = []\nwhile True:\n    chunks.append(bytearray(64 * 1024 ** 2))\n", memory_mb=256)
     assert r.memory_exceeded and not r.timed_out
-
-
-def test_write_outside_scratch_is_blocked():
-    target = Path("/tmp") / f"mermaidflow-outside-{uuid.uuid4().hex}"
-    r = run_code(f"with open({str(target)!r}, 'w') as f:\n    f.write('escaped')\n")
-    assert not r.ok and r.blocked == f"write outside scratch dir: {target}"
-    assert not target.exists()
-    # Caught by the code, through os.open, or through a symlink: still blocked and reported.
-    code = (f"import os\ntry:\n    os.open({str(target)!r}, os.O_WRONLY | os.O_CREAT)\n"
-            f"except OSError:\n    pass\nos.symlink({str(target)!r}, 'link')\nopen('link', 'w').write('x')\n")
-    r = run_code(code)
-    assert r.blocked == f"write outside scratch dir: {target}" and not r.ok
-    assert not target.exists()
-    victim = Path("/tmp") / f"mermaidflow-victim-{uuid.uuid4().hex}"
-    victim.write_text("keep me")
-    try:
-        r = run_code(f"import os\nos.remove({str(victim)!r})\n")
-        assert r.blocked.startswith("change outside scratch dir: os.remove")
-        assert victim.read_text() == "keep me"
-    finally:
-        victim.unlink()
-
-
-def test_network_connect_is_blocked():
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    listener.setblocking(False)
-    port = listener.getsockname()[1]
-    try:
-        r = run_code(f"import socket\ns = socket.socket()\ns.connect(('127.0.0.1', {port}))\ns.send(b'hi')\n")
-        assert not r.ok and r.blocked == "network"
-        with pytest.raises(BlockingIOError):
-            listener.accept()  # no connection ever arrived
-        r = run_code("import urllib.request\ntry:\n    urllib.request.urlopen('http://example.com', "
-                     "timeout=1)\nexcept Exception as e:\n    print(type(e).__name__)\n")
-        assert r.blocked == "network" and not r.ok
-    finally:
-        listener.close()
 
 
 def test_syntax_error_is_reported():
@@ -184,33 +121,6 @@ def test_output_is_truncated_and_bad_input_never_raises():
     assert run_code("print(1)", timeout="soon").error.startswith("bad sandbox limits")  # type: ignore[arg-type]
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="uid drop, NPROC and network namespace need root")
-def test_root_layers_drop_privileges_and_network():
-    code = ("import os, resource\nprint(os.getuid(), os.getgid())\n"
-            "print(resource.getrlimit(resource.RLIMIT_NPROC)[0])\n"
-            "print([l.split(':')[0].strip() for l in open('/proc/net/dev').read().splitlines()[2:]])\n"
-            "import sympy\nprint(sympy.sqrt(8))\n")
-    r = run_code(code, timeout=20)
-    assert r.ok, r
-    ids, nproc, ifaces, sym = r.stdout.splitlines()
-    uid, gid = map(int, ids.split())
-    assert uid != 0 and gid != 0 and int(nproc) > 0
-    assert ifaces == "['lo']"  # its own network namespace
-    assert sym == "2*sqrt(2)"  # still able to import from a root-only interpreter directory
-
-
-def test_without_root_the_audit_layer_still_contains(monkeypatch):
-    monkeypatch.setattr(sandbox, "_privileged", lambda: False)
-    target = Path("/tmp") / f"mermaidflow-outside-{uuid.uuid4().hex}"
-    assert run_code(f"open({str(target)!r}, 'w')").blocked == f"write outside scratch dir: {target}"
-    assert not target.exists()
-    assert run_code("import os\nos.fork()").blocked == "process creation"
-    assert run_code("import socket\nsocket.create_connection(('127.0.0.1', 9))").blocked == "network"
-    assert run_code("while True:\n    pass\n", timeout=0.5).timed_out
-    assert run_code("bytearray(4 * 1024 ** 3)").memory_exceeded
-    assert run_tests(GOOD, HE_TESTS, "add").ok
-
-
 def test_a_solution_defining_its_own_check_is_not_called_as_the_test_harness():
     # MBPP/56 names its function `check`; only a check() defined by the tests is the HumanEval harness.
     solution = "def check(n):\n    return n == int(str(n)[::-1]) * 2 - 1\n"
@@ -218,3 +128,51 @@ def test_a_solution_defining_its_own_check_is_not_called_as_the_test_harness():
     assert res.ok, res.error
     res = run_tests(solution, "assert check(70) == True\n", "check", timeout=10)
     assert not res.ok
+
+
+def test_the_environments_packages_are_importable_read_only():
+    # sympy lives in the venv's site-packages, the interpreter under a 0700 /root when run as root here
+    r = run_code("import sympy, sys\nprint(sympy.sqrt(8))\nprint(sys.prefix)\n"
+                 "try:\n    open(sympy.__file__, 'a')\nexcept OSError as e:\n    print(e.errno)\n", timeout=20)
+    assert r.ok, r
+    sym, prefix, errno = r.stdout.splitlines()
+    assert sym == "2*sqrt(2)" and errno == "30"  # EROFS: bound read-only
+    assert not prefix.startswith(("/root", "/home"))
+
+
+def test_the_sandbox_sees_only_what_was_bound():
+    r = run_code("import os\nprint(sorted(os.listdir('/')))\nprint(sorted(os.listdir('/etc')))\n"
+                 "print(os.listdir('/proc/self/fd'))\nprint(open('/proc/self/status').read())")
+    assert r.ok, r
+    top, etc, fds, status = r.stdout.split("\n", 3)
+    assert {"dev", "etc", "proc", "tmp", "usr"} <= set(eval(top)) <= {
+        "bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbx", "sbin", "tmp", "usr"}
+    assert eval(etc) == ["ld.so.cache"]
+    assert "CapEff:\t0000000000000000" in status and "NoNewPrivs:\t1" in status
+
+
+def test_missing_bubblewrap_refuses_to_run_anything(monkeypatch, tmp_path):
+    marker = tmp_path / "ran"
+    monkeypatch.setattr(sandbox, "_layout_cache", None)
+    monkeypatch.setattr(sandbox.shutil, "which", lambda *a, **k: None)
+    monkeypatch.setattr(sandbox, "_status_ok", None)
+    real_exists = os.path.exists
+    monkeypatch.setattr(sandbox.os.path, "exists", lambda p: False if p == "/usr/bin/bwrap" else real_exists(p))
+    with pytest.raises(SandboxUnavailable, match="bubblewrap .bwrap. is not installed.*apt-get install -y bubblew"):
+        run_code(f"open({str(marker)!r}, 'w')")
+    assert not marker.exists()
+    ok, msg = sandbox.sandbox_status()
+    assert not ok and "not installed" in msg
+    with pytest.raises(SandboxUnavailable):
+        sandbox.require_sandbox()
+    monkeypatch.undo()
+    sandbox._layout_cache = None
+    assert sandbox.sandbox_status()[0]
+
+
+def test_a_sandbox_that_cannot_start_is_refused_not_run(monkeypatch):
+    layout = dict(sandbox._sbx_layout())
+    layout["args"] = ["--bogus-option", *layout["args"]]
+    monkeypatch.setattr(sandbox, "_sbx_layout", lambda: layout)
+    with pytest.raises(SandboxUnavailable, match="bubblewrap cannot create its sandbox here"):
+        run_code("print(1)")

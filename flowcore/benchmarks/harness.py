@@ -13,11 +13,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..sandbox import SandboxUnavailable, require_sandbox
 from .data import Problem
 from .scoring import score
 
 log = logging.getLogger(__name__)
 
+CODE_BENCHMARKS = ("humaneval", "mbpp")  # scored by running hidden tests in the sandbox
 Runner = Callable[[Problem], Awaitable[tuple[str, float]]]  # returns (answer, cost)
 
 
@@ -83,6 +85,8 @@ async def _solve(runner: Runner, problem: Problem, timeout: float | None) -> Pro
         answer, cost = await (asyncio.wait_for(out, timeout) if timeout else out)
         answer = "" if answer is None else str(answer)
         cost = float(cost or 0.0)
+    except SandboxUnavailable:
+        raise  # no problem's fault: the whole evaluation stops (code is never run unconfined)
     except Exception as exc:  # noqa: BLE001 - any runner failure is this problem's result
         timed_out = timeout is not None and isinstance(exc, TimeoutError) and time.perf_counter() - start >= timeout
         msg = f"timed out after {timeout:g}s" if timed_out else str(exc)
@@ -93,6 +97,8 @@ async def _solve(runner: Runner, problem: Problem, timeout: float | None) -> Pro
     try:
         # Code scoring runs the sandbox and math scoring may call sympy: keep both off the event loop.
         res = await asyncio.to_thread(score, problem.benchmark, answer, problem)
+    except SandboxUnavailable:
+        raise  # hidden tests cannot run confined: that is no wrong answer, the evaluation stops
     except Exception as exc:  # noqa: BLE001 - scorer bug: record it, keep going
         return ProblemResult(problem.id, False, answer, None, cost, latency, f"score {type(exc).__name__}: {exc}")
     return ProblemResult(problem.id, res.correct, answer, res.extracted, cost, latency, None)
@@ -107,6 +113,8 @@ async def evaluate(runner: Runner, problems: list[Problem], *, concurrency: int 
     with cancelled=True. timeout: seconds per problem for the runner. Results keep the problems' order."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if any(p.benchmark in CODE_BENCHMARKS for p in problems):
+        require_sandbox()  # before any LLM call: the hidden tests can only run in the sandbox
     total = len(problems)
     results: dict[int, ProblemResult] = {}
     next_index = 0

@@ -417,7 +417,7 @@ def _code(benchmark: str, prediction: str, problem: Problem | None, tests: str, 
     elif entry is None:
         m = re.search(r"^def\s+([A-Za-z_]\w*)\s*\(", code, re.MULTILINE)
         entry = m.group(1) if m else None
-    res = sandbox.run_tests(program, tests, entry, timeout=timeout)
+    res = sandbox.run_untrusted(program, tests=tests, entry_point=entry, timeout=timeout)  # raises if no bwrap
     if res.ok:
         return ScoreResult(True, code)
     detail = "timed out" if res.timed_out else (res.error or "tests failed")
