@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import site
@@ -72,6 +73,19 @@ def report(kind, detail=""):
         os.write(REP, (json.dumps({"kind": kind, "detail": str(detail)[:500]}) + "\n").encode())
     except OSError:
         pass
+if job["uid"] is not None:  # started by root: drop to a throwaway uid (see _sbx_compute_layout)
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in range(64):
+        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP: nothing can be regained by a later exec
+    os.setgroups([])
+    os.setresgid(job["uid"], job["uid"], job["uid"])
+    os.setresuid(job["uid"], job["uid"], job["uid"])
+    status = open("/proc/self/status").read()
+    if 0 in os.getresuid() or any(line.split()[1].strip("0") for line in status.splitlines()
+                                  if line.startswith(("CapPrm", "CapEff", "CapBnd", "CapAmb"))):
+        report("error", "sandbox: could not drop privileges")
+        os._exit(70)
 report("started")
 for d in job["site"]:
     site.addsitedir(d)
@@ -183,10 +197,15 @@ def run_untrusted(code: str, *, tests: str | list[str] | None = None, entry_poin
     except (TypeError, ValueError):
         return _sbx_failure(f"bad sandbox limits: timeout={timeout!r}, memory_mb={memory_mb!r}")
     layout = _sbx_layout()  # raises SandboxUnavailable
-    job = {"parts": parts, "mode": mode, "entry_point": entry_point, "site": layout["site"],
+    uid = _sbx_claim_uid() if layout["root"] else None
+    job = {"parts": parts, "mode": mode, "entry_point": entry_point, "site": layout["site"], "uid": uid,
            "memory": memory_mb << 20, "fsize": FILE_SIZE_LIMIT, "nofile": NOFILE_LIMIT, "nproc": NPROC_LIMIT,
            "cpu": int(timeout) + 2}
-    return _sbx_execute(layout, job, timeout, memory_mb, stdin, start)
+    try:
+        return _sbx_execute(layout, job, timeout, memory_mb, stdin, start)
+    finally:
+        if uid is not None:
+            _sbx_release_uid(uid)
 
 
 def sandbox_status() -> tuple[bool, str]:
@@ -213,6 +232,23 @@ def require_sandbox() -> None:
 
 
 _status_ok: str | None = None
+_uids_lock = threading.Lock()
+_uids_in_use: set[int] = set()
+
+
+def _sbx_claim_uid() -> int:
+    """A uid no account and no other running sandbox uses: RLIMIT_NPROC then counts this run alone."""
+    with _uids_lock:
+        while True:
+            uid = random.randrange(200_000, 1_200_000)
+            if uid not in _uids_in_use:
+                _uids_in_use.add(uid)
+                return uid
+
+
+def _sbx_release_uid(uid: int) -> None:
+    with _uids_lock:
+        _uids_in_use.discard(uid)
 _layout_cache: dict | None = None
 _layout_lock = threading.Lock()
 
@@ -244,7 +280,11 @@ def _sbx_compute_layout() -> dict:
              or "/usr/bin/bwrap")
     base = os.path.realpath(sys.base_prefix)
     exe = os.path.realpath(sys.executable)
+    # Folders bwrap would make for the mount points below are 0700: a uid the bootstrap switches to could
+    # not enter them, so make them 0755 first.
     args = ["--ro-bind", "/usr", "/usr"]
+    for d in ("/etc", "/sbx", "/sbx/site", "/sbx/bin"):
+        args += ["--perms", "0755", "--dir", d]
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):  # merged-/usr symlinks, or the real dirs
         p = "/" + top
         if os.path.islink(p):
@@ -278,14 +318,22 @@ def _sbx_compute_layout() -> dict:
         inner = f"/sbx/site/{len(sites)}"
         args += ["--ro-bind", d, inner]
         sites.append(inner)
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(SCRATCH_LIMIT), "--tmpfs", "/tmp",
-             "--remount-ro", "/dev", "--remount-ro", "/",  # only /tmp stays writable
-             "--chdir", "/tmp", "--unshare-all", "--unshare-user", "--disable-userns",
-             "--uid", "65534", "--gid", "65534", "--hostname", "sandbox",
-             "--die-with-parent", "--new-session", "--clearenv"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(SCRATCH_LIMIT),
+             "--tmpfs", "/tmp", "--remount-ro", "/dev", "--remount-ro", "/",  # only /tmp stays writable
+             "--chdir", "/tmp", "--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
+    root = os.geteuid() == 0
+    if root:
+        # bwrap run by root: no user namespace (inside one, the code would still be kernel uid 0, which
+        # RLIMIT_NPROC does not limit). Every namespace but the user one; all capabilities dropped except the
+        # three the bootstrap needs to switch to a throwaway uid before any of the code runs.
+        args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                 "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                 "--cap-add", "CAP_SETPCAP"]
+    else:  # an ordinary user: bwrap maps the user into a fresh user namespace with no capabilities
+        args += ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534"]
     for k, v in env.items():
         args += ["--setenv", k, v]
-    return {"bwrap": bwrap, "args": args, "python": python, "site": sites, "base": inner_base}
+    return {"bwrap": bwrap, "args": args, "python": python, "site": sites, "base": inner_base, "root": root}
 
 
 def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin: str | None,
