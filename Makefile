@@ -10,7 +10,7 @@ PORT ?= 8501
 DB ?= workspace.db
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test lint bench clean distclean venv browser-deps screenshots
+.PHONY: run test lint bench clean distclean venv browser-deps sandbox-deps sandbox-test-deps screenshots
 
 venv: $(PY)
 
@@ -30,7 +30,7 @@ $(VENV)/.stamp-dev: requirements-dev.txt requirements.txt | $(PY)
 	$(PIP) install -r requirements-dev.txt
 	@touch $@
 
-run: $(VENV)/.stamp-run
+run: $(VENV)/.stamp-run sandbox-deps
 	MERMAIDFLOW_DB="$(DB)" $(VENV)/bin/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT) \
 	  --browser.gatherUsageStats false --server.headless true
 
@@ -42,7 +42,20 @@ browser-deps:
 	else echo "note: $(CHROMIUM) is missing and this is not root: browser tests will be skipped" \
 	  "(install it with: sudo apt-get install -y chromium)"; fi
 
-test: $(VENV)/.stamp-dev browser-deps
+# Generated code runs only inside bubblewrap (flowcore/sandbox.py); without it the app refuses to run it. The
+# hostile-program tests also run the sandbox as an unprivileged user, from Debian's /usr/bin/python3.
+sandbox-deps:
+	@if command -v bwrap >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update && apt-get install -y bubblewrap; \
+	else echo "note: bubblewrap (bwrap) is missing and this is not root: generated code will not run" \
+	  "(install it with: sudo apt-get install -y bubblewrap)"; fi
+
+sandbox-test-deps: sandbox-deps
+	@if [ -x /usr/bin/python3 ] || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then :; \
+	else apt-get update && apt-get install -y python3-minimal; fi
+
+test: $(VENV)/.stamp-dev browser-deps sandbox-test-deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest -q
 

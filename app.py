@@ -56,6 +56,7 @@ def home() -> None:
         "candidate graph with the most parallelism, runs every ready subtask at once, and repairs the graph "
         "locally when an inspector finds a failed result.")
     common.llm_banner()
+    common.sandbox_banner()
 
     st.subheader("Example workflows")
     rows = []

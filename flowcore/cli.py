@@ -16,6 +16,7 @@ from pathlib import Path
 from . import catalogue as cat
 from .checker import check, is_valid
 from .mermaid import WorkflowSyntaxError, parse, to_mermaid
+from .sandbox import SandboxUnavailable
 
 # Modules that add subcommands through ``register(subparsers)``; missing ones are skipped.
 _PLUGINS = ("flowcore.run_cli", "flowcore.evolution.cli", "flowcore.aov.cli", "flowcore.compare_cli")
@@ -80,6 +81,17 @@ def _cmd_fmt(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sandbox(args: argparse.Namespace) -> int:
+    from .sandbox import sandbox_status
+
+    ready, message = sandbox_status()
+    if args.json:
+        emit({"ready": ready, "message": message})
+    else:
+        print(message if ready else f"not ready: {message}")
+    return 0 if ready else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m flowcore", description="MermaidFlow Studio engine")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -92,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fmt", help="print the canonical text of a workflow")
     f.add_argument("file")
     f.set_defaults(func=_cmd_fmt)
+    s = sub.add_parser("sandbox", help="say whether generated code can run here (bubblewrap sandbox)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_cmd_sandbox)
     for mod in _PLUGINS:
         try:
             register: Callable = importlib.import_module(mod).register
@@ -112,6 +127,9 @@ def guarded(fn: Callable[[argparse.Namespace], int], failures: tuple[type[Except
         try:
             return int(fn(args) or 0)
         except CliError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except SandboxUnavailable as exc:  # the machine lacks bubblewrap: code is refused, never run unconfined
             print(f"error: {exc}", file=sys.stderr)
             return 2
         except failures as exc:

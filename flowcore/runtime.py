@@ -20,11 +20,13 @@ from .checker import check
 from .mermaid import label_type_word
 from .model import Diagnostic, Workflow
 from .operators import NOTE_OPS, NodeError, Route, Run, new_run
+from .sandbox import require_sandbox
 
 __all__ = ["NodeError", "NodePlan", "Plan", "RunResult", "WorkflowInvalid", "execute", "prepare",
            "run_workflow"]
 
 INPUTS = ("PROBLEM", "ENTRY_POINT")
+CODE_OPS = frozenset({"ProgrammerOp", "TestOp"})  # operators that run generated code in the sandbox
 
 
 class WorkflowInvalid(ValueError):
@@ -133,6 +135,8 @@ def prepare(workflow: Workflow, task: str | None = None) -> Plan:
 async def execute(plan: Plan, problem: str, *, llm: Any, entry_point: str | None = None,
                   public_tests: str = "") -> RunResult:
     """Run a prepared plan on one problem. A failing node raises NodeError naming it."""
+    if CODE_OPS & set(plan.ops):
+        require_sandbox()  # before any LLM call: this workflow's code could only be refused later
     run: Run = new_run(llm, problem, entry_point, public_tests=public_tests, ops=plan.ops)
     tasks: dict[str, asyncio.Task] = {}
 

@@ -276,8 +276,8 @@ def _sbx_layout() -> dict:
 
 
 def _sbx_compute_layout() -> dict:
-    bwrap = (shutil.which("bwrap") or shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
-             or "/usr/bin/bwrap")
+    bwrap = (os.environ.get("MERMAIDFLOW_BWRAP") or shutil.which("bwrap")  # the variable: a bwrap elsewhere
+             or shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin") or "/usr/bin/bwrap")
     base = os.path.realpath(sys.base_prefix)
     exe = os.path.realpath(sys.executable)
     # Folders bwrap would make for the mount points below are 0700: a uid the bootstrap switches to could
@@ -469,7 +469,7 @@ class _Reader:
         return s
 
 
-def _sbx_write(fd: int, data: bytes, owner=None) -> None:  # noqa: ANN001
+def _sbx_write(fd: int, data: bytes, owner: object = None) -> None:
     """Write all of ``data`` to a pipe and close it (on a thread: a pipe holds only 64 KiB)."""
     try:
         view = memoryview(data)
@@ -479,6 +479,6 @@ def _sbx_write(fd: int, data: bytes, owner=None) -> None:  # noqa: ANN001
         pass
     finally:
         try:
-            owner.close() if owner is not None else os.close(fd)
+            owner.close() if owner is not None else os.close(fd)  # type: ignore[attr-defined]
         except OSError:
             pass

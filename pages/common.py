@@ -11,7 +11,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from flowcore import drafts, settings_store
+from flowcore import drafts, sandbox, settings_store
 from flowcore.llm import LLMSettings, public_url
 from flowcore.storage import Workspace
 
@@ -225,10 +225,27 @@ def md(text: str) -> str:
     return "".join("\\" + c if c in "\\`*_[]<>$~#|" else c for c in str(text))
 
 
+def sandbox_banner(*, show_ready: bool = False) -> bool:
+    """Say plainly when generated code cannot run confined (no bubblewrap): it is then refused, never run
+    unconfined. Returns whether the sandbox is ready."""
+    ready, message = sandbox.sandbox_status()
+    if not ready:
+        st.error(f"**Generated code will not run here.** {message}. Workflows with Programmer or Test "
+                 "nodes and HumanEval/MBPP scoring are refused until it is installed; everything else works.",
+                 icon=":material/shield:")
+    elif show_ready:
+        st.success(f"Sandbox: {message}. Generated code runs with no network, no access to your files or "
+                   "keys, and CPU/memory/process/file-size limits.", icon=":material/shield:")
+    return ready
+
+
 def sidebar_status() -> None:
     settings = llm_settings()
     with st.sidebar:
         st.caption(f"Workspace: `{db_path()}`")
+        ready, _ = sandbox.sandbox_status()
+        st.caption("Sandbox: bubblewrap ready" if ready else ":red[Sandbox: bubblewrap missing — generated "
+                   "code is refused]")
         if settings.configured:
             st.caption(f"LLM endpoint: `{public_url(settings.base_url)}` · "
                        f"executor `{settings.models['executor']}`")

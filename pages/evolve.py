@@ -210,6 +210,7 @@ def main() -> None:
                "candidates, lets a judge pick one and evaluates it on the validation split.")
     settings = common.llm_settings()
     configured = common.llm_banner(settings)
+    common.sandbox_banner()
     if "evo_flash" in ss:
         kind, msg = ss.pop("evo_flash")
         getattr(st, kind)(msg)

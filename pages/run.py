@@ -24,6 +24,7 @@ from flowcore.benchmarks import load  # noqa: E402
 from flowcore.llm import LLMError  # noqa: E402
 from flowcore.mermaid import WorkflowSyntaxError  # noqa: E402
 from flowcore.runtime import NodeError, WorkflowInvalid  # noqa: E402
+from flowcore.sandbox import SandboxUnavailable  # noqa: E402
 from pages import common  # noqa: E402
 from pages.export import pick_workflow  # noqa: E402
 
@@ -67,7 +68,8 @@ def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> Non
                     res = es.run_problem(settings, common.workspace(), text, task, problem, entry)
                     st.session_state[ONE_KEY] = {"answer": res.answer, "cost": res.cost, "calls": res.calls,
                                                  "trace": res.trace, "task": task, "text": text}
-                except (WorkflowSyntaxError, WorkflowInvalid, NodeError, LLMError, ValueError) as e:
+                except (WorkflowSyntaxError, WorkflowInvalid, NodeError, LLMError, ValueError,
+                        SandboxUnavailable) as e:
                     st.session_state[ONE_KEY] = {"error": str(e), "text": text}
     out = st.session_state.get(ONE_KEY)
     if not out or out.get("text") != text:  # a result of another workflow is not shown under this one
@@ -208,6 +210,7 @@ def main() -> None:
     st.caption("Run a workflow on one problem, or evaluate it on a benchmark.")
     settings = common.llm_settings()
     configured = common.llm_banner(settings)
+    common.sandbox_banner()
     text, task, name = pick_workflow("run_pick")
     diags = check(text, task)
     valid = is_valid(diags)

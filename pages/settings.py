@@ -55,6 +55,7 @@ def test_connection(settings: LLMSettings, role: str) -> None:
 st.title("Settings")
 current = common.llm_settings()
 common.llm_banner(current)
+common.sandbox_banner(show_ready=True)
 env_key = bool((os.environ.get("OPENAI_API_KEY") or "").strip())
 
 st.subheader("API key")

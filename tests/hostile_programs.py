@@ -80,7 +80,7 @@ ATTACKS = [
            "MemoryError at the address-space limit", timeout=10.0),
     Attack("2 GB to scratch", (
         "import os\nfor i in range(64):\n    with open(f'/tmp/fill{{i}}', 'wb') as f:\n"
-        "        for _ in range(32):\n            f.write(b'x' * (1 << 20))\n"), 
+        "        for _ in range(32):\n            f.write(b'x' * (1 << 20))\n"),
            "OSError ENOSPC (the scratch tmpfs holds 64 MB) or EFBIG; nothing reaches the host's disk",
            timeout=10.0),
     Attack("setsid child outliving the timeout", (
