@@ -10,7 +10,7 @@ PORT ?= 8501
 DB ?= workspace.db
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test lint bench clean distclean venv browser-deps sandbox-deps sandbox-test-deps screenshots
+.PHONY: run test lint bench clean distclean venv browser-deps sandbox-deps sandbox-test-deps pg-deps screenshots
 
 venv: $(PY)
 
@@ -55,7 +55,16 @@ sandbox-test-deps: sandbox-deps
 	@if [ -x /usr/bin/python3 ] || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then :; \
 	else apt-get update && apt-get install -y python3-minimal; fi
 
-test: $(VENV)/.stamp-dev browser-deps sandbox-test-deps
+# The storage suite also runs on a real PostgreSQL server the tests start from Debian's binaries (initdb +
+# pg_ctl in a temp dir); without them those tests skip with a reason (and fail on CI).
+pg-deps:
+	@if ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update && apt-get install -y postgresql; \
+	else echo "note: PostgreSQL is missing and this is not root: PostgreSQL tests will be skipped" \
+	  "(install it with: sudo apt-get install -y postgresql)"; fi
+
+test: $(VENV)/.stamp-dev browser-deps sandbox-test-deps pg-deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest -q
 

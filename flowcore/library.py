@@ -125,6 +125,5 @@ def examples(directory: Path | None = None) -> list[tuple[str, str, str]]:
 
 def table_counts(ws: Workspace) -> dict[str, int]:
     """Row count of every table in the workspace (for a status panel)."""
-    names = [r["name"] for r in ws.query(
-        "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    names = ws.tables()
     return {n: int(ws.query(f'SELECT COUNT(*) AS n FROM "{n}"')[0]["n"]) for n in names}

@@ -1,58 +1,154 @@
-"""The workspace: one embedded SQLite database for workflows, history, runs, LLM logs and AOV executions.
+"""The workspace: one database for workflows, history, runs, evaluations, LLM logs, AOV executions, settings.
 
-Each engine module owns its tables and registers their DDL with ``ensure_schema``; the workspace only
-guarantees transactional writes (a crash loses nothing that was committed) and safe use from threads.
+Embedded SQLite by default (a file); ``MERMAIDFLOW_DB=postgresql://user@host:port/db`` (or a ``postgresql://``
+target passed to ``Workspace``) puts the same tables in PostgreSQL so several app processes and workers share
+one workspace. Engine modules keep writing SQLite-flavoured SQL (``?`` placeholders, ``INSERT OR REPLACE``,
+``INTEGER PRIMARY KEY AUTOINCREMENT`` in their DDL, ``cursor.lastrowid``): ``flowcore.storage_pg`` translates it
+in this one place, so no module needs a second dialect.
+
+Each engine module owns its tables and registers their DDL with ``ensure_schema``; the workspace guarantees
+transactional writes (a crash loses nothing that was committed), safe use from threads (one connection per
+thread), and one writer at a time (SQLite's BEGIN IMMEDIATE; a transaction-scoped advisory lock in
+PostgreSQL), so read-then-write code behaves the same on both.
+
+Errors: both backends raise ``sqlite3`` exception types (``IntegrityError``, ``OperationalError``, …; the
+PostgreSQL adapter maps psycopg's), re-exported here as ``DatabaseError``/``IntegrityError``/``OperationalError``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-DEFAULT_DB = Path(os.environ.get("MERMAIDFLOW_DB", "workspace.db"))
+DB_ENV = "MERMAIDFLOW_DB"
+DEFAULT_FILE = "workspace.db"
+DatabaseError = sqlite3.DatabaseError
+IntegrityError = sqlite3.IntegrityError
+OperationalError = sqlite3.OperationalError
+# Where applied DDL is recorded (the "migration table"): a module's DDL re-runs only when its text changed.
+_SCHEMA_TABLE = ("CREATE TABLE IF NOT EXISTS mf_schema(name TEXT PRIMARY KEY, ddl_hash TEXT NOT NULL, "
+                 "applied REAL NOT NULL)")
+
+
+def is_postgres(target: object) -> bool:
+    return str(target).startswith(("postgresql://", "postgres://"))
+
+
+def default_target() -> str:
+    """``$MERMAIDFLOW_DB`` (a file path or a postgresql:// URL), else ``workspace.db``."""
+    return os.environ.get(DB_ENV) or DEFAULT_FILE
 
 
 class Workspace:
-    """A SQLite database shared by the engine. Thread-safe: one connection per thread."""
+    """The engine's database. Thread-safe: one connection per thread.
+
+    ``path`` is the SQLite file, or the PostgreSQL URL without its password (for messages)."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self.path = Path(path) if path is not None else DEFAULT_DB
-        if str(self.path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        target = default_target() if path is None else path
+        self.backend = "postgresql" if is_postgres(target) else "sqlite"
+        self.url: str | None = None
+        if self.backend == "postgresql":
+            from .storage_pg import redact
+
+            self.url = str(target)
+            self.path: Path | str = redact(self.url)
+        else:
+            self.path = Path(target)
+            if str(self.path) != ":memory:":
+                self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._schemas: set[str] = set()
         self._lock = threading.Lock()
+        self._conns: list[Any] = []  # every thread's connection, so close_all() can reach them
+        self._conns_lock = threading.Lock()
 
     @property
-    def conn(self) -> sqlite3.Connection:
+    def is_postgres(self) -> bool:
+        return self.backend == "postgresql"
+
+    @property
+    def conn(self) -> Any:
+        """This thread's connection: a ``sqlite3.Connection`` or the PostgreSQL adapter with the same calls
+        (``execute`` returning a cursor with ``fetchone/fetchall/lastrowid/rowcount``, ``executescript``)."""
         conn = getattr(self._local, "conn", None)
+        if conn is not None and self.is_postgres and conn.broken:
+            conn.close()  # the server restarted or the connection dropped: start a fresh one
+            conn = None
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
+            if self.is_postgres:
+                from .storage_pg import PgConnection
+
+                conn = PgConnection(self.url or "")
+            else:
+                conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+                conn.row_factory = sqlite3.Row
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA foreign_keys=ON")
             self._local.conn = conn
+            with self._conns_lock:
+                self._conns.append(conn)
         return conn
 
     def ensure_schema(self, name: str, ddl: str) -> None:
-        """Create a module's tables once per process (DDL must use IF NOT EXISTS)."""
+        """Create a module's tables once per process (DDL must use IF NOT EXISTS). The DDL's hash is recorded
+        in ``mf_schema``; another process (or a restart) skips DDL that is already applied."""
         if name in self._schemas:
             return
         with self._lock:
-            if name not in self._schemas:
-                self.conn.executescript(ddl)
-                self._schemas.add(name)
+            if name in self._schemas:
+                return
+            digest = hashlib.sha256(ddl.encode()).hexdigest()[:16]
+            conn = self.conn
+            if self.is_postgres:
+                conn.apply_ddl(name, ddl, digest, _SCHEMA_TABLE)
+            else:
+                conn.executescript(ddl + ";\n" + _SCHEMA_TABLE)
+                conn.execute("INSERT OR REPLACE INTO mf_schema(name, ddl_hash, applied) VALUES (?,?,?)",
+                             (name, digest, time.time()))
+            self._schemas.add(name)
+
+    def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
+        """A small migration: add the columns ``{name: declaration}`` that ``table`` lacks (both backends)."""
+        have = set(self.columns(table))
+        missing = {c: d for c, d in columns.items() if c not in have}
+        if not missing:
+            return
+        with self.transaction() as c:
+            for col, decl in missing.items():
+                if self.is_postgres:
+                    c.execute(f'ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS "{col}" {decl}')
+                else:
+                    c.execute(f'ALTER TABLE "{table}" ADD COLUMN "{col}" {decl}')
+
+    def columns(self, table: str) -> list[str]:
+        if self.is_postgres:
+            return self.conn.columns(table)
+        return [r["name"] for r in self.query(f'PRAGMA table_info("{table}")')]
+
+    def tables(self) -> list[str]:
+        """The workspace's tables (the migration table excluded), sorted."""
+        if self.is_postgres:
+            names = self.conn.tables()
+        else:
+            names = [r["name"] for r in self.query(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
+        return sorted(n for n in names if n != "mf_schema")
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT; rolls back on any exception so partial writes never land."""
+    def transaction(self) -> Iterator[Any]:
+        """BEGIN IMMEDIATE ... COMMIT (SQLite) or BEGIN + the workspace write lock ... COMMIT (PostgreSQL);
+        rolls back on any exception so partial writes never land."""
         conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE")  # the PostgreSQL adapter turns this into BEGIN + advisory lock
         try:
             yield conn
         except BaseException:
@@ -60,11 +156,27 @@ class Workspace:
             raise
         conn.execute("COMMIT")
 
-    def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+    def query(self, sql: str, params: tuple | dict = ()) -> list[Any]:
+        """Rows that read like ``sqlite3.Row``: ``row["col"]``, ``row[0]``, ``dict(row)``."""
         return self.conn.execute(sql, params).fetchall()
 
     def close(self) -> None:
+        """Close this thread's connection."""
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
+            with self._conns_lock:
+                if conn in self._conns:
+                    self._conns.remove(conn)
+
+    def close_all(self) -> None:
+        """Close every thread's connection (tests, shutdown)."""
+        with self._conns_lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - closing is best effort (another thread may be using it)
+                pass
+        self._local = threading.local()

@@ -13,7 +13,7 @@ import streamlit as st
 
 from flowcore import drafts, sandbox, settings_store
 from flowcore.llm import LLMSettings, public_url
-from flowcore.storage import Workspace
+from flowcore.storage import Workspace, is_postgres
 
 APP_PATH = Path(__file__).resolve().parent.parent / "app.py"
 
@@ -50,8 +50,21 @@ KEY_STATE = "llm_api_key"  # the key typed on the Settings page: session memory 
 DEFAULT_EXAMPLE = drafts.DEFAULT_EXAMPLE
 
 
-def db_path() -> Path:
-    return Path(os.environ.get(DB_ENV) or "workspace.db").resolve()
+def db_target() -> str:
+    """$MERMAIDFLOW_DB: a SQLite file (made absolute) or a postgresql:// URL (kept as it is)."""
+    raw = os.environ.get(DB_ENV) or "workspace.db"
+    return raw if is_postgres(raw) else str(Path(raw).resolve())
+
+
+def db_path() -> Path | str:
+    """The workspace file, or the PostgreSQL URL without its password (safe to show)."""
+    return workspace().path
+
+
+def db_label() -> str:
+    """A short name for messages: the file's name, or the redacted URL."""
+    p = db_path()
+    return p.name if isinstance(p, Path) else p
 
 
 @st.cache_resource(show_spinner=False)
@@ -60,7 +73,7 @@ def _workspace(path: str) -> Workspace:
 
 
 def workspace() -> Workspace:
-    return _workspace(str(db_path()))
+    return _workspace(db_target())
 
 
 def llm_settings() -> LLMSettings:

@@ -120,7 +120,7 @@ if save or test:
             except settings_store.SettingsError as e:
                 st.error(str(e))
             else:
-                st.success(f"Saved to the workspace ({common.db_path().name}); the API key was not saved.")
+                st.success(f"Saved to the workspace ({common.db_label()}); the API key was not saved.")
         if test:
             if not chosen.configured:
                 st.warning("No endpoint to test: enter an endpoint URL or an API key first.")

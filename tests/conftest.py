@@ -23,12 +23,42 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=is_browser)  # stable: keeps the order inside each group
 
 
+@pytest.fixture(scope="session")
+def pg_server():
+    """One real PostgreSQL server for the session (Debian's binaries, a temp dir, 127.0.0.1)."""
+    from tests import pgserver
+
+    try:
+        server = pgserver.start()
+    except RuntimeError as e:
+        if os.environ.get("CI"):
+            raise  # `make test` installs PostgreSQL: on CI a missing server is a failure, not a skip
+        pytest.skip(str(e))
+    yield server
+    server.stop()
+
+
+def _new_ws(request, tmp_path, backend: str) -> Workspace:
+    if backend == "postgresql":
+        return Workspace(request.getfixturevalue("pg_server").new_schema())
+    return Workspace(tmp_path / "ws.db")
+
+
 @pytest.fixture
-def ws(tmp_path):
-    """A fresh workspace database for one test."""
-    w = Workspace(tmp_path / "ws.db")
+def ws(request, tmp_path):
+    """A fresh workspace database for one test (SQLite; MERMAIDFLOW_TEST_BACKEND=postgresql runs the whole
+    suite's workspaces on the test PostgreSQL server instead)."""
+    w = _new_ws(request, tmp_path, os.environ.get("MERMAIDFLOW_TEST_BACKEND", "sqlite"))
     yield w
-    w.close()
+    w.close_all()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_ws(request, tmp_path):
+    """The storage suite's workspace: every test using it runs on SQLite and on PostgreSQL."""
+    w = _new_ws(request, tmp_path, request.param)
+    yield w
+    w.close_all()
 
 
 @pytest.fixture
