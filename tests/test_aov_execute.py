@@ -225,7 +225,7 @@ def test_diff_of_identical_graphs_is_empty() -> None:
 # ---- repairs during a run -------------------------------------------------------------------------
 def test_auto_repair_completes_and_keeps_completed_data() -> None:
     agent = Counting({**OK, "b": ["ERROR: could not write", "<html>fixed</html>"]})
-    ex = Execution(diamond(), agent, mode="auto")
+    ex = Execution(diamond(), agent, mode="auto", schedule="steps")
     reports = run(ex.run())
     assert ex.status == "completed"
     assert [r.subtasks for r in reports] == [["a"], ["b", "c"], ["b"], ["d"]]
@@ -247,7 +247,7 @@ def test_repairs_are_bounded_then_the_subtask_stays_failed() -> None:
 
 
 def test_interactive_pause_accept_and_continue() -> None:
-    ex = Execution(diamond(), ManualAgent(FAIL_ONCE), mode="interactive")
+    ex = Execution(diamond(), ManualAgent(FAIL_ONCE), mode="interactive", schedule="steps")
     reports = run(ex.run())
     assert ex.status == "paused" and len(reports) == 2
     assert len(ex.pending_proposals) == 3 and reports[-1].proposals == ex.pending_proposals
@@ -320,7 +320,7 @@ def test_two_failures_in_one_step_are_decided_one_after_the_other() -> None:
 # ---- persistence ----------------------------------------------------------------------------------
 def test_saved_execution_reopens_and_continues(tmp_path) -> None:
     ws = Workspace(tmp_path / "ws.db")
-    ex = Execution(diamond(), ManualAgent(OK))
+    ex = Execution(diamond(), ManualAgent(OK), schedule="steps")
     eid = save_execution(ws, ex)
     run(ex.run(max_steps=2))
     assert ex.step_index == 2

@@ -171,7 +171,8 @@ def test_cli_run_with_llm_and_auto_repair(tmp_path, monkeypatch, capsys) -> None
         monkeypatch.setenv("MERMAIDFLOW_MAX_RETRIES", "0")
         for role, model in MODELS.items():
             monkeypatch.setenv(f"MERMAIDFLOW_MODEL_{role.upper()}", model)
-        rc = main(["run", str(f), "--json", "--auto-repair", "--db", str(tmp_path / "ws.db")])
+        rc = main(["run", str(f), "--json", "--auto-repair", "--db", str(tmp_path / "ws.db"),
+                   "--schedule", "steps"])
     out, err = capsys.readouterr()
     assert rc == 0, err
     steps = [json.loads(line) for line in out.splitlines()]
@@ -180,3 +181,49 @@ def test_cli_run_with_llm_and_auto_repair(tmp_path, monkeypatch, capsys) -> None
     assert steps[-1]["status"] == "completed" and "no LLM configured" not in err
     stored = b"".join(p.read_bytes() for p in tmp_path.glob("ws.db*"))  # database, WAL and all
     assert b"result of b" in stored and b"sk-test" not in stored
+
+
+def test_cli_generate_select_run_is_the_whole_flow_path(tmp_path, monkeypatch, capsys) -> None:
+    """`aov generate` (K graphs requested at once), then `aov select` and `aov run` on what it wrote."""
+    replies = {1: json.dumps(VALID), 2: json.dumps(CYCLIC), 3: json.dumps(REPAIRABLE)}
+
+    def respond(req: dict) -> str:
+        text = message_text(req)
+        m = re.search(r"candidate (\d+) of 3", text)
+        if m:
+            return replies[int(m.group(1))]
+        if "global inspector" in text:
+            return '{"passed": true, "reason": "fine"}'
+        return "my part, done"
+
+    out_dir = tmp_path / "plans"
+    with FakeLLMServer(respond, latency=0.3) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("MERMAIDFLOW_MAX_RETRIES", "0")
+        monkeypatch.setenv("MERMAIDFLOW_CACHE", "0")
+        rc = main(["generate", "Build a bakery website", "--k", "3", "--out", str(out_dir), "--json",
+                   "--agents", "planner,coder"])
+        out, err = capsys.readouterr()
+        assert rc == 0, err
+        assert srv.max_in_flight == 3  # the three candidates were requested at once
+        rows = [json.loads(x) for x in out.splitlines()]
+        assert [r["valid"] for r in rows[:3]] == [True, False, True]
+        assert rows[1]["error"] == "cycle: x -> y -> x" and rows[1]["file"].endswith("candidate_2.invalid.txt")
+        assert rows[3] == {"event": "chosen", "index": 2, "file": str(out_dir / "candidate_3.json")}
+        assert sorted(p.name for p in out_dir.iterdir()) == ["candidate_1.json", "candidate_2.invalid.txt",
+                                                             "candidate_3.json"]
+        assert main(["select", *sorted(str(p) for p in out_dir.glob("*.json")), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["chosen"] == 1  # candidate_3: the second file given
+        assert main(["run", str(out_dir / "candidate_3.json"), "--json", "--refine-every", "0"]) == 0
+        events = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+        assert {e["subtask"] for e in events if e["event"] == "result"} == {"plan", "p1", "p2", "p3"}
+
+
+def test_cli_generate_with_no_valid_candidate_fails(tmp_path, monkeypatch, capsys) -> None:
+    with FakeLLMServer("no graph, sorry") as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("MERMAIDFLOW_CACHE", "0")
+        assert main(["generate", "x", "--k", "2", "--out", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert "none of the 2 candidates is a valid AOV graph" in err and "invalid: the reply holds no JSON" in out
+    assert (tmp_path / "candidate_1.invalid.txt").read_text() == "no graph, sorry"

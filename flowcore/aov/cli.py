@@ -1,7 +1,11 @@
-"""``aov`` subcommands: metrics, select, render, run, resume (DESIGN §10).
+"""``aov`` subcommands: generate, metrics, select, render, run, resume (DESIGN §10).
+
+The whole Flow path is scriptable: ``aov generate "task" --k K --out DIR`` (K candidate graphs from the LLM,
+requested concurrently), ``aov select DIR/*.json``, ``aov run DIR/candidate_N.json``.
 
 Exit status: 0 ok, 1 invalid input (a cycle, a missing parent, ...) or a failed job, 2 usage or I/O error.
-Messages go to stderr, never a traceback. ``--json`` prints one JSON document, or JSON lines for ``run``.
+Messages go to stderr, never a traceback. ``--json`` prints one JSON document, or JSON lines for ``run``
+(event-driven: one line per event as it happens; ``--schedule steps``: one line per step) and ``generate``.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ from typing import Any
 
 from ..cli import CliError, emit, guarded, read_text
 from . import metrics as M
-from .execute import EchoAgent, Execution, LLMAgent, ManualAgent, run_sync
+from .execute import SCHEDULES, EchoAgent, Execution, LLMAgent, ManualAgent, run_sync
+from .generate import generate_candidates
 from .inspector import LLMInspector, RuleInspector
 from .model import AOVError, AOVGraph
 from .render import to_mermaid
+from .settings import FlowSettings
 
 # One file reader and one JSON emitter for the whole command line; a usage/I-O problem exits 2 everywhere.
 UsageError = CliError
@@ -84,23 +90,91 @@ def _manual_outputs(path: str) -> dict[str, Any]:
     return doc
 
 
-def _backends(args: argparse.Namespace, ws: Any, run_id: str) -> tuple[Any, Any, Any, Any]:
-    """(agent, inspector, repair_llm, llm): manual outputs, the configured LLM, or offline stand-ins."""
-    if args.manual:
-        return ManualAgent(_manual_outputs(args.manual)), RuleInspector(), None, None
+def _llm(ws: Any, run_id: str) -> Any:
+    """The configured LLM client, or None (no endpoint); a malformed variable is a usage error."""
     try:
         from ..llm import LLM, LLMSettings
         settings = LLMSettings.from_env()
     except ImportError:
-        settings = None
+        return None
     except ValueError as e:  # a malformed MERMAIDFLOW_* variable
         raise UsageError(str(e)) from None
-    if settings is None or not settings.configured:
+    return LLM(settings, workspace=ws, run_id=run_id) if settings.configured else None
+
+
+def _backends(args: argparse.Namespace, ws: Any, run_id: str) -> tuple[Any, Any, Any, Any]:
+    """(agent, inspector, repair_llm, llm): manual outputs, the configured LLM, or offline stand-ins."""
+    if args.manual:
+        return ManualAgent(_manual_outputs(args.manual)), RuleInspector(), None, None
+    llm = _llm(ws, run_id)
+    if llm is None:
         print("note: no LLM configured (OPENAI_BASE_URL / OPENAI_API_KEY): offline echo agents and the rule "
-              "inspector are used", file=sys.stderr)
+              "inspector are used; no periodic refinement", file=sys.stderr)
         return EchoAgent(), RuleInspector(), None, None
-    llm = LLM(settings, workspace=ws, run_id=run_id)
     return LLMAgent(llm), LLMInspector(llm), llm, llm
+
+
+def _flow_settings() -> FlowSettings:
+    try:
+        return FlowSettings.from_env()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    fs = _flow_settings()
+    try:
+        k = fs.check_k(fs.k if args.k is None else args.k, "--k")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if not args.task.strip():
+        raise UsageError("the task is empty: describe what the team of agents should do")
+    agents = None
+    if args.agents:
+        agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+        if not agents:
+            raise UsageError("--agents: give agent ids separated by commas")
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{out}: cannot create the directory ({e})") from None
+    llm = _llm(None, uuid.uuid4().hex[:12])
+    if llm is None:
+        raise UsageError("no LLM configured: set OPENAI_BASE_URL (any OpenAI-compatible server) and/or "
+                         "OPENAI_API_KEY to generate candidate graphs")
+    cands = run_sync(generate_candidates(llm, args.task, k=k, agents=agents))
+    rows = []
+    for c in cands:
+        name = f"candidate_{c.index + 1}"
+        path = out / (f"{name}.json" if c.graph is not None else f"{name}.invalid.txt")
+        try:  # an invalid reply is kept as it came, for reading; it is never a candidate
+            path.write_text(c.graph.to_json() + "\n" if c.graph is not None else c.raw or (c.error or ""),
+                            encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"{path}: cannot write ({e})") from None
+        row = {"file": str(path), "valid": c.valid, "error": c.error, "repairs": c.repairs}
+        if c.metrics is not None:
+            row.update(P_avg=c.metrics.P_avg, C_dependency=c.metrics.C_dependency, T=c.metrics.T)
+        rows.append(row)
+    valid = [i for i, c in enumerate(cands) if c.metrics is not None]
+    chosen = M.choose([c.metrics for c in cands]) if valid else None
+    for i, row in enumerate(rows):
+        if args.json:
+            _emit({"event": "candidate", **row, "chosen": i == chosen})
+        else:
+            mark = "*" if i == chosen else " "
+            what = (f"P_avg={row['P_avg']:.6g}  C_dependency={row['C_dependency']:.6g}  T={row['T']}"
+                    if row["valid"] else f"invalid: {row['error']}")
+            print(f"{mark} {row['file']}  {what}")
+    if chosen is None:
+        raise AOVError(f"none of the {k} candidates is a valid AOV graph (the replies are in {out})")
+    if args.json:
+        _emit({"event": "chosen", "index": chosen, "file": rows[chosen]["file"]})
+    else:
+        print(f"chosen by the rule: {rows[chosen]['file']}  (run it: python -m flowcore aov run "
+              f"{rows[chosen]['file']})")
+    return 0
 
 
 def _workspace(path: str | None) -> Any:
@@ -113,10 +187,33 @@ def _workspace(path: str | None) -> Any:
         raise UsageError(f"{path}: cannot open the database ({e})") from None
 
 
+def _print_event(ex: Execution, e: dict[str, Any], as_json: bool) -> None:
+    """Event-driven runs report as things happen: one line per subtask start, result, repair, refinement."""
+    kind, p, n = e["kind"], e["payload"], e["step"]
+    if kind not in ("subtask_start", "result", "repair", "refine", "give_up", "proposals", "refine_proposals"):
+        return
+    if as_json:
+        _emit({"event": kind, "step": n, "execution_id": ex.id, **p})
+        return
+    if kind == "subtask_start":
+        print(f"[step {n}] start {p['subtask']} ({p['agent']}, attempt {p['attempt']})", flush=True)
+    elif kind == "result":
+        v = p["verdict"]
+        print(f"[step {n}] {p['subtask']} {'ok' if v['passed'] else 'FAILED (' + v['reason'] + ')'}", flush=True)
+    elif kind in ("repair", "refine"):
+        what = "repair of " + p["subtask"] if kind == "repair" else f"refinement {p['number']}"
+        print(f"  {what} ({p['how']}): {p['summary']}", flush=True)
+    elif kind == "give_up":
+        print(f"  gave up on {p['subtask']} ({p['reason']})", flush=True)
+
+
 async def _drive(ex: Execution, as_json: bool) -> int:
-    """Step until done or paused. With ``--json`` stdout holds exactly one JSON line per step; the summary
-    and any decision that is needed go to stderr."""
-    while not ex.done and ex.status != "paused":
+    """Run until done or paused. Event-driven: a line per event as it happens; lock-step: with ``--json``
+    stdout holds exactly one JSON line per step. The summary and any decision needed go to stderr."""
+    if ex.schedule == "event":
+        ex.on_event = lambda e: _print_event(ex, e, as_json)
+        await ex.run()
+    while ex.schedule == "steps" and not ex.done and ex.status != "paused":
         rep = await ex.step()
         if rep is None:
             break
@@ -130,11 +227,13 @@ async def _drive(ex: Execution, as_json: bool) -> int:
         print(f"step {rep.index}: {verdicts}{clones}")
         for r in rep.repairs:
             print(f"  repair of {r['subtask']}: {r['summary']}")
+        for r in rep.refinements:
+            print(f"  refinement {r['number']}: {r['summary']}")
         for s in rep.given_up:
             print(f"  gave up on {s}")
     out = sys.stdout if not as_json else sys.stderr
-    word = "done" if ex.done else ex.status
-    print(f"{word}: {ex.status} after {ex.step_index} step(s); execution {ex.id}", file=out)
+    word = f"done: {ex.status}" if ex.done else ex.status
+    print(f"{word} after {ex.step_index} step(s); execution {ex.id}", file=out)
     rs = ex.pending_failure
     if ex.status == "paused" and rs is not None:
         for i, p in enumerate(rs.proposals):
@@ -143,32 +242,45 @@ async def _drive(ex: Execution, as_json: bool) -> int:
                 print(f"      {line}", file=out)
         how = (f"`aov resume {ex.id} --db ... --accept N` or --reject" if ex.store is not None
                else "run again with --auto-repair, or with --db to decide later")
-        print(f"subtask {rs.failed!r} failed ({rs.reason}); the repair proposals await a decision: {how}",
-              file=sys.stderr)
+        what = (f"subtask {rs.failed!r} failed ({rs.reason}); the repair proposals" if rs.kind == "repair"
+                else f"{rs.reason}: the updates of the plan")
+        print(f"{what} await a decision: {how}", file=sys.stderr)
     elif ex.status == "failed":
         left = [s for s, st in ex.graph.subtasks.items() if st.status != "completed"]
         print(f"error: the execution failed; not completed: {', '.join(left)}", file=sys.stderr)
     return 0 if ex.status == "completed" else 1
 
 
-def _check_numbers(args: argparse.Namespace) -> None:
-    if (args.k is not None and args.k < 1) or (args.max_repairs is not None and args.max_repairs < 0):
-        raise UsageError("--k must be at least 1 and --max-repairs at least 0")
+def _check_numbers(args: argparse.Namespace) -> FlowSettings:
+    fs = _flow_settings()
+    try:
+        if args.k is not None:
+            fs.check_k(args.k, "--k")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    for name in ("max_repairs", "refine_every", "max_refinements"):
+        if getattr(args, name) is not None and getattr(args, name) < 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 0")
+    return fs
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    _check_numbers(args)
+    fs = _check_numbers(args)
     graph = _load(args.file)
     ws = _workspace(args.db)
     eid = uuid.uuid4().hex[:12]
-    agent, inspector, repair_llm, _ = _backends(args, ws, eid)
+    agent, inspector, repair_llm, llm = _backends(args, ws, eid)
     store = None
     if ws is not None:
         from .store import ExecutionStore
         store = ExecutionStore(ws)
-    ex = Execution(graph, agent, inspector, repair_llm=repair_llm, k=args.k or 3,
+    ex = Execution(graph, agent, inspector, repair_llm=repair_llm, k=args.k or fs.k,
                    max_repairs=3 if args.max_repairs is None else args.max_repairs,
-                   mode="auto" if args.auto_repair else "interactive", store=store, execution_id=eid)
+                   mode="auto" if args.auto_repair else "interactive", store=store, execution_id=eid,
+                   schedule=args.schedule or "event", refine_llm=llm,
+                   refine_every=fs.refine_every if args.refine_every is None else args.refine_every,
+                   max_refinements=fs.max_refinements if args.max_refinements is None else args.max_refinements,
+                   context_chars=fs.context_chars)
     return run_sync(_drive(ex, args.json))
 
 
@@ -178,14 +290,20 @@ def cmd_resume(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.db}: no such database")
     ws = _workspace(args.db)
     from .store import load_execution
-    agent, inspector, repair_llm, _ = _backends(args, ws, args.execution_id)
-    ex = load_execution(ws, args.execution_id, agent, inspector, repair_llm)
+    agent, inspector, repair_llm, llm = _backends(args, ws, args.execution_id)
+    ex = load_execution(ws, args.execution_id, agent, inspector, repair_llm, refine_llm=llm)
     if args.auto_repair:
         ex.mode = "auto"
     if args.k is not None:
         ex.k = args.k
     if args.max_repairs is not None:
         ex.max_repairs = args.max_repairs
+    if args.schedule is not None:
+        ex.schedule = args.schedule
+    if args.refine_every is not None:
+        ex.refine_every = args.refine_every
+    if args.max_refinements is not None:
+        ex.max_refinements = args.max_refinements
     if args.accept is not None or args.reject:
         if ex.status != "paused":
             raise AOVError(f"execution {ex.id} is {ex.status}: there is nothing to accept or reject")
@@ -197,6 +315,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     aov = subparsers.add_parser("aov", help="Flow AOV graphs: metrics, selection and execution")
     sub = aov.add_subparsers(dest="aov_command", metavar="AOV_COMMAND", required=True)
+    p = sub.add_parser("generate", help="K candidate AOV graphs for a task from the LLM (requested concurrently)")
+    p.add_argument("task", help="what the team of agents should do")
+    p.add_argument("--k", type=int, help="how many candidates (default: the K setting, MERMAIDFLOW_AOV_K)")
+    p.add_argument("--out", required=True, metavar="DIR", help="write DIR/candidate_N.json (one per candidate)")
+    p.add_argument("--agents", metavar="ID,ID,...", help="the agents the graphs may use (default: planner, "
+                   "worker, reviewer)")
+    p.add_argument("--json", action="store_true", help="one JSON line per candidate, then the choice")
+    p.set_defaults(func=_guard(cmd_generate))
     p = sub.add_parser("metrics", help="P_avg, C_dependency and the steps of an AOV graph")
     p.add_argument("file", metavar="FILE.json")
     p.add_argument("--json", action="store_true")
@@ -209,7 +335,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("file", metavar="FILE.json")
     p.set_defaults(func=_guard(cmd_render))
     for name in ("run", "resume"):
-        p = sub.add_parser(name, help="execute an AOV graph step by step with the inspector" if name == "run"
+        p = sub.add_parser(name, help="execute an AOV graph with the inspector, repairs and refinement"
+                           if name == "run"
                            else "continue a saved execution (optionally deciding on pending proposals)")
         if name == "run":
             p.add_argument("file", metavar="FILE.json")
@@ -226,8 +353,14 @@ def register(subparsers: Any) -> None:
                        help="agents' outputs by hand: {subtask_id: text or [text per attempt]}; no LLM")
         p.add_argument("--auto-repair", action="store_true",
                        help="apply the best repair proposal automatically instead of pausing")
-        p.add_argument("--k", type=int, help="repair proposals per failure (default 3)")
+        p.add_argument("--k", type=int, help="repair proposals per failure and updates per refinement "
+                       "(default: the K setting)")
         p.add_argument("--max-repairs", type=int, help="repairs per subtask before giving up (default 3)")
+        p.add_argument("--schedule", choices=SCHEDULES, help="event: each subtask starts when its last parent "
+                       "completes (default); steps: lock-step, one step at a time")
+        p.add_argument("--refine-every", type=int, metavar="M", help="with an LLM: re-plan the pending part "
+                       "after every M completed subtasks (default 3; 0 = never)")
+        p.add_argument("--max-refinements", type=int, metavar="N", help="at most N refinements (default 5)")
         p.set_defaults(func=_guard(cmd_run if name == "run" else cmd_resume))
 
 

@@ -201,11 +201,12 @@ class Proposal:
     graph: AOVGraph
     diff: Diff
     metrics: M.Metrics
-    source: str  # llm | rules
+    source: str  # llm | rules | edited
+    label: str = ""  # what a proposal without operations does (a refinement of the plan)
 
     @property
     def summary(self) -> str:
-        return "; ".join(op.describe() for op in self.ops)
+        return "; ".join(op.describe() for op in self.ops) or self.label
 
     def to_dict(self, with_graph: bool = True) -> dict[str, Any]:
         d = {"ops": [o.to_dict() for o in self.ops], "summary": self.summary, "source": self.source,
@@ -223,10 +224,14 @@ class Proposal:
 
 @dataclass
 class RepairSet:
+    """Proposals awaiting a decision: the repairs of one failed subtask, or (``kind == "refine"``, with
+    ``failed == ""``) the updates of a periodic refinement of the plan."""
+
     failed: str
     reason: str
     proposals: list[Proposal]
     dropped: list[str] = field(default_factory=list)  # why LLM proposals were refused
+    kind: str = "repair"  # repair | refine
 
 
 def rule_ops(graph: AOVGraph, failed: str, reason: str, allow_delete: bool = True,

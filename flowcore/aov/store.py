@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..storage import Workspace
+from .context import DEFAULT_BUDGET
 from .execute import AgentBackend, EchoAgent, Execution
 from .inspector import Inspector
 from .model import AOVError, AOVGraph
@@ -81,14 +82,19 @@ def save_execution(workspace: Workspace, ex: Execution) -> str:
 
 
 def load_execution(workspace: Workspace, execution_id: str, agent: AgentBackend | None = None,
-                   inspector: Inspector | None = None, repair_llm: Any = None) -> Execution:
+                   inspector: Inspector | None = None, repair_llm: Any = None,
+                   refine_llm: Any = None) -> Execution:
     """Reopen a saved execution; it continues where it stopped (agents are not stored: pass them again)."""
     store = ExecutionStore(workspace)
     row = store.row(execution_id)
     state = json.loads(row["state_json"] or "{}")
     ex = Execution(AOVGraph.from_json(row["graph_json"]), agent or EchoAgent(), inspector,
                    repair_llm=repair_llm, mode=state.get("mode", "auto"), k=int(state.get("k", 3)),
-                   max_repairs=int(state.get("max_repairs", 3)), execution_id=execution_id)
+                   max_repairs=int(state.get("max_repairs", 3)), execution_id=execution_id,
+                   schedule=state.get("schedule", "steps"), refine_llm=refine_llm,
+                   refine_every=int(state.get("refine_every", 3)),
+                   max_refinements=int(state.get("max_refinements", 5)),
+                   context_chars=int(state.get("context_chars", DEFAULT_BUDGET)))
     ex.restore(state, store.events(execution_id))
     ex.store = store
     return ex
