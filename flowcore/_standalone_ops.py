@@ -90,6 +90,13 @@ def extract_code(text: str, entry_point: str | None = None) -> str:
     return blocks[best].strip("\n")
 
 
+def has_program(text: str) -> str | None:
+    """A Programmer's reply check: None when it holds a program (a fenced block or a def), else why not."""
+    if _FENCE.search(text) or re.search(r"^\s*def\s+\w+\s*\(", text, re.MULTILINE):
+        return None
+    return "no program (no ```python block and no def) in the reply"
+
+
 def last_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` (braces balanced at any depth)."""
     start = text.rfind("\\boxed")
@@ -261,9 +268,11 @@ class NodeContext:
     cost: float = 0.0
     calls: int = 0
 
-    async def ask(self, prompt: str, *, temperature: float = JUDGE_TEMPERATURE) -> str:
+    async def ask(self, prompt: str, *, temperature: float = JUDGE_TEMPERATURE,
+                  accept: Callable[[str], str | None] | None = None) -> str:
+        kw = {"accept": accept} if accept is not None else {}  # only a usable reply is cached
         reply = await self.run.llm.chat([{"role": "user", "content": prompt}], role="executor",
-                                        temperature=temperature, cache_salt=self.node)
+                                        temperature=temperature, cache_salt=self.node, **kw)
         cost = float(getattr(reply, "cost", 0.0) or 0.0)
         self.cost += cost
         self.calls += 1
@@ -315,7 +324,8 @@ async def op_programmer(ctx: NodeContext, p: Ports) -> Value:
     for _ in range(PROGRAMMER_TRIES):
         retry = (f"Your previous program failed.\n{_fence(code)}\nError:\n{error}\n\n"
                  "Fix it and reply with the whole corrected program.") if error else ""
-        code = extract_code(await ctx.ask((base + retry).rstrip(), temperature=GEN_TEMPERATURE), "solve")
+        code = extract_code(await ctx.ask((base + retry).rstrip(), temperature=GEN_TEMPERATURE,
+                                          accept=has_program), "solve")
         res = await ctx.run_program(code)
         out = (res.stdout or "").strip()
         if res.ok and out and out != "None":
@@ -634,7 +644,8 @@ class OpenAIChat:
         return pair
 
     async def chat(self, messages: list[dict] | str, *, role: str = "executor", temperature: float = 0.0,
-                   json_mode: bool = False, max_tokens: int | None = None, cache_salt: str = "") -> ChatReply:
+                   json_mode: bool = False, max_tokens: int | None = None, cache_salt: str = "",
+                   accept: Callable[[str], str | None] | None = None) -> ChatReply:
         if not self.configured:
             raise RuntimeError("no LLM endpoint configured: set OPENAI_BASE_URL and/or OPENAI_API_KEY")
         msgs = [{"role": "user", "content": messages}] if isinstance(messages, str) else messages

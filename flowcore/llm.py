@@ -4,6 +4,11 @@ One model per role (optimizer, judge, executor); per-call tokens, cost (editable
 a per-run budget cap; a response cache in the workspace database (a re-run is free and reproducible, even
 with no endpoint configured); a concurrency limit; retries and timeouts done by the client itself.
 The API key lives only in memory: it is never persisted, logged, put in an error message or a repr.
+
+Replies are checked before anyone sees them: a body that is not JSON, a reply with no choice or no content,
+garbled text (invalid UTF-8 decoded as U+FFFD, control characters) is retried like a 5xx; a caller may add
+its own check (``accept``: the judge wants its JSON, a Programmer a code block) and a rejected reply is
+retried too. Only a reply that passed every check is cached, so a fault is never replayed.
 """
 
 from __future__ import annotations
@@ -12,11 +17,12 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -53,7 +59,15 @@ CREATE INDEX IF NOT EXISTS llm_calls_run ON llm_calls(run_id);
 
 
 class LLMError(Exception):
-    """The endpoint failed after the client's retries, or answered something that is not a completion."""
+    """The endpoint failed after the client's retries, or answered something that is not a completion.
+    ``transient``: the endpoint was unreachable, overloaded or garbling (worth retrying later), as opposed to
+    a request it refuses (HTTP 4xx) or a setting."""
+
+    transient = False
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class BudgetExceeded(LLMError):
@@ -62,6 +76,11 @@ class BudgetExceeded(LLMError):
 
 class NotConfigured(LLMError):
     pass
+
+
+# HTTP statuses that say "not now" rather than "not this request" (as the openai client retries them).
+TRANSIENT_STATUS = frozenset({408, 409, 429})
+Accept = Callable[[str], "str | None"]  # a reply's text -> None when usable, else the reason it is not
 
 
 # -- settings -----------------------------------------------------------------------------------------------
@@ -224,6 +243,7 @@ class Reply:
     cost: float
     latency: float
     cached: bool
+    accepted: bool = True  # False: every attempt was rejected by the caller's check (this one is not cached)
 
 
 @dataclass
@@ -357,15 +377,21 @@ class LLM:
 
     # -- public calls -------------------------------------------------------------------------------------
     async def chat(self, messages: list[dict] | str, *, role: str = "executor", temperature: float = 0.0,
-                   json_mode: bool = False, max_tokens: int | None = None, cache_salt: str = "") -> Reply:
+                   json_mode: bool = False, max_tokens: int | None = None, cache_salt: str = "",
+                   accept: Accept | None = None) -> Reply:
         """One chat completion. ``cache_salt`` separates otherwise identical calls (e.g. ensemble samples).
-        A cached answer is served even when no endpoint is configured (replaying a run)."""
+        A cached answer is served even when no endpoint is configured (replaying a run).
+
+        ``accept(text)`` returns None for a usable reply or the reason it is not; a rejected reply is asked
+        again (up to ``max_retries`` more times) and never cached. When every attempt is rejected the last
+        reply comes back with ``accepted=False`` for the caller to handle as an unusable answer.
+        A malformed or garbled reply is retried the same way, and raises a transient LLMError at the end."""
         msgs = _normalize(messages)
         s = self.settings
         model = s.model_for(role)
         key = _cache_key(model, msgs, temperature, json_mode, max_tokens, cache_salt)
         hit = self._cache_get(key)
-        if hit is not None:
+        if hit is not None and _garbled(hit["text"]) is None and (accept is None or accept(hit["text"]) is None):
             reply = Reply(hit["text"], model, int(hit.get("prompt_tokens", 0)),
                           int(hit.get("completion_tokens", 0)), 0.0, 0.0, True)
             self._record(role, reply, None)
@@ -374,41 +400,66 @@ class LLM:
             raise NotConfigured("no LLM endpoint configured: set OPENAI_BASE_URL (any OpenAI-compatible "
                                 "server, e.g. vLLM, Ollama, llama.cpp) and/or OPENAI_API_KEY, or enter them on "
                                 "the Settings page")
-        self._check_budget()
-        client, sem = await self._shared.for_loop()
         kwargs: dict[str, Any] = {"model": model, "messages": msgs, "temperature": temperature}
         if json_mode:
             kwargs["response_format"] = {"type": "json_object"}
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens
+        where = f"{role}, model {model!r} at {public_url(s.base_url)}"
+        rejected: Reply | None = None
+        for attempt in range(s.max_retries + 1):
+            if attempt:
+                await asyncio.sleep(min(2.0, 0.1 * 2 ** attempt))  # a short backoff, as the client's own
+            resp, latency, error = await self._request(kwargs)
+            if error is not None:  # the client already retried what is worth retrying
+                message = self._redact(f"LLM call failed ({where}): {error[0]}")
+                self._record(role, Reply("", model, 0, 0, 0.0, latency, False), message)
+                raise LLMError(message, transient=error[1])
+            text, pt, ct, problem = _extract(resp, msgs)
+            paid = Reply(text, model, pt, ct, s.cost(model, pt, ct) if problem is None else 0.0, latency, False)
+            problem = problem or _garbled(text)
+            if problem is not None:
+                last = f"malformed reply after {attempt + 1} attempt(s): {problem}"
+                self._record(role, paid, self._redact(f"LLM call failed ({where}): {problem}"))
+                continue
+            why = accept(text) if accept is not None else None
+            if why is None:
+                self._cache_put(key, model, {"text": text, "prompt_tokens": pt, "completion_tokens": ct})
+                self._record(role, paid, None)
+                return paid
+            rejected = replace(paid, accepted=False)
+            self._record(role, paid, None)  # a good call the caller could not use: paid, not cached
+        if rejected is not None:
+            return rejected
+        message = self._redact(f"LLM call failed ({where}): {last}")
+        raise LLMError(message, transient=True)
+
+    async def _request(self, kwargs: dict) -> tuple[Any, float, tuple[str, bool] | None]:
+        """One request through the client (which retries connection errors, timeouts, 408/409/429/5xx).
+        Returns (response, latency, (error, transient) or None). The whole call, retries included, is bounded:
+        when it runs out the request is cancelled and its connection closed (the server stops working on it)."""
+        s = self.settings
+        client, sem = await self._shared.for_loop()
         async with sem:
             self._check_budget()  # others may have spent while this call waited for a slot
             start = time.perf_counter()
+            error: tuple[str, bool] | None = None
+            resp = None
             try:
-                resp = await client.chat.completions.create(**kwargs)
-                error = None
-            except openai.APITimeoutError:
-                error = f"timed out after {s.timeout:g}s (after {s.max_retries} retries)"
+                async with asyncio.timeout(s.timeout * (s.max_retries + 1) + 8.0 * s.max_retries):
+                    resp = await client.chat.completions.create(**kwargs)
+            except (openai.APITimeoutError, TimeoutError):
+                error = (f"timed out after {s.timeout:g}s (after {s.max_retries} retries)", True)
             except openai.APIStatusError as e:
-                error = f"HTTP {e.status_code}: {_status_detail(e)}"
+                transient = e.status_code in TRANSIENT_STATUS or e.status_code >= 500
+                error = (f"HTTP {e.status_code}: {_status_detail(e)}", transient)
             except openai.APIConnectionError as e:
-                error = f"cannot connect ({e.__cause__ or e})"
+                error = (f"cannot connect ({e.__cause__ or e})", True)
             except openai.OpenAIError as e:
-                error = f"{type(e).__name__}: {e}"
-            except ValueError as e:  # json.JSONDecodeError from a body that is not JSON
-                error = f"malformed reply (body is not JSON: {e})"
-            latency = time.perf_counter() - start
-        if error is None:
-            text, pt, ct, error = _extract(resp, msgs)
-        if error is not None:
-            message = self._redact(f"LLM call failed ({role}, model {model!r} at {public_url(s.base_url)}): "
-                                   f"{error}")
-            self._record(role, Reply("", model, 0, 0, 0.0, latency, False), message)
-            raise LLMError(message)
-        reply = Reply(text, model, pt, ct, s.cost(model, pt, ct), latency, False)
-        self._cache_put(key, model, {"text": text, "prompt_tokens": pt, "completion_tokens": ct})
-        self._record(role, reply, None)
-        return reply
+                error = (f"{type(e).__name__}: {e}", False)
+            except ValueError as e:  # json.JSONDecodeError from a body that is not JSON: a garbled transfer
+                resp = _Malformed(f"body is not JSON: {e}")
+            return resp, time.perf_counter() - start, error
 
     def chat_sync(self, *args: Any, **kw: Any) -> Reply:
         """``chat`` for non-async callers (also from inside another running loop): runs on a shared
@@ -434,6 +485,8 @@ class LLM:
         return text.replace(key, "***") if key and len(key) >= 4 else text
 
     def _record(self, role: str, reply: Reply, error: str | None) -> None:
+        """Log one attempt. A failed one counts as an error; a paid one (even a malformed or rejected reply)
+        adds its cost, since the endpoint charged for it."""
         rec = {"role": role, "model": reply.model, "prompt_tokens": reply.prompt_tokens,
                "completion_tokens": reply.completion_tokens, "cost": reply.cost, "latency": reply.latency,
                "cached": reply.cached, "error": error}
@@ -443,6 +496,7 @@ class LLM:
                 u = node.usage
                 if error is not None:
                     u.errors += 1
+                    u.cost += reply.cost
                 else:
                     u.calls += 1
                     u.cached += reply.cached
@@ -504,8 +558,29 @@ def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4) if text else 0
 
 
+@dataclass
+class _Malformed:
+    """A 200 whose body could not be read as a completion."""
+
+    problem: str
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffd\ud800-\udfff]")
+
+
+def _garbled(text: str) -> str | None:
+    """Why a reply's text cannot be what a model wrote (None when it can): bytes that were not UTF-8 (decoded
+    as U+FFFD), control characters, lone surrogates: signs of a broken transfer, not of a bad answer."""
+    m = _CONTROL.search(text or "")
+    if m is None:
+        return None
+    return f"garbled text (character U+{ord(m.group(0)):04X} at offset {m.start()})"
+
+
 def _extract(resp: Any, msgs: list[dict]) -> tuple[str, int, int, str | None]:
     """(text, prompt_tokens, completion_tokens, error)."""
+    if isinstance(resp, _Malformed):
+        return "", 0, 0, resp.problem
     choices = getattr(resp, "choices", None)
     if not isinstance(choices, list) or not choices:
         return "", 0, 0, "malformed reply: no choices"

@@ -4,6 +4,11 @@ Tests talk to it through the real ``openai`` client, so retries, timeouts and re
 client's own. Replies come from a responder: a callable ``(request_json) -> str | Fault``, a list of
 ``str | Fault`` consumed in order (the last one repeats), or None to echo the last user message.
 
+Fault modes for robustness tests (seeded, so a run repeats): ``faults={"garbled": 0.3}`` corrupts that share
+of replies (see FAULT_KINDS), ``outage(seconds)`` refuses every connection for a while, ``latency`` slows
+every reply. Like llama.cpp's server, a request whose client has gone away is dropped (``in_flight`` counts
+only requests some client still waits for).
+
     python -m tests.fakellm --port 8765 --reply "The answer is 42."
     python -m tests.fakellm --delay "Your subtask (build)=2.5" --delay "You are agent coder=0.5"
 
@@ -18,6 +23,8 @@ import argparse
 import itertools
 import json
 import random
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +33,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 Responder = Callable[[dict], "str | Fault"]
+# garbled: the content's bytes corrupted (mojibake with U+FFFD and control characters); truncated: the body
+# cut short (either a short JSON body or a connection closed before Content-Length bytes); empty: a 200 with
+# no choices; status: HTTP 503. "mixed" draws one of these four for each faulty reply.
+FAULT_KINDS = ("garbled", "truncated", "empty", "status")
 
 
 @dataclass
@@ -87,7 +98,7 @@ class FakeLLMServer:
 
     def __init__(self, responder: Responder | list | str | None = None, *, latency: float = 0.0,
                  fail_rate: float = 0.0, seed: int = 0, port: int = 0,
-                 delays: dict[str, float] | None = None) -> None:
+                 delays: dict[str, float] | None = None, faults: dict[str, float] | None = None) -> None:
         if isinstance(responder, (str, Fault)):
             responder = [responder]
         self._script = list(responder) if isinstance(responder, list) else None
@@ -96,6 +107,15 @@ class FakeLLMServer:
         self._responder = responder if callable(responder) else None
         self.latency, self.fail_rate = latency, fail_rate
         self.delays = dict(delays or {})
+        self.faults = dict(faults or {})
+        unknown = set(self.faults) - {*FAULT_KINDS, "mixed"}
+        if unknown or sum(self.faults.values()) > 1:
+            raise ValueError(f"FakeLLMServer: faults must map {FAULT_KINDS + ('mixed',)} to rates summing to "
+                             f"<= 1, got {self.faults}")
+        self.injected: dict[str, int] = {}  # fault kind -> how many replies got it
+        self.dropped = 0  # requests abandoned because their client went away
+        self.refused = 0  # connections turned away during an outage
+        self._down_until = 0.0
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -105,6 +125,7 @@ class FakeLLMServer:
         self.spans: list[list[float]] = []  # [arrived, answered] per request (answered: 0.0 until then)
         self.in_flight = 0
         self.max_in_flight = 0
+        self._conns: set[socket.socket] = set()  # open client connections (closed by stop/outage)
         self._port = port
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -120,11 +141,40 @@ class FakeLLMServer:
         self._thread.start()
         return self
 
+    def outage(self, seconds: float) -> None:
+        """From now on, for ``seconds``, stop listening and drop open keep-alive connections (the client sees
+        'connection refused' / 'server disconnected'); then listen again on the same port."""
+        with self._lock:
+            self._down_until = time.monotonic() + seconds
+        self._close_listener()
+
+        def back() -> None:
+            time.sleep(max(0.0, self._down_until - time.monotonic()))
+            self.start()
+
+        threading.Thread(target=back, daemon=True).start()
+
+    @property
+    def down(self) -> bool:
+        return time.monotonic() < self._down_until
+
     def stop(self) -> None:
+        self._down_until = 0.0
+        self._close_listener()
+
+    def _close_listener(self) -> None:
+        """Stop listening and hang up on every open connection, as a server process that goes away does."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        with self._lock:
+            conns, self._conns = list(self._conns), set()
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def __enter__(self) -> Self:
         return self.start()
@@ -150,13 +200,28 @@ class FakeLLMServer:
         text = message_text(request)
         return next((sec for key, sec in self.delays.items() if key in text), 0.0)
 
-    def _next(self, request: dict, headers: dict[str, str], arrived: float) -> tuple[int, str | Fault]:
+    def _next(self, request: dict, headers: dict[str, str], arrived: float) -> tuple[int, str | Fault, str | None]:
         with self._lock:
             index = len(self.requests)
             self.requests.append(request)
             self.headers.append(headers)
             self.spans.append([arrived, 0.0])
-            return index, self._pick(request)
+            item = self._pick(request)
+            return index, item, self._draw_fault()
+
+    def _draw_fault(self) -> str | None:
+        """Under the lock: which fault (if any) the next reply gets."""
+        if not self.faults:
+            return None
+        x, acc = self._rng.random(), 0.0
+        for kind, rate in self.faults.items():
+            acc += rate
+            if x < acc:
+                if kind == "mixed":
+                    kind = self._rng.choice(FAULT_KINDS)
+                self.injected[kind] = self.injected.get(kind, 0) + 1
+                return kind
+        return None
 
     def _pick(self, request: dict) -> str | Fault:
         if self.fail_rate and self._rng.random() < self.fail_rate:
@@ -178,6 +243,42 @@ class FakeLLMServer:
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                       "total_tokens": prompt + completion},
         }
+
+
+@dataclass
+class _Injected:
+    """A reply text with a transport fault to apply when sending it."""
+
+    kind: str
+    text: str
+    delay: float = 0.0
+
+
+def _faulty(item: str | Fault, kind: str | None) -> str | Fault | _Injected:
+    if kind is None or (isinstance(item, Fault) and (item.status or item.malformed)):
+        return item
+    if kind == "status":
+        return Fault(status=503, body="scripted fault")
+    text = item.body if isinstance(item, Fault) else str(item)
+    return _Injected(kind, text, item.delay if isinstance(item, Fault) else 0.0)
+
+
+def garble(text: str, rng: random.Random) -> str:
+    """Corrupt bytes the way a broken proxy or encoder does: invalid UTF-8 (decoded as U+FFFD) and control
+    characters in the middle of the text."""
+    data = bytearray((text or "x").encode())
+    for _ in range(max(2, len(data) // 8)):
+        data[rng.randrange(len(data))] = rng.choice((0x00, 0x07, 0x1B, 0xC3, 0xFF, 0x9F))
+    return data.decode("utf-8", errors="replace") + "\ufffd"
+
+
+def client_gone(conn: socket.socket) -> bool:
+    """True when the client has closed its end (readable, and a peek reads nothing)."""
+    try:
+        ready, _, _ = select.select([conn], [], [], 0)
+        return bool(ready) and conn.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -207,6 +308,60 @@ class _Handler(BaseHTTPRequestHandler):
         # A short Retry-After keeps the client's own backoff fast in tests.
         self._send(status, body, {"retry-after-ms": "10"})
 
+    def setup(self) -> None:
+        super().setup()
+        with self.fake._lock:
+            self.fake._conns.add(self.connection)
+
+    def finish(self) -> None:
+        with self.fake._lock:
+            self.fake._conns.discard(self.connection)
+        try:
+            super().finish()
+        except OSError:
+            pass
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep, but give up (False) as soon as the client disconnects: a real server stops generating."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(0.02, left))
+            if client_gone(self.connection):
+                with self.fake._lock:
+                    self.fake.dropped += 1
+                self.close_connection = True
+                return False
+        return True
+
+    def _inject(self, request: dict, item: _Injected) -> None:
+        fake = self.fake
+        if item.kind == "garbled":
+            with fake._lock:
+                text = garble(item.text, fake._rng)
+            self._send(200, json.dumps(fake.completion(request, text)))
+        elif item.kind == "empty":
+            body = fake.completion(request, item.text)
+            body["choices"] = []
+            self._send(200, json.dumps(body))
+        else:  # truncated
+            data = json.dumps(fake.completion(request, item.text)).encode()
+            cut = data[:max(1, len(data) // 2)]
+            with fake._lock:
+                lie = fake._rng.random() < 0.5
+            if lie:  # promise the whole body, send half, hang up
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(cut)
+                    self.wfile.flush()
+                except OSError:
+                    pass
+                self.close_connection = True
+            else:  # a well-framed body that is half a JSON document
+                self._send(200, cut)
+
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
             self._send(200, json.dumps({"object": "list", "data": [
@@ -217,6 +372,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if self.fake.down:  # an outage: hang up on connections that were already open
+            with self.fake._lock:
+                self.fake.refused += 1
+            self.close_connection = True
+            return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._error(404, f"no route POST {self.path}")
             return
@@ -237,14 +397,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, request: dict) -> None:
         fake = self.fake
-        index, item = fake._next(request, {k.lower(): v for k, v in self.headers.items()}, time.monotonic())
+        index, item, kind = fake._next(request, {k.lower(): v for k, v in self.headers.items()}, time.monotonic())
         try:
-            self._reply(request, item)
+            self._reply(request, item, kind)
         finally:
             with fake._lock:
                 fake.spans[index][1] = time.monotonic()
 
-    def _reply(self, request: dict, item: str | Fault | object) -> None:
+    def _reply(self, request: dict, item: str | Fault | object, kind: str | None = None) -> None:
         fake = self.fake
         if item is _Later:
             try:
@@ -252,9 +412,13 @@ class _Handler(BaseHTTPRequestHandler):
             except Exception as e:  # noqa: BLE001 -- a broken responder is a test bug: say so in the reply
                 self._error(500, f"responder raised {type(e).__name__}: {e}")
                 return
-        delay = fake.latency + fake.delay_for(request) + (item.delay if isinstance(item, Fault) else 0.0)
-        if delay:
-            time.sleep(delay)
+        item = _faulty(item, kind)  # type: ignore[arg-type]
+        delay = fake.latency + fake.delay_for(request) + (item.delay if isinstance(item, (Fault, _Injected)) else 0.0)
+        if delay and not self._wait(delay):
+            return
+        if isinstance(item, _Injected):
+            self._inject(request, item)
+            return
         if isinstance(item, Fault):
             if item.status:
                 self._error(item.status, item.body or f"scripted HTTP {item.status}")

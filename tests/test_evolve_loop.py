@@ -27,7 +27,7 @@ from flowcore.evolution.loop import Evolution, EvolutionConfig, Review
 from flowcore.evolution.optimizer import Optimizer, extract_mermaid, guidance
 from flowcore.llm import LLM, LLMSettings
 from flowcore.storage import Workspace
-from tests.fakellm import FakeLLMServer, message_text
+from tests.fakellm import FakeLLMServer, Fault, message_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED_TEXT = (ROOT / "assets" / "examples" / "math_seed.mmd").read_text()
@@ -169,17 +169,44 @@ def test_five_llm_rounds_are_stored(tmp_path, monkeypatch, data):
     assert "sk-test-key-123" not in dump
 
 
-def test_failing_llm_rounds_are_stored_with_reasons_and_the_run_completes(tmp_path, monkeypatch, data):
+def test_rounds_failed_by_the_endpoint_are_retried_not_stored_as_failures(tmp_path, monkeypatch, data):
     with FakeLLMServer(responder(), fail_rate=0.3, seed=1) as srv:
         _env(monkeypatch, srv, MERMAIDFLOW_MAX_RETRIES="0")
         ws = Workspace(tmp_path / "w.db")
-        result = Evolution(ws, EvolutionConfig(benchmark="gsm8k", rounds=5, data_path=str(data))).run()
+        evo = Evolution(ws, EvolutionConfig(benchmark="gsm8k", rounds=3, data_path=str(data)))
+        evo.outage_waits = (0.01,) * 40
+        result = evo.run()
+        failed_calls = sum(1 for r in ws.query("SELECT error FROM llm_calls") if r["error"])
     rows = _rows(ws, result["run_id"])
-    assert result["status"] == "finished" and [r["round"] for r in rows] == [0, 1, 2, 3, 4, 5]
-    failed = [r for r in rows if r["status"] == "failed"]
-    assert failed, "with 30 % of calls failing some round must fail"
-    assert all(r["reason"] and r["score"] is None for r in failed)
-    assert any("could not be run" in r["reason"] and "LLM call failed" in r["reason"] for r in failed)
+    assert failed_calls > 0, "with 30 % of calls failing some call must fail"
+    assert result["status"] == "finished" and [r["round"] for r in rows] == [0, 1, 2, 3]
+    assert all(r["status"] == "ok" and r["score"] is not None for r in rows), [r["reason"] for r in rows]
+
+
+def test_an_endpoint_that_stays_away_stops_the_run_resumably(tmp_path, monkeypatch, data):
+    with FakeLLMServer(responder()) as srv:
+        _env(monkeypatch, srv, MERMAIDFLOW_MAX_RETRIES="0")
+        ws = Workspace(tmp_path / "w.db")
+        cfg = EvolutionConfig(benchmark="gsm8k", rounds=2, data_path=str(data))
+        evo = Evolution(ws, cfg, progress=lambda s: srv.stop())  # the server vanishes after the seed round
+        evo.outage_waits = (0.01, 0.02)
+        result = evo.run()
+        assert result["status"] == "stopped" and "kept failing round 1" in result["reason"]
+        assert [r["round"] for r in _rows(ws, result["run_id"])] == [0]  # the failed round was not stored
+        assert Evolution(ws, cfg).find_resumable() == result["run_id"]
+        srv.start()  # back on the same port
+        again = Evolution(ws, cfg).run()
+    assert again["run_id"] == result["run_id"] and again["status"] == "finished"
+    assert [r["status"] for r in _rows(ws, result["run_id"])] == ["ok", "ok", "ok"]
+
+
+def test_a_run_whose_seed_failed_is_not_finished(tmp_path, monkeypatch, data):
+    with FakeLLMServer(Fault(status=400, body="model not loaded")) as srv:  # refused, not transient
+        _env(monkeypatch, srv)
+        ws = Workspace(tmp_path / "w.db")
+        result = Evolution(ws, EvolutionConfig(benchmark="gsm8k", rounds=2, data_path=str(data))).run()
+    assert result["status"] == "stopped" and "seed round failed" in result["reason"]
+    assert "HTTP 400: model not loaded" in result["reason"] and _rows(ws, result["run_id"]) == []
 
 
 def test_invalid_proposals_are_recorded_and_the_round_falls_back_to_the_operators(tmp_path, monkeypatch, data):

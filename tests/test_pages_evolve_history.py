@@ -6,6 +6,8 @@ filters, pin, note, fork to the Editor and re-evaluation."""
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -377,11 +379,17 @@ def test_resume_guards_and_interrupted_runs(db, monkeypatch):
     run_id = evo.run()["run_id"]
     History(ws).set_status(run_id, "running")  # as a process killed mid-run (or still running) leaves it
     offline = LLMSettings()
-    with pytest.raises(ValueError, match="may still be running in another process"):
-        evs.resume_run(ws, offline, run_id)
-    with ws.transaction() as c:
-        c.execute("UPDATE evo_runs SET updated = updated - 3600 WHERE id = ?", (run_id,))
-    assert evs.runs_overview(ws)[0]["status"] == "interrupted"
+    other = subprocess.Popen(["sleep", "60"])  # a live process of this machine holds the run's lease
+    try:
+        with ws.transaction() as c:
+            c.execute("INSERT INTO evo_leases(run_id, token, pid, host, started, heartbeat) VALUES (?,?,?,?,?,?)",
+                      (run_id, "other", other.pid, socket.gethostname(), time.time(), time.time()))
+        with pytest.raises(ValueError, match=f"being evolved by process {other.pid} on "):
+            evs.resume_run(ws, offline, run_id)
+    finally:
+        other.kill()
+        other.wait()
+    assert evs.runs_overview(ws)[0]["status"] == "interrupted"  # its holder is gone: the lease is free
     job = evs.resume_run(ws, offline, run_id)
     assert job.wait(20) and job.status == "done", job.error
     assert [r["round"] for r in History(ws).rounds(run_id)] == [0, 1, 2, 3]

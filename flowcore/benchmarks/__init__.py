@@ -14,10 +14,10 @@ from .data import (
            split_info,
            write_split_file,
 )
-from .harness import EvalReport, ProblemResult, Runner, bootstrap_ci, evaluate
+from .harness import EvalReport, ProblemResult, Runner, bootstrap_ci, endpoint_failure, evaluate, report_of
 from .scoring import ScoreResult, extract_code, extract_number, last_boxed, math_equal, score
 
 __all__ = ["BENCHMARKS", "TASK_OF", "DataError", "EvalReport", "Problem", "ProblemResult", "Runner",
-           "PAPER_SPLITS", "ScoreResult", "bootstrap_ci", "evaluate", "extract_code", "extract_number", "last_boxed", "load",
-           "math_equal", "read_problems", "read_split_file", "score", "split_ids", "split_info",
+           "PAPER_SPLITS", "ScoreResult", "bootstrap_ci", "endpoint_failure", "evaluate", "extract_code", "extract_number", "last_boxed", "load",
+           "math_equal", "read_problems", "read_split_file", "report_of", "score", "split_ids", "split_info",
            "write_split_file"]

@@ -1,5 +1,9 @@
 """Evaluation harness: run a workflow over problems with bounded concurrency, score each answer, report the
-solve rate with a bootstrap confidence interval. A failing problem never aborts the run."""
+solve rate with a bootstrap confidence interval. A failing problem never aborts the run.
+
+A problem that could not be run because the LLM endpoint failed (an LLMError anywhere in its exception's
+chain: no connection, HTTP errors, garbled replies, the budget) is *errored*, not wrong: it is left out of
+the score and counted in ``errors``, so a server outage never reads as a bad workflow."""
 from __future__ import annotations
 
 import asyncio
@@ -32,6 +36,8 @@ class ProblemResult:
     cost: float
     latency: float
     error: str | None
+    errored: bool = False  # the endpoint failed: not a wrong answer, not in the score
+    transient: bool = False  # ... and for a reason that may pass (connection, 5xx, garbling)
 
 
 @dataclass
@@ -44,11 +50,30 @@ class EvalReport:
     cost: float
     results: list[ProblemResult] = field(default_factory=list)
     cancelled: bool = False
+    errors: int = 0  # problems the endpoint failed (not in n, not in the score)
+
+    @property
+    def error_rate(self) -> float:
+        total = self.n + self.errors
+        return self.errors / total if total else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"benchmark": self.benchmark, "score": self.score, "n": self.n, "cost": self.cost,
-                "ci": [self.ci_low, self.ci_high], "cancelled": self.cancelled,
+        return {"benchmark": self.benchmark, "score": self.score, "n": self.n, "errors": self.errors,
+                "cost": self.cost, "ci": [self.ci_low, self.ci_high], "cancelled": self.cancelled,
                 "results": [asdict(r) for r in self.results]}
+
+
+def endpoint_failure(exc: BaseException | None) -> tuple[bool, bool]:
+    """(errored, transient) for a problem's exception: is an LLMError in its cause/context chain?"""
+    from ..llm import LLMError
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, LLMError):
+            return True, bool(exc.transient)
+        exc = exc.__cause__ or exc.__context__
+    return False, False
 
 
 def bootstrap_ci(values: list[bool], *, resamples: int = 1000, alpha: float = 0.05,
@@ -91,8 +116,9 @@ async def _solve(runner: Runner, problem: Problem, timeout: float | None) -> Pro
         timed_out = timeout is not None and isinstance(exc, TimeoutError) and time.perf_counter() - start >= timeout
         msg = f"timed out after {timeout:g}s" if timed_out else str(exc)
         cost = float(getattr(exc, "cost", 0.0) or 0.0)  # what a failed run had already spent, when it says
+        errored, transient = endpoint_failure(exc)
         return ProblemResult(problem.id, False, answer, None, cost, time.perf_counter() - start,
-                             f"{type(exc).__name__}: {msg}")
+                             f"{type(exc).__name__}: {msg}", errored, transient)
     latency = time.perf_counter() - start
     try:
         # Code scoring runs the sandbox and math scoring may call sympy: keep both off the event loop.
@@ -137,10 +163,14 @@ async def evaluate(runner: Runner, problems: list[Problem], *, concurrency: int 
                     log.exception("progress callback failed")
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, max(total, 1)))))
-    done = [results[i] for i in sorted(results)]
-    flags = [r.correct for r in done]
+    return report_of(problems[0].benchmark if problems else "", [results[i] for i in sorted(results)],
+                     cancelled=cancelled or (cancel is not None and cancel.is_set() and len(results) < total))
+
+
+def report_of(benchmark: str, done: list[ProblemResult], cancelled: bool = False) -> EvalReport:
+    """The report of these results: errored problems are counted apart and left out of the score."""
+    flags = [r.correct for r in done if not r.errored]
     lo, hi = bootstrap_ci(flags)
-    benchmark = problems[0].benchmark if problems else ""
-    return EvalReport(benchmark=benchmark, n=len(done), score=(sum(flags) / len(done)) if done else 0.0,
-                      ci_low=lo, ci_high=hi, cost=sum(r.cost for r in done), results=done,
-                      cancelled=cancelled or (cancel is not None and cancel.is_set() and len(done) < total))
+    return EvalReport(benchmark=benchmark, n=len(flags), score=(sum(flags) / len(flags)) if flags else 0.0,
+                      ci_low=lo, ci_high=hi, cost=sum(r.cost for r in done), results=done, cancelled=cancelled,
+                      errors=len(done) - len(flags))

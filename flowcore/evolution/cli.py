@@ -149,6 +149,8 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
         validation_rounds=args.validation_rounds, test_top=args.test_top, test_limit=args.test_limit,
         test_data=str(Path(args.test_data).resolve()) if args.test_data else None,
         split_file=str(Path(args.split_file).resolve()) if args.split_file else None)
+    from .lease import RunBusy
+
     try:
         ws = Workspace(args.db) if args.db else Workspace()
         printer = (lambda rec: emit(rec)) if args.json else (lambda rec: print(_human(rec), flush=True))
@@ -161,6 +163,9 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
             from .testsplit import held_out_problems
 
             held_out_problems(evo.config.to_dict(), limit=config.test_limit)  # no test split: say so now
+    except RunBusy as exc:  # the same run in another process: joining it would repeat its calls and rounds
+        raise CliError(f"{exc}; wait for it to finish (or stop it), or start a separate run with another "
+                       "--seed or --db") from None
     except ValueError as exc:  # bad settings or options (usage); a bad data file is invalid input
         raise (JobFailed if type(exc).__name__ == "DataError" else CliError)(str(exc)) from None
     except OSError as exc:

@@ -175,16 +175,29 @@ class LLMJudge:
 
         try:
             reply = await self.llm.chat(messages, role="judge", json_mode=True,  # type: ignore[attr-defined]
-                                        cache_salt=cache_salt)
+                                        cache_salt=cache_salt, accept=self._accept(len(candidates)))
             scores = parse_scores(reply.text, len(candidates))
             return Verdict(scores, pick(scores), self.name)
         except ValueError as exc:  # a reply that is not the five scores per candidate
             reason = str(exc)
         except LLMError as exc:  # the call itself failed: judging by the rules beats losing the round
+            if exc.transient:
+                raise  # ... unless the endpoint is away for a while: the round is tried again after a back-off
             reason = str(exc)
         verdict = self.fallback.score(candidates, parent, history=history, operator_record=operator_record)
         verdict.judge = f"rule (fallback: {reason})"
         return verdict
+
+    @staticmethod
+    def _accept(n: int):  # noqa: ANN205 - the LLM's reply check: only a usable verdict is cached
+        def check(text: str) -> str | None:
+            try:
+                parse_scores(text, n)
+            except ValueError as exc:
+                return str(exc)
+            return None
+
+        return check
 
 
 def format_experience(experience: list[dict]) -> str:

@@ -2,7 +2,11 @@
 -> store, resumable after a crash.
 
 Round 0 is the seed workflow. Each round is stored in one transaction; a round that fails (an exception,
-the budget) is stored with its reason and the run goes on. With no LLM endpoint (offline) evolution still
+the budget) is stored with its reason and the run goes on. A round that failed because the endpoint did
+(no connection, 5xx, garbled replies) is not a result: it is tried again after a back-off
+(``outage_waits``), and if the endpoint stays away the run stops *without* storing that round, so running
+the same command again resumes it. The seed must be measured: a run whose seed round failed stops.
+One process evolves a run at a time (``lease.Lease``). With no LLM endpoint (offline) evolution still
 runs with the programmatic operators and the rule judge, and every stored score is NULL with status
 'structure-only': no benchmark score is ever made up. Each round draws from ``Random(f"{seed}:{round}")``,
 so a resumed run makes the same choices an uninterrupted one would have.
@@ -28,6 +32,7 @@ from ..storage import Workspace
 from . import ops
 from .history import History, sample_parents
 from .judge import Candidate, LLMJudge, RuleJudge, Verdict
+from .lease import Lease
 from .optimizer import Optimizer, rewrite_prompt
 
 log = logging.getLogger(__name__)
@@ -37,8 +42,23 @@ TASK_OF = {"gsm8k": "math", "math": "math", "humaneval": "code", "mbpp": "code"}
 Evaluator = Callable[[Workflow, list], Awaitable[Any]]  # (workflow, problems) -> EvalReport-like
 
 
+# Seconds to wait before each new try of a round that the endpoint failed (about a minute in all).
+OUTAGE_WAITS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+
+
 class Cancelled(Exception):
     pass
+
+
+class EndpointDown(Exception):
+    """The endpoint kept failing a round through every back-off: the run stops, resumable."""
+
+
+def _transient(exc: BaseException | None) -> bool:
+    """Did the endpoint fail (anywhere in the exception's chain) for a reason that may pass?"""
+    from ..benchmarks import endpoint_failure
+
+    return endpoint_failure(exc)[1]
 
 
 @dataclass
@@ -167,6 +187,8 @@ class Evolution:
         self.run_id = run_id
         self._problems: list | None = None
         self._parsed: dict[int, Workflow] = {}
+        self.outage_waits: tuple[float, ...] = OUTAGE_WAITS
+        self._lease: Lease | None = None
 
     # -- runs ----------------------------------------------------------------------------------------------
     @classmethod
@@ -193,6 +215,7 @@ class Evolution:
             self.run_id = self.find_resumable()
         if self.run_id is not None:
             info = self.history.run(self.run_id)
+            self.lease()  # RunBusy (naming the process) before anything about the run changes
             if info.offline != self.config.offline:
                 was, how = ("structure-only", "resume it offline") if info.offline else \
                     ("evaluated", "configure the LLM endpoint (OPENAI_BASE_URL) to resume it")
@@ -206,6 +229,7 @@ class Evolution:
             cfg = self.config
             self.run_id = self.history.create_run(cfg.to_dict(), cfg.key(), cfg.workflow or "", cfg.benchmark,
                                                   cfg.task, cfg.offline)
+        self.lease()
         if self.llm is None and self._settings is not None:
             from ..llm import LLM
 
@@ -218,6 +242,16 @@ class Evolution:
             self.llm = LLM(settings, self.ws, run_id=f"evo-{self.run_id}")
         return self.run_id
 
+    def lease(self) -> None:
+        """Take the run's lease (RunBusy naming the other process when one is evolving it)."""
+        if self._lease is None or self._lease.run_id != self.run_id:
+            self._lease = Lease(self.ws, int(self.run_id or 0))
+        self._lease.acquire()
+
+    def release(self) -> None:
+        if self._lease is not None:
+            self._lease.release()
+
     def prepare(self) -> None:
         """Load the validation problems now (online runs), so a bad data file is reported before round 0."""
         if not self.config.offline:
@@ -228,6 +262,13 @@ class Evolution:
 
     async def arun(self) -> dict:
         run_id = self.run_id if self.run_id is not None else self.start()
+        try:
+            self.lease()
+            return await self._arun(run_id)
+        finally:
+            self.release()
+
+    async def _arun(self, run_id: int) -> dict:
         cfg = self.config
         try:
             self.prepare()
@@ -237,15 +278,19 @@ class Evolution:
         self.history.set_status(run_id, "running")
         records: list[dict] = []
         status, reason = "finished", None
-        nxt = self.history.last_round(run_id) + 1
         try:
-            while nxt <= cfg.rounds:
+            # The next round is read back every time: what is stored is the truth (a resume never repeats one).
+            while (nxt := self.history.last_round(run_id) + 1) <= cfg.rounds:
                 if self.cancel.is_set():
                     raise Cancelled
                 if self._budget_left() is not None and self._budget_left() <= 0:
                     status, reason = "stopped", f"budget of ${cfg.budget:g} used up"
                     break
-                rec = await (self._seed_round() if nxt == 0 else self._round(nxt))
+                rec = await self._attempts(nxt)
+                if nxt == 0 and rec["status"] == "failed":
+                    status, reason = "stopped", f"the seed round failed, so there is nothing to evolve: " \
+                        f"{rec.get('reason')}"
+                    break
                 self.history.add_round(run_id, rec)
                 summary = self.summary(rec)
                 records.append(summary)
@@ -257,11 +302,12 @@ class Evolution:
                 if rec["status"] == "failed" and "BudgetExceeded" in (rec.get("reason") or ""):
                     status, reason = "stopped", rec["reason"]
                     break
-                nxt += 1
             if status == "finished" and cfg.test_top and not cfg.offline:
                 status, reason = await self._rescore_on_test()
         except Cancelled:
             status, reason = "cancelled", "cancelled by the user"
+        except EndpointDown as exc:
+            status, reason = "stopped", str(exc)
         self.history.set_status(run_id, status, reason)
         return {"run_id": run_id, "status": status, "reason": reason, "rounds": records}
 
@@ -280,6 +326,31 @@ class Evolution:
         if self.cancel.is_set():
             raise Cancelled
         return "finished", None
+
+    async def _attempts(self, r: int) -> dict:
+        """Round ``r``, tried again after each back-off while the endpoint is what failed it. Each try draws
+        from the same ``Random(seed:round)`` and the replies that succeeded are cached, so a retried round
+        makes the choices an undisturbed one would have. EndpointDown when the back-offs run out."""
+        waits, cost = list(self.outage_waits), 0.0
+        while True:
+            rec = await (self._seed_round() if r == 0 else self._round(r))
+            cost += float(rec.get("cost") or 0.0)
+            if not rec.pop("_transient", False):
+                rec["cost"] = cost
+                return rec
+            if not waits:
+                if rec["status"] == "ok":  # a flaky endpoint: few problems errored, left out of the score
+                    rec["cost"] = cost
+                    return rec
+                raise EndpointDown(f"the LLM endpoint kept failing round {r} ({rec.get('reason')}); the round "
+                                   "was not stored: run the same command again to resume once it is back")
+            wait = waits.pop(0)
+            log.warning("round %s: the endpoint failed (%s); trying again in %g s", r, rec.get("reason"), wait)
+            deadline = asyncio.get_running_loop().time() + wait
+            while asyncio.get_running_loop().time() < deadline:
+                if self.cancel.is_set():
+                    raise Cancelled
+                await asyncio.sleep(min(0.2, wait))
 
     def summary(self, rec: dict) -> dict:
         return {"run": self.run_id, "round": rec["round"], "status": rec["status"], "score": rec.get("score"),
@@ -338,6 +409,7 @@ class Evolution:
         except Exception as exc:  # noqa: BLE001 - a failed round is stored with its reason; the run goes on
             rec["status"], rec["reason"] = "failed", f"{type(exc).__name__}: {exc}"
             rec["cost"] = self._spent() - spent0
+            rec["_transient"] = _transient(exc)
             return rec
 
     def _workflow(self, row: dict) -> Workflow:
@@ -398,8 +470,10 @@ class Evolution:
 
             try:
                 return await rewrite_prompt(self.llm, pws[0], self.config.task, rng, salt=salt)
-            except (ops.Declined, LLMError):
-                pass  # the library's variants still work
+            except (ops.Declined, LLMError) as exc:
+                if isinstance(exc, LLMError) and exc.transient:
+                    raise  # the endpoint is away: retry the round rather than make a different child
+                # otherwise the library's variants still work
         return ops.apply(name, pws, self.config.task, rng)
 
     def _failures(self, parent: dict, rng: random.Random, k: int = 3) -> list[dict]:
@@ -478,11 +552,14 @@ class Evolution:
 
                 report = pool_reports(reports)
             results = list(report.results)
-            infra = [x for x in results if any(f"{k}:" in (x.error or "") for k in _INFRA_ERRORS)]
+            infra = [x for x in results if _errored(x)]
+            if infra and any(getattr(x, "transient", False) for x in infra):
+                rec["_transient"] = True  # retried after a back-off: an outage is not the workflow's score
             if results and len(infra) > self.config.max_error_rate * len(results):
                 rec["per_problem"] = [_result_json(x) for x in results]  # kept for diagnosis
                 raise RuntimeError(f"{len(infra)} of {len(results)} problems could not be run, so the score "
                                    f"would be wrong ({infra[0].error})")
+
             extra = float(report.cost or 0.0) if self.llm is None else 0.0  # an injected evaluator's own cost
             rec.update(status="ok", score=report.score, ci_low=report.ci_low, ci_high=report.ci_high,
                        n=report.n, per_problem=[{**_result_json(x), **({"repeat": i} if len(reports) > 1 else {})}
@@ -491,14 +568,21 @@ class Evolution:
             raise
         except Exception as exc:  # noqa: BLE001 - stored as the round's reason
             rec.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
+            rec["_transient"] = rec.get("_transient") or _transient(exc)
             extra = 0.0
         rec["cost"] = self._spent() - spent0 + extra
         return rec
 
 
 # Errors of the endpoint rather than of the workflow (the harness records "<ExceptionType>: message", a
-# failing node wraps its cause: "NodeError: node C1 (CustomOp) failed: LLMError: ...").
+# failing node wraps its cause: "NodeError: node C1 (CustomOp) failed: LLMError: ..."). An injected evaluator
+# may return results without the harness's ``errored`` flag: their message says it.
 _INFRA_ERRORS = ("LLMError", "BudgetExceeded", "NotConfigured")
+
+
+def _errored(x: Any) -> bool:
+    flag = getattr(x, "errored", None)
+    return bool(flag) if flag is not None else any(f"{k}:" in (x.error or "") for k in _INFRA_ERRORS)
 
 
 def _cand_json(c: Candidate) -> dict:
@@ -508,7 +592,8 @@ def _cand_json(c: Candidate) -> dict:
 
 def _result_json(x: Any) -> dict:
     return {"id": x.id, "correct": bool(x.correct), "prediction": (x.prediction or "")[:2000],
-            "extracted": x.extracted, "cost": x.cost, "latency": round(x.latency or 0.0, 4), "error": x.error}
+            "extracted": x.extracted, "cost": x.cost, "latency": round(x.latency or 0.0, 4), "error": x.error,
+            "errored": _errored(x)}
 
 
 def load_seed(path: str, task: str) -> str:

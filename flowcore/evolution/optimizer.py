@@ -167,6 +167,9 @@ class Optimizer:
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors and len(errors) == len(results):
             raise errors[0]  # nothing came back: the round fails with the endpoint's error
+        away = [r for r in errors if getattr(r, "transient", False)]
+        if away:  # the endpoint failed some of them: fewer candidates would change the round, so retry it
+            raise away[0]
         return [r if isinstance(r, Proposal) else Proposal(None, "", "", 0, [], f"{type(r).__name__}: {r}")
                 for r in results]
 

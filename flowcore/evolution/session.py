@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import threading
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,6 +24,7 @@ from ..llm import LLM, LLMSettings
 from ..storage import Workspace
 from .history import History, RunInfo
 from .judge import CRITERIA, Candidate, Verdict
+from .lease import holder as lease_holder
 from .loop import Cancelled, Evolution, EvolutionConfig, Review
 
 __all__ = ["EVOLVE_JOB", "PendingReview", "ReviewGate", "active_job", "candidates_frame", "continue_run", "cost_figure", "diagram_height",
@@ -34,7 +34,6 @@ __all__ = ["EVOLVE_JOB", "PendingReview", "ReviewGate", "active_job", "candidate
            "text_diff"]
 
 EVOLVE_JOB = "evolution"  # the jobs-registry name of evolution runs
-BUSY_ELSEWHERE_S = 60  # a 'running' run written to this recently may be evolving in another process
 STRUCTURE_ONLY = ("structure-only: no LLM endpoint, so no benchmark score was measured; the curve shows the "
                   "rule judge's structural total (0-50) of each round's chosen candidate")
 
@@ -149,10 +148,9 @@ def resume_run(ws: Workspace, settings: LLMSettings, run_id: int, *, review: boo
         raise ValueError(f"run {run_id} is already running")
     if info.status == "finished":
         raise ValueError(f"run {run_id} has finished; start a new run instead")
-    updated = ws.query("SELECT updated FROM evo_runs WHERE id = ?", (run_id,))[0]["updated"]
-    if info.status == "running" and time.time() - updated < BUSY_ELSEWHERE_S:
-        raise ValueError(f"run {run_id} stored a round less than {BUSY_ELSEWHERE_S} s ago: it may still be "
-                         "running in another process (the command line); try again later")
+    busy = lease_holder(ws, run_id)
+    if busy is not None:  # e.g. `python -m flowcore evolve` on the same workspace
+        raise ValueError(f"{busy.describe()}; try again when it has stopped")
     if not info.offline and not settings.configured:
         raise ValueError(f"run {run_id} was measured against an LLM endpoint; configure one (Settings page) "
                          "to resume it")
