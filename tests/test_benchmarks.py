@@ -327,8 +327,29 @@ def test_harness_records_exceptions_and_bounds_concurrency():
     assert report.ci_low <= report.score <= report.ci_high
     doc = report.to_json()
     assert set(doc) >= {"score", "n", "cost", "ci", "results"} and not doc["cancelled"]
-    assert set(doc["results"][0]) == {"id", "correct", "prediction", "extracted", "cost", "latency", "error"}
+    assert set(doc["results"][0]) == {"id", "correct", "prediction", "extracted", "cost", "latency", "error",
+                                      "errored", "transient"}
+    assert doc["errors"] == 0  # a KeyError is the workflow's failure: a wrong answer, not an endpoint error
     json.dumps(doc)
+
+
+def test_harness_leaves_endpoint_errors_out_of_the_score():
+    from flowcore.llm import LLMError
+
+    async def runner(p):
+        i = int(p.id[1:])
+        if i < 3:  # wrapped as a node failure is, with the LLM error as its cause
+            try:
+                raise LLMError("LLM call failed: cannot connect", transient=i != 2)
+            except LLMError as exc:
+                raise RuntimeError(f"node C1 failed: {exc}") from exc
+        return (f"#### {i}" if i % 2 else "wrong 999999"), 0.0
+
+    report = asyncio.run(evaluate(runner, _problems(10)))
+    assert report.errors == 3 and report.n == 7 and report.error_rate == pytest.approx(0.3)
+    assert report.score == pytest.approx(4 / 7)  # q3, q5, q7, q9 of the 7 that were answered
+    flags = [(r.errored, r.transient) for r in report.results[:4]]
+    assert flags == [(True, True), (True, True), (True, False), (False, False)]
 
 
 def test_harness_cancel_and_timeout():

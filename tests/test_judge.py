@@ -86,8 +86,7 @@ def test_llm_judge_uses_the_models_scores(tmp_path):
     (_reply(2, best=0), "scored 2 candidates"),
     (json.dumps({"scores": [{"candidate": i, "coherence": 11, "innovation": 1, "complexity_balance": 1,
                              "prompt_quality": 1, "rationale": 1} for i in range(3)]}), "coherence"),
-    (Fault(malformed=True), "malformed reply"),
-    (Fault(status=503), "HTTP 503"),
+    (Fault(status=400, body="bad request"), "HTTP 400"),
 ])
 def test_llm_judge_falls_back_to_rules_on_a_bad_reply(tmp_path, reply, why):
     cands = _cands()
@@ -96,6 +95,17 @@ def test_llm_judge_falls_back_to_rules_on_a_bad_reply(tmp_path, reply, why):
         v = asyncio.run(LLMJudge(_llm(srv, tmp_path), "math").ascore(cands, SEED))
     assert v.judge.startswith("rule (fallback:") and why in v.judge
     assert v.scores == rule.scores and v.chosen == rule.chosen
+
+
+@pytest.mark.parametrize("reply, why", [(Fault(malformed=True), "malformed reply"), (Fault(status=503), "HTTP 503")])
+def test_llm_judge_lets_an_endpoint_outage_through(tmp_path, reply, why):
+    """A transient endpoint failure is not judged by the rules: the evolution loop retries the round after a
+    back-off, so an outage does not change which candidate wins."""
+    from flowcore.llm import LLMError
+
+    with FakeLLMServer([reply]) as srv, pytest.raises(LLMError, match=why) as info:
+        asyncio.run(LLMJudge(_llm(srv, tmp_path), "math").ascore(_cands(), SEED))
+    assert info.value.transient
 
 
 def test_parse_scores_accepts_order_or_indexes():
