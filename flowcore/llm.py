@@ -168,6 +168,11 @@ class LLMSettings:
                 return self.prices[max(prefixes, key=len)]
         return (0.0, 0.0)
 
+    def price_known(self, model: str) -> bool:
+        """Whether ``price_for`` knows this model (else its cost shows as 'price unknown', never as $0)."""
+        return any(name in self.prices or any(name.startswith(k) for k in self.prices)
+                   for name in (model, model.rsplit("/", 1)[-1]))
+
     def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
         pin, pout = self.price_for(model)
         return (prompt_tokens * pin + completion_tokens * pout) / 1_000_000

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +56,9 @@ def register(sub: Any) -> None:
                         "and the pooled interval (default 1)")
     e.add_argument("--concurrency", type=int, default=8, help="problems run at once (default 8)")
     e.add_argument("--timeout", type=float, help="seconds per problem (default: none)")
+    e.add_argument("--max-error-rate", type=float, default=0.1,
+                   help="exit 1 when more than this share of problems could not be run because the LLM endpoint "
+                        "failed (they are never counted as wrong answers; default 0.1)")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=_cmd_evaluate)
 
@@ -147,26 +154,81 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     show = None if args.json or not sys.stderr.isatty() else _progress
     if args.repeats > 1:
         return _evaluate_repeated(args, w, problems, llm, info, show)
-    report = asyncio.run(evaluate_workflow(w, args.benchmark, problems, llm=llm, concurrency=args.concurrency,
-                                           progress=show, timeout=args.timeout))
+    cancel = threading.Event()
+    with _stop_on_signals(cancel):  # SIGTERM / Ctrl-C: no new problem starts, the partial report is printed
+        report = asyncio.run(evaluate_workflow(w, args.benchmark, problems, llm=llm, concurrency=args.concurrency,
+                                               progress=show, timeout=args.timeout, cancel=cancel))
     out = report.to_json()
     out["cost"] = llm.usage.cost  # everything paid for, failed problems included
+    out["tokens"] = _tokens(llm)
+    out["price_known"] = llm.settings.price_known(llm.settings.model_for("executor"))
     out["split"] = info  # whose split these problems are (ours is not the papers' files)
+    if report.cancelled:
+        out["interrupted"] = f"stopped after {len(report.results)} of {len(problems)} problems"
     if args.json:
         emit(out)
     else:
         for r in report.results:
-            mark = "ok  " if r.correct else ("ERR " if r.error else "fail")
+            mark = "ok  " if r.correct else ("ERR " if r.errored else ("fail" if not r.error else "FAIL"))
             shown = r.error if r.error else (r.extracted if r.extracted is not None else r.prediction)
             print(f"{mark} {r.id}  {_one_line(str(shown))}")
         solved = sum(r.correct for r in report.results)
-        print(f"{args.benchmark}: score {report.score:.3f} ({solved}/{report.n}), 95% CI "
-              f"[{report.ci_low:.3f}, {report.ci_high:.3f}], cost ${out['cost']:.6f}")
+        errs = f", {report.errors} not run (endpoint errors, not counted)" if report.errors else ""
+        print(f"{args.benchmark}: score {report.score:.3f} ({solved}/{report.n}){errs}, 95% CI "
+              f"[{report.ci_low:.3f}, {report.ci_high:.3f}], {_cost_text(llm, out['cost'])}, "
+              f"{out['tokens']['prompt']}+{out['tokens']['completion']} tokens")
+        if report.cancelled:
+            print(f"interrupted: {out['interrupted']} (a partial report)")
+    errored = [r for r in report.results if r.errored]
+    if report.cancelled:
+        print(f"error: interrupted: {out['interrupted']}", file=sys.stderr)
+        return 1
+    if errored and report.error_rate > args.max_error_rate:
+        print(f"error: {len(errored)} of {len(report.results)} problems could not be run because the LLM endpoint "
+              f"failed (above --max-error-rate {args.max_error_rate:g}); they are left out of the score. "
+              f"The first: {errored[0].error}", file=sys.stderr)
+        return 1
     errors = [r for r in report.results if r.error]
     if report.results and len(errors) == len(report.results):
         print(f"error: every problem failed; the first: {errors[0].error}", file=sys.stderr)
         return 1
     return 0
+
+
+@contextlib.contextmanager
+def _stop_on_signals(cancel: threading.Event) -> Iterator[None]:
+    """While evaluating: the first SIGTERM or SIGINT sets ``cancel`` (running problems finish, the partial
+    report is printed); a second SIGINT interrupts at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if cancel.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        cancel.set()
+        print(f"\n{signal.Signals(signum).name}: finishing the problems in flight, then reporting",
+              file=sys.stderr, flush=True)
+
+    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _tokens(llm: Any) -> dict:
+    u = llm.usage
+    return {"prompt": u.prompt_tokens, "completion": u.completion_tokens, "calls": u.calls, "cached": u.cached,
+            "errors": u.errors}
+
+
+def _cost_text(llm: Any, cost: float) -> str:
+    model = llm.settings.model_for("executor")
+    if llm.settings.price_known(model):
+        return f"cost ${cost:.6f}"
+    return f"cost: price unknown for {model!r} (set it in Settings or MERMAIDFLOW_PRICES)"
 
 
 def _evaluate_repeated(args: argparse.Namespace, w: Any, problems: list, llm: Any, info: dict, show: Any) -> int:

@@ -191,7 +191,8 @@ def test_failing_endpoint_records_errors_per_problem(ws):
                               split="validation")
     assert job.wait(30) and job.status == "done"
     rec = es.load_evaluation(ws, job.meta["eval_id"])
-    assert rec.score == 0 and all("cannot connect" in (r["error"] or "") for r in rec.results)
+    assert all("cannot connect" in (r["error"] or "") and r["errored"] for r in rec.results)
+    assert rec.score is None and rec.n == 0  # a server error is never a wrong answer: no score was measured
 
 
 def test_invalid_workflow_is_refused_before_anything_is_stored(ws):

@@ -199,10 +199,16 @@ def test_a_persistent_endpoint_fault_is_recorded_for_its_problem_only(endpoint, 
     replies = dict(replies, **{"case beta": Fault(status=500, body="model overloaded")})
     endpoint(lambda req: next((v for k, v in replies.items() if k in message_text(req)), "no idea"))
     code, out, err = cli(capsys, "evaluate", workflow, "--benchmark", "gsm8k", "--data", data, "--json")
-    assert code == 0, err
+    assert code == 1 and "1 of 4 problems could not be run because the LLM endpoint failed" in err
     doc = json.loads(out)
     by_id = {r["id"]: r for r in doc["results"]}
-    assert doc["n"] == 4 and doc["score"] == 0.5
+    # the server error is not a wrong answer: 2 of the 3 answered problems are right
+    assert doc["n"] == 3 and doc["errors"] == 1 and doc["score"] == pytest.approx(2 / 3)
+    assert by_id["gsm8k/1"]["errored"] and not by_id["gsm8k/0"]["errored"]
+    assert doc["tokens"]["prompt"] > 0 and doc["tokens"]["errors"] >= 1
+    code, out, err = cli(capsys, "evaluate", workflow, "--benchmark", "gsm8k", "--data", data,
+                         "--max-error-rate", "0.3")
+    assert code == 0 and "score 0.667 (2/3), 1 not run (endpoint errors, not counted)" in out
     assert not by_id["gsm8k/1"]["correct"] and "C1" in by_id["gsm8k/1"]["error"]
     assert "500" in by_id["gsm8k/1"]["error"] and "overloaded" in by_id["gsm8k/1"]["error"]
     assert by_id["gsm8k/0"]["correct"] and by_id["gsm8k/2"]["correct"] and by_id["gsm8k/0"]["error"] is None
@@ -215,7 +221,32 @@ def test_evaluate_text_output_and_a_run_where_everything_fails(endpoint, capsys,
     assert code == 0 and "score 1.000 (2/2)" in out and out.count("ok ") == 2
     endpoint(Fault(status=503))
     code, out, err = cli(capsys, "evaluate", workflow, "--benchmark", "gsm8k", "--data", data, "--json")
-    assert code == 1 and json.loads(out)["score"] == 0 and "every problem failed" in err
+    doc = json.loads(out)
+    assert code == 1 and doc["n"] == 0 and doc["errors"] == 4 and "4 of 4 problems could not be run" in err
+
+
+def test_evaluate_stops_on_sigterm_with_a_partial_report(tmp_path):
+    """SIGTERM mid-run: the problems in flight finish, the rest never start, the partial report is printed."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.fakellm import FakeLLMServer
+
+    workflow, data, replies, _ = _gsm8k(tmp_path)
+    with FakeLLMServer(by_keyword(replies, "no idea"), latency=0.4) as srv:
+        env = {**os.environ, "OPENAI_BASE_URL": srv.base_url, "OPENAI_API_KEY": "k", "MERMAIDFLOW_CACHE": "0"}
+        proc = subprocess.Popen([sys.executable, "-m", "flowcore", "evaluate", workflow, "--benchmark", "gsm8k",
+                                 "--data", data, "--concurrency", "1"], cwd=Path(__file__).resolve().parent.parent,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while not srv.requests and proc.poll() is None:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "SIGTERM" in err and "Traceback" not in err
+    assert "interrupted: stopped after 1 of 4 problems (a partial report)" in out
+    assert out.count("ok ") == 1 and "score 1.000 (1/1)" in out
 
 
 # -- score ------------------------------------------------------------------------------------------------------
