@@ -1,4 +1,5 @@
-"""The operators and the per-problem executor, in one self-contained module (stdlib + openai only).
+"""The operators and the per-problem executor, in one self-contained module (the standard library alone;
+the ``openai`` client is used when it is installed, else a plain urllib call to the same endpoint).
 
 The runtime (``flowcore.runtime``) and every compiled workflow (``flowcore.compiler`` pastes this file into
 the exported module) run this same code, so for the same LLM replies they give the same answers and make the
@@ -591,11 +592,26 @@ class ChatReply:
     cached: bool = False
 
 
+def openai_installed() -> bool:
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+RETRY_STATUS = (408, 409, 429)  # and every 5xx: worth another try; any other 4xx is final
+
+
 @dataclass
 class OpenAIChat:
     """The environment an exported workflow reads, the same as flowcore's: OPENAI_BASE_URL, OPENAI_API_KEY,
     MERMAIDFLOW_MODEL_<ROLE> (else OPENAI_MODEL, else gpt-4o-mini), MERMAIDFLOW_TIMEOUT,
-    MERMAIDFLOW_MAX_RETRIES, MERMAIDFLOW_CONCURRENCY, MERMAIDFLOW_PRICES (JSON, USD per 1M tokens)."""
+    MERMAIDFLOW_MAX_RETRIES, MERMAIDFLOW_CONCURRENCY, MERMAIDFLOW_PRICES (JSON, USD per 1M tokens).
+
+    With the ``openai`` package installed its client makes the calls; without it (plain ``python3``) the same
+    OpenAI-compatible request goes through ``urllib``, with the same timeout and retries.
+    MERMAIDFLOW_HTTP=urllib chooses urllib even when ``openai`` is there."""
 
     prices: dict = field(default_factory=dict)
     env: Mapping[str, str] | None = None
@@ -617,6 +633,8 @@ class OpenAIChat:
             extra = json.loads(env["MERMAIDFLOW_PRICES"])
             self.prices.update({k: tuple(float(x) for x in v) for k, v in extra.items()})
         self._per_loop: dict[Any, tuple[Any, asyncio.Semaphore]] = {}
+        self.transport = "urllib" if (env.get("MERMAIDFLOW_HTTP") or "").strip().lower() == "urllib" or \
+            not openai_installed() else "openai"
 
     @property
     def configured(self) -> bool:
@@ -634,6 +652,8 @@ class OpenAIChat:
     def _client(self) -> tuple[Any, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
         pair = self._per_loop.get(loop)
+        if pair is None and self.transport == "urllib":
+            pair = self._per_loop[loop] = (None, asyncio.Semaphore(self.concurrency))
         if pair is None:
             import openai  # only needed when a call is made
 
@@ -655,14 +675,15 @@ class OpenAIChat:
             kwargs["response_format"] = {"type": "json_object"}
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens
-        import openai  # only needed when a call is made
-
         client, sem = self._client()
         async with sem:
             start = time.perf_counter()
             try:
-                resp = await client.chat.completions.create(**kwargs)
-            except (openai.OpenAIError, ValueError) as exc:  # reported without the key
+                if client is None:
+                    resp = _as_reply(await asyncio.to_thread(self._post, kwargs))
+                else:
+                    resp = await client.chat.completions.create(**kwargs)
+            except Exception as exc:  # noqa: BLE001 - openai's errors, OSError, ValueError: said without the key
                 msg = str(exc).replace(self._key, "***") if self._key else str(exc)
                 why = f"{type(exc).__name__}: {msg}"
                 raise RuntimeError(f"LLM call failed (model {model!r}): {why}") from None
@@ -678,3 +699,49 @@ class OpenAIChat:
         self.calls += 1
         self.cost += cost
         return ChatReply(text, model, pt, ct, cost, latency)
+
+    def _post(self, body: dict) -> dict:
+        """POST /chat/completions with urllib (no ``openai`` installed): retries on timeouts, connection
+        errors, 408/409/429 and 5xx, with exponential backoff; OSError naming the last failure."""
+        import urllib.error
+        import urllib.request
+
+        url = (self.base_url or "https://api.openai.com/v1").rstrip("/") + "/chat/completions"
+        data = json.dumps(body).encode("utf-8")
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self._key or 'not-needed'}"}
+        failure = "no attempt made"
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)))
+            req = urllib.request.Request(url, data=data, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                    raw = r.read()
+            except urllib.error.HTTPError as exc:
+                detail = exc.read()[:300].decode("utf-8", "replace").strip()
+                failure = f"HTTP {exc.code} from {url}: {detail}"
+                if exc.code in RETRY_STATUS or exc.code >= 500:
+                    continue
+                break
+            except (urllib.error.URLError, TimeoutError, OSError) as exc:
+                failure = f"cannot reach {url}: {getattr(exc, 'reason', exc)}"
+                continue
+            try:
+                reply = json.loads(raw.decode("utf-8"))
+            except ValueError:
+                raise ValueError(f"the reply from {url} is not JSON: {raw[:200]!r}") from None
+            if not isinstance(reply, dict):
+                raise TypeError(f"the reply from {url} is not a JSON object")
+            return reply
+        raise OSError(failure)
+
+
+def _as_reply(d: dict) -> Any:
+    """An OpenAI-style reply object (``.choices[0].message.content``, ``.usage``) from its JSON."""
+    from types import SimpleNamespace as NS
+
+    choices = [NS(message=NS(content=(c.get("message") or {}).get("content")))
+               for c in d.get("choices") or [] if isinstance(c, dict)]
+    u = d.get("usage") if isinstance(d.get("usage"), dict) else {}
+    return NS(choices=choices, usage=NS(prompt_tokens=u.get("prompt_tokens") or 0,
+                                        completion_tokens=u.get("completion_tokens") or 0))

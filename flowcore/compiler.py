@@ -95,6 +95,9 @@ def _docstring(plan: Plan) -> str:
     return (f'"""A MermaidFlow workflow compiled by flowcore: {len(plan.nodes)} nodes in {steps} steps.\n\n'
             f"Operators: {ops}.\n"
             "Generated deterministically from the Mermaid text in MERMAID below; no LLM was involved.\n"
+            "Requires only Python 3 (3.11 tested) and its standard library: no flowcore, no pip install.\n"
+            "When the `openai` package is installed it makes the LLM calls; otherwise urllib sends the\n"
+            "same OpenAI-compatible request (MERMAIDFLOW_HTTP=urllib chooses urllib either way).\n"
             "Run it against any OpenAI-compatible endpoint:\n\n"
             "    OPENAI_BASE_URL=... OPENAI_API_KEY=... \\\n"
             f'        python workflow.py --problem "..."{entry} [--json]\n\n'
@@ -220,7 +223,10 @@ _CLASS_HEAD = '''class Workflow:
 '''
 
 _MAIN = '''def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Run this MermaidFlow workflow on one problem.")
+    ap = argparse.ArgumentParser(description="Run this MermaidFlow workflow on one problem against any "
+                                 "OpenAI-compatible endpoint (OPENAI_BASE_URL, OPENAI_API_KEY). Needs only "
+                                 "Python 3 and its standard library; uses the openai package when it is "
+                                 "installed.")
     ap.add_argument("--problem", required=True, help="the problem text, or @FILE to read it from a file")
     ap.add_argument("--entry-point", default=None, help="function name (code tasks)")
     ap.add_argument("--public-tests", default="", help="assert lines a TestOp may run (default: the examples "

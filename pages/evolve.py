@@ -205,6 +205,7 @@ def resume(settings, busy: bool) -> None:
 
 
 def main() -> None:
+    common.app_shell()
     st.title("Evolve")
     st.caption("Evolve a workflow: each round samples parents from the history buffer, makes K valid "
                "candidates, lets a judge pick one and evaluates it on the validation split.")

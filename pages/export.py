@@ -87,9 +87,12 @@ def show_invalid(text: str, task: str, name: str, errors: list) -> None:
 
 
 def main() -> None:
-    st.title("Export")
-    st.caption("The workflow as a standalone Python module (runs with `python workflow.py --problem ...` "
-               "against any OpenAI-compatible endpoint), its Mermaid text, a drawing, or a JSON description.")
+    common.app_shell()
+    common.header("Export", "The workflow as a standalone Python module, its Mermaid text, a drawing, or a "
+                  "JSON description.")
+    st.caption("The `.py` needs **only Python 3 and its standard library** (no flowcore, no pip install): "
+               "`OPENAI_BASE_URL=... OPENAI_API_KEY=... python3 workflow.py --problem \"...\"`. It uses the "
+               "`openai` package when installed, otherwise a plain urllib request to the same endpoint.")
     text, task, name = pick_workflow("ex_pick")
     diags = check(text, task)
     if not is_valid(diags):

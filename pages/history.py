@@ -179,6 +179,7 @@ def round_detail(info, rows: list[dict], row: dict, configured: bool) -> None:
 
 
 def main() -> None:
+    common.app_shell()
     st.title("History")
     st.caption("Every evolution run's rounds: scores, lineage, and what changed from parent to child.")
     if "hist_flash" in ss:

@@ -206,6 +206,7 @@ def evaluations(ws, settings, text: str, task: str, name: str, can_run: bool) ->
 
 
 def main() -> None:
+    common.app_shell()
     st.title("Run")
     st.caption("Run a workflow on one problem, or evaluate it on a benchmark.")
     settings = common.llm_settings()
