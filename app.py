@@ -73,7 +73,8 @@ def home() -> None:
                             if common.DEFAULT_EXAMPLE in names else 0, key="home_example")
         name, task, text = next(e for e in library.examples() if e[0] == pick)
         if st.button("Open in Editor", icon=":material/edit_note:", type="primary", key="home_open"):
-            common.set_current_workflow(text, task, name)
+            common.set_current_workflow(text, task, name, version=None)
+            st.session_state["mf_scroll_top"] = True
             st.switch_page("pages/editor.py")
         w, _ = parse_lenient(text)
         st_mermaid(to_mermaid(w, styles=True), height=f"{min(max(90 * depth(w) + 60, 260), 700)}px",

@@ -82,12 +82,16 @@ def create_evaluation(ws: Workspace, *, workflow_text: str, benchmark: str, spli
 
 
 def finish_evaluation(ws: Workspace, eval_id: int, report: EvalReport | None, *, status: str,
-                      error: str | None = None, cost: float | None = None) -> None:
-    """Store the outcome. ``cost``: everything paid for (defaults to the report's sum over problems)."""
+                      error: str | None = None, cost: float | None = None,
+                      references: dict[str, str] | None = None) -> None:
+    """Store the outcome. ``cost``: everything paid for (defaults to the report's sum over problems);
+    ``references``: each problem's reference answer by id, kept beside its result for the Run page."""
     if status not in STATUSES:
         raise ValueError(f"unknown evaluation status {status!r} (one of {', '.join(STATUSES)})")
     _schema(ws)
     results = [asdict(r) for r in report.results] if report else []
+    for r in results if references else []:
+        r["reference"] = references.get(r["id"])
     n = report.n if report else 0
     score = report.score if report and n else None
     lo, hi = (report.ci_low, report.ci_high) if report and n else (None, None)
@@ -216,6 +220,7 @@ def start_evaluation(ws: Workspace, settings: LLMSettings, *, workflow_text: str
             finish_evaluation(ws, eval_id, None, status="failed", error=jobs.error_message(exc), cost=llm.usage.cost)
             raise
         finish_evaluation(ws, eval_id, report, status="cancelled" if report.cancelled else "done",
+                          references={p.id: p.reference for p in problems if TASK_OF.get(benchmark) != "code"},
                           cost=llm.usage.cost)
         return report
 

@@ -16,11 +16,12 @@ if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
 
 from streamlit_mermaid import st_mermaid  # noqa: E402
 
-from flowcore import check, is_valid, jobs, parse_lenient, to_mermaid  # noqa: E402
+from flowcore import check, is_valid, jobs, parse_lenient, story, to_mermaid  # noqa: E402
 from flowcore import eval_store as es  # noqa: E402
 from flowcore.evolution import OPERATORS, EvolutionConfig, History, Review  # noqa: E402
 from flowcore.evolution import session as evs  # noqa: E402
-from pages import common  # noqa: E402
+from flowcore.results import money as _money  # noqa: E402
+from pages import common, widgets  # noqa: E402
 from pages.export import pick_workflow  # noqa: E402
 
 ss = st.session_state
@@ -29,11 +30,6 @@ MODES = {"llm": "LLM optimizer", "programmatic": "Programmatic operators"}
 OFFLINE_NOTE = ("**Structure-only run**: it has no LLM endpoint, so candidates come from the programmatic "
                 "operators, the rule-based judge picks one, and **no benchmark score is measured**. The curve "
                 "shows the judge's structural total instead.")
-
-
-def _money(x: float | None) -> str:
-    x = x or 0.0
-    return f"${x:.6f}" if 0 < x < 0.01 else f"${x:.4f}"
 
 
 # -- one run: its curve, latest round and status ---------------------------------------------------------------
@@ -46,7 +42,8 @@ def run_view(run_id: int, key: str) -> None:
     curve = evs.curve_frame(rows)
     measured = curve["score"].dropna()
     c = st.columns(4)
-    c[0].metric("Rounds stored", f"{len(rows)} / {int(info.config.get('rounds', 0)) + 1}")
+    c[0].metric("Rounds done", f"{max(0, len(rows) - 1)} / {int(info.config.get('rounds', 0))}",
+                help="Evolution rounds stored, not counting the seed (round 0)")
     c[1].metric("Best score", "not measured" if info.offline else
                 (f"{measured.max():.1f}%" if len(measured) else "—"),
                 help="Validation score of the best measured round")
@@ -59,7 +56,8 @@ def run_view(run_id: int, key: str) -> None:
         st.markdown(f"**Latest round #{last['round']}** · `{last['operator'] or '—'}` · {last['status']}{score} "
                     f"· judge: {last['judge'] or '—'}")
         st.caption(last["detail"] or last["reason"] or "")
-        st.dataframe(evs.candidates_frame(last), hide_index=True, width="stretch", key=f"evo_cands_{key}")
+        st.dataframe(story.candidate_rows(last), hide_index=True, width="stretch", key=f"evo_cands_{key}",
+                     column_config={"what happened": st.column_config.TextColumn(width="large")})
 
 
 @st.fragment(run_every=1.0)
@@ -71,9 +69,9 @@ def live(job_id: str) -> None:
         st.rerun()
     snap = job.snapshot()
     run_id = snap.meta["run_id"]
-    total = snap.total or snap.meta["rounds"] + 1  # the job may not have reported yet
-    st.progress(snap.fraction, text=f"Run #{run_id}: {snap.done}/{total} rounds · {snap.message or 'starting'} "
-                                    f"· {snap.elapsed:.0f} s")
+    stored = len(History(common.workspace()).rounds(run_id))
+    st.progress(snap.fraction, text=f"Run #{run_id} · {story.progress_phrase(snap.meta['rounds'], snap.data, stored)}"
+                                    f" · {snap.elapsed:.0f} s")
     if job.cancel_requested:
         st.info("Cancelling: the round under way stops; every stored round is kept (Resume continues it).")
     else:
@@ -109,8 +107,8 @@ def review_panel(job: jobs.Job, p: evs.PendingReview) -> None:
     run_id = job.meta["run_id"]
     st.subheader(f"Run #{run_id} · round {p.round}: review before evaluation")
     snap = job.snapshot()
-    st.progress(snap.fraction, text=f"Run #{run_id}: {snap.done}/{snap.total} rounds · waiting for your review "
-                                    f"of round {p.round}")
+    st.progress(snap.fraction, text=f"Run #{run_id} · round {p.round} of {snap.meta['rounds']}: waiting for your "
+                                    f"review · {max(0, snap.done - 1)} of {snap.meta['rounds']} rounds done")
     st.caption(f"The {p.judge} judge picked candidate {p.chosen}. Approve it or another one, edit one, or "
                "veto the round (it is stored as failed and the run goes on).")
     cols = st.columns(min(2, len(p.candidates)))
@@ -181,7 +179,7 @@ def new_run(settings, configured: bool, busy: bool) -> None:
         except ValueError as e:  # bad settings or data file, named
             st.error(f"Not started: {e}", icon=":material/error:")
             return
-        ss[JOB_KEY], ss[LAST_KEY] = job.id, job.meta["run_id"]
+        ss[JOB_KEY], ss[LAST_KEY], ss["evo_scroll_top"] = job.id, job.meta["run_id"], True
         st.rerun()
 
 
@@ -200,15 +198,16 @@ def resume(settings, busy: bool) -> None:
             except ValueError as e:
                 st.error(f"Cannot resume: {e}", icon=":material/error:")
                 return
-            ss[JOB_KEY], ss[LAST_KEY] = job.id, run_id
+            ss[JOB_KEY], ss[LAST_KEY], ss["evo_scroll_top"] = job.id, run_id, True
             st.rerun()
 
 
 def main() -> None:
     common.app_shell()
-    st.title("Evolve")
-    st.caption("Evolve a workflow: each round samples parents from the history buffer, makes K valid "
-               "candidates, lets a judge pick one and evaluates it on the validation split.")
+    common.header("Evolve", "Each round samples parents from the history buffer, makes K valid candidates, "
+                  "lets a judge pick one and evaluates it on the validation split.")
+    if ss.pop("evo_scroll_top", False):  # Launch is at the bottom: the run's progress is at the top
+        widgets.scroll_to_top()
     settings = common.llm_settings()
     configured = common.llm_banner(settings)
     common.sandbox_banner()
@@ -219,6 +218,10 @@ def main() -> None:
     if job is None or not job.snapshot().active:
         job = evs.active_job() or job  # a reloaded page finds a run still going in this server
     busy = job is not None and job.snapshot().active
+    if busy:  # the run this page follows, found in the server, not only in this tab's memory
+        ss[JOB_KEY], ss[LAST_KEY] = job.id, job.meta["run_id"]
+    elif ss.get(LAST_KEY) is None and (latest := evs.runs_overview(common.workspace())):
+        ss[LAST_KEY] = latest[0]["id"]  # a new tab shows the latest run in the workspace
     gate = evs.gate_of(job.id) if busy else None
     pending = gate.pending if gate is not None else None
     if pending is not None:

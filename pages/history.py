@@ -122,7 +122,9 @@ def round_detail(info, rows: list[dict], row: dict, configured: bool) -> None:
                 args=(run_id, rnd, not row["pinned"]))
     if a[1].button("Fork to Editor", icon=":material/call_split:", key="hist_fork", disabled=not has_text,
                    type="primary", help="Open this round's workflow in the Editor"):
-        common.set_current_workflow(row["workflow_text"], info.task, evs.fork_name(info.benchmark, run_id, rnd))
+        common.set_current_workflow(row["workflow_text"], info.task, evs.fork_name(info.benchmark, run_id, rnd),
+                                    version=None)
+        ss["mf_scroll_top"] = True  # the button is far down this page: the Editor opens at its top
         st.switch_page("pages/editor.py")
     busy = (j := jobs.get(ss.get(REEVAL_KEY))) is not None and j.snapshot().active
     a[2].button("Re-evaluate", icon=":material/replay:", key="hist_reeval", on_click=_reevaluate,
@@ -180,8 +182,8 @@ def round_detail(info, rows: list[dict], row: dict, configured: bool) -> None:
 
 def main() -> None:
     common.app_shell()
-    st.title("History")
-    st.caption("Every evolution run's rounds: scores, lineage, and what changed from parent to child.")
+    common.header("History", "Every evolution run's rounds: scores, lineage, and what changed from parent to "
+                  "child.")
     if "hist_flash" in ss:
         st.info(ss.pop("hist_flash"))
     ws = common.workspace()

@@ -8,7 +8,6 @@ works. The work is done by flowcore.eval_store and flowcore.jobs.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +19,7 @@ if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
 
 from flowcore import check, is_valid, jobs  # noqa: E402
 from flowcore import eval_store as es  # noqa: E402
+from flowcore import results as rs  # noqa: E402
 from flowcore.benchmarks import load  # noqa: E402
 from flowcore.llm import LLMError  # noqa: E402
 from flowcore.mermaid import WorkflowSyntaxError  # noqa: E402
@@ -27,27 +27,39 @@ from flowcore.runtime import NodeError, WorkflowInvalid  # noqa: E402
 from flowcore.sandbox import SandboxUnavailable  # noqa: E402
 from pages import common  # noqa: E402
 from pages.export import pick_workflow  # noqa: E402
+from pages.run_results import show_evaluation, trace_table  # noqa: E402
 
 JOB_KEY, SHOW_KEY, ONE_KEY = "run_job_id", "run_show_eval", "run_one_result"
 NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."
 SOURCES = {"validation": "Validation split", "test": "Test split", "file": "Upload a .jsonl file"}
 
 
-def _money(x: float | None) -> str:
-    x = x or 0.0
-    return f"${x:.6f}" if 0 < x < 0.01 else f"${x:.4f}"  # fractions of a cent still show
-
-
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
+_money, _pct = rs.money, rs.pct
 
 
 # -- one problem --------------------------------------------------------------------------------------------------
 
 def _fill_sample(benchmark: str) -> None:
-    p = load(benchmark, "validation", limit=1)[0]
-    st.session_state["run_problem_text"] = p.question
-    st.session_state["run_entry"] = p.entry_point or ""
+    done = st.session_state.get("run_samples_used", 0)
+    problems = load(benchmark, "validation", limit=done + 1)
+    p = problems[done % len(problems)]
+    st.session_state.update(run_problem_text=p.question, run_entry=p.entry_point or "", run_samples_used=done + 1,
+                            run_reference="" if es.TASK_OF.get(benchmark) == "code" else p.reference,
+                            run_sample={"benchmark": benchmark, "id": p.id, "question": p.question})
+
+
+def _verdict(out: dict) -> None:
+    """Whether a single run's answer is right, when its problem has a reference."""
+    try:
+        v = rs.single_verdict(out["benchmark"], out["answer"], out["problem"], out.get("reference", ""),
+                              out.get("sample"))
+    except ValueError as e:
+        return st.warning(f"Could not score the answer: {e}")
+    if v is None:
+        st.caption("No reference for this problem: type the expected answer above to have the answer checked.")
+    else:
+        (st.success if v.correct else st.error)(v.text(), icon=":material/check_circle:" if v.correct
+                                                 else ":material/cancel:")
 
 
 def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> None:
@@ -58,6 +70,9 @@ def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> Non
                            placeholder="Type or paste the problem the workflow should solve.")
     entry = st.text_input("Entry point (function name)", key="run_entry",
                           help="Leave empty to guess it from the problem.") if task == "code" else None
+    if task != "code":
+        st.text_input("Expected answer (optional)", key="run_reference", help="With it, the answer is scored "
+                      f"the way {bench} scores answers.")
     if st.button("Run", type="primary", icon=":material/play_arrow:", disabled=not can_run, key="run_one",
                  help=None if can_run else NO_LLM):
         if not problem.strip():
@@ -67,7 +82,10 @@ def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> Non
                 try:
                     res = es.run_problem(settings, common.workspace(), text, task, problem, entry)
                     st.session_state[ONE_KEY] = {"answer": res.answer, "cost": res.cost, "calls": res.calls,
-                                                 "trace": res.trace, "task": task, "text": text}
+                                                 "trace": res.trace, "task": task, "text": text,
+                                                 "benchmark": bench, "problem": problem,
+                                                 "reference": st.session_state.get("run_reference") or "",
+                                                 "sample": st.session_state.get("run_sample")}
                 except (WorkflowSyntaxError, WorkflowInvalid, NodeError, LLMError, ValueError,
                         SandboxUnavailable) as e:
                     st.session_state[ONE_KEY] = {"error": str(e), "text": text}
@@ -78,15 +96,14 @@ def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> Non
         st.error(f"The run failed: {out['error']}", icon=":material/error:")
         return
     st.subheader("Answer")
+    _verdict(out)
     st.code(out["answer"] or "(empty)", language="python" if out["task"] == "code" else None, wrap_lines=True)
     c1, c2 = st.columns(2)
     c1.metric("Cost", _money(out["cost"]))
     c2.metric("LLM calls", out["calls"])
-    st.caption("Per-node trace (in execution order)")
-    cols = ["node", "op", "calls", "cost", "latency", "skipped", "output"]
-    st.dataframe(pd.DataFrame(out["trace"]).reindex(columns=cols), hide_index=True, width="stretch",
-                 column_config={"cost": st.column_config.NumberColumn(format="$%.5f"),
-                                "latency": st.column_config.NumberColumn("latency (s)", format="%.2f")})
+    trace_table(out["trace"])
+
+
 
 
 # -- benchmark evaluation -----------------------------------------------------------------------------------------
@@ -146,34 +163,6 @@ def live(job_id: str) -> None:
         st.button("Cancel", icon=":material/stop:", key="run_cancel", on_click=job.cancel)
 
 
-def show_evaluation(rec: es.EvalRecord) -> None:
-    split = rec.split or ""
-    st.markdown(f"**#{rec.id}** · `{rec.workflow_name or 'workflow'}` on **{rec.benchmark}** "
-                f"({split.removeprefix('file:') + ' file' if split.startswith('file:') else split}) · "
-                f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(rec.created))} · status **{rec.status}**")
-    if rec.status == "cancelled":
-        st.warning(f"Cancelled after {rec.n} of {rec.total} problems; the score covers those {rec.n}.")
-    elif rec.status in ("failed", "interrupted"):
-        st.error(f"The evaluation {rec.status}: {rec.error}")
-    elif rec.status == "running":
-        st.info("Still running: see the progress above.")
-        return
-    c = st.columns(4)
-    solved = sum(bool(r.get("correct")) for r in rec.results)
-    c[0].metric("Score", _pct(rec.score), help="Fraction of the problems solved")
-    c[1].metric("95% interval", "—" if rec.ci_low is None else f"{_pct(rec.ci_low)} – {_pct(rec.ci_high)}",
-                help="Percentile bootstrap interval of the score")
-    c[2].metric("Solved", f"{solved} / {rec.n}")
-    c[3].metric("Cost", _money(rec.cost))
-    cols = ["id", "correct", "prediction", "cost", "latency", "error"]
-    df = pd.DataFrame(rec.results).reindex(columns=cols)
-    df["error"] = df["error"].fillna("")
-    st.dataframe(df, hide_index=True, width="stretch", key=f"run_results_{rec.id}",
-                 column_config={"correct": st.column_config.CheckboxColumn(),
-                                "cost": st.column_config.NumberColumn(format="$%.5f"),
-                                "latency": st.column_config.NumberColumn("latency (s)", format="%.2f")})
-
-
 def evaluations(ws, settings, text: str, task: str, name: str, can_run: bool) -> None:
     es.reconcile(ws)  # 'running' rows whose job died with an earlier server process
     past = es.list_evaluations(ws)
@@ -194,21 +183,17 @@ def evaluations(ws, settings, text: str, task: str, name: str, can_run: bool) ->
     want = st.session_state.get(SHOW_KEY)
     pick = st.selectbox("Evaluation", ids, index=ids.index(want) if want in ids else 0, format_func=labels.get)
     st.session_state[SHOW_KEY] = pick
-    show_evaluation(es.load_evaluation(ws, pick))
+    show_evaluation(ws, settings, es.load_evaluation(ws, pick), can_run, busy)
     with st.expander(f"Past evaluations ({len(past)})"):
-        st.dataframe(pd.DataFrame([{
-            "id": r.id, "when": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created)),
-            "workflow": r.workflow_name, "benchmark": r.benchmark, "split": r.split, "n": f"{r.n}/{r.total}",
-            "score": r.score, "ci_low": r.ci_low, "ci_high": r.ci_high, "cost": r.cost, "status": r.status}
-            for r in past]), hide_index=True, width="stretch",
-            column_config={c: st.column_config.NumberColumn(format="percent") for c in ("score", "ci_low", "ci_high")}
-            | {"cost": st.column_config.NumberColumn(format="$%.4f")})
+        st.dataframe(pd.DataFrame(rs.past_rows(past)), hide_index=True, width="stretch",
+                     column_config={c: st.column_config.NumberColumn(format="percent") for c in ("score", "ci_low",
+                                                                                               "ci_high")}
+                     | {"cost": st.column_config.NumberColumn(format="$%.4f")})
 
 
 def main() -> None:
     common.app_shell()
-    st.title("Run")
-    st.caption("Run a workflow on one problem, or evaluate it on a benchmark.")
+    common.header("Run", "Run a workflow on one problem, or evaluate it on a benchmark.")
     settings = common.llm_settings()
     configured = common.llm_banner(settings)
     common.sandbox_banner()

@@ -126,7 +126,7 @@ def test_evolve_offline_run_completes_and_says_structure_only(db):
     assert any(s.value == "Run #1: finished" for s in at.subheader)
     assert any("**Structure-only run**" in i.value and "no benchmark score is measured" in i.value for i in at.info)
     m = metrics(at)
-    assert m["Rounds stored"] == "4 / 4" and m["Best score"] == "not measured"
+    assert m["Rounds done"] == "3 / 3" and m["Best score"] == "not measured"
     fig = figures(at)[0]
     assert [t["name"] for t in fig["data"]] == ["judge total (structure only)"]
     assert "structure only" in fig["layout"]["title"]["text"]
@@ -208,7 +208,7 @@ def test_evolve_with_an_endpoint_shows_measured_scores(db, monkeypatch):
         click(at, "evo_launch")
         job = job_of(at)
         bar = at.get("progress")[0].proto  # the live panel while the run goes on
-        assert bar.text.startswith(f"Run #{job.meta['run_id']}: ") and "/3 rounds" in bar.text
+        assert bar.text.startswith(f"Run #{job.meta['run_id']} · ") and " of 2 rounds done" in bar.text
         assert at.button(key="evo_cancel").label == "Cancel run"
         assert job.wait(60) and job.status == "done", job.error
         rerun(at)

@@ -92,10 +92,20 @@ def test_run_benchmark_evaluation_runs_in_background_and_survives_a_reload(monke
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Score"] == "33.3%" and metrics["Solved"] == "1 / 3"
-    assert metrics["95% interval"].count("%") == 2
+    assert metrics["95% interval"].endswith("%")
+    assert any("(bootstrap, n = 3)" in c.value for c in at.caption)
+    assert any("All 3 LLM answers are fresh" in c.value for c in at.caption)
     table = at.dataframe[0].value
-    assert list(table.columns) == ["id", "correct", "prediction", "cost", "latency", "error"]
-    assert list(table["id"]) == [p.id for p in problems] and list(table["correct"]) == [True, False, False]
+    assert list(table.columns) == ["id", "verdict", "extracted", "reference", "error", "cost", "latency", "answer"]
+    assert list(table["id"]) == [p.id for p in problems]
+    assert list(table["verdict"]) == ["correct", "wrong", "wrong"]
+    assert list(table["reference"]) == [p.reference for p in problems]
+    assert list(table["extracted"]) == [problems[0].reference, "-7", "-7"]
+    eval_id = job.meta["eval_id"]
+    at.session_state[f"run_filter_{eval_id}"] = "failures"  # the "Failures" filter
+    at.run()
+    failures = at.dataframe[0].value
+    assert list(failures["id"]) == [p.id for p in problems[1:]] and set(failures["verdict"]) == {"wrong"}
 
     fresh = app(RUN)  # a new session on the same workspace: the stored evaluation is listed and shown
     fresh.radio(key="run_mode").set_value("Benchmark").run()

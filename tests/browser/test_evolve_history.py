@@ -60,13 +60,18 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
         expect(page.get_by_role("heading", name=re.compile(rf"round {rnd}: review before evaluation"))) \
             .to_be_visible(timeout=30_000)
         wait_for_app(page)
-        expect(progress).to_contain_text(f"{rnd}/{ROUNDS + 1} rounds · waiting for your review of round {rnd}")
+        expect(progress).to_contain_text(f"round {rnd} of {ROUNDS}: waiting for your review · {rnd - 1} of "
+                                         f"{ROUNDS} rounds done")
         seen.append(progress.inner_text())
         expect(page.locator('[data-testid="stPlotlyChart"]').first).to_be_visible()  # the curve so far
-        expect(page.locator('[data-testid="stMetric"]').filter(has_text="Rounds stored")) \
-            .to_contain_text(f"{rnd} / {ROUNDS + 1}")
+        expect(page.locator('[data-testid="stMetric"]').filter(has_text="Rounds done")) \
+            .to_contain_text(f"{rnd - 1} / {ROUNDS}")
         if rnd == 1:
             _drawn(page, 2)  # the candidates, drawn (at least two; more further down)
+        if rnd == 2:  # a reload mid-run is a new session: it finds the run in the server and the workspace
+            page.reload(wait_until="domcontentloaded")
+            wait_for_app(page, settle_ms=0)
+            expect(progress).to_contain_text(f"round {rnd} of {ROUNDS}: waiting for your review")
         page.get_by_role("button", name="Approve").click()
         wait_for_app(page)
     assert len(set(seen)) == ROUNDS  # the progress moved on while the run went on
@@ -80,8 +85,8 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     chart = page.locator('[data-testid="stPlotlyChart"]').first
     expect(chart).to_be_visible()
     expect(chart).to_contain_text("Judge total per round" if offline else "Validation score per round")
-    expect(page.locator('[data-testid="stMetric"]').filter(has_text="Rounds stored")) \
-        .to_contain_text(f"{ROUNDS + 1} / {ROUNDS + 1}")
+    expect(page.locator('[data-testid="stMetric"]').filter(has_text="Rounds done")) \
+        .to_contain_text(f"{ROUNDS} / {ROUNDS}")
     if offline:
         expect(page.get_by_text("no benchmark score is measured")).to_be_visible()
     assert no_exceptions(page) == [] and js_errors == []
@@ -118,5 +123,10 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     expect(page.get_by_role("heading", name="Editor")).to_be_visible()
     ace = page.frame_locator('iframe[title="streamlit_ace.streamlit_ace"]').locator(".ace_content")
     expect(ace).to_contain_text(new_line)  # the round's workflow is open in the Editor
+    expect(page.get_by_text("Open workflow:").first).to_contain_text(f"gsm8k_run{run_id}_round2")
+    page.wait_for_timeout(500)
+    top = page.evaluate("() => Math.max(window.scrollY, ...[...document.querySelectorAll("
+                        "'[data-testid=\"stMain\"], [data-testid=\"stAppViewContainer\"]')].map(e => e.scrollTop))")
+    assert top == 0, f"the Editor opened scrolled down by {top} px"
     expect(page.get_by_text(re.compile("Valid for math tasks"))).to_be_visible()
     assert no_exceptions(page) == [] and js_errors == []

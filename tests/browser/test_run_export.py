@@ -81,10 +81,18 @@ def test_run_page_evaluates_gsm8k_with_progress_and_scores(page, streamlit_app):
     table = page.locator('[data-testid="stDataFrame"]').first
     expect(table).to_be_visible()
     headers = table.locator('th[role="columnheader"]')  # glide-data-grid's accessible table
-    expect(headers).to_have_count(6)
-    assert headers.all_inner_texts() == ["id", "correct", "prediction", "cost", "latency (s)", "error"]
+    expect(headers).to_have_count(8)
+    assert headers.all_inner_texts() == ["id", "verdict", "extracted", "reference", "error", "cost",
+                                         "latency (s)", "model's answer"]
     ids = table.locator('td[role="gridcell"][aria-colindex="1"]')
     assert ids.all_inner_texts() == [p.id for p in PROBLEMS]
+    page.get_by_text("Failures (wrong or error)", exact=True).click()  # the failure filter
+    wait_for_app(page)
+    table = page.locator('[data-testid="stDataFrame"]').first
+    expect(table.locator('td[role="gridcell"][aria-colindex="1"]')).to_have_count(1 if OURS else 3)
+    if OURS:  # the wrong answer, with what was extracted and the reference it missed
+        row = [table.locator(f'td[role="gridcell"][aria-colindex="{i}"]').first.inner_text() for i in (1, 2, 3, 4)]
+        assert row == [PROBLEMS[2].id, "wrong", "7", PROBLEMS[2].reference]
     assert no_exceptions(page) == [] and js_errors == []
     page.set_viewport_size({"width": 1400, "height": 1250})  # the app scrolls inside: make room for the table
     wait_for_app(page)

@@ -1,0 +1,99 @@
+"""The Run page's results (a plain module, not a page): an evaluation's score, its interval with n, whether
+its answers came from the cache (and a fresh measurement), the per-problem table with the verdict, the
+extracted answer and the reference, filterable to the failures, and a click-through to one problem's trace.
+What is shown comes from flowcore.results."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from flowcore import eval_store as es
+from flowcore import results as rs
+from flowcore.benchmarks import load
+from flowcore.llm import LLMError
+from flowcore.mermaid import WorkflowSyntaxError
+from flowcore.runtime import NodeError, WorkflowInvalid
+
+JOB_KEY, SHOW_KEY = "run_job_id", "run_show_eval"
+NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."
+_money, _pct = rs.money, rs.pct
+
+
+def trace_table(trace: list[dict]) -> None:
+    st.caption("Per-node trace (in execution order)")
+    cols = ["node", "op", "calls", "cost", "latency", "skipped", "output"]
+    st.dataframe(pd.DataFrame(trace).reindex(columns=cols), hide_index=True, width="stretch",
+                 column_config={"cost": st.column_config.NumberColumn(format="$%.5f"),
+                                "latency": st.column_config.NumberColumn("latency (s)", format="%.2f")})
+
+
+def show_evaluation(ws, settings, rec: es.EvalRecord, can_run: bool, busy: bool) -> None:
+    split = rec.split or ""
+    st.markdown(f"**#{rec.id}** · `{rec.workflow_name or 'workflow'}` on **{rec.benchmark}** "
+                f"({split.removeprefix('file:') + ' file' if split.startswith('file:') else split}) · "
+                f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(rec.created))} · status **{rec.status}**")
+    if rec.status == "cancelled":
+        st.warning(f"Cancelled after {rec.n} of {rec.total} problems; the score covers those {rec.n}.")
+    elif rec.status in ("failed", "interrupted"):
+        st.error(f"The evaluation {rec.status}: {rec.error}")
+    elif rec.status == "running":
+        st.info("Still running: see the progress above.")
+        return
+    c = st.columns([1, 1, 2, 1])
+    solved = sum(bool(r.get("correct")) for r in rec.results)
+    c[0].metric("Score", _pct(rec.score), help="Fraction of the problems solved")
+    c[1].metric("Solved", f"{solved} / {rec.n}")
+    c[2].metric("95% interval", rs.interval_text(rec).removeprefix("95% interval ").split(" (")[0] or "—",
+                help=rs.interval_text(rec))
+    c[3].metric("Cost", _money(rec.cost))
+    st.caption(rs.interval_text(rec))
+    use = rs.cache_use(ws, rec.id)
+    (st.info if use.all_cached else st.caption)(use.text())
+    if use.cached and rec.status == "done" and not split.startswith("file:"):
+        if st.button("Measure afresh (bypass the cache)", icon=":material/refresh:", key=f"run_fresh_{rec.id}",
+                     disabled=not can_run or busy, help=NO_LLM if not can_run else "New LLM calls: costs money"):
+            problems = load(rec.benchmark, split, limit=rec.total)
+            job = es.start_evaluation(ws, rs.fresh(settings), workflow_text=rec.workflow_text,
+                                      benchmark=rec.benchmark, problems=problems, split=split,
+                                      workflow_name=rec.workflow_name)
+            st.session_state[JOB_KEY], st.session_state[SHOW_KEY] = job.id, job.meta["eval_id"]
+            st.rerun()
+    which = st.segmented_control("Show", list(rs.FILTERS), format_func=rs.FILTERS.get, default="all",
+                                 key=f"run_filter_{rec.id}") or "all"
+    rows = rs.result_rows(rec, which)
+    event = st.dataframe(pd.DataFrame(rows, columns=["id", "verdict", "extracted", "reference", "error", "cost",
+                                                     "latency", "answer"]),
+                         hide_index=True, width="stretch", key=f"run_results_{rec.id}_{which}", on_select="rerun",
+                         selection_mode="single-row",
+                         column_config={"cost": st.column_config.NumberColumn(format="$%.5f"),
+                                        "latency": st.column_config.NumberColumn("latency (s)", format="%.2f"),
+                                        "answer": st.column_config.TextColumn("model's answer", width="large")})
+    st.caption(f"{len(rows)} of {len(rec.results)} problems · click a row for its full answer and trace.")
+    picked = event.selection.rows if event is not None else []
+    if picked:
+        problem_detail(ws, settings, rec, rows[picked[0]]["id"], can_run)
+
+
+def problem_detail(ws, settings, rec: es.EvalRecord, pid: str, can_run: bool) -> None:
+    r = next(x for x in rec.results if x.get("id") == pid)
+    st.markdown(f"**Problem `{pid}`** · {rs.verdict_of(r)}")
+    problem = rs.find_problem(rec, pid)
+    if problem is not None:
+        with st.expander("Question", expanded=False):
+            st.text(problem.question)
+    st.code(r.get("prediction") or "(empty)", wrap_lines=True)
+    if problem is None:
+        st.caption("The trace needs the problem, and an uploaded file's problems are not kept.")
+    elif st.button("Show this problem's trace", icon=":material/account_tree:", key=f"run_trace_{rec.id}_{pid}",
+                   help="Runs the workflow on this problem again: its calls come from the cache (free, the "
+                        "same answer) when the cache is on."):
+        try:
+            with st.spinner("Replaying…"):
+                res = rs.trace_problem(settings, ws, rec, problem)
+        except (WorkflowSyntaxError, WorkflowInvalid, NodeError, LLMError, ValueError) as e:
+            st.error(f"The replay failed: {e}")
+            return
+        trace_table(res.trace)

@@ -1,0 +1,32 @@
+"""The Evolve page's wording (flowcore.story): one unambiguous progress phrase; missing candidates say why."""
+
+from __future__ import annotations
+
+from flowcore.story import candidate_rows, progress_phrase
+
+
+def test_the_progress_phrase_counts_rounds_one_way():
+    assert progress_phrase(3, {"phase": "starting", "round": 0}, 0) == "Starting: scoring the seed workflow · 0 of 3 rounds done"
+    assert progress_phrase(3, {"phase": "evaluating", "round": 0, "done": 2, "n": 5}, 0) == \
+        "Seed: evaluating the seed workflow, problem 2 of 5 · 0 of 3 rounds done"
+    assert progress_phrase(3, {"phase": "stored", "round": 1}, 2) == \
+        "Round 2 of 3: making and judging candidates · 1 of 3 rounds done"
+    assert progress_phrase(3, {"phase": "evaluating", "round": 2, "done": 1, "n": 5}, 2) == \
+        "Round 2 of 3: evaluating the chosen candidate, problem 1 of 5 · 1 of 3 rounds done"
+    assert progress_phrase(1, {"phase": "stored", "round": 1}, 2) == "All 1 round done · finishing"
+    assert progress_phrase(3, None, 9) == "All 3 rounds done · finishing"
+
+
+def test_candidates_that_were_not_produced_say_why():
+    row = {"chosen": 1, "candidates": [
+        {"text": "flowchart TD\n", "operator": "insert", "detail": "inserted a Review", "scores": {"total": 30.0}},
+        {"text": "flowchart TD\n", "operator": "prompt", "detail": "rewrote solver", "scores": {"total": 41.0}},
+        {"operator": None, "reason": "the optimizer's 3 proposals were invalid: M006 cycle C1 -> C2 -> C1"},
+        {"text": "flowchart TD\n", "operator": "rewire", "reason": "the same workflow as an earlier round"}]}
+    rows = candidate_rows(row)
+    assert [r["status"] for r in rows] == ["candidate", "chosen", "not produced", "dropped"]
+    assert rows[2]["operator"] == "—" and rows[2]["what happened"].startswith("not produced: the optimizer's 3")
+    assert rows[2]["what happened"].endswith("C1 -> C2 -> C1")  # the whole reason, not cut
+    assert rows[3]["what happened"] == "dropped: the same workflow as an earlier round"
+    assert rows[0]["what happened"] == "inserted a Review" and rows[1]["judge total"] == 41.0
+    assert candidate_rows({}) == []
