@@ -6,6 +6,7 @@ A plain module (not a page): app.py lists the pages explicitly, so nothing here 
 from __future__ import annotations
 
 import os
+import re
 import runpy
 from pathlib import Path
 
@@ -17,30 +18,18 @@ from flowcore.storage import Workspace, is_postgres
 
 APP_PATH = Path(__file__).resolve().parent.parent / "app.py"
 
-# Streamlit starts in its old "pages/ directory" mode because a pages/ folder exists, and stays in it until
-# app.py calls st.navigation. In that mode a visit straight to /editor runs pages/editor.py alone: no
-# navigation, no page config. app.py leaves the mode first thing; a page run alone hands over to app.py.
-# Nothing here runs Streamlit commands at import time: an import that raised (a rerun) half-way would let a
-# second session's `from pages import common` fail with ImportError.
-
-
-def _in_pages_directory_mode() -> bool:
-    from streamlit.runtime.pages_manager import PagesManager
-
-    return bool(PagesManager.uses_pages_directory)
-
-
-def leave_pages_directory_mode() -> None:
-    from streamlit.runtime.pages_manager import PagesManager
-
-    PagesManager.uses_pages_directory = False
+# A pages/ folder starts Streamlit in its old pages-directory mode (a visit to /editor runs pages/editor.py
+# alone) until app.py leaves it. No Streamlit command runs at import time here: an import that raised half-way
+# (a rerun) let another session's `from pages import common` fail with ImportError.
 
 
 def app_shell() -> None:
     """Call first thing in every page: when Streamlit ran the page on its own, run app.py instead (its
     navigation then runs this page inside the app) and stop the lone run. No rerun, so clicks survive."""
-    if _in_pages_directory_mode():
-        leave_pages_directory_mode()
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
         runpy.run_path(str(APP_PATH), run_name="__main__")
         st.stop()
 
@@ -181,21 +170,16 @@ def sync_open_workflow() -> None:
 
 
 def keep_form_values() -> None:
-    """Streamlit forgets a widget's value when its page is not shown; writing it back keeps every form as
-    the user left it when they return to the page."""
+    """Streamlit forgets a widget's value when its page is not shown; writing it back keeps each form as the
+    user left it. Only value widgets: a button's or an uploader's state cannot be written."""
     for k in list(st.session_state):
-        if isinstance(k, str) and k.startswith(FORM_PREFIXES) and not k.endswith(NOT_FORM_SUFFIXES):
-            try:
-                st.session_state[k] = st.session_state[k]
-            except Exception:  # noqa: BLE001 - a button or uploader's value cannot be set: skip it
-                pass
+        if isinstance(k, str) and FORM_KEYS.match(k):
+            st.session_state[k] = st.session_state[k]
 
 
-FORM_PREFIXES = ("run_", "evo_", "hist_", "ex_", "set_model_", "set_url", "set_budget", "set_concurrency",
-                 "set_timeout", "set_retries", "set_cache", "set_test_role", "aov_form_")
-NOT_FORM_SUFFIXES = ("_upload", "_start", "_cancel", "_one", "_sample", "_launch", "_resume", "_approve",
-                     "_veto", "_refresh", "_pin", "_reeval", "_fork", "_save", "_use_edit", "_cancel_review",
-                     "_to_history", "_fresh")
+FORM_KEYS = re.compile(r"^(run_(mode|source|limit|conc|bench_\w+|problem_text|entry|reference|pick)|evo_(pick_seed|"
+                       r"bench_\w+|limit|rounds|k|alpha|lam|topk|budget|seed|ops|mode|review)|"
+                       r"hist_(status|ops|min|pinned)|ex_pick|ed_(split|zoom|live_hard))$")
 
 
 # -- status ---------------------------------------------------------------------------------------------

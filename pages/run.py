@@ -45,7 +45,7 @@ def _fill_sample(benchmark: str) -> None:
     p = problems[done % len(problems)]
     st.session_state.update(run_problem_text=p.question, run_entry=p.entry_point or "", run_samples_used=done + 1,
                             run_reference="" if es.TASK_OF.get(benchmark) == "code" else p.reference,
-                            run_sample={"benchmark": benchmark, "id": p.id, "question": p.question})
+                            run_sample_problem={"benchmark": benchmark, "id": p.id, "question": p.question})
 
 
 def _verdict(out: dict) -> None:
@@ -85,7 +85,7 @@ def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> Non
                                                  "trace": res.trace, "task": task, "text": text,
                                                  "benchmark": bench, "problem": problem,
                                                  "reference": st.session_state.get("run_reference") or "",
-                                                 "sample": st.session_state.get("run_sample")}
+                                                 "sample": st.session_state.get("run_sample_problem")}
                 except (WorkflowSyntaxError, WorkflowInvalid, NodeError, LLMError, ValueError,
                         SandboxUnavailable) as e:
                     st.session_state[ONE_KEY] = {"error": str(e), "text": text}

@@ -179,3 +179,28 @@ def test_export_refuses_a_workflow_carrying_the_key(monkeypatch):
     assert not at.exception
     assert any("API key" in e.value for e in at.error)
     assert not at.get("download_button") and not at.code
+
+
+def test_forms_keep_their_values_across_pages():
+    at = app("../app.py")
+    at.switch_page("pages/run.py").run()
+    at.radio(key="run_mode").set_value("Benchmark").run()
+    at.number_input(key="run_limit").set_value(7).run()
+    at.switch_page("pages/editor.py").run()
+    assert not at.exception
+    at.switch_page("pages/run.py").run()
+    assert at.radio(key="run_mode").value == "Benchmark" and at.number_input(key="run_limit").value == 7
+
+
+def test_a_single_run_of_a_sample_problem_says_whether_it_is_right(monkeypatch):
+    p = load("gsm8k", "validation", limit=1)[0]
+    with FakeLLMServer("The answer is -5") as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        at = app(RUN)
+        at.button(key="run_sample").click().run()
+        assert at.text_area(key="run_problem_text").value == p.question
+        assert at.text_input(key="run_reference").value == p.reference
+        at.button(key="run_one").click().run()
+    assert not at.exception
+    assert any(e.value.startswith("Wrong: extracted answer `-5`, reference") and p.reference in e.value
+               for e in at.error)
