@@ -244,8 +244,7 @@ def sidebar_status() -> None:
         st.caption("Sandbox: bubblewrap ready" if ready else ":red[Sandbox: bubblewrap missing — generated "
                    "code is refused]")
         if settings.configured:
-            st.caption(f"LLM endpoint: `{public_url(settings.base_url)}` · "
-                       f"executor `{settings.models['executor']}`")
+            st.caption(f"LLM endpoint: `{public_url(settings.base_url)}` · executor `{settings.models['executor']}`")
         else:
             st.caption("LLM endpoint: not configured")
         st.caption(f"Open workflow: {open_label()}")

@@ -1,7 +1,6 @@
-"""Evolve page: pick a seed workflow, a benchmark and the settings; launch a run in the background, watch
-its progress and live curve, cancel it, resume an unfinished one, and optionally review each round's candidates
-before evaluation. Without an LLM endpoint a run is structure-only and the page says no score is measured.
-The work is done by flowcore.evolution.session."""
+"""Evolve page: pick a seed, a benchmark and the settings; launch a run in the background, watch its progress
+and curve, cancel, resume, and optionally review each round's candidates before evaluation. Without an LLM
+endpoint a run is structure-only and says so. The work is done by flowcore.evolution.session."""
 
 from __future__ import annotations
 
