@@ -20,6 +20,7 @@ from streamlit_mermaid import st_mermaid  # noqa: E402
 
 from flowcore import jobs, parse_lenient, to_mermaid  # noqa: E402
 from flowcore.evolution import History  # noqa: E402
+from flowcore.evolution import historyview as hv  # noqa: E402
 from flowcore.evolution import session as evs  # noqa: E402
 from pages import common  # noqa: E402
 
@@ -69,10 +70,21 @@ def reeval_live(job_id: str) -> None:
     st.button("Cancel re-evaluation", key="hist_reeval_cancel", on_click=job.cancel)
 
 
+@st.fragment(run_every=1.5)
+def live_rounds(run_id: int, shown: int) -> None:
+    """While the run is going (in this server or another process on the same workspace), rerun the page when
+    a new round is stored or the run stops."""
+    h = History(common.workspace())
+    last, info = h.last_round(run_id), h.run(run_id)
+    if last != shown or info.status != "running":
+        st.rerun()
+    st.caption(f":material/autorenew: The run is going ({evs.run_status(info, common.workspace())}): round {last} stored, new rounds "
+               "appear here by themselves.")
+
+
 # -- sections --------------------------------------------------------------------------------------------------------
 
-def buffer_table(rows: list[dict], offline: bool) -> None:
-    df = evs.rounds_frame(rows)
+def buffer_table(df, offline: bool) -> None:
     f = st.columns([2, 2, 1.2, 1], vertical_alignment="bottom")
     statuses = f[0].multiselect("Status", sorted(df["status"].unique()), key="hist_status")
     operators = f[1].multiselect("Operator", sorted(df["operator"].dropna().unique()), key="hist_ops")
@@ -91,18 +103,18 @@ def buffer_table(rows: list[dict], offline: bool) -> None:
     st.caption(f"{len(view)} of {len(df)} rounds shown.")
 
 
-def charts(rows: list[dict], offline: bool) -> None:
-    curve = evs.curve_frame(rows)
+def charts(df, offline: bool) -> None:
+    curve = hv.curve_frame(df)
     c = st.columns(2)
-    c[0].plotly_chart(evs.score_figure(curve, offline), key="hist_curve")
-    cost = evs.cost_figure(curve)
+    c[0].plotly_chart(hv.score_figure(curve, offline), key="hist_curve")
+    cost = hv.cost_figure(curve)
     if cost is not None:
         c[1].plotly_chart(cost, key="hist_cost")
     else:
         c[1].info("Cost vs score needs measured rounds; this run has none.", icon=":material/info:")
 
 
-def round_detail(info, rows: list[dict], row: dict, configured: bool) -> None:
+def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None:
     run_id, rnd = info.id, row["round"]
     st.subheader(f"Round #{rnd} · {row['operator'] or '—'} · {row['status']}")
     c = st.columns(4)
@@ -144,8 +156,6 @@ def round_detail(info, rows: list[dict], row: dict, configured: bool) -> None:
                        "cost": e.cost} for e in done], hide_index=True, key="hist_reevals",
                      column_config={"score": PCT, "cost": st.column_config.NumberColumn(format="$%.5f")})
 
-    by_round = {r["round"]: r for r in rows}
-    parent = by_round.get((row["parents"] or [None])[0])
     height = evs.diagram_height(row["workflow_text"] or "", parent["workflow_text"] if parent else "")
     left, right = st.columns(2)
     with left:
@@ -198,27 +208,34 @@ def main() -> None:
     run_id = st.selectbox("Run", ids, index=ids.index(want) if want in ids else 0, format_func=labels.get)
     ss[RUN_KEY] = run_id
     h = History(ws)
-    info, rows = h.run(run_id), h.rounds(run_id)
+    info, rows = h.run(run_id), h.summaries(run_id)
     cfg = info.config
     st.caption(f"Benchmark **{info.benchmark}** ({info.task}) · mode {cfg.get('mode')} · K={cfg.get('candidates')} "
                f"· α={cfg.get('alpha')} · λ={cfg.get('lam')} · top-k={cfg.get('top_k')} · status "
-               f"**{evs.run_status(info)}**" + (f" ({info.reason})" if info.reason else ""))
+               f"**{evs.run_status(info, common.workspace())}**" + (f" ({info.reason})" if info.reason else ""))
     if info.offline:
         st.info("**Structure-only run**: no LLM endpoint was configured, so no benchmark score was measured. "
                 "Curves show the rule judge's structural total instead.", icon=":material/cloud_off:")
-    if evs.live_job(run_id) is not None:
-        st.button("Refresh (the run is still going)", icon=":material/refresh:", key="hist_refresh")
+    if info.status == "running":  # here or in another app process/worker: new rounds show up by themselves
+        live_rounds(run_id, h.last_round(run_id))
     if not rows:
         st.caption("No round stored yet.")
         return
-    buffer_table(rows, info.offline)
-    charts(rows, info.offline)
-    rounds = [r["round"] for r in rows]
-    pick = st.selectbox("Round", rounds, index=len(rounds) - 1, key=f"hist_round_{run_id}",
-                        format_func=lambda r: f"#{r} · {next(x for x in rows if x['round'] == r)['operator']}")
+    df = hv.summary_frame(rows)
+    buffer_table(df, info.offline)
+    charts(df, info.offline)
+    labels = hv.round_labels(df)
+    rounds = list(labels)
+    pick = st.selectbox("Round", rounds, index=len(rounds) - 1, key=f"hist_round_{run_id}", format_func=labels.get)
     st.subheader("Lineage")
-    st_mermaid(evs.lineage_mermaid(rows, pick), height=evs.lineage_height(rows), key="hist_lineage")
-    round_detail(info, rows, next(r for r in rows if r["round"] == pick), settings.configured)
+    fig, caption = hv.lineage_figure(rows, pick)
+    st.plotly_chart(fig, key="hist_lineage")
+    st.caption(caption)
+    row = h.get_round(run_id, pick)  # the one round shown in detail is the only one read in full
+    first_parent = (row["parents"] or [None])[0] if row else None
+    parent = h.get_round(run_id, first_parent) if first_parent is not None else None
+    if row is not None:
+        round_detail(info, row, parent, settings.configured)
 
 
 main()

@@ -245,11 +245,16 @@ def test_history_table_filters_pin_note_and_fork(db):
     # the last round is selected: lineage, parent/child drawings, diff and sampling
     assert at.selectbox(key=f"hist_round_{run_id}").value == 3
     codes = [a["code"] for a in mermaid_args(at)]
-    assert codes[0].startswith("flowchart LR") and "R0 --> R1" in codes[0] and "class R3 selected" in codes[0]
-    assert len(codes) == 3  # lineage, parent, child
+    assert len(codes) == 2  # parent, child (the lineage is a plotly tree)
+    lineage = next(f for f in figures(at) if f["layout"].get("xaxis", {}).get("visible") is False)
+    nodes = lineage["data"][1]
+    assert sorted(nodes["text"]) == sorted(f"#{r['round']}" for r in rows)  # a small run: the whole tree
+    green = nodes["marker"]["color"][nodes["text"].index("#3")]
+    assert green == "#2e7d32"  # the selected round
+    assert any("Lineage (parents → children" in c.value and "all 4 rounds" in c.value for c in at.caption)
     diff = at.code[0].value
     assert diff.startswith(f"--- round {rows[3]['parents'][0]}\n+++ round 3") and "\n+" in diff
-    assert "Parent selection probabilities" in figures(at)[1]["layout"]["title"]["text"]
+    assert any("Parent selection probabilities" in f["layout"].get("title", {}).get("text", "") for f in figures(at))
     assert at.button(key="hist_reeval").disabled
     assert any("Re-evaluate: No LLM endpoint" in c.value for c in at.caption)
 
@@ -279,7 +284,7 @@ def test_history_measured_run_filters_by_score_and_reevaluates(db, monkeypatch):
         at = page("history")
         m = metrics(at)
         assert m["Score"] == "100.0%" and "–" in m["95% interval"]
-        assert len(figures(at)) == 3  # score curve, cost vs score, sampling
+        assert len(figures(at)) == 4  # score curve, cost vs score, lineage, sampling
         at.number_input(key="hist_min").set_value(50.0)
         rerun(at)
         assert list(at.dataframe[0].value["round"]) == [0, 1, 2]

@@ -7,6 +7,7 @@ A round's row is written in one transaction, so a crash never leaves half a roun
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import random
@@ -58,6 +59,19 @@ CREATE TABLE IF NOT EXISTS evo_rounds(
     PRIMARY KEY (run_id, round)
 );
 """
+# Scale (10,000-round runs): parent -> child edges for O(children) experience look-ups, an index for the top-k
+# query, and each round's judge total as a column so a History view never decodes every round's candidates.
+SCALE_DDL = """
+CREATE TABLE IF NOT EXISTS evo_lineage(
+    run_id INTEGER NOT NULL,
+    parent INTEGER NOT NULL,
+    child INTEGER NOT NULL,
+    PRIMARY KEY (run_id, parent, child)
+);
+CREATE INDEX IF NOT EXISTS evo_rounds_score ON evo_rounds(run_id, score);
+"""
+SUMMARY_COLUMNS = ("round", "status", "score", "ci_low", "ci_high", "n", "cost", "operator", "parents_json", "judge",
+                   "judge_total", "pinned", "note", "detail", "reason")
 STATUSES = ("ok", "structure-only", "failed")
 _JSON_COLS = ("prompts_json", "parents_json", "candidates_json", "per_problem_json", "experience_json",
               "sampling_json")
@@ -100,7 +114,12 @@ def sample_parents(rows: list[dict], rng: random.Random, n: int = 1, *, alpha: f
     """Draw ``n`` distinct parents (fewer if the pool is smaller) from the top-k rounds.
 
     Returns (parents, pool, probabilities of the pool) so pages can show why a parent was chosen."""
-    pool = top_k(rows, k)
+    return sample_from_pool(top_k(rows, k), rng, n, alpha=alpha, lam=lam)
+
+
+def sample_from_pool(pool: list[dict], rng: random.Random, n: int = 1, *, alpha: float = 0.2,
+                     lam: float = 0.3) -> tuple[list[dict], list[dict], list[float]]:
+    """``sample_parents`` once the top-k pool is known (``RunBuffer.top_k`` gives it without reading a run)."""
     probs = selection_probabilities([percent(r, pool) for r in pool], alpha, lam)
     chosen: list[dict] = []
     left = list(range(len(pool)))
@@ -126,12 +145,17 @@ class RunInfo:
     benchmark: str
     task: str
     offline: bool
+    updated: float = 0.0  # last write (a round stored, a status set): how a run going elsewhere is told
 
 
 class History:
     def __init__(self, ws: Workspace):
         self.ws = ws
         ws.ensure_schema("evolution", DDL)
+        if "evolution-scale" not in ws._schemas:
+            ws.ensure_schema("evolution-scale", SCALE_DDL)
+            ws.add_columns("evo_rounds", {"judge_total": "REAL"})
+            _backfill(ws)
 
     # -- runs ----------------------------------------------------------------------------------------------
     def create_run(self, config: dict, config_key: str, seed_workflow: str, benchmark: str, task: str,
@@ -150,7 +174,8 @@ class History:
             raise KeyError(f"no evolution run {run_id} in {self.ws.path}")
         r = rows[0]
         return RunInfo(r["id"], r["created"], json.loads(r["config_json"]), r["config_key"], r["status"],
-                       r["reason"], r["seed_workflow"], r["benchmark"], r["task"], bool(r["offline"]))
+                       r["reason"], r["seed_workflow"], r["benchmark"], r["task"], bool(r["offline"]),
+                       float(r["updated"] or 0.0))
 
     def runs(self) -> list[RunInfo]:
         return [self.run(r["id"]) for r in self.ws.query("SELECT id FROM evo_runs ORDER BY id")]
@@ -179,10 +204,15 @@ class History:
             row[col] = value if isinstance(value, str) else json.dumps(value if value is not None else (
                 {} if col in ("prompts_json", "sampling_json") else []), ensure_ascii=False)
         row["run_id"], row["created"] = run_id, time.time()
+        row["judge_total"] = _judge_total(rec.get("candidates"), rec.get("chosen"))
+        parents = rec.get("parents") or []
         cols = ", ".join(row)
         with self.ws.transaction() as c:
             marks = ", ".join("?" * len(row))
             c.execute(f"INSERT INTO evo_rounds({cols}) VALUES ({marks})", tuple(row.values()))
+            for p in dict.fromkeys(parents):
+                c.execute("INSERT INTO evo_lineage(run_id, parent, child) VALUES (?,?,?)", (run_id, int(p),
+                                                                                             int(rec["round"])))
             c.execute("UPDATE evo_runs SET updated = ? WHERE id = ?", (time.time(), run_id))
 
     def rounds(self, run_id: int) -> list[dict]:
@@ -192,6 +222,32 @@ class History:
     def get_round(self, run_id: int, rnd: int) -> dict | None:
         rows = self.ws.query("SELECT * FROM evo_rounds WHERE run_id = ? AND round = ?", (run_id, rnd))
         return _decode(rows[0]) if rows else None
+
+    def summaries(self, run_id: int) -> list[dict]:
+        """Every round without its large JSON (candidates, per-problem results, prompts): what a History view
+        lists. One indexed query; only the small parents list is decoded."""
+        rows = self.ws.query(f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM evo_rounds WHERE run_id = ? ORDER BY round",
+                             (run_id,))
+        out = []
+        for r in rows:
+            d = dict(zip(SUMMARY_COLUMNS, r))
+            d["parents"] = json.loads(d.pop("parents_json") or "[]")
+            d["pinned"] = bool(d["pinned"])
+            out.append(d)
+        return out
+
+    def spent(self, run_id: int) -> float:
+        """The run's cost so far (one aggregate, no round decoded)."""
+        row = self.ws.query("SELECT SUM(cost) AS s FROM evo_rounds WHERE run_id = ?", (run_id,))[0]
+        return float(row["s"] or 0.0)
+
+    def children(self, run_id: int, parent_round: int) -> list[dict]:
+        """The rounds drawn from ``parent_round`` (light columns), by round; O(children) with the lineage index."""
+        rows = self.ws.query(
+            "SELECT r.round, r.operator, r.detail, r.status, r.reason, r.score FROM evo_lineage l JOIN evo_rounds r "
+            "ON r.run_id = l.run_id AND r.round = l.child WHERE l.run_id = ? AND l.parent = ? ORDER BY r.round",
+            (run_id, parent_round))
+        return [dict(r) for r in rows]
 
     def last_round(self, run_id: int) -> int:
         """The last committed round (-1 when none)."""
@@ -209,14 +265,18 @@ class History:
 
     # -- experience ----------------------------------------------------------------------------------------
     def experience(self, run_id: int, parent_round: int, rows: list[dict] | None = None) -> list[dict]:
-        """What was tried from a parent: one entry per child round, with the score change when both have one."""
-        rows = self.rounds(run_id) if rows is None else rows
-        by_round = {r["round"]: r for r in rows}
-        parent = by_round.get(parent_round)
+        """What was tried from a parent: one entry per child round, with the score change when both have one.
+        Without ``rows`` it reads only the parent and its children (lineage index), not the whole run."""
+        if rows is None:
+            parent_rows = self.ws.query("SELECT score FROM evo_rounds WHERE run_id = ? AND round = ?",
+                                        (run_id, parent_round))
+            parent = dict(parent_rows[0]) if parent_rows else None
+            candidates = [r for r in self.children(run_id, parent_round) if r["round"] != 0]
+        else:
+            parent = next((r for r in rows if r["round"] == parent_round), None)
+            candidates = [r for r in rows if r["round"] != 0 and parent_round in (r["parents"] or [])]
         out = []
-        for r in rows:
-            if r["round"] == 0 or parent_round not in (r["parents"] or []):
-                continue
+        for r in candidates:
             delta = None
             if parent and parent["score"] is not None and r["score"] is not None:
                 delta = round(r["score"] - parent["score"], 6)
@@ -240,6 +300,102 @@ class History:
             elif p and p["score"] is not None and r["score"] is not None:
                 out.setdefault(r["operator"], []).append(r["score"] - p["score"])
         return out
+
+
+def _judge_total(candidates: Any, chosen: Any) -> float | None:
+    """The judge's total (0-50) for the chosen candidate, None when there is none."""
+    if isinstance(candidates, str):
+        try:
+            candidates = json.loads(candidates)
+        except ValueError:
+            return None
+    if not isinstance(candidates, list) or not isinstance(chosen, int) or not 0 <= chosen < len(candidates):
+        return None
+    scores = candidates[chosen].get("scores") if isinstance(candidates[chosen], dict) else None
+    total = (scores or {}).get("total") if isinstance(scores, dict) else None
+    return float(total) if isinstance(total, (int, float)) else None
+
+
+def _backfill(ws: Workspace) -> None:
+    """Runs stored before the scale columns: fill the judge totals and lineage edges once."""
+    todo = ws.query("SELECT run_id, round, candidates_json, chosen FROM evo_rounds WHERE judge_total IS NULL "
+                    "AND chosen IS NOT NULL")
+    edges = ws.query("SELECT run_id, round, parents_json FROM evo_rounds r WHERE round > 0 AND parents_json != '[]' "
+                     "AND NOT EXISTS (SELECT 1 FROM evo_lineage l WHERE l.run_id = r.run_id AND l.child = r.round)")
+    if not todo and not edges:
+        return
+    with ws.transaction() as c:
+        for r in todo:
+            total = _judge_total(r["candidates_json"], r["chosen"])
+            if total is not None:
+                c.execute("UPDATE evo_rounds SET judge_total = ? WHERE run_id = ? AND round = ?",
+                          (total, r["run_id"], r["round"]))
+        for r in edges:
+            try:
+                parents = json.loads(r["parents_json"] or "[]")
+            except ValueError:
+                continue
+            for p in dict.fromkeys(parents):
+                c.execute("INSERT OR IGNORE INTO evo_lineage(run_id, parent, child) VALUES (?,?,?)",
+                          (r["run_id"], int(p), r["round"]))
+
+
+class RunBuffer:
+    """What the evolution loop needs from its history each round, kept up to date in memory: the top-k pool,
+    the texts already tried, the judge's operator record and the money spent. Loaded with one light query when
+    a run starts (or resumes), then updated from each stored round, so a round costs O(1) reads however long
+    the run is (the chosen parents are then read by primary key, their experience through the lineage index)."""
+
+    def __init__(self, history: History, run_id: int) -> None:
+        self.history, self.run_id = history, run_id
+        self.rows: dict[int, dict] = {}  # round -> light row (round, status, score, operator, parents)
+        self._ranked: list[tuple[float, int]] = []  # usable rounds by (-score or 1, -round): top-k order
+        self.texts: set[str] = set()
+        self.text_rounds: list[int] = []  # rounds with a workflow, in order (the judge's history)
+        self.text_of: dict[int, str] = {}
+        self.spent = 0.0
+        self.record: dict[str, list[float]] = {}
+        for r in history.ws.query("SELECT round, status, score, cost, operator, parents_json, workflow_text "
+                                  "FROM evo_rounds WHERE run_id = ? ORDER BY round", (run_id,)):
+            d = dict(r)
+            d["parents"] = json.loads(d.pop("parents_json") or "[]")
+            self._add(d)
+
+    def add(self, rec: dict) -> None:
+        """Account for a round just stored (the loop's record, with Python values)."""
+        self._add({"round": rec["round"], "status": rec.get("status"), "score": rec.get("score"),
+                   "cost": rec.get("cost"), "operator": rec.get("operator"), "parents": rec.get("parents") or [],
+                   "workflow_text": rec.get("workflow_text")})
+
+    def _add(self, d: dict) -> None:
+        text = d.pop("workflow_text", None)
+        rnd = d["round"]
+        self.rows[rnd] = d
+        self.spent += float(d.get("cost") or 0.0)
+        if text:
+            self.texts.add(text)
+            self.text_rounds.append(rnd)
+            self.text_of[rnd] = text
+        if rnd == 0 or d["status"] in ("ok", "structure-only"):
+            bisect.insort(self._ranked, (-(d["score"] if d["score"] is not None else -1.0), -rnd))
+        parents = d["parents"] or []
+        p = self.rows.get(parents[0]) if parents else None
+        if rnd != 0 and d["operator"]:  # operator_record's rule, one round at a time
+            if d["status"] == "failed":
+                self.record.setdefault(d["operator"], []).append(-1.0)
+            elif p and p["score"] is not None and d["score"] is not None:
+                self.record.setdefault(d["operator"], []).append(d["score"] - p["score"])
+
+    def top_k(self, k: int = 4) -> list[dict]:
+        """``top_k`` over the stored rounds (same order, seed always included) without reading them."""
+        pool = [self.rows[-neg_round] for _, neg_round in self._ranked[:max(1, k)]]
+        if 0 in self.rows and all(r["round"] != 0 for r in pool) and self._usable(self.rows[0]):
+            pool = pool[:max(0, k - 1)] + [self.rows[0]]
+        return pool
+
+    @staticmethod
+    def _usable(r: dict) -> bool:
+        return r["round"] == 0 or r["status"] in ("ok", "structure-only")
 
 
 def _decode(row: Any) -> dict:

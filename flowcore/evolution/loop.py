@@ -30,7 +30,7 @@ from ..mermaid import WorkflowSyntaxError, parse, to_mermaid
 from ..model import Workflow
 from ..storage import Workspace
 from . import ops
-from .history import History, sample_parents
+from .history import History, RunBuffer, sample_from_pool
 from .judge import Candidate, LLMJudge, RuleJudge, Verdict
 from .lease import Lease
 from .optimizer import Optimizer, rewrite_prompt
@@ -189,6 +189,7 @@ class Evolution:
         self._parsed: dict[int, Workflow] = {}
         self.outage_waits: tuple[float, ...] = OUTAGE_WAITS
         self._lease: Lease | None = None
+        self._buf: RunBuffer | None = None
 
     # -- runs ----------------------------------------------------------------------------------------------
     @classmethod
@@ -233,7 +234,7 @@ class Evolution:
         if self.llm is None and self._settings is not None:
             from ..llm import LLM
 
-            spent = sum(r["cost"] or 0 for r in self.history.rounds(self.run_id))
+            spent = self.history.spent(self.run_id)
             settings = self._settings
             if self.config.validation_rounds > 1:  # every repeat must reach the endpoint
                 settings = replace(settings, cache=False)
@@ -278,6 +279,7 @@ class Evolution:
         self.history.set_status(run_id, "running")
         records: list[dict] = []
         status, reason = "finished", None
+        self._buf = RunBuffer(self.history, run_id)  # the stored rounds, read once; then kept current below
         try:
             # The next round is read back every time: what is stored is the truth (a resume never repeats one).
             while (nxt := self.history.last_round(run_id) + 1) <= cfg.rounds:
@@ -292,6 +294,7 @@ class Evolution:
                         f"{rec.get('reason')}"
                     break
                 self.history.add_round(run_id, rec)
+                self._buffer().add(rec)
                 summary = self.summary(rec)
                 records.append(summary)
                 if self.progress is not None:
@@ -367,8 +370,7 @@ class Evolution:
     def _budget_left(self) -> float | None:
         if self.config.budget is None:
             return None
-        spent = sum(r["cost"] or 0 for r in self.history.rounds(self.run_id))  # type: ignore[arg-type]
-        return self.config.budget - spent
+        return self.config.budget - self._buffer().spent
 
     async def _seed_round(self) -> dict:
         w = parse(self.config.workflow or "")
@@ -383,20 +385,21 @@ class Evolution:
         try:
             if not cfg.offline:
                 self._load_problems()  # the optimizer is shown failed problems of the parent
-            rows = self.history.rounds(self.run_id)  # type: ignore[arg-type]
-            parents, pool, probs = sample_parents(rows, rng, n=2, alpha=cfg.alpha, lam=cfg.lam, k=cfg.top_k)
+            buf = self._buffer()  # O(1) reads per round: no stored round is re-read or decoded here
+            drawn, pool, probs = sample_from_pool(buf.top_k(cfg.top_k), rng, n=2, alpha=cfg.alpha, lam=cfg.lam)
+            parents = [self.history.get_round(self.run_id, p["round"]) or p for p in drawn]  # type: ignore[arg-type]
             rec["parents"] = [p["round"] for p in parents]
             rec["sampling"] = {"pool": [p["round"] for p in pool], "scores": [p["score"] for p in pool],
                                "probabilities": probs}
             pws = [self._workflow(p) for p in parents]
-            experience = self.history.experience(self.run_id or 0, parents[0]["round"], rows)
+            experience = self.history.experience(self.run_id or 0, parents[0]["round"])
             rec["experience"] = experience
-            candidates, dropped = await self._candidates(r, rng, parents, pws, rows, experience)
+            candidates, dropped = await self._candidates(r, rng, parents, pws, buf.texts, experience)
             rec["candidates"] = [_cand_json(c) for c in candidates] + dropped  # kept if judging fails
             if not candidates:
                 reasons = "; ".join(d.get("reason") or "" for d in dropped[:3])
                 raise RuntimeError(f"no valid candidate ({reasons})")
-            verdict = await self._judge(r, candidates, pws[0], parents[0], rows, experience)
+            verdict = await self._judge(r, candidates, pws[0], parents[0], buf, experience)
             rec["judge"], rec["chosen"] = verdict.judge, verdict.chosen
             rec["candidates"] = [{**_cand_json(c), "scores": s} for c, s in zip(candidates, verdict.scores)]
             rec["candidates"] += dropped
@@ -412,19 +415,30 @@ class Evolution:
             rec["_transient"] = _transient(exc)
             return rec
 
+    def _buffer(self) -> RunBuffer:
+        """The run's bookkeeping, loaded once (one light query) and kept current by ``arun``."""
+        if self._buf is None or self._buf.run_id != self.run_id:
+            self._buf = RunBuffer(self.history, self.run_id)  # type: ignore[arg-type]
+        return self._buf
+
+    def _parsed_round(self, rnd: int) -> Workflow:
+        if rnd not in self._parsed:
+            self._parsed[rnd] = parse(self._buffer().text_of[rnd])
+        return self._parsed[rnd]
+
     def _workflow(self, row: dict) -> Workflow:
         if row["round"] not in self._parsed:
             self._parsed[row["round"]] = parse(row["workflow_text"])
         return self._parsed[row["round"]]
 
     async def _candidates(self, r: int, rng: random.Random, parents: list[dict], pws: list[Workflow],
-                          rows: list[dict], experience: list[dict]) -> tuple[list[Candidate], list[dict]]:
+                          tried: set[str], experience: list[dict]) -> tuple[list[Candidate], list[dict]]:
         """K candidates: the optimizer LLM's valid proposals (mode llm) or the graph operators'; a mode-llm
         round whose proposals are all invalid falls back to the operators (recorded in the candidates)."""
         cfg = self.config
         dropped: list[dict] = []
         cands: list[Candidate] = []
-        seen = {r_["workflow_text"] for r_ in rows if r_.get("workflow_text")}
+        seen = set(tried)
         if cfg.mode == "llm" and self.llm is not None:
             opt = Optimizer(self.llm, cfg.task)
             pairs = [(w, p["score"]) for w, p in zip(pws, parents, strict=True)]
@@ -483,10 +497,10 @@ class Evolution:
         picked = rng.sample(wrong, min(k, len(wrong)))
         return [{"question": by_id[x["id"]].question, "prediction": x.get("prediction", "")} for x in picked]
 
-    async def _judge(self, r: int, cands: list[Candidate], parent: Workflow, prow: dict, rows: list[dict],
+    async def _judge(self, r: int, cands: list[Candidate], parent: Workflow, prow: dict, buf: RunBuffer,
                      experience: list[dict]) -> Verdict:
-        history = [self._workflow(x) for x in rows if x.get("workflow_text")]
-        record = self.history.operator_record(self.run_id, rows)  # type: ignore[arg-type]
+        history = [self._parsed_round(x) for x in buf.text_rounds]
+        record = buf.record
         if self.config.mode == "llm" and self.llm is not None:
             return await LLMJudge(self.llm, self.config.task).ascore(
                 cands, parent, parent_score=prow["score"], experience=experience, history=history,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import threading
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -247,9 +248,13 @@ def active_job() -> jobs.Job | None:
     return next((j for j in jobs.jobs(EVOLVE_JOB) if j.snapshot().active), None)
 
 
-def run_status(info: RunInfo) -> str:
-    """The stored status, except 'interrupted' for a 'running' run no job in this server is evolving."""
-    return "interrupted" if info.status == "running" and live_job(info.id) is None else info.status
+def run_status(info: RunInfo, ws: Workspace | None = None) -> str:
+    """The stored status, except for a 'running' run no job in this server is evolving: 'running elsewhere'
+    when another live process holds its lease (an app process or worker on the same workspace), else
+    'interrupted'."""
+    if info.status != "running" or live_job(info.id) is not None:
+        return info.status
+    return "running elsewhere" if ws is not None and lease_holder(ws, info.id) is not None else "interrupted"
 
 
 def runs_overview(ws: Workspace) -> list[dict]:
@@ -259,7 +264,7 @@ def runs_overview(ws: Workspace) -> list[dict]:
         "SELECT run_id, COUNT(*) AS n, MAX(score) AS best FROM evo_rounds GROUP BY run_id")}
     for info in reversed(h.runs()):
         n, best = stats.get(info.id, (0, None))
-        out.append({"id": info.id, "benchmark": info.benchmark, "status": run_status(info),
+        out.append({"id": info.id, "benchmark": info.benchmark, "status": run_status(info, ws),
                     "offline": info.offline, "mode": info.config.get("mode"), "stored": n,
                     "planned": int(info.config.get("rounds", 0)) + 1, "best": best})
     return out
@@ -380,7 +385,7 @@ def lineage_height(rows: list[dict]) -> str:
     gen: dict[int, int] = {}
     for r in rows:  # rounds are in order, so parents come first
         gen[r["round"]] = 1 + max((gen.get(p, 0) for p in r["parents"] or [] if p in by_round), default=-1)
-    widest = max((list(gen.values()).count(g) for g in set(gen.values())), default=1)
+    widest = max(Counter(gen.values()).values(), default=1)  # linear (was a count per generation)
     return f"{min(100 + 70 * widest, 700)}px"
 
 

@@ -1,0 +1,185 @@
+"""The History page's engine side at scale: a run's rounds as one light table (no round's large JSON decoded),
+vectorised curves, and the lineage drawn as a plotly tree on a networkx layered layout — the whole tree for
+small runs, a collapsed view (the ancestry of the best, pinned and selected rounds) for long ones.
+
+Everything here is linear in the number of rounds (10,000 rounds: see ``benchmarks/history_scale.py``); the
+page reads one round in full only when it is shown in detail.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+
+ROUND_COLUMNS = ["round", "status", "score", "ci_low", "ci_high", "n", "cost", "operator", "parents", "judge",
+                 "judge_total", "pinned", "note", "detail", "reason"]
+FULL_TREE = 300  # up to this many rounds the whole lineage is drawn; above it, the collapsed view
+TOP_LINEAGES = 8  # the collapsed view follows the ancestry of this many best rounds
+MAX_NODES = 400  # and never draws more nodes than this
+DENSE = 60  # past this many rounds, curves drop per-point labels and per-round ticks
+
+
+def summary_frame(rows: list[dict]) -> pd.DataFrame:
+    """``History.summaries`` as the buffer table (blank text instead of None, parents as "0, 2")."""
+    df = pd.DataFrame.from_records(rows, columns=[c for c in ROUND_COLUMNS])
+    for col in ("operator", "judge", "note", "detail", "reason"):
+        df[col] = df[col].fillna("")
+    df["parents"] = [", ".join(map(str, p or [])) for p in df["parents"]]
+    df["cost"] = df["cost"].fillna(0.0).astype(float)
+    df["pinned"] = df["pinned"].astype(bool)
+    return df
+
+
+def curve_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """Per round: measured score and best so far (percent, measured rounds only), judge total, cost, running cost."""
+    measured = (df["status"] == "ok") & df["score"].notna()
+    score = (100 * df["score"].where(measured)).astype(float)
+    return pd.DataFrame({"round": df["round"], "status": df["status"], "operator": df["operator"], "score": score,
+                         "best": score.cummax(), "judge_total": df["judge_total"].astype(float),
+                         "cost": df["cost"], "total_cost": df["cost"].cumsum()})
+
+
+def score_figure(curve: pd.DataFrame, offline: bool) -> Any:
+    """Score per round and best so far (failed rounds marked on the axis, never scored); for a structure-only
+    run the judge's total. WebGL traces past ``DENSE`` rounds."""
+    import plotly.graph_objects as go
+
+    dense = len(curve) > DENSE
+    scatter = go.Scattergl if dense else go.Scatter
+    mode = "lines" if dense else "lines+markers"
+    fig = go.Figure()
+    if offline:
+        judged = curve[curve["judge_total"].notna()]
+        fig.add_trace(scatter(x=judged["round"], y=judged["judge_total"], mode=mode,
+                              name="judge total (structure only)", text=judged["operator"]))
+        title, ytitle, yrange = "Judge total per round (structure only)", "judge total (0-50)", [0, 52.5]
+    else:
+        measured = curve[curve["score"].notna()]
+        fig.add_trace(scatter(x=measured["round"], y=measured["score"], mode=mode, name="score per round",
+                              text=measured["operator"]))
+        fig.add_trace(scatter(x=measured["round"], y=measured["best"], mode="lines", name="best so far",
+                              line={"shape": "hv", "dash": "dash"}))
+        failed = curve[curve["status"] == "failed"]
+        if len(failed):  # one trace, however many failed rounds (not a shape per round)
+            fig.add_trace(scatter(x=failed["round"], y=[0] * len(failed), mode="markers", name="failed round",
+                                  marker={"symbol": "x", "color": "#c62828", "size": 7}))
+        title, ytitle, yrange = "Validation score per round", "score (%)", [0, 105]
+    fig.update_layout(title=title, xaxis_title="round", yaxis_title=ytitle, height=340,
+                      margin={"l": 40, "r": 10, "t": 50, "b": 40}, legend={"orientation": "h", "y": -0.25})
+    fig.update_xaxes(rangemode="tozero", **({} if dense else {"dtick": 1}))
+    fig.update_yaxes(range=yrange)
+    return fig
+
+
+def cost_figure(curve: pd.DataFrame) -> Any | None:
+    """Cost of each measured round against its score (None when no round was measured)."""
+    import plotly.graph_objects as go
+
+    measured = curve[curve["score"].notna()]
+    if measured.empty:
+        return None
+    dense = len(measured) > DENSE
+    fig = go.Figure((go.Scattergl if dense else go.Scatter)(
+        x=measured["cost"], y=measured["score"], mode="markers" if dense else "markers+text",
+        text=[f"#{r}" for r in measured["round"]], textposition="top center"))
+    fig.update_layout(title="Cost vs score", xaxis_title="round cost (USD)", yaxis_title="score (%)", height=340,
+                      margin={"l": 40, "r": 10, "t": 50, "b": 40})
+    return fig
+
+
+def round_labels(df: pd.DataFrame) -> dict[int, str]:
+    """The round picker's labels, built once (a dict look-up per option)."""
+    return {int(r): f"#{r} · {op or '—'}" for r, op in zip(df["round"], df["operator"])}
+
+
+# -- lineage ------------------------------------------------------------------------------------------------------
+
+def generations(rows: list[dict]) -> dict[int, int]:
+    """Each round's generation: 1 + its deepest parent's (the seed is 0). Rounds come in order, parents first."""
+    gen: dict[int, int] = {}
+    for r in rows:
+        gen[r["round"]] = 1 + max((gen[p] for p in r["parents"] or [] if p in gen), default=-1)
+    return gen
+
+
+def widest_generation(rows: list[dict]) -> int:
+    return max(Counter(generations(rows).values()).values(), default=1)
+
+
+def lineage_nodes(rows: list[dict], selected: int | None = None, *, top: int = TOP_LINEAGES,
+                  limit: int = MAX_NODES) -> tuple[list[int], str]:
+    """Which rounds the lineage shows, and a sentence saying so. All of them for a small run; otherwise the
+    ancestry of the ``top`` best-scored rounds plus the selected and pinned ones (breadth-first towards the
+    seed, at most ``limit`` rounds)."""
+    if len(rows) <= FULL_TREE:
+        return [r["round"] for r in rows], f"all {len(rows)} rounds"
+    by_round = {r["round"]: r for r in rows}
+    scored = sorted((r for r in rows if r["score"] is not None and r["status"] == "ok"),
+                    key=lambda r: (-r["score"], r["round"]))[:top]
+    targets = ([selected] if selected in by_round else []) + [r["round"] for r in scored]
+    targets += [r["round"] for r in rows if r.get("pinned")][:top]
+    if not scored:  # nothing measured (structure-only): the latest rounds
+        targets += [r["round"] for r in rows[-top:]]
+    shown: dict[int, None] = {}
+    queue = list(dict.fromkeys(targets))
+    while queue and len(shown) < limit:
+        rnd = queue.pop(0)
+        if rnd in shown or rnd not in by_round:
+            continue
+        shown[rnd] = None
+        queue.extend(p for p in by_round[rnd]["parents"] or [] if p not in shown)
+    nodes = sorted(shown)
+    what = f"{len(nodes)} of {len(rows)} rounds: the ancestry of the {len(scored)} best" + \
+        (", the selected" if selected in by_round else "") + " and pinned rounds"
+    return nodes, what
+
+
+def lineage_figure(rows: list[dict], selected: int | None = None) -> tuple[Any, str]:
+    """(plotly figure, caption): the lineage tree, left to right by generation (networkx multipartite layout);
+    failed rounds red, pinned ringed orange, the selected one green; hover shows operator and score."""
+    import networkx as nx
+    import plotly.graph_objects as go
+
+    nodes, what = lineage_nodes(rows, selected)
+    keep = set(nodes)
+    by_round = {r["round"]: r for r in rows}
+    gen = generations(rows)
+    g = nx.DiGraph()
+    for n in nodes:
+        g.add_node(n, gen=gen.get(n, 0))
+    g.add_edges_from((p, n) for n in nodes for p in by_round[n]["parents"] or [] if p in keep)
+    pos = nx.multipartite_layout(g, subset_key="gen", align="vertical") if nodes else {}
+    ex: list[float | None] = []
+    ey: list[float | None] = []
+    for a, b in g.edges:
+        ex += [pos[a][0], pos[b][0], None]
+        ey += [pos[a][1], pos[b][1], None]
+
+    def color(r: dict) -> str:
+        if r["round"] == selected:
+            return "#2e7d32"
+        if r["status"] == "failed":
+            return "#c62828"
+        return "#1565c0" if r["score"] is not None else "#78909c"
+
+    shown = [by_round[n] for n in nodes]
+    score = ["failed" if r["status"] == "failed" else ("structure-only" if r["score"] is None else
+                                                       f"{100 * r['score']:.1f}%") for r in shown]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#b0bec5", "width": 1}, hoverinfo="skip",
+                             showlegend=False))
+    small = len(nodes) <= 40
+    fig.add_trace(go.Scatter(
+        x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes], mode="markers+text" if small else "markers",
+        text=[f"#{r['round']}" for r in shown], textposition="top center",
+        hovertext=[f"#{r['round']} {r.get('operator') or ''} · {s}" for r, s in zip(shown, score)],
+        hoverinfo="text", showlegend=False,
+        marker={"size": 14 if small else 8, "color": [color(r) for r in shown],
+                "line": {"color": ["#ef6c00" if r.get("pinned") else "#ffffff" for r in shown],
+                         "width": [3 if r.get("pinned") else 1 for r in shown]}}))
+    fig.update_layout(height=min(140 + 40 * max(Counter(gen[n] for n in nodes).values(), default=1), 560),
+                      margin={"l": 10, "r": 10, "t": 10, "b": 10}, xaxis={"visible": False},
+                      yaxis={"visible": False}, plot_bgcolor="#ffffff")
+    return fig, f"Lineage (parents → children, left to right by generation): {what}."
