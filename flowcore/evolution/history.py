@@ -69,7 +69,9 @@ CREATE TABLE IF NOT EXISTS evo_lineage(
     PRIMARY KEY (run_id, parent, child)
 );
 CREATE INDEX IF NOT EXISTS evo_rounds_score ON evo_rounds(run_id, score);
-"""
+CREATE INDEX IF NOT EXISTS evo_rounds_summary ON evo_rounds(run_id, round, status, score, ci_low, ci_high, n, cost,
+    operator, parents_json, judge, judge_total, pinned, note, detail, reason);
+"""  # evo_rounds_summary covers History.summaries: the rounds' large JSON (stored inline) is never touched
 SUMMARY_COLUMNS = ("round", "status", "score", "ci_low", "ci_high", "n", "cost", "operator", "parents_json", "judge",
                    "judge_total", "pinned", "note", "detail", "reason")
 STATUSES = ("ok", "structure-only", "failed")
@@ -153,8 +155,8 @@ class History:
         self.ws = ws
         ws.ensure_schema("evolution", DDL)
         if "evolution-scale" not in ws._schemas:
+            ws.add_columns("evo_rounds", {"judge_total": "REAL"})  # before the index that covers it
             ws.ensure_schema("evolution-scale", SCALE_DDL)
-            ws.add_columns("evo_rounds", {"judge_total": "REAL"})
             _backfill(ws)
 
     # -- runs ----------------------------------------------------------------------------------------------

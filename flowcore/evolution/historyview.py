@@ -8,9 +8,11 @@ page reads one round in full only when it is shown in detail.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 ROUND_COLUMNS = ["round", "status", "score", "ci_low", "ci_high", "n", "cost", "operator", "parents", "judge",
@@ -49,28 +51,33 @@ def score_figure(curve: pd.DataFrame, offline: bool) -> Any:
     dense = len(curve) > DENSE
     scatter = go.Scattergl if dense else go.Scatter
     mode = "lines" if dense else "lines+markers"
-    fig = go.Figure()
+    traces = []
     if offline:
         judged = curve[curve["judge_total"].notna()]
-        fig.add_trace(scatter(x=judged["round"], y=judged["judge_total"], mode=mode,
-                              name="judge total (structure only)", text=judged["operator"]))
+        traces.append(scatter(x=_arr(judged["round"]), y=_arr(judged["judge_total"]), mode=mode,
+                              name="judge total (structure only)", text=_arr(judged["operator"])))
         title, ytitle, yrange = "Judge total per round (structure only)", "judge total (0-50)", [0, 52.5]
     else:
         measured = curve[curve["score"].notna()]
-        fig.add_trace(scatter(x=measured["round"], y=measured["score"], mode=mode, name="score per round",
-                              text=measured["operator"]))
-        fig.add_trace(scatter(x=measured["round"], y=measured["best"], mode="lines", name="best so far",
-                              line={"shape": "hv", "dash": "dash"}))
+        traces.append(scatter(x=_arr(measured["round"]), y=_arr(measured["score"]), mode=mode,
+                              name="score per round", text=_arr(measured["operator"])))
+        traces.append(scatter(x=_arr(measured["round"]), y=_arr(measured["best"]), mode="lines",
+                              name="best so far", line={"shape": "hv", "dash": "dash"}))
         failed = curve[curve["status"] == "failed"]
         if len(failed):  # one trace, however many failed rounds (not a shape per round)
-            fig.add_trace(scatter(x=failed["round"], y=[0] * len(failed), mode="markers", name="failed round",
-                                  marker={"symbol": "x", "color": "#c62828", "size": 7}))
+            traces.append(scatter(x=_arr(failed["round"]), y=_arr(failed["round"] * 0), mode="markers",
+                                  name="failed round", marker={"symbol": "x", "color": "#c62828", "size": 7}))
         title, ytitle, yrange = "Validation score per round", "score (%)", [0, 105]
-    fig.update_layout(title=title, xaxis_title="round", yaxis_title=ytitle, height=340,
-                      margin={"l": 40, "r": 10, "t": 50, "b": 40}, legend={"orientation": "h", "y": -0.25})
-    fig.update_xaxes(rangemode="tozero", **({} if dense else {"dtick": 1}))
-    fig.update_yaxes(range=yrange)
-    return fig
+    xaxis = {"title": {"text": "round"}, "rangemode": "tozero", **({} if dense else {"dtick": 1})}
+    return go.Figure(traces, {"title": {"text": title}, "xaxis": xaxis, "height": 340,
+                              "yaxis": {"title": {"text": ytitle}, "range": yrange},
+                              "margin": {"l": 40, "r": 10, "t": 50, "b": 40},
+                              "legend": {"orientation": "h", "y": -0.25}})
+
+
+def _arr(series: pd.Series) -> Any:
+    """A column as a numpy array: plotly takes arrays whole instead of checking element by element."""
+    return series.to_numpy()
 
 
 def cost_figure(curve: pd.DataFrame) -> Any | None:
@@ -81,12 +88,13 @@ def cost_figure(curve: pd.DataFrame) -> Any | None:
     if measured.empty:
         return None
     dense = len(measured) > DENSE
-    fig = go.Figure((go.Scattergl if dense else go.Scatter)(
-        x=measured["cost"], y=measured["score"], mode="markers" if dense else "markers+text",
-        text=[f"#{r}" for r in measured["round"]], textposition="top center"))
-    fig.update_layout(title="Cost vs score", xaxis_title="round cost (USD)", yaxis_title="score (%)", height=340,
-                      margin={"l": 40, "r": 10, "t": 50, "b": 40})
-    return fig
+    trace = (go.Scattergl(x=_arr(measured["cost"]), y=_arr(measured["score"]), mode="markers",
+                          customdata=_arr(measured["round"]), hovertemplate="round %{customdata}<extra></extra>")
+             if dense else go.Scatter(x=_arr(measured["cost"]), y=_arr(measured["score"]), mode="markers+text",
+                                      text=[f"#{r}" for r in measured["round"]], textposition="top center"))
+    return go.Figure([trace], {"title": {"text": "Cost vs score"}, "xaxis": {"title": {"text": "round cost (USD)"}},
+                               "yaxis": {"title": {"text": "score (%)"}}, "height": 340,
+                               "margin": {"l": 40, "r": 10, "t": 50, "b": 40}})
 
 
 def round_labels(df: pd.DataFrame) -> dict[int, str]:
@@ -116,8 +124,8 @@ def lineage_nodes(rows: list[dict], selected: int | None = None, *, top: int = T
     if len(rows) <= FULL_TREE:
         return [r["round"] for r in rows], f"all {len(rows)} rounds"
     by_round = {r["round"]: r for r in rows}
-    scored = sorted((r for r in rows if r["score"] is not None and r["status"] == "ok"),
-                    key=lambda r: (-r["score"], r["round"]))[:top]
+    scored = heapq.nsmallest(top, (r for r in rows if r["score"] is not None and r["status"] == "ok"),
+                             key=lambda r: (-r["score"], r["round"]))
     targets = ([selected] if selected in by_round else []) + [r["round"] for r in scored]
     targets += [r["round"] for r in rows if r.get("pinned")][:top]
     if not scored:  # nothing measured (structure-only): the latest rounds
@@ -167,19 +175,19 @@ def lineage_figure(rows: list[dict], selected: int | None = None) -> tuple[Any, 
     shown = [by_round[n] for n in nodes]
     score = ["failed" if r["status"] == "failed" else ("structure-only" if r["score"] is None else
                                                        f"{100 * r['score']:.1f}%") for r in shown]
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#b0bec5", "width": 1}, hoverinfo="skip",
-                             showlegend=False))
     small = len(nodes) <= 40
-    fig.add_trace(go.Scatter(
-        x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes], mode="markers+text" if small else "markers",
-        text=[f"#{r['round']}" for r in shown], textposition="top center",
-        hovertext=[f"#{r['round']} {r.get('operator') or ''} · {s}" for r, s in zip(shown, score)],
-        hoverinfo="text", showlegend=False,
-        marker={"size": 14 if small else 8, "color": [color(r) for r in shown],
-                "line": {"color": ["#ef6c00" if r.get("pinned") else "#ffffff" for r in shown],
-                         "width": [3 if r.get("pinned") else 1 for r in shown]}}))
-    fig.update_layout(height=min(140 + 40 * max(Counter(gen[n] for n in nodes).values(), default=1), 560),
-                      margin={"l": 10, "r": 10, "t": 10, "b": 10}, xaxis={"visible": False},
-                      yaxis={"visible": False}, plot_bgcolor="#ffffff")
+    edges = go.Scatter(x=np.array(ex, dtype=float), y=np.array(ey, dtype=float), mode="lines",
+                       line={"color": "#b0bec5", "width": 1}, hoverinfo="skip", showlegend=False)
+    points = go.Scatter(
+        x=np.array([pos[n][0] for n in nodes]), y=np.array([pos[n][1] for n in nodes]),
+        mode="markers+text" if small else "markers", text=[f"#{r['round']}" for r in shown],
+        textposition="top center", hoverinfo="text", showlegend=False,
+        hovertext=np.array([f"#{r['round']} {r.get('operator') or ''} · {s}" for r, s in zip(shown, score)]),
+        marker={"size": 14 if small else 8, "color": np.array([color(r) for r in shown]),
+                "line": {"color": np.array(["#ef6c00" if r.get("pinned") else "#ffffff" for r in shown]),
+                         "width": np.array([3 if r.get("pinned") else 1 for r in shown])}})
+    height = min(140 + 40 * max(Counter(gen[n] for n in nodes).values(), default=1), 560)
+    fig = go.Figure([edges, points], {"height": height, "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+                                      "xaxis": {"visible": False}, "yaxis": {"visible": False},
+                                      "plot_bgcolor": "#ffffff"})
     return fig, f"Lineage (parents → children, left to right by generation): {what}."

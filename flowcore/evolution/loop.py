@@ -438,7 +438,7 @@ class Evolution:
         cfg = self.config
         dropped: list[dict] = []
         cands: list[Candidate] = []
-        seen = set(tried)
+        seen = _Seen(tried)  # the run's texts (not copied) plus this round's
         if cfg.mode == "llm" and self.llm is not None:
             opt = Optimizer(self.llm, cfg.task)
             pairs = [(w, p["score"]) for w, p in zip(pws, parents, strict=True)]
@@ -597,6 +597,19 @@ _INFRA_ERRORS = ("LLMError", "BudgetExceeded", "NotConfigured")
 def _errored(x: Any) -> bool:
     flag = getattr(x, "errored", None)
     return bool(flag) if flag is not None else any(f"{k}:" in (x.error or "") for k in _INFRA_ERRORS)
+
+
+class _Seen:
+    """Membership in the run's stored texts or this round's new ones, without copying the run's set."""
+
+    def __init__(self, stored: set[str]) -> None:
+        self.stored, self.new = stored, set()
+
+    def __contains__(self, text: object) -> bool:
+        return text in self.new or text in self.stored
+
+    def add(self, text: str) -> None:
+        self.new.add(text)
 
 
 def _cand_json(c: Candidate) -> dict:
