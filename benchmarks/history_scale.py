@@ -152,7 +152,7 @@ def main() -> None:
     print("| rounds | History view (ms) | old view (ms) | lineage build (ms) | lineage figure (chars) | old Mermaid "
           "lineage (chars) | round bookkeeping (ms) | SQL per round | old bookkeeping (ms) |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n, built, page, extra, rnd, reads, old_page, old_extra, old_round in out:
+    for n, _built, page, extra, rnd, reads, old_page, old_extra, old_round in out:
         fmt = (lambda x: "—" if x is None else f"{1000 * x:.1f}")
         print(f"| {n:,} | {1000 * page:.1f} | {fmt(old_page)} | {1000 * extra['lineage']:.1f} | "
               f"{extra['lineage_chars']:,} | {'—' if old_extra is None else format(old_extra['lineage_chars'], ',')} | "

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import deque
 
-import networkx as nx
 
 from . import catalogue as cat
 from .mermaid import label_type_word, parse_lenient
@@ -301,6 +300,8 @@ def _has_cycle(ctx: _Ctx) -> bool:
 
 
 def _cycles(w: Workflow) -> list[Diagnostic]:
+    import networkx as nx  # only here, when Kahn's check found a cycle: keeps networkx off `check`'s start-up
+
     g = nx.DiGraph()
     g.add_nodes_from(w.nodes)
     edge_at: dict[tuple[str, str], Edge] = {}

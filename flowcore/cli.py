@@ -92,7 +92,10 @@ def _cmd_sandbox(args: argparse.Namespace) -> int:
     return 0 if ready else 1
 
 
-def build_parser() -> argparse.ArgumentParser:
+_CORE = ("check", "fmt", "sandbox")  # commands that need no plugin: their start-up imports none of them
+
+
+def build_parser(plugins: bool = True) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m flowcore", description="MermaidFlow Studio engine")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     c = sub.add_parser("check", help="check a workflow and print diagnostics")
@@ -107,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sandbox", help="say whether generated code can run here (bubblewrap sandbox)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_cmd_sandbox)
-    for mod in _PLUGINS:
+    for mod in _PLUGINS if plugins else ():
         try:
             register: Callable = importlib.import_module(mod).register
         except ModuleNotFoundError as exc:
@@ -146,5 +149,7 @@ def guarded(fn: Callable[[argparse.Namespace], int], failures: tuple[type[Except
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    first = next((a for a in argv if not a.startswith("-")), None)
+    args = build_parser(plugins=first not in _CORE).parse_args(argv)
     return guarded(args.func)(args)
