@@ -110,6 +110,10 @@ def round_old(ws: Workspace, run: int, r: int) -> None:
     h.operator_record(run, rows)
 
 
+def fmt(x: float | None) -> str:
+    return "—" if x is None else f"{1000 * x:.1f}"
+
+
 def timed(fn, repeat: int, *args: object) -> tuple[float, object]:
     times, out = [], None
     for _ in range(repeat):
@@ -153,7 +157,6 @@ def main() -> None:
           "lineage (chars) | round bookkeeping (ms) | SQL per round | old bookkeeping (ms) |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n, _built, page, extra, rnd, reads, old_page, old_extra, old_round in out:
-        fmt = (lambda x: "—" if x is None else f"{1000 * x:.1f}")
         print(f"| {n:,} | {1000 * page:.1f} | {fmt(old_page)} | {1000 * extra['lineage']:.1f} | "
               f"{extra['lineage_chars']:,} | {'—' if old_extra is None else format(old_extra['lineage_chars'], ',')} | "
               f"{1000 * rnd:.2f} | {reads:.0f} | {fmt(old_round)} |")
