@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import deque
 
-
 from . import catalogue as cat
 from .mermaid import label_type_word, parse_lenient
 from .model import Diagnostic, Edge, Node, Workflow
