@@ -19,7 +19,8 @@ from .mermaid import WorkflowSyntaxError, parse, to_mermaid
 from .sandbox import SandboxUnavailable
 
 # Modules that add subcommands through ``register(subparsers)``; missing ones are skipped.
-_PLUGINS = ("flowcore.run_cli", "flowcore.evolution.cli", "flowcore.aov.cli", "flowcore.compare_cli")
+_PLUGINS = ("flowcore.run_cli", "flowcore.evolution.cli", "flowcore.aov.cli", "flowcore.compare_cli",
+            "flowcore.link_cli")
 
 
 class CliError(Exception):

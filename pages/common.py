@@ -207,12 +207,10 @@ def header(title: str, caption: str | None = None, *, show_open: bool = True) ->
     settings = llm_settings()
     llm = (f"LLM `{public_url(settings.base_url)}`" if settings.base_url else "LLM key set") \
         if settings.configured else "no LLM endpoint"
-    line = (f":material/description: Open workflow: {open_label()} · :material/cloud: {llm}" if show_open
-            else "")
-    if caption:
-        line = f"{caption}  \n{line}" if line else caption
-    if line:
-        st.caption(line)
+    status = f":material/cloud: {llm}"
+    if show_open:
+        status = f":material/description: Open workflow: {open_label()} · {status}"
+    st.caption("  \n".join(([caption] if caption else []) + [status]))
     if "mf_link_problem" in st.session_state:
         st.warning(st.session_state.pop("mf_link_problem"), icon=":material/link_off:")
 

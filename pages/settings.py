@@ -52,7 +52,9 @@ def test_connection(settings: LLMSettings, role: str) -> None:
                f"${reply.cost:.6f}).")
 
 
-st.title("Settings")
+common.header("Settings", show_open=False)
+if "set_flash" in ss:  # after a save the page runs again, so the header and sidebar show the new endpoint
+    st.success(ss.pop("set_flash"))
 current = common.llm_settings()
 common.llm_banner(current)
 common.sandbox_banner(show_ready=True)
@@ -120,7 +122,8 @@ if save or test:
             except settings_store.SettingsError as e:
                 st.error(str(e))
             else:
-                st.success(f"Saved to the workspace ({common.db_label()}); the API key was not saved.")
+                ss["set_flash"] = f"Saved to the workspace ({common.db_label()}); the API key was not saved."
+                st.rerun()
         if test:
             if not chosen.configured:
                 st.warning("No endpoint to test: enter an endpoint URL or an API key first.")
@@ -131,4 +134,5 @@ with st.expander("Forget saved settings"):
     st.caption("Go back to the environment's settings (`OPENAI_BASE_URL`, `MERMAIDFLOW_MODEL_<ROLE>`, ...).")
     if st.button("Forget saved settings", key="set_clear"):
         settings_store.clear_llm_settings(common.workspace())
-        st.success("Saved settings removed.")
+        ss["set_flash"] = "Saved settings removed."
+        st.rerun()

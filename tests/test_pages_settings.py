@@ -68,6 +68,7 @@ def test_saved_settings_come_back_and_the_typed_key_never_reaches_the_disk(db):
         at.number_input(key="set_concurrency").set_value(3)
         submit(at, "Save settings")
         assert any("Saved to the workspace" in s for s in texts(at.success)), texts(at.error)
+        assert any(fake.base_url in c for c in texts(at.caption))  # this session shows the new endpoint at once
         submit(at, "Test connection")
         assert any("The endpoint answered" in s and "OK" in s for s in texts(at.success)), texts(at.error)
         assert fake.headers[-1].get("authorization") == f"Bearer {SECRET}"  # the session key was used
