@@ -22,6 +22,7 @@ from flowcore.evolution import session as evs  # noqa: E402
 from flowcore.results import money as _money  # noqa: E402
 from pages import common, widgets  # noqa: E402
 from pages.export import pick_workflow  # noqa: E402
+from pages.protocol_parts import after_run, run_options  # noqa: E402
 
 ss = st.session_state
 JOB_KEY, LAST_KEY = "evo_job_id", "evo_last_run"
@@ -167,12 +168,13 @@ def new_run(settings, configured: bool, busy: bool) -> None:
     if not configured:
         st.caption("The LLM optimizer needs an endpoint: this run will use the programmatic operators and the "
                    "rule-based judge, and its rounds will be structure-only (no score measured).")
+    protocol = run_options(configured)
     review = st.toggle("Review each round's candidates before evaluation", key="evo_review")
     if st.button("Launch", type="primary", icon=":material/rocket_launch:", key="evo_launch",
                  disabled=busy or not valid or not ops, help="One run at a time" if busy else None):
         cfg = EvolutionConfig(benchmark=bench, rounds=int(rounds), candidates=int(k), seed=int(seed),
                               workflow=text, alpha=float(alpha), lam=float(lam), top_k=int(top), operators=ops,
-                              budget=float(budget) or None, limit=int(limit) or None, mode=mode)
+                              budget=float(budget) or None, limit=int(limit) or None, mode=mode, **protocol)
         try:
             job = evs.start_run(common.workspace(), settings, cfg, review=review)
         except ValueError as e:  # bad settings or data file, named
@@ -239,6 +241,7 @@ def main() -> None:
         if err or info.reason:
             (st.error if err else st.caption)(err or info.reason)
         run_view(run_id, "last")
+        after_run(settings, run_id, info.status, busy, JOB_KEY)
         if st.button("Open in History", icon=":material/history:", key="evo_to_history"):
             ss["hist_run"] = run_id
             st.switch_page("pages/history.py")

@@ -23,6 +23,7 @@ from flowcore.evolution import History  # noqa: E402
 from flowcore.evolution import historyview as hv  # noqa: E402
 from flowcore.evolution import session as evs  # noqa: E402
 from pages import common  # noqa: E402
+from pages.protocol_parts import rescore_controls, test_section  # noqa: E402
 
 ss = st.session_state
 RUN_KEY, REEVAL_KEY = "hist_run", "hist_reeval_job"
@@ -224,6 +225,8 @@ def main() -> None:
     df = hv.summary_frame(rows)
     buffer_table(df, info.offline)
     charts(df, info.offline)
+    test_section(run_id, "hist")
+    rescore_controls(settings, info, settings.configured)
     labels = hv.round_labels(df)
     rounds = list(labels)
     pick = st.selectbox("Round", rounds, index=len(rounds) - 1, key=f"hist_round_{run_id}", format_func=labels.get)

@@ -1,0 +1,156 @@
+"""Compare page (the stakeholder view): pick workflows (baselines, examples, saved ones, evolved rounds), a
+benchmark and a split; measure them on the same problems in the background; see the table with intervals and
+paired tests against the best, score vs cost with the Pareto front, and which problems each one solves.
+The work is done by flowcore.compare and flowcore.compare_view."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
+    sys.path.insert(0, str(ROOT))
+
+from flowcore import compare_view as cv  # noqa: E402
+from flowcore import eval_store as es  # noqa: E402
+from flowcore import jobs  # noqa: E402
+from flowcore.benchmarks import DataError, load, split_info  # noqa: E402
+from flowcore.compare import list_comparisons, load_comparison, start_comparison  # noqa: E402
+from pages import common  # noqa: E402
+
+ss = st.session_state
+JOB_KEY, SHOW_KEY = "cmp_job_id", "cmp_show"
+NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."
+PCT = st.column_config.NumberColumn(format="%.1f")
+
+
+def _split_file(upload) -> str | None:
+    """An uploaded split file, kept under its own name in a private temp folder (the name is what results cite)."""
+    if upload is None:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="split-"))
+    path = folder / Path(upload.name).name
+    path.write_bytes(upload.getvalue())
+    return str(path)
+
+
+def form(settings, configured: bool, busy: bool) -> None:
+    ws = common.workspace()
+    c = st.columns([1, 1, 1.4], vertical_alignment="bottom")
+    task = c[0].radio("Task", ["math", "code"], horizontal=True, key="cmp_task")
+    options = es.benchmarks_for(task)
+    bench = c[1].selectbox("Benchmark", options, key=f"cmp_bench_{task}")
+    split = c[2].radio("Split", ["test", "validation"], horizontal=True, key="cmp_split",
+                       help="Claims are made on the held-out test split; evolution only ever sees validation.")
+    sources = cv.workflow_sources(ws, task)
+    default = [k for k in sources if k.startswith("baseline")][:2]
+    picked = st.multiselect("Workflows (baselines, examples, saved workflows, evolved rounds)", list(sources),
+                            default=default, key=f"cmp_pick_{task}")
+    c = st.columns(3)
+    limit = c[0].number_input("Problems (0 = the whole split)", min_value=0, value=10, key="cmp_limit")
+    repeats = c[1].number_input("Repeats (cache bypassed when > 1)", min_value=1, max_value=10, value=1,
+                                key="cmp_repeats")
+    conc = c[2].number_input("Concurrency", min_value=1, max_value=64, value=4, key="cmp_conc")
+    upload = st.file_uploader("Your own split file (optional): JSON {\"validation\": [ids], \"test\": [ids]}",
+                              type=["json"], key="cmp_split_file")
+    if st.button("Compare", type="primary", icon=":material/compare_arrows:", key="cmp_start",
+                 disabled=not configured or busy or len(picked) < 2,
+                 help=NO_LLM if not configured else ("Pick at least two workflows" if len(picked) < 2 else None)):
+        try:
+            path = _split_file(upload)
+            problems = load(bench, split, limit=int(limit) or None, split_file=path)
+            info = split_info(bench, split, split_file=path, limit=int(limit) or None)
+            entries = [(cv.short_name(k), sources[k]) for k in picked]
+            job = start_comparison(ws, settings, entries, bench, problems, info, repeats=int(repeats),
+                                   concurrency=int(conc))
+        except (DataError, ValueError) as e:  # a bad split file or workflow, named
+            st.error(f"Not started: {e}", icon=":material/error:")
+            return
+        ss[JOB_KEY], ss[SHOW_KEY] = job.id, job.meta["comparison_id"]
+        st.rerun()
+
+
+@st.fragment(run_every=0.7)
+def live(job_id: str) -> None:
+    job = jobs.get(job_id)
+    if job is None or not job.snapshot().active:
+        st.rerun()
+    snap = job.snapshot()
+    st.progress(snap.fraction, text=f"Comparison #{snap.meta.get('comparison_id')}: {snap.done}/{snap.total} "
+                                    f"runs · {snap.message or 'starting'} · {snap.elapsed:.0f} s")
+    if job.cancel_requested:
+        st.info("Cancelling: the workflow under way stops; nothing partial is presented as a result.")
+    else:
+        st.button("Cancel", icon=":material/stop:", key="cmp_cancel", on_click=job.cancel)
+
+
+def show(stored) -> None:
+    n = stored.result.measurements[0].pooled.n if stored.result and stored.result.measurements else 0
+    st.markdown(f"**#{stored.id}** · {stored.benchmark} · {n} problems × {stored.repeats} repeat(s) · status "
+                f"**{stored.status}**")
+    st.caption(cv.split_caption(stored.split))
+    if stored.status in ("failed", "interrupted"):
+        st.error(f"The comparison {stored.status}: {stored.error}")
+        return
+    c = stored.result
+    if c is None or not c.measurements:
+        st.info("Still running: see the progress above.")
+        return
+    if stored.status == "cancelled":
+        st.warning("Cancelled: only the workflows measured in full are compared.")
+    best = c.measurements[c.best]
+    st.markdown(f"**Best: {best.name}** at {100 * best.pooled.score:.1f}% "
+                f"[{100 * best.pooled.ci_low:.1f}, {100 * best.pooled.ci_high:.1f}]. Each other workflow is tested "
+                "against it on the same problems: Δ is its difference in points with a paired-bootstrap 95% interval, "
+                "and McNemar's exact p-value says how likely such a split of the problems only one of the two solves "
+                "would be if they were equally good.")
+    st.dataframe(cv.table_frame(c), hide_index=True, width="stretch", key=f"cmp_table_{stored.id}",
+                 column_config={"score %": PCT, "sd %": PCT, "Δ vs best (pts)": PCT,
+                                "cost/problem $": st.column_config.NumberColumn(format="%.6f"),
+                                "McNemar p": st.column_config.NumberColumn(format="%.4f")})
+    st.plotly_chart(cv.pareto_figure(c), key=f"cmp_pareto_{stored.id}")
+    agree = cv.agreement_frame(c)
+    if not agree.empty:
+        n_dis = int((~agree["agree"]).sum())
+        st.markdown(f"**Per-problem agreement**: the workflows disagree on {n_dis} of {len(agree)} problems "
+                    "(listed first; 1 = solved, with repeats the solve rate).")
+        st.dataframe(agree, hide_index=True, width="stretch", key=f"cmp_agree_{stored.id}")
+    st.download_button("Download the comparison (.json)", json.dumps(c.to_json(), indent=1).encode(),
+                       f"comparison_{stored.id}.json", mime="application/json", on_click="ignore",
+                       icon=":material/download:", key=f"cmp_dl_{stored.id}")
+
+
+def main() -> None:
+    st.title("Compare")
+    st.caption("Baselines, seeds and evolved workflows on the same problems, with paired tests: the view that "
+               "shows whether a workflow really beats the obvious alternatives on problems it never saw.")
+    settings = common.llm_settings()
+    configured = common.llm_banner(settings)
+    ws = common.workspace()
+    job = jobs.get(ss.get(JOB_KEY))
+    past = list_comparisons(ws)
+    if job is None:  # a reloaded page finds a comparison still running in this server
+        job = next((j for p in past if p.status == "running" and (j := jobs.get(p.job_id))), None)
+    busy = job is not None and job.snapshot().active
+    form(settings, configured, busy)
+    if busy:
+        live(job.id)
+    if not past:
+        st.caption("No comparisons yet. (The command line stores one with `compare ... --db`.)")
+        return
+    st.subheader("Results")
+    labels = {p.id: f"#{p.id} · {p.benchmark} · {p.split.get('split', '?')} · {', '.join(p.names)} · {p.status}"
+              for p in past}
+    ids = list(labels)
+    want = ss.get(SHOW_KEY)
+    pick = st.selectbox("Comparison", ids, index=ids.index(want) if want in ids else 0, format_func=labels.get)
+    ss[SHOW_KEY] = pick
+    show(load_comparison(ws, pick))
+
+
+main()

@@ -1,0 +1,96 @@
+"""The Compare page in a real browser. A comparison of four baselines and the math seed, measured by the command
+line (`compare ... --db`) against a scripted endpoint whose per-problem correctness is known, is shown: the
+stakeholder table with intervals and paired tests, the score-vs-cost plot with its Pareto front, the per-problem
+agreement. Saves the README screenshot compare.png. When the app has an endpoint (another module sets one), a
+comparison is also launched from the page and followed to its result."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from playwright.sync_api import expect
+
+from flowcore.benchmarks import load
+from tests.fakellm import FakeLLMServer, message_text
+
+from .conftest import REPO, goto_page, no_exceptions, save_screenshot, wait_for_app
+
+pytestmark = pytest.mark.browser
+
+PROBLEMS = load("gsm8k", "test", limit=12)
+# Which problems (indices) each workflow's prompt gets right; CoT-SC samples the CoT prompt five times.
+RIGHT = {"Reply with only the final answer": {0, 3, 6, 9},
+         "Let's think step by step.": {0, 1, 2, 4, 6, 8, 10},
+         "Revise the solution using the feedback": {0, 1, 2, 4, 5, 6, 8, 10, 11},
+         "Solve the math problem step by step.": {0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11}}
+
+
+def _respond(request: dict) -> str:
+    text = message_text(request)
+    if "Answer: X" in text:
+        return "Answer: A"
+    for i, p in enumerate(PROBLEMS):
+        if p.question in text:
+            right = next((i in ok for key, ok in RIGHT.items() if key in text), False)
+            return f"Working through it, the answer is {p.reference if right else -1}. Verdict: correct"
+    return "no idea"
+
+
+def _stored_comparison(db_path) -> None:
+    with FakeLLMServer(_respond) as srv:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MERMAIDFLOW_"))}
+        env.update(OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY="k", MERMAIDFLOW_MAX_RETRIES="0")
+        cmd = [sys.executable, "-m", "flowcore", "compare", "baseline:io", "baseline:cot", "baseline:cot_sc",
+               "baseline:self_refine", "assets/examples/math_seed.mmd", "--benchmark", "gsm8k", "--split", "test",
+               "--limit", str(len(PROBLEMS)), "--db", str(db_path)]
+        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "McNemar p" in done.stdout
+
+
+def test_compare_page_shows_table_pareto_plot_and_agreement(page, streamlit_app):
+    _stored_comparison(streamlit_app.db_path)
+    js_errors: list[str] = []
+    page.on("pageerror", lambda exc: js_errors.append(str(exc)))
+    page.set_viewport_size({"width": 1700, "height": 1800})  # the whole stakeholder table, the plot below it
+    goto_page(page, streamlit_app, "/compare", timeout_ms=60_000)  # may be the app's first page: cold imports
+    expect(page.get_by_role("heading", name="Compare")).to_be_visible()
+    expect(page.get_by_text(re.compile(r"Best: math_seed at 91\.7%"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"264 validation / 1055 test"))).to_be_visible()
+    table = page.locator('[data-testid="stDataFrame"]').first
+    expect(table).to_be_visible()
+    expect(table.locator('th[role="columnheader"]')).to_have_count(13, timeout=30_000)  # glide's accessible table
+    headers = table.locator('th[role="columnheader"]').all_inner_texts()
+    for col in ("workflow", "score %", "95% CI", "cost/problem $", "tokens", "calls", "Δ vs best (pts)",
+                "McNemar p", "Pareto"):
+        assert col in headers, headers
+    names = table.locator('td[role="gridcell"][aria-colindex="1"]').all_inner_texts()
+    assert names == ["baseline:io", "baseline:cot", "baseline:cot_sc", "baseline:self_refine", "math_seed"]
+    plot = page.locator(".js-plotly-plot").first
+    expect(plot).to_be_visible()
+    expect(plot.get_by_text("Pareto front", exact=True)).to_be_visible()  # the legend of the front line
+    expect(page.get_by_text(re.compile(r"the workflows disagree on \d+ of 12 problems"))).to_be_visible()
+    assert no_exceptions(page) == [] and js_errors == []
+    page.get_by_text("Results", exact=True).scroll_into_view_if_needed()
+    wait_for_app(page)
+    save_screenshot(page, "compare.png")
+
+    start = page.get_by_role("button", name="Compare", exact=True)
+    if not start.is_enabled():  # no endpoint in this app: launching is covered by the page's AppTest
+        return
+    limit = page.get_by_role("spinbutton", name="Problems (0 = the whole split)")
+    limit.fill("2")
+    limit.press("Enter")
+    wait_for_app(page)
+    page.get_by_text("validation", exact=True).click()
+    wait_for_app(page)
+    start.click()
+    expect(page.get_by_text(re.compile(r"#2 · gsm8k · 2 problems × 1 repeat\(s\) · status done"))).to_be_visible(
+        timeout=60_000)  # the page follows the job and then shows the new comparison
+    expect(page.get_by_text(re.compile(r"Best: IO \(math\)"))).to_be_visible()
+    expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
+    assert no_exceptions(page) == []
