@@ -32,10 +32,12 @@ def workflow_sources(ws: Workspace, task: str, per_run: int = 5) -> dict[str, st
     for info in reversed(h.runs()):
         if info.task != task or info.offline:
             continue
-        best = sorted((r for r in h.rounds(info.id) if r["status"] == "ok" and r["score"] is not None),
+        best = sorted((r for r in h.summaries(info.id) if r["status"] == "ok" and r["score"] is not None),
                       key=lambda r: (-r["score"], r["round"]))[:per_run]
-        for r in best:
-            out[f"run #{info.id} · round {r['round']} · validation {100 * r['score']:.1f}%"] = r["workflow_text"]
+        for r in best:  # only these rounds are read in full
+            text = (h.get_round(info.id, r["round"]) or {}).get("workflow_text")
+            if text:
+                out[f"run #{info.id} · round {r['round']} · validation {100 * r['score']:.1f}%"] = text
     return out
 
 

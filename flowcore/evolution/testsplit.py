@@ -36,8 +36,8 @@ def _schema(ws: Workspace) -> None:
 
 
 def top_rounds(rows: list[dict], n: int) -> list[dict]:
-    """The n best measured rounds by validation score (ties: the earlier round)."""
-    scored = [r for r in rows if r["status"] == "ok" and r["score"] is not None and r.get("workflow_text")]
+    """The n best measured rounds by validation score (ties: the earlier round); ``rows`` may be summaries."""
+    scored = [r for r in rows if r["status"] == "ok" and r["score"] is not None]
     return sorted(scored, key=lambda r: (-r["score"], r["round"]))[:max(0, n)]
 
 
@@ -79,8 +79,9 @@ async def rescore_top(ws: Workspace, run_id: int, top: int, *, llm: Any, limit: 
     problems, split, key = held_out_problems(info.config, limit=limit)
     _schema(ws)
     done = {r["round"] for r in stored_test_scores(ws, run_id) if r["split"] == key}
-    for row in top_rounds(h.rounds(run_id), top):
-        if row["round"] in done:
+    for best in top_rounds(h.summaries(run_id), top):  # light rows; only the chosen rounds are read in full
+        row = h.get_round(run_id, best["round"])
+        if row is None or row["round"] in done or not row.get("workflow_text"):
             continue
         m = await measure(parse(row["workflow_text"]), info.benchmark, problems, llm=llm, repeats=repeats,
                           name=f"round {row['round']}", concurrency=concurrency, cancel=cancel,
@@ -114,7 +115,7 @@ def stored_test_scores(ws: Workspace, run_id: int) -> list[dict]:
 
 def validation_vs_test(ws: Workspace, run_id: int) -> pd.DataFrame:
     """Validation and test side by side, with intervals (fractions), one row per test-scored round."""
-    rounds = {r["round"]: r for r in History(ws).rounds(run_id)}
+    rounds = {r["round"]: r for r in History(ws).summaries(run_id)}
     cols = ["round", "operator", "validation", "val_low", "val_high", "val_n", "test", "test_low", "test_high",
             "test_n", "repeats", "test_sd", "errors", "test_cost", "split"]
     out = []
@@ -142,7 +143,7 @@ def start_test_rescore(ws: Workspace, settings: Any, run_id: int, top: int, *, l
     info = History(ws).run(run_id)
     if info.offline:
         raise ValueError(f"run {run_id} is structure-only: it has no validation scores to rank")
-    if not top_rounds(History(ws).rounds(run_id), top):
+    if not top_rounds(History(ws).summaries(run_id), top):
         raise ValueError(f"run {run_id} has no measured round to re-score")
     held_out_problems(info.config, limit=limit)  # a missing test split or an overlap is reported now
 
