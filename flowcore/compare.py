@@ -5,8 +5,9 @@ Used by ``python -m flowcore compare`` / ``evaluate --repeats`` and by the Compa
 what its problems were (``split``: whose split, sizes, the papers' sizes), because our 1:4 split is not the
 papers' files.
 
-Conventions. A problem whose run errored (an endpoint failure) is never counted as a paired win or loss: the
-paired tests use only problems where neither workflow errored, and say how many were left out. With repeats a
+Conventions. A run the endpoint failed (the harness's ``errored``) is not a wrong answer: it is left out of the
+score (as the harness does) and counted in ``errors``; the paired tests use only problems where neither
+workflow errored, and say how many were left out. With repeats a
 problem's score is its solve rate over the R runs; McNemar's test then compares the per-problem majority
 outcome (solved in more than half the runs) and the bootstrap the rates. "Cost per problem" prices every call
 the workflow made, cache hits included (what a run costs uncached); "paid" is what this measurement spent.
@@ -87,16 +88,28 @@ class PooledReport:
     mean: float = 0.0
     sd: float | None = None
     rates: dict[str, float] = field(default_factory=dict)
+    errors: int = 0  # runs the endpoint failed (not in the score)
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / len(self.results) if self.results else 0.0
+
+
+def _errored(r: ProblemResult) -> bool:
+    return bool(getattr(r, "errored", False))
 
 
 def pool_reports(reports: list[EvalReport]) -> PooledReport:
+    """One report of R: a problem's rate is over its runs the endpoint did not fail; a problem every run of
+    which errored has no rate (and is not in ``n``)."""
     if not reports:
         raise ValueError("no evaluation to pool")
     ids: list[str] = list(dict.fromkeys(r.id for rep in reports for r in rep.results))
     solved: dict[str, list[bool]] = {i: [] for i in ids}
     for rep in reports:
         for r in rep.results:
-            solved[r.id].append(bool(r.correct))
+            if not _errored(r):
+                solved[r.id].append(bool(r.correct))
     rates = {i: sum(v) / len(v) for i, v in solved.items() if v}
     scores = [rep.score for rep in reports if rep.n]
     mean, sd = mean_sd(scores)
@@ -105,9 +118,10 @@ def pool_reports(reports: list[EvalReport]) -> PooledReport:
     else:
         lo, hi = problem_bootstrap(list(rates.values()))
     score = sum(rates.values()) / len(rates) if rates else 0.0
+    results = [r for rep in reports for r in rep.results]
     return PooledReport(reports[0].benchmark, reports, score, lo, hi, len(rates), sum(r.cost for r in reports),
-                        any(r.cancelled for r in reports), [r for rep in reports for r in rep.results], scores,
-                        mean, sd, rates)
+                        any(r.cancelled for r in reports), results, scores, mean, sd, rates,
+                        sum(_errored(r) for r in results))
 
 
 @dataclass
@@ -130,7 +144,8 @@ class Measurement:
 
     @property
     def errored(self) -> set[str]:
-        return {r.id for r in self.pooled.results if r.error}
+        """Problems with a run the endpoint failed: left out of the paired tests."""
+        return {r.id for r in self.pooled.results if _errored(r)}
 
     @property
     def cost_per_problem(self) -> float:
@@ -141,7 +156,7 @@ class Measurement:
         p = self.pooled
         return {"name": self.name, "text": self.text, "score": p.score, "ci": [p.ci_low, p.ci_high], "n": p.n,
                 "repeats": self.repeats, "scores": p.scores, "mean": p.mean, "sd": p.sd,
-                "errors": len(self.errored), "cost_per_problem": self.cost_per_problem, "cost_priced": self.priced,
+                "errors": p.errors, "error_rate": p.error_rate, "cost_per_problem": self.cost_per_problem, "cost_priced": self.priced,
                 "cost_paid": self.paid, "tokens": self.prompt_tokens + self.completion_tokens,
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "calls": self.calls, "cached_calls": self.cached, "cancelled": p.cancelled, "rates": p.rates,
@@ -152,14 +167,14 @@ class Measurement:
         """Rebuilt from ``to_json`` (a stored comparison): per-repeat reports from the results."""
         by_rep: dict[int, list[ProblemResult]] = {}
         for r in d.get("results") or []:
-            fields = {k: r.get(k) for k in ProblemResult.__dataclass_fields__}
+            fields = {k: r[k] for k in ProblemResult.__dataclass_fields__ if k in r}
             by_rep.setdefault(int(r.get("repeat") or 0), []).append(ProblemResult(**fields))
         reports = [EvalReport("", len(rs), s, 0.0, 0.0, sum(r.cost or 0 for r in rs), rs)
                    for rs, s in zip((by_rep[k] for k in sorted(by_rep)), d.get("scores") or [])]
         pooled = PooledReport("", reports, d["score"], d["ci"][0], d["ci"][1], d["n"], d.get("cost_paid", 0.0),
                               bool(d.get("cancelled")), [r for rep in reports for r in rep.results],
                               list(d.get("scores") or []), d.get("mean", d["score"]), d.get("sd"),
-                              dict(d.get("rates") or {}))
+                              dict(d.get("rates") or {}), int(d.get("errors") or 0))
         return cls(d["name"], d.get("text", ""), pooled, d.get("calls", 0), d.get("cached_calls", 0),
                    d.get("prompt_tokens", 0), d.get("completion_tokens", 0), d.get("cost_paid", 0.0),
                    d.get("cost_priced", 0.0))
@@ -239,7 +254,8 @@ def pair_test(m: Measurement, best: Measurement, seed: int = 0) -> PairTest:
     b = [best.pooled.rates[i] for i in ids]
     diff, lo, hi = paired_bootstrap(a, b, seed=seed)
     test = mcnemar_exact([x > 0.5 for x in a], [y > 0.5 for y in b])
-    excluded = len({i for i in best.pooled.rates if i in m.pooled.rates} - set(ids))
+    every = {r.id for r in m.pooled.results} | {r.id for r in best.pooled.results}
+    excluded = len(every) - len(ids)
     return PairTest(m.name, best.name, len(ids), excluded, diff, lo, hi, test)
 
 
@@ -271,7 +287,7 @@ class Comparison:
             p = m.pooled
             out.append({"workflow": m.name, "best": i == self.best, "score": p.score, "ci_low": p.ci_low,
                         "ci_high": p.ci_high, "sd": p.sd, "n": p.n, "repeats": m.repeats,
-                        "errors": len(m.errored), "cost_per_problem": m.cost_per_problem,
+                        "errors": p.errors, "error_rate": p.error_rate, "cost_per_problem": m.cost_per_problem,
                         "tokens": m.prompt_tokens + m.completion_tokens, "calls": m.calls,
                         "diff_vs_best": None if t is None else t.diff,
                         "diff_low": None if t is None else t.ci_low, "diff_high": None if t is None else t.ci_high,

@@ -105,12 +105,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         emit(doc)
     else:
         print(format_table(doc))
-    bad = [(r["workflow"], r["errors"], r["n"]) for r in doc["table"]
-           if r["n"] and r["errors"] / r["n"] > args.max_error_rate]
+    bad = [(r["workflow"], r["errors"], r["error_rate"]) for r in doc["table"] if r["error_rate"] > args.max_error_rate]
     if bad:
-        name, errors, n = bad[0]
-        raise JobFailed(f"{name}: {errors} of {n} problems errored (endpoint failures, not wrong answers); "
-                        f"the comparison is not trustworthy above an error rate of {args.max_error_rate:g}")
+        name, errors, rate = bad[0]
+        raise JobFailed(f"{name}: {errors} runs errored ({100 * rate:.0f}%: endpoint failures, left out of the score, "
+                        f"not wrong answers); the comparison is not trustworthy above --max-error-rate "
+                        f"{args.max_error_rate:g}")
     return 0
 
 

@@ -249,9 +249,11 @@ def _evaluate_repeated(args: argparse.Namespace, w: Any, problems: list, llm: An
         print(f"{args.benchmark}: {m.pooled.n} problems × {m.repeats} repeats, mean {m.pooled.mean:.3f} ± {sd} "
               f"(sd across repeats), pooled 95% CI [{m.pooled.ci_low:.3f}, {m.pooled.ci_high:.3f}], "
               f"{m.calls} calls, cost ${llm.usage.cost:.6f}")
-    if m.pooled.results and all(r.error for r in m.pooled.results):
-        first = m.pooled.results[0].error
-        print(f"error: every problem failed; the first: {first}", file=sys.stderr)
+    errored = [r for r in m.pooled.results if r.errored]
+    if errored and m.pooled.error_rate > args.max_error_rate:
+        print(f"error: {len(errored)} of {len(m.pooled.results)} runs could not be made because the LLM endpoint "
+              f"failed (above --max-error-rate {args.max_error_rate:g}); they are left out of the score. "
+              f"The first: {errored[0].error}", file=sys.stderr)
         return 1
     return 0
 

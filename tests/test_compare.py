@@ -261,10 +261,12 @@ def test_a_workflow_whose_calls_fail_is_not_counted_as_wrong_and_fails_the_comma
 
     endpoint(respond)
     code, out, err = cli(capsys, "compare", *workflows, "--benchmark", "gsm8k", "--limit", "5", "--json")
-    assert code == 1 and "wf_b: 5 of 5 problems errored" in err
+    assert code == 1 and "wf_b: 5 runs errored (100%" in err and "not wrong answers" in err
     doc = json.loads(out)
     (test,) = doc["tests"]
     assert test["n"] == 0 and test["excluded"] == 5  # no paired win or loss from an outage
+    b = next(w for w in doc["workflows"] if w["name"] == "wf_b")
+    assert b["errors"] == 5 and b["n"] == 0 and b["error_rate"] == 1.0  # left out of the score, not wrong
 
 
 # -- baselines ---------------------------------------------------------------------------------------------------------
@@ -320,3 +322,19 @@ def test_comparison_rows_and_agreement_from_json_roundtrip():
     assert rows[1]["diff_vs_best"] == pytest.approx(-1 / 3)
     assert [(a["problem"], a["agree"]) for a in c.agreement()] == [("x", False), ("y", True), ("z", True)]
     assert re.fullmatch(r"\d\.\d+", f"{rows[1]['mcnemar_p']:.3f}")
+
+
+def test_pooled_repeats_leave_endpoint_failures_out_of_the_score():
+    from flowcore.benchmarks import EvalReport, ProblemResult
+    from flowcore.compare import pool_reports
+
+    def res(pid, ok, errored=False):
+        return ProblemResult(pid, ok, "", None, 0.0, 0.0, "LLMError: down" if errored else None, errored)
+
+    r1 = EvalReport("gsm8k", 2, 0.5, 0, 1, 0.0, [res("x", True), res("y", False)])
+    r2 = EvalReport("gsm8k", 1, 1.0, 1, 1, 0.0, [res("x", False, errored=True), res("y", True)], errors=1)
+    p = pool_reports([r1, r2])
+    assert p.rates == {"x": 1.0, "y": 0.5} and p.score == pytest.approx(0.75) and p.n == 2
+    assert p.errors == 1 and p.error_rate == pytest.approx(0.25) and p.scores == [0.5, 1.0]
+    assert p.mean == pytest.approx(0.75) and p.sd == pytest.approx(0.3535533905932738)
+    assert p.ci_low <= p.score <= p.ci_high
