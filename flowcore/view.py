@@ -27,7 +27,8 @@ from .model import Workflow
 __all__ = ["BIG_GRAPH_NODES", "PREVIEW_NODES", "ZOOMS", "diagram_code", "diagram_height", "is_big",
            "layers", "overview", "preview", "safe_label"]
 
-BIG_GRAPH_NODES = 300  # above this the diagram and the canvas are drawn on demand only
+BIG_GRAPH_NODES = 300  # above this the diagram is drawn on demand only
+CANVAS_MAX_NODES = 60  # above this the drawing canvas (one React component per node) is shown on demand
 PREVIEW_NODES = 120  # how many nodes the on-demand partial drawing of a big graph shows
 MAX_LISTED_DIAGNOSTICS = 40  # the rest go in a table: thousands of markdown lines would freeze the tab
 ZOOMS = {"Fit": None, "50%": 0.5, "75%": 0.75, "100%": 1.0, "125%": 1.25, "150%": 1.5, "200%": 2.0}

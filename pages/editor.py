@@ -182,9 +182,9 @@ with right:  # fixed slots (list, notice, diagram): the diagram keeps its place,
 st.subheader("Draw")
 if not readable:
     st.info("Fix the syntax error above to draw: the canvas edits the same workflow as the text.")
-elif view.is_big(w) and not st.toggle(f"Show the canvas ({len(w.nodes):,} nodes: slow to draw)",
-                                      key="ed_big_canvas"):
-    st.caption(f"The canvas is drawn on demand above {view.BIG_GRAPH_NODES} nodes.")
+elif len(w.nodes) > view.CANVAS_MAX_NODES and not st.toggle(
+        f"Show the canvas ({len(w.nodes):,} nodes: slow to draw)", key="ed_big_canvas"):
+    st.caption(f"The canvas is drawn on demand above {view.CANVAS_MAX_NODES} nodes; the text stays live.")
 else:
     widgets.canvas(w, task, apply_drawing)
 

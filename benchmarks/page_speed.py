@@ -1,0 +1,198 @@
+"""Time to interactive of every page, and of the Editor with 100 / 1,000 / 2,000 / 10,000-node workflows,
+in headless Chromium against `streamlit run app.py` on 127.0.0.1; and how long the tab's main thread was
+blocked meanwhile (the goal: never more than 2 s).
+
+    .venv/bin/python benchmarks/page_speed.py [--repeats 2] [--sizes 100,1000,2000,10000]
+
+Time to interactive: from the navigation until Streamlit has finished the page's script run and its widgets
+are there (for the Editor: the text editor shows the text, and the diagram is drawn or, for a big graph, its
+overview is shown). Blocked: the longest gap between two animation frames of the page while it loaded (a tab
+that cannot paint cannot take a click either), and the longest "long task" the browser reported.
+
+Needs /usr/bin/chromium and the playwright package (requirements-dev.txt). The machine is shared: compare
+rows within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from flowcore import check, is_valid, library  # noqa: E402
+from flowcore.storage import Workspace  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+BLOCK_GOAL_MS = 2000
+WATCH = """() => {
+  window.__gaps = []; window.__long = [];
+  let last = performance.now();
+  const tick = (t) => { window.__gaps.push(t - last); last = t; requestAnimationFrame(tick); };
+  requestAnimationFrame(tick);
+  try { new PerformanceObserver(l => l.getEntries().forEach(e => window.__long.push(e.duration)))
+          .observe({type: 'longtask', buffered: true}); } catch (e) {}
+}"""
+IDLE = ('[data-testid="stApp"][data-test-script-state="notRunning"]'
+        '[data-test-connection-state="CONNECTED"]')
+
+
+def big_workflow(n: int, width: int = 10) -> str:
+    """A valid math workflow of about ``n`` nodes: ``width`` parallel chains of Custom nodes from PROBLEM,
+    ensembled, then RETURN."""
+    depth = max(1, (n - 3) // width)
+    lines = ["flowchart TD", "    %% @prompt step: Improve the answer so far, step by step.",
+             '    PROBLEM(["Problem"])', '    E["ScEnsemble"]', '    RETURN(["Return"])']
+    edges, ids = [], []
+    for c in range(width):
+        prev = "PROBLEM"
+        for d in range(depth):
+            nid = f"C{c}_{d}"
+            ids.append(nid)
+            lines.append(f'    {nid}["Custom<br/>(role: step)"]')
+            edges.append(f"    {prev} --> {nid}")
+            prev = nid
+        edges.append(f"    {prev} -->|solutions| E")
+    lines += ["    class PROBLEM,RETURN Interface", "    class E ScEnsembleOp",
+              f"    class {','.join(ids)} CustomOp"]
+    return "\n".join(lines + edges + ["    PROBLEM -->|problem| E", "    E --> RETURN"]) + "\n"
+
+
+def pages() -> list[tuple[str, str]]:
+    """(title, url path) of every page in app.py's navigation, Home first."""
+    tree = ast.parse((REPO / "app.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "PAGES" for t in node.targets):
+            return [("Home", "")] + [(t, u) for f, t, u, _ in ast.literal_eval(node.value)
+                                     if (REPO / f).exists()]
+    raise SystemExit("app.py has no PAGES list")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve(db: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "MERMAIDFLOW_DB": str(db)}
+    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        env.pop(var, None)
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                             "--server.address", "127.0.0.1", "--server.port", str(port),
+                             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return proc, url
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("the Streamlit server did not start")
+
+
+def measure(browser, url: str, editor: bool, timeout_s: float) -> dict:
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    ctx.add_init_script(f"({WATCH})()")
+    page = ctx.new_page()
+    try:
+        start = time.perf_counter()
+        page.goto(url, wait_until="commit", timeout=timeout_s * 1000)
+        page.wait_for_selector(IDLE, state="attached", timeout=timeout_s * 1000)
+        page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=timeout_s * 1000)
+        if editor:
+            ace = page.frame_locator('iframe[title="streamlit_ace.streamlit_ace"]')
+            ace.locator(".ace_line").first.wait_for(timeout=timeout_s * 1000)
+            drawn = page.frame_locator('iframe[title="streamlit_mermaid.streamlit_mermaid"]').first \
+                .locator("svg .nodeLabel").first
+            overview = page.get_by_text("too big to draw as you type")
+            deadline = time.perf_counter() + timeout_s
+            while not (overview.count() or drawn.count()):  # the two live in different frames
+                if time.perf_counter() > deadline:
+                    raise TimeoutError(f"{url}: neither the diagram nor the overview appeared")
+                page.wait_for_timeout(50)
+        tti = time.perf_counter() - start
+        page.wait_for_timeout(500)  # frames after the last paint count too
+        gaps = page.evaluate("window.__gaps")
+        longs = page.evaluate("window.__long")
+        errors = page.locator('[data-testid="stException"]').count()
+        return {"tti": tti, "gap": max(gaps[1:] or [0.0]), "long": max(longs or [0.0]), "errors": errors}
+    finally:
+        ctx.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--sizes", default="100,1000,2000,10000")
+    ap.add_argument("--timeout", type=float, default=180.0, help="seconds one page may take")
+    ap.add_argument("--no-pages", action="store_true", help="only the Editor with the big workflows")
+    args = ap.parse_args()
+    if not Path(CHROMIUM).exists():
+        print(f"needs {CHROMIUM} (apt-get install -y chromium)", file=sys.stderr)
+        return 2
+    from playwright.sync_api import sync_playwright
+
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "ws.db"
+        ws = Workspace(db)
+        for n in sizes:
+            text = big_workflow(n)
+            assert is_valid(check(text, "math")), f"the {n}-node benchmark workflow is invalid"
+            library.save_workflow(ws, f"big{n}", text, "math")
+        ws.close()
+        targets = [] if args.no_pages else [(f"{title} page", f"/{path}", path == "editor")
+                                            for title, path in pages()]
+        targets += [(f"Editor, {n:,} nodes", f"/editor?wf=big{n}&v=1", True) for n in sizes]
+        proc, url = serve(db)
+        rows = []
+        try:
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+                measure(browser, url + "/", False, args.timeout)  # warm-up: imports, caches
+                for label, path, editor in targets:
+                    runs = [measure(browser, url + path, editor, args.timeout) for _ in range(args.repeats)]
+                    rows.append((label, runs))
+                    print(f"  measured {label}", file=sys.stderr, flush=True)
+                browser.close()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+    print(f"\nPage speed ({args.repeats} loads each; time to interactive, and the longest time the tab could not "
+          f"paint; goal: blocked <= {BLOCK_GOAL_MS / 1000:.0f} s)\n")
+    print(f"| {'what':<22} | time to interactive (s) | longest frame gap (ms) | longest task (ms) | "
+          f"exceptions | blocked <= 2 s |")
+    print(f"|{'-' * 24}|{'-' * 25}|{'-' * 24}|{'-' * 19}|{'-' * 12}|{'-' * 16}|")
+    ok = True
+    for label, runs in rows:
+        tti = statistics.median(r["tti"] for r in runs)
+        gap = max(r["gap"] for r in runs)
+        long = max(r["long"] for r in runs)
+        errs = max(r["errors"] for r in runs)
+        good = gap <= BLOCK_GOAL_MS and errs == 0
+        ok &= good
+        print(f"| {label:<22} | {tti:>10.2f} (max {max(r['tti'] for r in runs):5.2f}) | {gap:>22.0f} | "
+              f"{long:>17.0f} | {errs:>10} | {'yes' if good else 'NO':>14} |")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
