@@ -22,11 +22,8 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:  # `flowcore` and `pages.common` import from the repository root
     sys.path.insert(0, str(ROOT))
 
-from streamlit_mermaid import st_mermaid  # noqa: E402
-
-from flowcore import check, is_valid, library, parse_lenient, to_mermaid  # noqa: E402
-from flowcore.canvas import depth  # noqa: E402
-from pages import common  # noqa: E402
+from flowcore import check, is_valid, library, parse_lenient  # noqa: E402
+from pages import common, widgets  # noqa: E402
 
 # (file, title, url path, icon): the order of the navigation
 PAGES = [
@@ -78,8 +75,7 @@ def home() -> None:
             st.session_state["mf_scroll_top"] = True
             st.switch_page("pages/editor.py")
         w, _ = parse_lenient(text)
-        st_mermaid(to_mermaid(w, styles=True), height=f"{min(max(90 * depth(w) + 60, 260), 700)}px",
-                   key="home_mermaid")
+        widgets.diagram(w, "home_mermaid")
 
     st.subheader("Workspace")
     ws = common.workspace()

@@ -13,9 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
-from streamlit_mermaid import st_mermaid  # noqa: E402
-
-from flowcore import check, is_valid, jobs, parse_lenient, story, to_mermaid  # noqa: E402
+from flowcore import check, is_valid, jobs, story  # noqa: E402
 from flowcore import eval_store as es  # noqa: E402
 from flowcore.evolution import OPERATORS, EvolutionConfig, History, Review  # noqa: E402
 from flowcore.evolution import session as evs  # noqa: E402
@@ -118,9 +116,7 @@ def review_panel(job: jobs.Job, p: evs.PendingReview) -> None:
             st.markdown(f"**Candidate {i}**{' (judge pick)' if i == p.chosen else ''} · `{c['operator']}` · "
                         f"total **{s['total']:.1f}** / 50")
             st.caption(c["detail"])
-            w, _ = parse_lenient(c["text"])
-            st_mermaid(to_mermaid(w, styles=True), height=evs.diagram_height(c["text"]),
-                       key=f"evo_rev_{run_id}_{p.round}_{i}")
+            widgets.diagram(c["text"], f"evo_rev_{run_id}_{p.round}_{i}")
     n = len(p.candidates)
     pick = st.radio("Candidate", list(range(n)), index=p.chosen, horizontal=True, key=f"evo_pick_{p.round}",
                     format_func=lambda i: f"{i} · {p.candidates[i]['operator']}")

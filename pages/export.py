@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
-from flowcore import check, is_valid, library, mermaid_js, parse, to_mermaid  # noqa: E402
+from flowcore import check, is_valid, library, mermaid_js, parse, to_mermaid, view  # noqa: E402
 from flowcore import export as fx  # noqa: E402
 from flowcore.compiler import compile_workflow  # noqa: E402
 from pages import common  # noqa: E402
@@ -32,9 +32,18 @@ def _python(text: str, task: str) -> str:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _drawing_error(drawing: str) -> str | None:
+def _drawing_error(drawing: str, nodes: int) -> str | None:
+    """Why Mermaid cannot draw it (None: it can). Drawn once here, so a download never fails silently."""
+    if nodes > view.BIG_GRAPH_NODES:
+        return f"{nodes:,} nodes are too many to draw here (download the .mmd and draw it elsewhere)"
     err = mermaid_js.parse_check(drawing)
-    return err.message if err else None
+    if err is not None:
+        return err.message
+    try:
+        mermaid_js.render_svg(drawing)
+    except Exception as e:  # noqa: BLE001 - the renderer's own error, said on the page
+        return str(e)
+    return None
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -113,7 +122,7 @@ def main() -> None:
         st.error(str(e), icon=":material/key:")
         return
     with st.spinner("Checking that Mermaid can draw it…"):
-        draw_err = _drawing_error(drawing)
+        draw_err = _drawing_error(drawing, len(w.nodes))
 
     st.markdown(f"**{name}** · task `{task}` · {len(w.nodes)} nodes, {len(w.edges)} edges, "
                 f"{len(w.prompts)} prompts")
@@ -137,7 +146,8 @@ def main() -> None:
     with tab_py:
         st.caption(f"{len(source.splitlines())} lines: prompts, the graph, `Workflow.__call__` (independent "
                    "nodes run concurrently), then the operator and sandbox code it needs.")
-        st.code(source, language="python", line_numbers=True, height=560)
+        shown = source if len(source) < 400_000 else "\n".join(source.splitlines()[:3000]) + "\n# … (see the .py)"
+        st.code(shown, language="python", line_numbers=True, height=560)
     with tab_mmd:
         st.code(mmd, language="text", line_numbers=True)
     with tab_json:

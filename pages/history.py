@@ -16,13 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
-from streamlit_mermaid import st_mermaid  # noqa: E402
 
-from flowcore import jobs, parse_lenient, to_mermaid  # noqa: E402
+from flowcore import jobs  # noqa: E402
 from flowcore.evolution import History  # noqa: E402
 from flowcore.evolution import historyview as hv  # noqa: E402
 from flowcore.evolution import session as evs  # noqa: E402
-from pages import common  # noqa: E402
+from pages import common, widgets  # noqa: E402
 from pages.protocol_parts import rescore_controls, test_section  # noqa: E402
 
 ss = st.session_state
@@ -36,8 +35,7 @@ def _pct(x: float | None) -> str:
 
 
 def diagram(text: str, key: str, height: str) -> None:
-    w, _ = parse_lenient(text)
-    st_mermaid(to_mermaid(w, styles=True), height=height, key=key)
+    widgets.diagram(text, key, height=int(height.removesuffix("px")))  # labels that load nothing remote
 
 
 # -- callbacks -----------------------------------------------------------------------------------------------------

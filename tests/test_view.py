@@ -1,0 +1,56 @@
+"""What the browser is given to draw (flowcore.view): labels that load nothing, zoom, cycles that get room,
+big graphs shown as an overview or a partial drawing."""
+
+from __future__ import annotations
+
+import json
+
+from flowcore import canvas as cv
+from flowcore import parse, view
+
+CYCLE = "flowchart TD\n    A --> B\n    B --> C\n    C --> A\n    C --> D\n"
+
+
+def test_labels_cannot_load_remote_resources():
+    w = parse('flowchart TD\n    A["x<img src=\'http://203.0.113.9/p.png\'>y<br/>z"] --> B\n'
+              '    click A "http://203.0.113.9/go"\n    style B fill:url(http://203.0.113.9/i.svg)\n')
+    code = view.diagram_code(w)
+    assert "<img" not in code and "click" not in code and "url(" not in code
+    assert "‹img src='http://203.0.113.9/p.png'›y<br/>z" in code  # shown as text; line breaks kept
+    assert '"securityLevel": "strict"' in code
+
+
+def test_zoom_draws_at_natural_size_times_the_zoom():
+    w = parse(CYCLE)
+    init = json.loads(view.diagram_code(w, 1.5).split("\n")[0].removeprefix("%%{init: ").removesuffix("}%%"))
+    assert init["flowchart"]["useMaxWidth"] is False and init["themeVariables"]["fontSize"] == "24px"
+    assert json.loads(view.diagram_code(w).split("\n")[0][9:-3])["flowchart"]["useMaxWidth"] is True
+    assert view.diagram_height(w, 2.0) > view.diagram_height(w, 1.0)
+
+
+def test_a_cycle_gets_one_layer_per_node_so_its_drawing_is_not_clipped():
+    w = parse(CYCLE)
+    assert view.layers(w) == [["A"], ["B"], ["C"], ["D"]]
+    assert view.diagram_height(w) == 90 * 4 + 60
+    pos = cv.layout(w)
+    assert len({y for _, y in pos.values()}) == 4  # the canvas lays the cycle out in layers too
+
+
+def test_a_new_unconnected_node_goes_to_the_middle_layer_not_the_corner():
+    w = parse('flowchart TD\n    PROBLEM(["Problem"]) --> C1["Custom"]\n    C1 --> C2["Custom"]\n'
+              '    C2 --> RETURN(["Return"])\n    N1["Review"]\n')
+    pos = cv.layout(w)
+    assert pos["N1"][1] == pos["C1"][1] or pos["N1"][1] == pos["C2"][1]
+    assert pos["N1"][0] > pos["C1"][0]
+
+
+def test_big_graphs_get_an_overview_and_a_partial_drawing():
+    lines = ["flowchart TD", 'PROBLEM(["Problem"])'] + [f'N{i}["Custom"]' for i in range(400)]
+    lines += ["PROBLEM --> N0"] + [f"N{i} --> N{i + 1}" for i in range(399)]
+    w = parse("\n".join(lines) + "\n")
+    assert view.is_big(w)
+    o = view.overview(w)
+    assert (o["nodes"], o["edges"], o["layers"], o["by type"]) == (401, 400, 401, {"CustomOp": 400, "Interface": 1})
+    part = view.preview(w)
+    assert len(part.nodes) == view.PREVIEW_NODES and len(part.edges) == view.PREVIEW_NODES - 1
+    assert "PROBLEM" in part.nodes
