@@ -8,8 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .benchmarks import TASK_OF, EvalReport, Problem, ProblemResult, evaluate
+from .benchmarks.harness import CODE_BENCHMARKS
 from .model import Workflow
 from .runtime import Plan, execute, prepare
+from .sandbox import require_sandbox
 
 __all__ = ["evaluate_workflow", "make_runner"]
 
@@ -48,6 +50,15 @@ async def evaluate_workflow(workflow: Workflow, benchmark: str, problems: list[P
     if wrong:
         raise ValueError(f"problems of benchmark {', '.join(wrong)} given to an evaluation on {benchmark}")
     plan = prepare(workflow, TASK_OF[benchmark])
+    from . import cluster
+
+    if cluster.enabled() and hasattr(llm, "settings"):  # MERMAIDFLOW_RAY: each problem a Ray task
+        if any(p.benchmark in CODE_BENCHMARKS for p in problems):
+            require_sandbox()
+        from .mermaid import to_mermaid
+
+        return await cluster.evaluate(to_mermaid(workflow), benchmark, problems, llm=llm, concurrency=concurrency,
+                                      progress=progress, cancel=cancel, timeout=timeout)
     report = await evaluate(make_runner(plan, llm), problems, concurrency=concurrency, progress=progress,
                             cancel=cancel, timeout=timeout)
     if not problems:
