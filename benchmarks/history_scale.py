@@ -56,16 +56,16 @@ def build(ws: Workspace, n: int) -> int:
 def page_new(ws: Workspace, run: int) -> dict:
     h = History(ws)
     evs.runs_overview(ws)
-    info, rows = h.run(run), h.summaries(run)
-    df = hv.summary_frame(rows)
+    info, cols = h.run(run), h.summary_columns(run)
+    df = hv.summary_frame(cols)
     evs.filter_rounds(df, statuses=["ok"], operators=["insert"], min_score=0.2)
     curve = hv.curve_frame(df)
     hv.score_figure(curve, info.offline)
     hv.cost_figure(curve)
-    labels = hv.round_labels(df)
+    labels = hv.round_labels(cols)
     pick = list(labels)[-1]
     t = time.perf_counter()
-    fig, _ = hv.lineage_figure(rows, pick)
+    fig, _ = hv.lineage_figure(cols, pick)
     lineage = time.perf_counter() - t
     row = h.get_round(run, pick)
     if row and row["parents"]:
@@ -137,7 +137,7 @@ def main() -> None:
             t0 = time.perf_counter()
             run = build(ws, n)
             built = time.perf_counter() - t0
-            History(ws).summaries(run)  # warm the page cache of the database file
+            History(ws).summary_columns(run)  # warm the page cache of the database file
             page_new(ws, run)  # and the imports (plotly, networkx) the first view pays once per process
             page, extra = timed(page_new, args.repeat, ws, run)
             buf = RunBuffer(History(ws), run)

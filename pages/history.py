@@ -207,7 +207,7 @@ def main() -> None:
     run_id = st.selectbox("Run", ids, index=ids.index(want) if want in ids else 0, format_func=labels.get)
     ss[RUN_KEY] = run_id
     h = History(ws)
-    info, rows = h.run(run_id), h.summaries(run_id)
+    info, cols = h.run(run_id), h.summary_columns(run_id)
     cfg = info.config
     st.caption(f"Benchmark **{info.benchmark}** ({info.task}) · mode {cfg.get('mode')} · K={cfg.get('candidates')} "
                f"· α={cfg.get('alpha')} · λ={cfg.get('lam')} · top-k={cfg.get('top_k')} · status "
@@ -217,19 +217,19 @@ def main() -> None:
                 "Curves show the rule judge's structural total instead.", icon=":material/cloud_off:")
     if info.status == "running":  # here or in another app process/worker: new rounds show up by themselves
         live_rounds(run_id, h.last_round(run_id))
-    if not rows:
+    if not cols["round"]:
         st.caption("No round stored yet.")
         return
-    df = hv.summary_frame(rows)
+    df = hv.summary_frame(cols)
     buffer_table(df, info.offline)
     charts(df, info.offline)
     test_section(run_id, "hist")
     rescore_controls(settings, info, settings.configured)
-    labels = hv.round_labels(df)
+    labels = hv.round_labels(cols)
     rounds = list(labels)
     pick = st.selectbox("Round", rounds, index=len(rounds) - 1, key=f"hist_round_{run_id}", format_func=labels.get)
     st.subheader("Lineage")
-    fig, caption = hv.lineage_figure(rows, pick)
+    fig, caption = hv.lineage_figure(cols, pick)
     st.plotly_chart(fig, key="hist_lineage")
     st.caption(caption)
     row = h.get_round(run_id, pick)  # the one round shown in detail is the only one read in full

@@ -228,15 +228,18 @@ class History:
     def summaries(self, run_id: int) -> list[dict]:
         """Every round without its large JSON (candidates, per-problem results, prompts): what a History view
         lists. One indexed query; only the small parents list is decoded."""
+        cols = self.summary_columns(run_id)
+        return [dict(zip(cols, values)) for values in zip(*cols.values())]
+
+    def summary_columns(self, run_id: int) -> dict[str, list]:
+        """``summaries`` column by column (what the History view builds its table and lineage from): one
+        query, and every round's parents decoded by a single JSON parse."""
         rows = self.ws.query(f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM evo_rounds WHERE run_id = ? ORDER BY round",
                              (run_id,))
-        out = []
-        for r in rows:
-            d = dict(zip(SUMMARY_COLUMNS, r))
-            d["parents"] = json.loads(d.pop("parents_json") or "[]")
-            d["pinned"] = bool(d["pinned"])
-            out.append(d)
-        return out
+        cols = dict(zip(SUMMARY_COLUMNS, map(list, zip(*rows)))) if rows else {c: [] for c in SUMMARY_COLUMNS}
+        cols["parents"] = json.loads("[" + ",".join(p or "[]" for p in cols.pop("parents_json")) + "]")
+        cols["pinned"] = [bool(p) for p in cols["pinned"]]
+        return cols
 
     def spent(self, run_id: int) -> float:
         """The run's cost so far (one aggregate, no round decoded)."""

@@ -9,7 +9,7 @@ page reads one round in full only when it is shown in detail.
 from __future__ import annotations
 
 import heapq
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 import numpy as np
@@ -23,13 +23,15 @@ MAX_NODES = 400  # and never draws more nodes than this
 DENSE = 60  # past this many rounds, curves drop per-point labels and per-round ticks
 
 
-def summary_frame(rows: list[dict]) -> pd.DataFrame:
-    """``History.summaries`` as the buffer table (blank text instead of None, parents as "0, 2")."""
-    df = pd.DataFrame.from_records(rows, columns=[c for c in ROUND_COLUMNS])
+def summary_frame(cols: dict[str, list]) -> pd.DataFrame:
+    """``History.summary_columns`` as the buffer table (blank text instead of None, parents as "0, 2")."""
+    df = pd.DataFrame({c: cols[c] for c in ROUND_COLUMNS}, columns=ROUND_COLUMNS)
     for col in ("operator", "judge", "note", "detail", "reason"):
         df[col] = df[col].fillna("")
-    df["parents"] = [", ".join(map(str, p or [])) for p in df["parents"]]
-    df["cost"] = df["cost"].fillna(0.0).astype(float)
+    df["parents"] = [", ".join(map(str, p)) if p else "" for p in cols["parents"]]
+    df["cost"] = df["cost"].astype(float).fillna(0.0)
+    for col in ("score", "ci_low", "ci_high", "judge_total"):
+        df[col] = df[col].astype(float)
     df["pinned"] = df["pinned"].astype(bool)
     return df
 
@@ -97,63 +99,63 @@ def cost_figure(curve: pd.DataFrame) -> Any | None:
                                "margin": {"l": 40, "r": 10, "t": 50, "b": 40}})
 
 
-def round_labels(df: pd.DataFrame) -> dict[int, str]:
+def round_labels(cols: dict[str, list]) -> dict[int, str]:
     """The round picker's labels, built once (a dict look-up per option)."""
-    return {int(r): f"#{r} · {op or '—'}" for r, op in zip(df["round"], df["operator"])}
+    return {int(r): f"#{r} · {op or '—'}" for r, op in zip(cols["round"], cols["operator"])}
 
 
 # -- lineage ------------------------------------------------------------------------------------------------------
 
-def generations(rows: list[dict]) -> dict[int, int]:
+def generations(rounds: list[int], parents: list[list[int]]) -> dict[int, int]:
     """Each round's generation: 1 + its deepest parent's (the seed is 0). Rounds come in order, parents first."""
     gen: dict[int, int] = {}
-    for r in rows:
-        gen[r["round"]] = 1 + max((gen[p] for p in r["parents"] or [] if p in gen), default=-1)
+    for rnd, ps in zip(rounds, parents):
+        gen[rnd] = 1 + max((gen[p] for p in ps if p in gen), default=-1) if ps else 0
     return gen
 
 
-def widest_generation(rows: list[dict]) -> int:
-    return max(Counter(generations(rows).values()).values(), default=1)
-
-
-def lineage_nodes(rows: list[dict], selected: int | None = None, *, top: int = TOP_LINEAGES,
+def lineage_nodes(cols: dict[str, list], selected: int | None = None, *, top: int = TOP_LINEAGES,
                   limit: int = MAX_NODES) -> tuple[list[int], str]:
     """Which rounds the lineage shows, and a sentence saying so. All of them for a small run; otherwise the
     ancestry of the ``top`` best-scored rounds plus the selected and pinned ones (breadth-first towards the
     seed, at most ``limit`` rounds)."""
-    if len(rows) <= FULL_TREE:
-        return [r["round"] for r in rows], f"all {len(rows)} rounds"
-    by_round = {r["round"]: r for r in rows}
-    scored = heapq.nsmallest(top, (r for r in rows if r["score"] is not None and r["status"] == "ok"),
-                             key=lambda r: (-r["score"], r["round"]))
-    targets = ([selected] if selected in by_round else []) + [r["round"] for r in scored]
-    targets += [r["round"] for r in rows if r.get("pinned")][:top]
+    rounds, n = cols["round"], len(cols["round"])
+    if n <= FULL_TREE:
+        return list(rounds), f"all {n} rounds"
+    index = {r: i for i, r in enumerate(rounds)}
+    scores, statuses = cols["score"], cols["status"]
+    scored = heapq.nsmallest(top, (i for i in range(n) if scores[i] is not None and statuses[i] == "ok"),
+                             key=lambda i: (-scores[i], rounds[i]))
+    targets = ([selected] if selected in index else []) + [rounds[i] for i in scored]
+    targets += [r for r, p in zip(rounds, cols["pinned"]) if p][:top]
     if not scored:  # nothing measured (structure-only): the latest rounds
-        targets += [r["round"] for r in rows[-top:]]
+        targets += list(rounds[-top:])
     shown: dict[int, None] = {}
-    queue = list(dict.fromkeys(targets))
+    queue = deque(dict.fromkeys(targets))
     while queue and len(shown) < limit:
-        rnd = queue.pop(0)
-        if rnd in shown or rnd not in by_round:
+        rnd = queue.popleft()
+        if rnd in shown or rnd not in index:
             continue
         shown[rnd] = None
-        queue.extend(p for p in by_round[rnd]["parents"] or [] if p not in shown)
+        queue.extend(p for p in cols["parents"][index[rnd]] if p not in shown)
     nodes = sorted(shown)
-    what = f"{len(nodes)} of {len(rows)} rounds: the ancestry of the {len(scored)} best" + \
-        (", the selected" if selected in by_round else "") + " and pinned rounds"
+    what = f"{len(nodes)} of {n} rounds: the ancestry of the {len(scored)} best" + \
+        (", the selected" if selected in index else "") + " and pinned rounds"
     return nodes, what
 
 
-def lineage_figure(rows: list[dict], selected: int | None = None) -> tuple[Any, str]:
+def lineage_figure(cols: dict[str, list], selected: int | None = None) -> tuple[Any, str]:
     """(plotly figure, caption): the lineage tree, left to right by generation (networkx multipartite layout);
     failed rounds red, pinned ringed orange, the selected one green; hover shows operator and score."""
     import networkx as nx
     import plotly.graph_objects as go
 
-    nodes, what = lineage_nodes(rows, selected)
+    nodes, what = lineage_nodes(cols, selected)
     keep = set(nodes)
-    by_round = {r["round"]: r for r in rows}
-    gen = generations(rows)
+    index = {r: i for i, r in enumerate(cols["round"])}
+    by_round = {n: {k: cols[k][index[n]] for k in ("round", "status", "score", "operator", "pinned", "parents")}
+                for n in nodes}
+    gen = generations(cols["round"], cols["parents"])
     g = nx.DiGraph()
     for n in nodes:
         g.add_node(n, gen=gen.get(n, 0))
