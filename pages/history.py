@@ -18,6 +18,7 @@ if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
 
 
 from flowcore import jobs  # noqa: E402
+from flowcore import results as rs  # noqa: E402
 from flowcore.evolution import History  # noqa: E402
 from flowcore.evolution import historyview as hv  # noqa: E402
 from flowcore.evolution import session as evs  # noqa: E402
@@ -52,7 +53,9 @@ def _note(run_id: int, rnd: int, key: str) -> None:
 
 def _reevaluate(run_id: int, rnd: int) -> None:
     try:
-        job = evs.start_reevaluation(common.workspace(), common.llm_settings(), run_id, rnd)
+        settings = common.llm_settings()  # a fresh measurement bypasses the LLM cache
+        job = evs.start_reevaluation(common.workspace(), rs.fresh(settings) if ss.get("hist_fresh") else settings,
+                                     run_id, rnd)
     except ValueError as e:  # no endpoint, no workflow, a bad data file
         ss["hist_flash"] = f"Not started: {e}"
         return
@@ -141,6 +144,8 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     a[2].button("Re-evaluate", icon=":material/replay:", key="hist_reeval", on_click=_reevaluate,
                 args=(run_id, rnd), disabled=not (configured and has_text) or busy,
                 help=NO_LLM if not configured else "Evaluate this workflow again on the run's validation problems")
+    a[3].toggle("Fresh (bypass the cache)", key="hist_fresh", help="Off: answers already in the LLM cache are "
+                "reused ($0, the same measurement again). On: every call goes to the endpoint.")
     note_key = f"hist_note_{run_id}_{rnd}"
     n = st.columns([5, 1], vertical_alignment="bottom")
     n[0].text_input("Note", value=row["note"] or "", key=note_key, placeholder="What is worth remembering?")
@@ -152,7 +157,8 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     done = evs.reevaluations(common.workspace(), run_id, rnd)
     if done:
         st.dataframe([{"evaluation": f"#{e.id}", "status": e.status, "score": e.score, "n": f"{e.n}/{e.total}",
-                       "cost": e.cost} for e in done], hide_index=True, key="hist_reevals",
+                       "cost": e.cost, "answers": rs.cache_use(common.workspace(), e.id).text()} for e in done],
+                     hide_index=True, key="hist_reevals",
                      column_config={"score": PCT, "cost": st.column_config.NumberColumn(format="$%.5f")})
 
     height = evs.diagram_height(row["workflow_text"] or "", parent["workflow_text"] if parent else "")

@@ -292,10 +292,19 @@ def test_history_measured_run_filters_by_score_and_reevaluates(db, monkeypatch):
         job = jobs.get(at.session_state["hist_reeval_job"])
         assert job is not None and job.wait(30) and job.status == "done", job.error
         rerun(at)
+        asked = len(srv.requests)
+        at.toggle(key="hist_fresh").set_value(True)  # a fresh measurement: past the cache
+        click(at, "hist_reeval")
+        job = jobs.get(at.session_state["hist_reeval_job"])
+        assert job is not None and job.wait(30) and job.status == "done", job.error
+        rerun(at)
+        assert len(srv.requests) > asked
     done = evs.reevaluations(Workspace(db), run_id, 2)
-    assert len(done) == 1 and done[0].score == 1.0 and done[0].n == 2
+    assert len(done) == 2 and all(d.score == 1.0 and d.n == 2 for d in done)
     table = at.dataframe[1].value
-    assert list(table["status"]) == ["done"] and list(table["score"]) == [1.0]
+    assert list(table["status"]) == ["done", "done"] and list(table["score"]) == [1.0, 1.0]
+    answers = list(table["answers"])  # newest first: the fresh one, then the one the cache answered
+    assert answers[0].startswith("All") and "fresh" in answers[0] and "came from the cache ($0)" in answers[1]
 
 
 # -- the engine side ---------------------------------------------------------------------------------------------------
