@@ -35,7 +35,8 @@ _HEADER_FROM = {("types", "SimpleNamespace", None), ("typing", "Any", None)}
 
 
 class CompileError(RuntimeError):
-    """The support code cannot be pasted together (a name clash); a bug in flowcore, not in the workflow."""
+    """The module cannot be written: support code that clashes (a bug in flowcore) or a workflow the printer
+    cannot write out (subgraphs nested too deeply)."""
 
 
 def compile_workflow(workflow: Workflow, task: str | None = None) -> str:
@@ -124,14 +125,31 @@ def _constants(plan: Plan) -> str:
     required = required_ports(plan.ops)
     req = "".join(f"    {op!r}: {ports!r},\n" for op, ports in required.items())
     prices = "".join(f"    {m!r}: {tuple(p)!r},\n" for m, p in DEFAULT_PRICES.items())
+    try:
+        text = to_mermaid(w)
+    except RecursionError:  # the printer recurses per subgraph level; say so in one line, not a traceback
+        raise CompileError(f"subgraphs are nested {_nesting(w)} levels deep, too deep to write out as "
+                           "Mermaid; flatten some of them") from None
     return (f"TASK = {plan.task!r}\n"
-            f"MERMAID = {_lit(to_mermaid(w))}\n"
+            f"MERMAID = {_lit(text)}\n"
             f"PROMPTS = {{\n{prompts}}}\n"
             "# Required ports per operator (from flowcore's catalogue): a node whose required input comes\n"
             "# only from skipped nodes (a Decision branch not taken) is skipped too.\n"
             f"REQUIRED_PORTS = {{\n{req}}}\n"
             "# USD per 1M (input, output) tokens; MERMAIDFLOW_PRICES (JSON) adds or overrides.\n"
             f"PRICES = {{\n{prices}}}\n")
+
+
+def _nesting(w: Workflow) -> int:
+    """The deepest subgraph nesting, walking parent links (no recursion)."""
+    deepest = 0
+    for sg in w.subgraphs.values():
+        depth, seen, cur = 1, {sg.id}, sg.parent
+        while cur is not None and cur in w.subgraphs and cur not in seen:
+            seen.add(cur)
+            depth, cur = depth + 1, w.subgraphs[cur].parent
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def _variables(plan: Plan) -> dict[str, str]:

@@ -72,6 +72,14 @@ class Workflow:
     def out_edges(self, node_id: str) -> list[Edge]:
         return [e for e in self.edges if e.src == node_id]
 
+    def edges_into(self) -> dict[str, list[Edge]]:
+        """Node id -> its incoming edges in edge order, for all nodes in one pass (``in_edges`` per node in a
+        loop would be quadratic)."""
+        index: dict[str, list[Edge]] = {nid: [] for nid in self.nodes}
+        for e in self.edges:
+            index.setdefault(e.dst, []).append(e)
+        return index
+
     def to_networkx(self):  # noqa: ANN201 - networkx is imported lazily to keep `import flowcore` light
         import networkx as nx
 

@@ -96,10 +96,13 @@ def _llm(concurrency: int | None = None) -> Any:
 # -- commands ------------------------------------------------------------------------------------------------
 
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from .compiler import compile_workflow
+    from .compiler import CompileError, compile_workflow
 
     w = load_workflow(args.file, args.task)
-    source = compile_workflow(w, args.task)
+    try:
+        source = compile_workflow(w, args.task)
+    except CompileError as exc:
+        raise JobFailed(f"{args.file}: {exc}") from None
     if not args.out:
         sys.stdout.write(source)
         return 0

@@ -108,11 +108,12 @@ def prepare(workflow: Workflow, task: str | None = None) -> Plan:
     g.add_nodes_from(inner)
     plans: dict[str, NodePlan] = {}
     returns: list[tuple[str, str | None]] = []
+    into = w.edges_into()
     for nid in inner:
         node = w.nodes[nid]
         ports: dict[str, list[str]] = {}
         routes: list[tuple[str, str]] = []
-        for e in w.in_edges(nid):
+        for e in into[nid]:
             if w.nodes[e.src].op == cat.DECISION:
                 routes.append((e.src, _route_label(e.label)))
             else:
@@ -125,7 +126,7 @@ def prepare(workflow: Workflow, task: str | None = None) -> Plan:
         plans[nid] = NodePlan(nid, node.op, tuple((p, tuple(s)) for p, s in ports.items()), tuple(routes),
                               node.prompt if node.prompt in w.prompts else None, prompt,
                               note_of(node) if node.op in NOTE_OPS else "")
-    for e in w.in_edges("RETURN"):
+    for e in into.get("RETURN", []):
         returns.append((e.src, _route_label(e.label) if w.nodes[e.src].op == cat.DECISION else None))
     steps = tuple(tuple(plans[n] for n in sorted(gen, key=order.__getitem__))
                   for gen in nx.topological_generations(g))

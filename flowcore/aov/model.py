@@ -80,6 +80,22 @@ def cycle_message(g: nx.DiGraph) -> str | None:
     return "cycle: " + " -> ".join(map(str, ring + ring[:1]))
 
 
+MAX_NESTING = 100  # levels of JSON objects/arrays an AOV document may have (real ones have < 10)
+
+
+def _nesting(doc: Any) -> int:
+    """Depth of nested lists/dicts, without recursion (a hostile file may be nested 100,000 deep)."""
+    deepest, stack = 0, [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, depth)
+            if deepest > MAX_NESTING:
+                return deepest
+            stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
 class AOVGraph:
     """Goal, agents and subtasks (in file order, which fixes every tie-break)."""
 
@@ -144,6 +160,11 @@ class AOVGraph:
             doc = json.loads(text)
         except json.JSONDecodeError as e:
             raise AOVError(f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+        except RecursionError:
+            doc = None
+        if doc is None and text.strip() != "null" or _nesting(doc) > MAX_NESTING:
+            # deeper than any AOV document; later copies and dumps would recurse past Python's limit
+            raise AOVError(f"JSON nested too deeply (more than {MAX_NESTING} levels)")
         return cls.from_dict(doc, lenient)
 
     @classmethod
