@@ -20,7 +20,7 @@ code is never run unconfined. Any other outcome, bad code included, is a ``Sandb
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import random
 import shutil
@@ -59,36 +59,31 @@ class SandboxResult:
     duration: float
 
 
-# The code that runs first inside the sandbox (python -I -B -c BOOTSTRAP JOB_FD REPORT_FD): the job JSON comes
+# The code that runs first inside the sandbox (python -I -S -B -c BOOTSTRAP JOB_FD REPORT_FD): the job JSON comes
 # in on one pipe, reports go out on another. The
 # limits are set here, inside the sandbox's own user namespace, so RLIMIT_NPROC counts only its processes.
 # The reports are a convenience for messages (what failed, where), not a security channel.
 _BOOTSTRAP = r'''
-import sys, os, json, traceback, linecache, resource, site
+import sys, os, marshal, resource
 JOB, REP = int(sys.argv[1]), int(sys.argv[2])
 with os.fdopen(JOB, "rb") as f:
-    job = json.loads(f.read())
+    job = marshal.loads(f.read())  # marshal, not json: nothing to import, so a faster start
 def report(kind, detail=""):
     try:
-        os.write(REP, (json.dumps({"kind": kind, "detail": str(detail)[:500]}) + "\n").encode())
+        os.write(REP, (kind + "\t" + str(detail)[:500].replace("\n", " ") + "\n").encode())
     except OSError:
         pass
 if job["uid"] is not None:  # started by root: drop to a throwaway uid (see _sbx_compute_layout)
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in range(64):
-        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP: nothing can be regained by a later exec
     os.setgroups([])
     os.setresgid(job["uid"], job["uid"], job["uid"])
     os.setresuid(job["uid"], job["uid"], job["uid"])
-    status = open("/proc/self/status").read()
-    if 0 in os.getresuid() or any(line.split()[1].strip("0") for line in status.splitlines()
-                                  if line.startswith(("CapPrm", "CapEff", "CapBnd", "CapAmb"))):
+    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+    if 0 in os.getresuid() or status["NoNewPrivs"].strip() != "1" or any(
+            status[k].strip().strip("0") for k in ("CapPrm", "CapEff", "CapAmb")):
         report("error", "sandbox: could not drop privileges")
         os._exit(70)
 report("started")
-for d in job["site"]:
-    site.addsitedir(d)
+sys.path.extend(job["site"])
 lim = lambda r, soft, hard=None: resource.setrlimit(r, (soft, soft if hard is None else hard))
 lim(resource.RLIMIT_CORE, 0)
 lim(resource.RLIMIT_FSIZE, job["fsize"])
@@ -100,7 +95,14 @@ mode = job["mode"]
 ns = {"__name__": "__main__" if mode == "code" else "__sandbox__", "__builtins__": __builtins__}
 names = [name for name, _ in job["parts"]]
 
+def lines_for_tracebacks():  # only on an error: importing traceback and linecache costs start-up time
+    import linecache, traceback
+    for name, src in job["parts"]:
+        linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+    return traceback
+
 def where(tb):
+    traceback = lines_for_tracebacks()
     found = None
     for fs in traceback.extract_tb(tb):
         if fs.filename in names:
@@ -108,6 +110,7 @@ def where(tb):
     return found
 
 def print_tb(e):
+    traceback = lines_for_tracebacks()
     frames = [fs for fs in traceback.extract_tb(e.__traceback__) if fs.filename != "<string>"]
     text = "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(type(e), e))
     sys.stderr.write("Traceback (most recent call last):\n" + text)
@@ -123,7 +126,6 @@ def finish(code):
 try:
     before_tests = None
     for name, src in job["parts"]:
-        linecache.cache[name] = (len(src), None, src.splitlines(True), name)
         if name == "tests.py":
             before_tests = ns.get("check")  # a solution may define its own check(); only the tests' counts
         exec(compile(src, name, "exec"), ns)
@@ -150,7 +152,7 @@ except MemoryError:
     print("MemoryError: memory limit of %d MB exceeded" % (job["memory"] >> 20), file=sys.stderr)
     finish(1)
 except SyntaxError as e:
-    traceback.print_exc(limit=0)
+    lines_for_tracebacks().print_exc(limit=0)
     report("error", "SyntaxError: %s (%s line %s)" % (e.msg, e.filename, e.lineno))
     finish(1)
 except BaseException as e:
@@ -307,17 +309,21 @@ def _sbx_compute_layout() -> dict:
     if python is None:  # an interpreter outside its prefix: bind the binary alone
         python = "/sbx/bin/python3"
         args += ["--ro-bind", exe, python]
+    # The interpreter runs with -S (no site module: .pth files are code, and this machine's base site-packages
+    # holds one that imports certifi on every start); its package folders go on sys.path as plain entries.
     sites: list[str] = []
     candidates = list(site.getsitepackages()) + [sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]
     for d in dict.fromkeys(os.path.realpath(c) for c in candidates if c):
-        if not os.path.isdir(d) or _sbx_under(d, base):
-            continue  # the interpreter's own site-packages come with it
-        if any(_sbx_under(d, s) for s in system):
-            sites.append(d)
+        if not os.path.isdir(d):
             continue
-        inner = f"/sbx/site/{len(sites)}"
-        args += ["--ro-bind", d, inner]
-        sites.append(inner)
+        if _sbx_under(d, base):
+            sites.append(inner_base + d[len(base):])  # comes with the interpreter's bind
+        elif any(_sbx_under(d, s) for s in system):
+            sites.append(d)
+        else:
+            inner = f"/sbx/site/{len(sites)}"
+            args += ["--ro-bind", d, inner]
+            sites.append(inner)
     args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(SCRATCH_LIMIT),
              "--tmpfs", "/tmp", "--remount-ro", "/dev", "--remount-ro", "/",  # only /tmp stays writable
              "--chdir", "/tmp", "--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
@@ -325,10 +331,10 @@ def _sbx_compute_layout() -> dict:
     if root:
         # bwrap run by root: no user namespace (inside one, the code would still be kernel uid 0, which
         # RLIMIT_NPROC does not limit). Every namespace but the user one; all capabilities dropped except the
-        # three the bootstrap needs to switch to a throwaway uid before any of the code runs.
+        # two the bootstrap needs to switch to a throwaway uid before any of the code runs. bwrap sets
+        # no_new_privs, so no later exec can regain a capability (the bootstrap checks both).
         args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-                 "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-                 "--cap-add", "CAP_SETPCAP"]
+                 "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:  # an ordinary user: bwrap maps the user into a fresh user namespace with no capabilities
         args += ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534"]
     for k, v in env.items():
@@ -341,7 +347,7 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
     job_r, job_w = os.pipe()
     rep_r, rep_w = os.pipe()
     # bwrap keeps inherited fds open for the command, at the same numbers
-    argv = [layout["bwrap"], *layout["args"], layout["python"], "-I", "-B", "-c", _BOOTSTRAP, str(job_r),
+    argv = [layout["bwrap"], *layout["args"], layout["python"], "-I", "-S", "-B", "-c", _BOOTSTRAP, str(job_r),
             str(rep_w)]
     try:
         proc = subprocess.Popen(
@@ -357,7 +363,7 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
     os.close(job_r)
     os.close(rep_w)
     readers = [_Reader(proc.stdout.fileno()), _Reader(proc.stderr.fileno()), _Reader(rep_r, limit=1 << 20)]
-    threading.Thread(target=_sbx_write, args=(job_w, json.dumps(job).encode()), daemon=True).start()
+    threading.Thread(target=_sbx_write, args=(job_w, marshal.dumps(job)), daemon=True).start()
     if stdin is not None:
         threading.Thread(target=_sbx_write, args=(proc.stdin.fileno(), stdin.encode(), proc.stdin),
                          daemon=True).start()
@@ -424,11 +430,9 @@ def _sbx_signal_name(num: int) -> str:
 def _sbx_reports(data: bytes) -> list[tuple[str, str]]:
     out = []
     for line in data.decode("utf-8", "replace").splitlines():
-        try:
-            rec = json.loads(line)
-            out.append((str(rec["kind"]), str(rec.get("detail", ""))))
-        except (ValueError, KeyError, TypeError):
-            continue  # the code may have scribbled on the report fd; ignore what is not ours
+        kind, tab, detail = line.partition("\t")
+        if tab and kind in ("started", "error", "memory", "done"):
+            out.append((kind, detail))  # anything else is the code scribbling on the fd: not ours
     return out
 
 
