@@ -17,6 +17,7 @@ from . import catalogue as cat
 from .checker import check, is_valid
 from .mermaid import WorkflowSyntaxError, parse, to_mermaid
 from .sandbox import SandboxUnavailable
+from .storage import WorkspaceError
 
 # Modules that add subcommands through ``register(subparsers)``; missing ones are skipped.
 _PLUGINS = ("flowcore.run_cli", "flowcore.evolution.cli", "flowcore.aov.cli", "flowcore.compare_cli",
@@ -132,6 +133,9 @@ def guarded(fn: Callable[[argparse.Namespace], int], failures: tuple[type[Except
             return int(fn(args) or 0)
         except CliError as exc:
             print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except WorkspaceError as exc:  # --db names a file that is not a database, or cannot be opened
+            print(f"error: {exc.path}: {exc}", file=sys.stderr)
             return 2
         except SandboxUnavailable as exc:  # the machine lacks bubblewrap: code is refused, never run unconfined
             print(f"error: {exc}", file=sys.stderr)

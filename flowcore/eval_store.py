@@ -18,6 +18,7 @@ from typing import Any
 
 from . import jobs
 from .benchmarks import BENCHMARKS, TASK_OF, EvalReport, Problem, ProblemResult, read_problems
+from .benchmarks.harness import bootstrap_ci
 from .evaluation import evaluate_workflow
 from .llm import LLM, LLMSettings
 from .mermaid import parse
@@ -89,6 +90,11 @@ def finish_evaluation(ws: Workspace, eval_id: int, report: EvalReport | None, *,
     if status not in STATUSES:
         raise ValueError(f"unknown evaluation status {status!r} (one of {', '.join(STATUSES)})")
     _schema(ws)
+    if report is None:  # failed: keep the problems already saved by save_progress
+        with ws.transaction() as conn:
+            conn.execute("UPDATE evaluations SET cost=MAX(cost, ?), status=?, error=?, finished=? WHERE id=?",
+                         (float(cost or 0.0), status, error, time.time(), int(eval_id)))
+        return
     results = [asdict(r) for r in report.results] if report else []
     for r in results if references else []:
         r["reference"] = references.get(r["id"])
@@ -125,6 +131,20 @@ def load_evaluation(ws: Workspace, eval_id: int) -> EvalRecord:
     if not rows:
         raise KeyError(f"evaluation #{eval_id} is not in the workspace {ws.path}")
     return _record(rows[0], True)
+
+
+def save_progress(ws: Workspace, eval_id: int, results: list[ProblemResult], cost: float) -> None:
+    """Store the problems finished so far (in problem order), so an evaluation whose server is stopped
+    mid-run keeps them: ``reconcile`` later marks it interrupted with these results and their score."""
+    flags = [r.correct for r in results]
+    n = len(results)
+    score = sum(flags) / n if n else None
+    lo, hi = bootstrap_ci(flags) if n else (None, None)
+    with ws.transaction() as conn:
+        conn.execute("UPDATE evaluations SET n=?, score=?, ci_low=?, ci_high=?, cost=?, results_json=? "
+                     "WHERE id=? AND status='running'",
+                     (n, score, lo, hi, float(cost or 0.0), json.dumps([asdict(r) for r in results]),
+                      int(eval_id)))
 
 
 def reconcile(ws: Workspace) -> int:
@@ -204,8 +224,12 @@ def start_evaluation(ws: Workspace, settings: LLMSettings, *, workflow_text: str
         eval_id = job.meta["eval_id"]
         llm = _llm_for(settings, ws, f"eval-{eval_id}", concurrency)
         tally = {"solved": 0, "errors": 0, "cost": 0.0}
+        order = {p.id: i for i, p in enumerate(problems)}
+        finished: dict[int, ProblemResult] = {}
 
         def progress(done: int, total: int, r: ProblemResult) -> None:
+            finished[order.get(r.id, len(order) + len(finished))] = r
+            save_progress(ws, eval_id, [finished[i] for i in sorted(finished)], llm.usage.cost)
             tally["solved"] += bool(r.correct)
             tally["errors"] += r.error is not None
             tally["cost"] = llm.usage.cost

@@ -46,6 +46,18 @@ def default_target() -> str:
     return os.environ.get(DB_ENV) or DEFAULT_FILE
 
 
+class WorkspaceError(OSError):
+    """The workspace file cannot be used (not a SQLite database, unreadable, a folder...): an I/O error.
+    ``str()`` says what is wrong; ``path`` says where (callers usually prefix it)."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class Workspace:
     """The engine's database. Thread-safe: one connection per thread.
 
@@ -88,14 +100,30 @@ class Workspace:
 
                 conn = PgConnection(self.url or "")
             else:
-                conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-                conn.row_factory = sqlite3.Row
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute("PRAGMA foreign_keys=ON")
+                conn = self._open_sqlite()
+                if conn is None:
+                    return self.conn  # another thread or process created the file first
             self._local.conn = conn
             with self._conns_lock:
                 self._conns.append(conn)
+        return conn
+
+    def _open_sqlite(self) -> sqlite3.Connection | None:
+        """Connect to the SQLite file, creating it 0600 (it holds prompts, history and logs; SQLite gives the
+        -wal/-shm files the same mode). A file that is not a database is a WorkspaceError (an I/O error)."""
+        path = Path(self.path)
+        try:
+            if str(path) != ":memory:" and not path.exists():
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+        except FileExistsError:
+            return None
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise WorkspaceError(path, f"not usable as the workspace database ({exc})") from None
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
         return conn
 
     def ensure_schema(self, name: str, ddl: str) -> None:
