@@ -92,8 +92,9 @@ def finish_evaluation(ws: Workspace, eval_id: int, report: EvalReport | None, *,
     _schema(ws)
     if report is None:  # failed: keep the problems already saved by save_progress
         with ws.transaction() as conn:
-            conn.execute("UPDATE evaluations SET cost=MAX(cost, ?), status=?, error=?, finished=? WHERE id=?",
-                         (float(cost or 0.0), status, error, time.time(), int(eval_id)))
+            c = float(cost or 0.0)  # (CASE, not SQLite's two-argument MAX: the same SQL runs on PostgreSQL)
+            conn.execute("UPDATE evaluations SET cost=CASE WHEN cost > ? THEN cost ELSE ? END, status=?, error=?,"
+                         " finished=? WHERE id=?", (c, c, status, error, time.time(), int(eval_id)))
         return
     results = [asdict(r) for r in report.results] if report else []
     for r in results if references else []:

@@ -7,8 +7,10 @@ into them), the HumanEval/MBPP scorers and evolution all run code through it. Ea
   stdlib (bound at /sbx/python when it lives elsewhere, e.g. under a 0700 /root/.pyenv), the site-packages of
   the running environment (read-only, /sbx/site/N), a private /proc and /dev, and a size-capped tmpfs at /tmp
   (the scratch dir and cwd) -- no /root, /home, /etc, workspace database, project folder or keys;
-- ``--unshare-all`` plus a user namespace: no network (not even the host's loopback), own PID, IPC and UTS
-  namespaces, no capabilities, no nested user namespaces, ``--new-session``, ``--die-with-parent``;
+- no network (own network namespace: not even the host's loopback), own PID, IPC and UTS namespaces, no
+  capabilities, no_new_privs, ``--new-session``, ``--die-with-parent``. Started by an ordinary user, bwrap maps
+  it into a new user namespace (no nested ones allowed); started by root, the code runs as a throwaway uid
+  per run instead (see ``_sbx_compute_layout``), so that RLIMIT_NPROC holds;
 - a clean environment (bwrap itself starts with one too, so /proc/1/environ holds nothing of ours);
 - resource limits set before the code runs: CPU time, address space, processes, open files, file size;
 - a wall-clock timeout that kills the sandbox; its PID namespace dies with it, so nothing outlives a run, and
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 OUTPUT_LIMIT = 64 * 1024  # bytes kept per stream; the rest is drained and counted
 SCRATCH_LIMIT = 64 * 1024 * 1024  # size of the /tmp tmpfs (the scratch dir)
 FILE_SIZE_LIMIT = 32 * 1024 * 1024  # RLIMIT_FSIZE: one file
-NPROC_LIMIT = 64  # processes + threads of the sandbox (counted in its own user namespace)
+NPROC_LIMIT = 64  # processes + threads of the sandbox (its own uid, or its own user namespace)
 NOFILE_LIMIT = 256
 SANDBOX_PYTHON = "/sbx/python"
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: sudo apt-get install -y bubblewrap; `make run` and "

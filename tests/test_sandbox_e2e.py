@@ -106,3 +106,18 @@ def test_without_bubblewrap_the_cli_and_a_compiled_module_refuse(tmp_path):
         proc = run(str(module), "--problem", "6*7?")
         assert proc.returncode == 0 and "\\boxed{42}" in proc.stdout, proc.stderr
         assert not marker.exists()  # that folder does not exist in the sandbox
+
+
+def test_without_bubblewrap_evolve_and_code_evaluation_refuse_before_any_call(tmp_path):
+    with FakeLLMServer("```python\ndef f(x):\n    return x\n```") as srv:
+        env = {"PATH": os.environ["PATH"], "OPENAI_BASE_URL": srv.base_url, "OPENAI_API_KEY": "k",
+               "MERMAIDFLOW_MAX_RETRIES": "0", "MERMAIDFLOW_BWRAP": str(tmp_path / "no-bwrap")}
+        for argv in (["evolve", "--benchmark", "mbpp", "--rounds", "1", "--limit", "2",
+                      "--db", str(tmp_path / "ws.db")],
+                     ["evaluate", str(ROOT / "assets" / "examples" / "code_seed.mmd"), "--benchmark", "mbpp",
+                      "--limit", "2"]):
+            proc = subprocess.run([sys.executable, "-m", "flowcore", *argv], capture_output=True, text=True,
+                                  env=env, cwd=ROOT, timeout=120)
+            assert proc.returncode == 2, (argv[0], proc.stderr)
+            _refused(proc)
+        assert srv.requests == []

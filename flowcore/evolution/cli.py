@@ -16,6 +16,7 @@ from .. import catalogue as cat
 from ..cli import CliError, JobFailed, emit, load_workflow
 from ..mermaid import to_mermaid
 from ..model import Workflow
+from ..sandbox import require_sandbox
 from . import ops
 
 
@@ -155,6 +156,8 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
         ws = Workspace(args.db) if args.db else Workspace()
         printer = (lambda rec: emit(rec)) if args.json else (lambda rec: print(_human(rec), flush=True))
         evo = Evolution(ws, config, progress=printer, cancel=threading.Event())
+        if not evo.config.offline:
+            require_sandbox()  # candidates may run code (Programmer/Test, hidden tests): refuse before starting
         resumed = evo.find_resumable()
         finished_before = resumed is not None and evo.history.run(resumed).status == "finished"
         run_id = evo.start(resume=True)
