@@ -21,7 +21,7 @@ from .storage import WorkspaceError
 
 # Modules that add subcommands through ``register(subparsers)``; missing ones are skipped.
 _PLUGINS = ("flowcore.run_cli", "flowcore.evolution.cli", "flowcore.aov.cli", "flowcore.compare_cli",
-            "flowcore.link_cli")
+            "flowcore.link_cli", "flowcore.scale_cli")
 
 
 class CliError(Exception):

@@ -194,6 +194,7 @@ def submit_evolution(ws: Any, config: Any, settings: Any | None = None) -> tuple
         raise ClusterError("a Ray evolution job needs a workspace the cluster can open (a file or postgresql://)")
     from .llm import LLM
 
+    connect()  # Ray missing or unreachable: said before anything is stored
     llm = None if settings is None else LLM(settings, ws)
     evo = Evolution(ws, config, llm=llm)  # validates the config before anything is stored
     evo.prepare()  # a bad data file is reported here, not on the cluster

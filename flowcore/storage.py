@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 DB_ENV = "MERMAIDFLOW_DB"
 DEFAULT_FILE = "workspace.db"
@@ -35,6 +36,16 @@ OperationalError = sqlite3.OperationalError
 # Where applied DDL is recorded (the "migration table"): a module's DDL re-runs only when its text changed.
 _SCHEMA_TABLE = ("CREATE TABLE IF NOT EXISTS mf_schema(name TEXT PRIMARY KEY, ddl_hash TEXT NOT NULL, "
                  "applied REAL NOT NULL)")
+
+
+def redact(url: str) -> str:
+    """The URL without its password (safe for messages and logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def is_postgres(target: object) -> bool:
@@ -68,8 +79,6 @@ class Workspace:
         self.backend = "postgresql" if is_postgres(target) else "sqlite"
         self.url: str | None = None
         if self.backend == "postgresql":
-            from .storage_pg import redact
-
             self.url = str(target)
             self.path: Path | str = redact(self.url)
         else:

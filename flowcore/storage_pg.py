@@ -24,23 +24,14 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg.adapt import Dumper
 from psycopg.types.numeric import FloatLoader
 
+from .storage import redact
+
 __all__ = ["PgConnection", "Row", "redact", "translate", "translate_ddl"]
-
-
-def redact(url: str) -> str:
-    """The URL without its password (safe for messages and logs)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 # ------------------------------------------------------------------------------------------------ rows

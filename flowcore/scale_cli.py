@@ -1,0 +1,148 @@
+"""Commands for a team on one shared workspace (PostgreSQL via MERMAIDFLOW_DB or --db) and a Ray cluster:
+
+    python -m flowcore submit --benchmark gsm8k --rounds 20 [--ray]   store a run; queue it (or hand it to Ray)
+    python -m flowcore worker [--once]                                claim queued runs and evolve them
+    python -m flowcore queue                                          what is queued, running, done
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+
+from .cli import CliError, JobFailed, emit
+
+
+def _workspace(args: argparse.Namespace):  # noqa: ANN202
+    from .storage import DatabaseError, Workspace, redact
+
+    try:
+        ws = Workspace(args.db) if args.db else Workspace()
+        ws.query("SELECT 1")  # reach the database now: a bad URL or file is a usage error, said plainly
+    except (OSError, DatabaseError) as exc:
+        where = redact(args.db or "$MERMAIDFLOW_DB")
+        raise CliError(str(exc) if where in str(exc) else f"cannot open the workspace {where}: {exc}") from None
+    return ws
+
+
+def _config(args: argparse.Namespace):  # noqa: ANN202
+    from .evolution import ops
+    from .evolution.loop import EvolutionConfig
+
+    operators = ops.parse_operator_list(args.operators) if args.operators else list(ops.OPERATORS)
+    cfg = EvolutionConfig(benchmark=args.benchmark, rounds=args.rounds, candidates=args.candidates, seed=args.seed,
+                          limit=args.limit, mode=args.mode, offline=args.offline, operators=operators)
+    try:
+        cfg.validate()
+    except ValueError as exc:
+        raise JobFailed(str(exc)) from None
+    return cfg
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    ws = _workspace(args)
+    cfg = _config(args)
+    try:
+        if args.ray:
+            from . import cluster
+            from .llm import LLMSettings
+
+            settings = None if args.offline else LLMSettings.from_env()
+            if settings is not None and not settings.configured:
+                settings = None
+            run_id, _ = cluster.submit_evolution(ws, cfg, settings)
+            out = {"run_id": run_id, "where": f"ray actor mermaidflow-evolve-{run_id}"}
+        else:
+            from . import workqueue
+
+            run_id, item = workqueue.submit_evolution(ws, cfg)
+            out = {"run_id": run_id, "item": item, "where": "work queue"}
+    except ValueError as exc:
+        raise JobFailed(str(exc)) from None
+    except RuntimeError as exc:  # ClusterError: Ray missing or unreachable
+        raise CliError(str(exc)) from None
+    if args.json:
+        emit(out)
+    else:
+        print(f"run {out['run_id']} submitted to the {out['where']}; follow it on the History page")
+    return 0
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from . import workqueue
+
+    ws = _workspace(args)
+    name = args.name or workqueue.worker_name()
+
+    def said(item: workqueue.Item) -> None:
+        msg = {"worker": name, "item": item.id, "kind": item.kind, "attempt": item.attempts, **item.payload}
+        emit(msg) if args.json else print(f"{name}: finished item {item.id} ({item.kind} {item.payload}, "
+                                          f"attempt {item.attempts})", flush=True)
+
+    stop = threading.Event()
+    try:
+        n = workqueue.run_worker(ws, worker=name, once=args.once, poll=args.poll, stale_after=args.stale_after,
+                                 stop=stop, on_item=said)
+    except KeyboardInterrupt:
+        stop.set()
+        return 1
+    if not args.json:
+        print(f"{name}: {n} item(s) done; the queue is empty" if args.once else f"{name}: stopped")
+    return 0
+
+
+def _cmd_queue(args: argparse.Namespace) -> int:
+    from . import workqueue
+
+    rows = workqueue.items(_workspace(args))
+    if args.json:
+        emit({"items": rows})
+        return 0
+    if not rows:
+        print("the work queue is empty")
+    for r in rows:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"]))
+        print(f"#{r['id']} {r['kind']} {r['payload_json']} · {r['status']} · attempts {r['attempts']} · "
+              f"{r['worker'] or '—'} · {when}" + (f" · {r['error']}" if r["error"] else ""))
+    return 0
+
+
+def _positive(v: str) -> int:
+    n = int(v)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return n
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from .evolution.loop import TASK_OF
+
+    s = sub.add_parser("submit", help="store an evolution run and queue it for workers (or --ray: a Ray job)")
+    s.add_argument("--benchmark", choices=sorted(TASK_OF), required=True)
+    s.add_argument("--rounds", type=_positive, required=True)
+    s.add_argument("--candidates", type=_positive, default=4)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--limit", type=_positive, help="first N problems of the validation split")
+    s.add_argument("--mode", choices=("llm", "programmatic"), default="llm")
+    s.add_argument("--operators", help="comma-separated subset of the graph operators")
+    s.add_argument("--offline", action="store_true", help="structure-only: never call an LLM, store no scores")
+    s.add_argument("--ray", action="store_true", help="run it in a detached Ray actor ($MERMAIDFLOW_RAY)")
+    s.add_argument("--db", help="workspace (file or postgresql:// URL; default: $MERMAIDFLOW_DB)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_cmd_submit)
+
+    w = sub.add_parser("worker", help="claim queued evolution runs from the workspace and evolve them")
+    w.add_argument("--db", help="workspace (file or postgresql:// URL; default: $MERMAIDFLOW_DB)")
+    w.add_argument("--once", action="store_true", help="stop when the queue is empty")
+    w.add_argument("--poll", type=float, default=1.0, help="seconds between looks at an empty queue")
+    w.add_argument("--stale-after", type=float, default=30.0,
+                   help="seconds without a heartbeat after which another worker's item is taken over")
+    w.add_argument("--name", help="worker name in the queue (default: host:pid)")
+    w.add_argument("--json", action="store_true")
+    w.set_defaults(func=_cmd_worker)
+
+    q = sub.add_parser("queue", help="list the work queue")
+    q.add_argument("--db", help="workspace (file or postgresql:// URL; default: $MERMAIDFLOW_DB)")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=_cmd_queue)
