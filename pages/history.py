@@ -72,7 +72,7 @@ def reeval_live(job_id: str) -> None:
     st.button("Cancel re-evaluation", key="hist_reeval_cancel", on_click=job.cancel)
 
 
-@st.fragment(run_every=1.5)
+@st.fragment(run_every=3)
 def live_rounds(run_id: int, shown: int) -> None:
     """While the run is going (in this server or another process on the same workspace), rerun the page when
     a new round is stored or the run stops."""
