@@ -1,9 +1,10 @@
-"""AOV Execution (Flow): candidate graphs, their metrics and the rule's choice; step-by-step execution with
-the inspector; repair proposals to accept, edit or reject; saved executions; exports.
+"""AOV Execution (Flow): candidate graphs, their metrics and the rule's choice; event-driven execution shown
+live (which subtasks run now, a timeline) or lock-step steps by hand; repair proposals and periodic
+refinements to accept, edit or reject; saved executions; exports.
 
 Only layout here: the actions (button callbacks, run before the script) are flowcore.aov.session.Actions.
-"Run to end" does one step per script run and reruns: the diagram stays live and Pause takes effect after
-the current step."""
+"Run to end" runs in a background job; a fragment polls it every second and reruns the page when the run
+stops or a decision is needed."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from pages import common  # noqa: E402
 ss = st.session_state
 NO_LLM = "No LLM endpoint is configured: set one on the Settings page (or OPENAI_BASE_URL) to generate."
 AGENTS = {"llm": "LLM agents", "manual": "Manual (you type each output)", "echo": "Echo (offline demo)"}
-LLM_OR_RULES = {"llm": "LLM", "rules": "Rules"}
+LLM_OR_RULES = {"llm": "LLM", "rules": "Rules", "off": "Off"}
 MODES = {"interactive": "Ask me (interactive)", "auto": "Apply the best (auto)"}
 
 
@@ -58,7 +59,7 @@ def candidates_section(configured: bool) -> int | None:
         st.button("Use as candidates", on_click=act.use_files, key="aov_use", type="primary")
     else:
         st.text_area("Task", key="aov_task", height=90, placeholder="What should the team of agents do?")
-        st.slider("K (candidates)", 1, 6, 3, key="aov_gen_k")
+        st.slider("K (candidates, requested at once)", 1, act.flow.k_max, act.flow.k, key="aov_gen_k")
         st.button("Generate", on_click=act.generate, key="aov_generate", type="primary",
                   disabled=not configured, help=None if configured else NO_LLM)
         if not configured:
@@ -101,21 +102,33 @@ def start_row(cands: list, best: int | None) -> None:
 
 
 def settings_row(configured: bool) -> None:
-    c, first = st.columns([1.4, 0.8, 0.8, 1.2, 0.6, 0.7]), ["llm"] if configured else []
+    c, first, f = st.columns([1.4, 0.8, 0.8, 1.2, 0.6, 0.7]), ["llm"] if configured else [], act.flow
     c[0].radio("Agents", first + ["manual", "echo"], format_func=AGENTS.get, key="aov_agents")
     c[1].radio("Inspector", first + ["rules"], format_func=LLM_OR_RULES.get, key="aov_inspector")
     c[2].radio("Repair proposals", first + ["rules"], format_func=LLM_OR_RULES.get, key="aov_repairs",
                help="LLM proposals are topped up by the rule-made ones")
-    c[3].radio("Repair mode", list(MODES), format_func=MODES.get, key="aov_mode")
-    c[4].number_input("K", 1, 6, 3, key="aov_k", help="Repair proposals per failure")
-    c[5].number_input("Max repairs", 0, 10, 3, key="aov_max_repairs",
-                      help="Per subtask; then it stays failed")
+    c[3].radio("Repairs and refinements", list(MODES), format_func=MODES.get, key="aov_mode")
+    c[4].number_input("K", 1, f.k_max, min(f.k, f.k_max), key="aov_k",
+                      help="Repair proposals per failure and updates per refinement, requested at once")
+    c[5].number_input("Max repairs", 0, 10, 3, key="aov_max_repairs", help="Per subtask; then it stays failed")
+    r = st.columns([1.4, 0.8, 1, 2.6], vertical_alignment="bottom")
+    r[0].radio("Periodic refinement", first + ["off"], format_func=LLM_OR_RULES.get, key="aov_refine",
+               horizontal=True, help=None if configured else "Refinement re-plans with the LLM: configure one")
+    r[1].number_input("every M completed", 1, 100, max(f.refine_every, 1), key="aov_refine_every")
+    r[2].number_input("at most (times)", 0, 50, f.max_refinements, key="aov_max_refinements")
+    with r[3].popover("Flow settings", icon=":material/tune:"):
+        d = {k: st.number_input(label, 1 if k != "max_refinements" else 0, hi, getattr(f, k), key=f"aov_fs_{k}")
+             for k, label, hi in [("k", "Default K", 50), ("k_max", "Largest K", 50),
+                                  ("refine_every", "Refine every M", 100),
+                                  ("max_refinements", "Max refinements", 50),
+                                  ("context_chars", "Log budget of repair/refinement prompts (chars)", 10**7)]}
+        st.button("Save in the workspace", on_click=act.save_flow, args=(d,), key="aov_fs_save")
 
 
 def proposals(ex) -> None:
     rs, tag = ex.pending_failure, f"{ex.id}_{len(ex.events)}"
-    st.error(f"**Subtask `{rs.failed}` failed:** {md(rs.reason)}. Accept a repair (best first by the rule), "
-             "edit one, or reject them all.", icon=":material/error:")
+    (st.error if rs.kind == "repair" else st.info)(S.decision_text(ex), icon=":material/error:"
+                                                   if rs.kind == "repair" else ":material/update:")
     for i, p in enumerate(rs.proposals):
         with st.container(border=True):
             st.markdown(f"**Proposal {i + 1}** ({p.source}) · {md(p.summary)}  \n{S.metrics_text(p.metrics)}")
@@ -132,35 +145,57 @@ def proposals(ex) -> None:
                           key=f"aov_accept_edit_{i}")
     if rs.dropped:
         st.caption("Not offered: " + md("; ".join(rs.dropped)))
-    st.button("Reject all (the subtask stays failed)", on_click=act.reject, key="aov_reject",
-              icon=":material/block:")
+    st.button("Reject all (the subtask stays failed)" if rs.kind == "repair" else "Reject all (keep the plan)",
+              on_click=act.reject, key="aov_reject", icon=":material/block:")
+
+
+@st.fragment(run_every=1.0)
+def live_view(ex) -> None:
+    """While the background run goes on: what runs now, the live graph and the timeline. The whole page
+    reruns once the run stops, or when a decision is awaited (to show the proposals)."""
+    if act.job() is None or len(ex.queue) != ss.get("aov_seen_queue", 0):
+        ss["aov_seen_queue"] = len(ex.queue)
+        st.rerun()
+    st.markdown(f"status **{ex.status}** · step **{ex.step_index}** · {S.running_text(ex)}")
+    graph_and_timeline(ex)
+
+
+def graph_and_timeline(ex) -> None:
+    st.markdown("**Live graph** · grey pending · blue running · green completed · red failed")
+    diagram(ex.graph)
+    if any(e["kind"] in ("subtask_start", "step_start") for e in ex.events):
+        st.markdown("**Timeline** · overlapping bars ran at the same time")
+        st.plotly_chart(S.timeline(ex.events, ex.running_now()), key=f"aov_timeline_{len(ex.events)}")
 
 
 def execution_section(ex) -> None:
-    done, paused, running = ex.done, ex.status == "paused", bool(ss.get("aov_running"))
-    manual = ss.get("aov_agents") == "manual"
-    st.markdown(f"Execution `{ex.id}` · {md(ex.graph.goal)}  \n"
-                f"status **{ex.status}** · step **{ex.step_index}**")
+    running = act.job() is not None
+    done, paused, manual = ex.done, ex.status == "paused", ss.get("aov_agents") == "manual"
+    st.markdown(f"Execution `{ex.id}` · {md(ex.graph.goal)}")
+    st.caption("Step runs every ready subtask and waits for all of them (lock-step, outputs by hand in manual "
+               "mode). Run to end is event-driven: each subtask starts the moment its last parent completes.")
     for sid in ex.graph.ready() if manual and not (done or paused or running) else []:
         s = ex.graph.subtasks[sid]
         st.text_area(f"Output of `{sid}` ({md(s.agent)}): {md(s.subtask_requirement)}", height=70,
                      key=act.out_key(ex, sid), placeholder="What the agent returns ('ERROR: ...' fails it).")
-    b = st.columns([1, 1.2, 1, 1, 1.4], vertical_alignment="bottom")
+    b = st.columns([1, 1.2, 1, 1, 2.4], vertical_alignment="bottom")
     b[0].button("Step", on_click=act.step, key="aov_step", type="primary", icon=":material/skip_next:",
                 disabled=done or paused or running)
     b[1].button("Run to end", on_click=act.run_to_end, key="aov_run", icon=":material/fast_forward:",
-                disabled=done or paused or running or manual,
+                disabled=done or running or manual or (paused and ex.queue[0].kind == "refine"),
                 help="Manual mode needs your outputs at every step: use Step." if manual else None)
     b[2].button("Pause", on_click=act.pause, key="aov_pause", icon=":material/pause:", disabled=not running)
     b[3].button("Reset", on_click=act.reset, key="aov_reset", icon=":material/restart_alt:")
-    b[4].number_input("Max steps per run", 1, 500, 20, key="aov_max_steps")
     if done:
         (st.success if ex.status == "completed" else st.warning)(
             f"The execution {ex.status} after {ex.step_index} step(s).")
-    if paused and ex.pending_failure:
+    if ex.pending_failure:
         proposals(ex)
-    st.markdown("**Live graph** · grey pending · blue running · green completed · red failed")
-    diagram(ex.graph)
+    if running:
+        live_view(ex)
+    else:
+        st.markdown(f"status **{ex.status}** · step **{ex.step_index}**")
+        graph_and_timeline(ex)
     for title, rows, key in [("State of every subtask", S.state_rows(ex), "aov_state"),
                              ("Steps", S.step_rows(ex.events), "aov_steps"),
                              ("Inspector verdicts", S.verdict_rows(ex.events), "aov_verdicts")]:
@@ -177,14 +212,14 @@ def execution_section(ex) -> None:
 def main() -> None:
     st.title("AOV Execution")
     st.caption("Flow: split a task into a dependency graph of subtasks, pick the most parallel candidate, "
-               "run every ready subtask at once, and repair the graph locally when the inspector fails a "
-               "result.")
+               "start every subtask the moment its last parent completes, repair the graph locally when the "
+               "inspector fails a result, and re-plan what has not started every few completions.")
     configured = common.llm_banner()
     best = candidates_section(configured)
     st.subheader("2 · Execution")
     settings_row(configured)
     start_row(ss.get("aov_cands") or [], best)
-    act.tick()  # Run to end: one step per script run, then rerun
+    act.settle()  # a background run that has ended: why
     ex = ss.get("aov_ex")
     if "aov_flash" in ss:
         kind, message = ss.pop("aov_flash")
@@ -193,8 +228,6 @@ def main() -> None:
         st.caption("Pick a candidate above and press Start execution, or reopen a saved execution.")
     else:
         execution_section(ex)
-    if ss.get("aov_running"):
-        st.rerun()
 
 
 main()

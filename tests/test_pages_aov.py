@@ -5,7 +5,10 @@ from a scripted endpoint, Run to end with Pause and its step limit."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -14,7 +17,7 @@ from flowcore.aov import AOVError, AOVGraph, EchoAgent, Execution, ManualAgent, 
 from flowcore.aov import session as S
 from flowcore.aov.store import ExecutionStore
 from flowcore.storage import Workspace
-from tests.fakellm import FakeLLMServer, by_keyword
+from tests.fakellm import FakeLLMServer, by_keyword, message_text
 
 PAGE = "../pages/aov.py"
 GOBANG_OK = {"board": "board done", "ui": "ui done", "tests": "tests done"}
@@ -57,6 +60,13 @@ def diagrams(at: AppTest) -> list[str]:
 def table(at: AppTest, i: int):
     """0: state of every subtask, 1: steps, 2: inspector verdicts."""
     return at.dataframe[i].value
+
+
+def run_to_end(at: AppTest) -> AppTest:
+    """Press Run to end and wait for the background run (AppTest does not replay the live fragment)."""
+    ok(at.button(key="aov_run").click().run())
+    assert S.wait(at.session_state["aov_ex"].id)
+    return ok(at.run())
 
 
 def manual_step(at: AppTest, outputs: dict[str, str]) -> AppTest:
@@ -146,7 +156,8 @@ def test_llm_agents_and_judge_run_to_the_end_against_a_scripted_endpoint(monkeyp
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
         at = started(["report.json"], agents="llm")
         assert at.radio(key="aov_inspector").value == "llm" and at.radio(key="aov_repairs").value == "llm"
-        ok(at.button(key="aov_run").click().run())
+        at.radio(key="aov_refine").set_value("off").run()
+        run_to_end(at)
         assert len(srv.requests) == 12  # six subtasks: an agent call and a judge call each
     assert "The execution completed after 4 step(s)." in texts(at.success)
     verdicts = table(at, 2)
@@ -157,12 +168,12 @@ def test_llm_agents_and_judge_run_to_the_end_against_a_scripted_endpoint(monkeyp
 
 def test_echo_run_to_end_completes_with_clones_in_the_log(tmp_path):
     at = started(["gobang.json"], agents="echo")
-    ok(at.button(key="aov_run").click().run())
+    run_to_end(at)
     assert "The execution completed after 3 step(s)." in texts(at.success)
     state = table(at, 0)
     assert set(state["status"]) == {"completed"} and {"coder#2", "coder#3"} <= set(state["ran as"])
     steps = table(at, 1)
-    assert list(steps["ran concurrently"]) == ["design", "board, win, ui, tests", "assemble"]
+    assert list(steps["subtasks"]) == ["design", "board, win, ui, tests", "assemble"]
     assert steps["clones"][1] == "coder#2 for win; coder#3 for ui"
     assert [b.label for b in at.get("download_button")] == ["Graph JSON", "Execution log (JSON lines)"]
     saved = ExecutionStore(Workspace(tmp_path / "ws.db")).list()
@@ -283,28 +294,59 @@ def actions(tmp_path, **state) -> S.Actions:
     return acts
 
 
-def test_run_to_end_steps_once_per_tick_and_pause_stops_after_the_current_step(tmp_path):
+def test_run_to_end_runs_in_the_background_and_pause_lets_the_running_finish(tmp_path):
+    gate = threading.Event()
+
+    async def agent(graph, st, agent_id, attempt):
+        if st.id == "copy":  # the writer's subtask of step 2 waits for the test
+            await asyncio.to_thread(gate.wait, 10)
+        return f"{st.id} done"
+
     acts = actions(tmp_path)
-    acts.run_to_end()
-    acts.tick()
-    acts.tick()
     ex = acts.s["aov_ex"]
-    assert ex.step_index == 2 and acts.s["aov_running"]
+    ex.agent = ManualAgent(agent)
+    acts._configure = lambda ex: None  # keep the waiting agent
+    acts.run_to_end()
+    job = acts.job()
+    assert job is not None and acts.s["aov_running"]
+    deadline = time.monotonic() + 10
+    while "copy" not in ex.running_now() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "copy" in ex.running_now() and ex.status == "running"
+    assert S.running_text(ex).startswith("Running now: `copy` (writer, ")
     acts.pause()
-    acts.tick()
-    assert ex.step_index == 2 and not acts.s["aov_running"] and acts.s["aov_flash"][0] == "info"
+    gate.set()
+    assert job.wait(10)
+    acts.settle()
+    assert ex.status == "ready" and not acts.s["aov_running"] and acts.job() is None
+    assert ex.graph.subtasks["copy"].status == "completed"  # the running subtask finished
+    assert any(st.status == "pending" for st in ex.graph.subtasks.values())  # nothing new started
     acts.run_to_end()
-    for _ in range(10):
-        acts.tick()
-    assert ex.status == "completed" and ex.step_index == 4 and not acts.s["aov_running"]
+    assert S.wait(ex.id, 10)
+    acts.settle()
+    assert ex.status == "completed" and not acts.s["aov_running"]
+    rows = S.spans(ex.events)
+    assert {r["subtask"] for r in rows} == set(ex.graph.subtasks) and all(r["end"] >= r["start"] for r in rows)
+    fig = S.timeline(ex.events)
+    assert {t.name for t in fig.data} == {"completed"} and len(fig.data[0].y) == len(ex.graph.subtasks)
 
 
-def test_run_to_end_stops_at_the_step_limit(tmp_path):
-    acts = actions(tmp_path, aov_max_steps=3)
+def test_a_decision_during_a_background_run_resumes_it(tmp_path):
+    acts = actions(tmp_path, aov_mode="interactive")
+    ex = acts.s["aov_ex"]
+    ex.agent = ManualAgent(lambda g, st, a, attempt: "ERROR: no" if (st.id, attempt) == ("html", 0)
+                           else f"{st.id} ok")
+    acts._configure = lambda ex: None  # keep the scripted agent
     acts.run_to_end()
-    for _ in range(10):
-        acts.tick()
-    assert acts.s["aov_ex"].step_index == 3 and not acts.s["aov_running"]
+    assert S.wait(ex.id, 10)
+    acts.settle()
+    assert ex.status == "paused" and acts.s["aov_running"]  # stopped for the decision, not by the user
+    acts.accept(0)
+    assert acts.s["aov_flash"] == ("success", "Repair accepted; the execution goes on.")
+    assert S.wait(ex.id, 10)  # the run went on by itself
+    acts.settle()
+    assert ex.status == "completed" and not acts.s["aov_running"]
+    assert [e["payload"]["how"] for e in ex.events if e["kind"] == "repair"] == ["accepted"]
 
 
 def test_llm_choices_without_an_endpoint_are_refused_plainly(tmp_path):
@@ -342,3 +384,55 @@ def test_log_export_is_one_json_event_per_line_and_diffs_show_the_whole_requirem
     assert S.state_rows(echo)[0] == {"id": "design", "requirement": echo.graph.subtasks["design"]
                                      .subtask_requirement, "agent": "architect", "ran as": "",
                                      "status": "pending", "parents": "", "data": ""}
+
+
+def test_a_periodic_refinement_is_shown_as_a_proposal_and_accepted(monkeypatch):
+    def respond(req: dict) -> str:
+        text = message_text(req)
+        if "This is update" in text:  # re-plan: 'assemble' gets a helper that needs the finished design
+            doc = json.loads(text.split("Current graph:\n", 1)[1].split("\nReply with JSON", 1)[0])
+            doc["subtasks"]["docs"] = {"subtask_requirement": "write the README", "agent": "architect",
+                                       "parents": ["design"]}
+            doc["subtasks"]["assemble"]["parents"].append("docs")
+            return json.dumps(doc)
+        return "my part, done"
+
+    with FakeLLMServer(respond) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        at = started(["gobang.json"], agents="llm")
+        at.radio(key="aov_inspector").set_value("rules").run()
+        at.radio(key="aov_repairs").set_value("rules").run()
+        assert at.radio(key="aov_refine").value == "llm" and at.number_input(key="aov_refine_every").value == 3
+        run_to_end(at)
+        ex = at.session_state["aov_ex"]
+        assert ex.status == "paused" and ex.pending_failure.kind == "refine"
+        assert any("Periodic refinement:" in i for i in texts(at.info))
+        proposals = [m for m in texts(at.markdown) if m.startswith("**Proposal")]
+        assert len(proposals) == 1 and "re-plan: 1 added, 0 removed" in proposals[0]  # 3 alike: 1 kept
+        assert any("Not offered" in c and "repeats another" in c for c in texts(at.caption))
+        assert "+ subtask docs (architect): write the README" in at.code[0].value
+        assert at.button(key="aov_run").disabled and at.button(key="aov_step").disabled
+        done = {s for s, st in ex.graph.subtasks.items() if st.status == "completed"}
+        before = {s: ex.graph.to_dict()["subtasks"][s]["data"] for s in done}
+        ok(at.button(key="aov_accept_0").click().run())
+        assert any("Refinement accepted" in x for x in texts(at.success))
+        assert S.wait(ex.id)  # the run went on by itself
+        ok(at.run())
+    assert ex.status == "completed" and "docs" in ex.graph.subtasks
+    assert {s: ex.graph.to_dict()["subtasks"][s]["data"] for s in done} == before
+    assert "refinement 1 (accepted): re-plan: 1 added" in " ".join(table(at, 1)["repairs"])
+
+
+def test_flow_settings_are_saved_and_bound_k():
+    at = page()
+    for key, value in (("aov_fs_k", 4), ("aov_fs_k_max", 6)):
+        at.number_input(key=key).set_value(value).run()
+    ok(at.button(key="aov_fs_save").click().run())
+    assert "Flow settings saved in the workspace." in texts(at.success)
+    again = page()  # a new session reads them from the workspace
+    assert again.number_input(key="aov_k").value == 4 and again.number_input(key="aov_k").max == 6
+    again.radio(key="aov_source").set_value("Generate with the LLM").run()
+    assert again.slider(key="aov_gen_k").max == 6 and again.slider(key="aov_gen_k").value == 4
+    again.number_input(key="aov_fs_k").set_value(9).run()
+    ok(again.button(key="aov_fs_save").click().run())
+    assert any("Not saved: Flow settings: k must be between 1 and k\\_max=6" in e for e in texts(again.error))

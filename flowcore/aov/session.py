@@ -1,20 +1,26 @@
 """What the AOV execution page needs that is not layout: candidates from files, backends from the user's
-choices, and the execution's state, steps and verdicts as table rows. No Streamlit here."""
+choices, the event-driven run in a background job (the page polls it live), and the execution's state,
+steps, verdicts and timeline as rows and a figure. No Streamlit here."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import jobs
 from . import metrics as M
+from . import settings as flow_settings
 from .execute import EchoAgent, Execution, LLMAgent, ManualAgent, run_sync
 from .generate import Candidate, generate_candidates
 from .inspector import LLMInspector, RuleInspector
 from .model import AOVError, AOVGraph
 from .repair import Proposal
+from .settings import FlowSettings
 from .store import ExecutionStore, load_execution, save_execution
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "aov"
@@ -69,11 +75,54 @@ def backends(agent_mode: str, llm_inspector: bool, llm_repairs: bool, llm: Any) 
 
 
 def start(ws: Any, graph: AOVGraph, agent: Any, inspector: Any, repair_llm: Any = None, *,
-          mode: str = "interactive", k: int = 3, max_repairs: int = 3) -> Execution:
+          mode: str = "interactive", k: int = 3, max_repairs: int = 3, refine_llm: Any = None,
+          refine_every: int = 3, max_refinements: int = 5, context_chars: int | None = None) -> Execution:
     """A new execution of ``graph``, saved in the workspace (every later step saves itself)."""
-    ex = Execution(graph, agent, inspector, repair_llm=repair_llm, mode=mode, k=k, max_repairs=max_repairs)
+    extra = {} if context_chars is None else {"context_chars": context_chars}
+    ex = Execution(graph, agent, inspector, repair_llm=repair_llm, mode=mode, k=k, max_repairs=max_repairs,
+                   refine_llm=refine_llm, refine_every=refine_every, max_refinements=max_refinements, **extra)
     save_execution(ws, ex)
     return ex
+
+
+# ---- the event-driven run in the background ------------------------------------------------------------
+# A Streamlit rerun re-executes the page, not this module: the live executions stay here, keyed by id, so a
+# reload (or a second tab reopening the execution) finds the very object the run is changing.
+_LIVE: dict[str, tuple[jobs.Job, Execution]] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+def live(execution_id: str) -> tuple[jobs.Job, Execution] | None:
+    """The running job and its execution, while the run goes on."""
+    with _LIVE_LOCK:
+        entry = _LIVE.get(execution_id)
+    return entry if entry is not None and entry[0].snapshot().active else None
+
+
+def wait(execution_id: str, timeout: float = 60) -> bool:
+    """Wait for the latest background run of an execution (tests, scripts); True when it has ended."""
+    with _LIVE_LOCK:
+        entry = _LIVE.get(execution_id)
+    return entry is None or entry[0].wait(timeout)
+
+
+def run_in_background(ex: Execution) -> jobs.Job:
+    """Run ``ex`` event-driven on a job's own thread and loop; it ends when done, paused for a decision, or
+    stopped (``ex.request_stop()``)."""
+    if (running := live(ex.id)) is not None:
+        return running[0]
+    job = jobs.Job(lambda ctx: ex.run(), name="aov", meta={"execution_id": ex.id}).start()
+    with _LIVE_LOCK:
+        _LIVE[ex.id] = (job, ex)
+    return job
+
+
+def flow_defaults(ws: Any) -> tuple[FlowSettings, str | None]:
+    """The Flow settings (environment overlaid by the workspace) and a problem to show, if any."""
+    try:
+        return flow_settings.load(ws), None
+    except ValueError as e:
+        return FlowSettings(), str(e)
 
 
 def initial_graph(ex: Execution) -> AOVGraph:
@@ -109,24 +158,28 @@ def _last_results(events: list[dict]) -> dict[str, dict]:
 
 def state_rows(ex: Execution) -> list[dict[str, Any]]:
     """One row per subtask of the live graph; "ran as" is the agent instance of its last run (a clone id
-    like ``coder#2`` when it shared its agent with another subtask of that step)."""
-    last = _last_results(ex.events)
+    like ``coder#2`` when its agent was busy with another subtask)."""
+    last = _last_results(list(ex.events))
+    g = ex.graph  # the run may swap it for a repaired one meanwhile: read one graph
     return [{"id": sid, "requirement": st.subtask_requirement, "agent": st.agent,
              "ran as": last.get(sid, {}).get("agent", ""), "status": st.status,
              "parents": ", ".join(st.parents), "data": preview(st.data)}
-            for sid, st in ex.graph.subtasks.items()]
+            for sid, st in list(g.subtasks.items())]
 
 
 def step_rows(events: list[dict]) -> list[dict[str, Any]]:
-    """One row per step: the subtasks run concurrently, clones made, failures and repairs."""
+    """One row per step (of a lock-step run, or the step view of an event-driven one): its subtasks, clones
+    made, failures, repairs and refinements."""
     rows: dict[int, dict[str, Any]] = {}
-    for e in events:
+    for e in list(events):
         n, p = e["step"], e["payload"]
-        if e["kind"] == "step_start":
-            rows[n] = {"step": n, "ran concurrently": ", ".join(p["subtasks"]), "clones": "", "failed": "",
-                       "repairs": ""}
-        elif n in rows:
-            row = rows[n]
+        if e["kind"] in ("step_start", "subtask_start"):
+            row = rows.setdefault(n, {"step": n, "subtasks": "", "clones": "", "failed": "", "repairs": ""})
+            for sid in p["subtasks"] if e["kind"] == "step_start" else [p["subtask"]]:
+                if sid not in row["subtasks"].split(", "):
+                    row["subtasks"] = _join(row["subtasks"], sid, ", ")
+        elif n in rows or e["kind"] in ("refine", "reject"):
+            row = rows.setdefault(n, {"step": n, "subtasks": "", "clones": "", "failed": "", "repairs": ""})
             if e["kind"] == "clone":
                 row["clones"] = _join(row["clones"], f"{p['clone']} for {p['subtask']}")
             elif e["kind"] == "result" and not p["verdict"]["passed"]:
@@ -134,14 +187,68 @@ def step_rows(events: list[dict]) -> list[dict[str, Any]]:
             elif e["kind"] == "repair":
                 row["repairs"] = _join(row["repairs"], f"{p['how']}: {p['summary']}")
             elif e["kind"] == "reject":
-                row["repairs"] = _join(row["repairs"], f"rejected the proposals for {p['subtask']}")
+                what = f"the proposals for {p['subtask']}" if p.get("subtask") else "the refinement"
+                row["repairs"] = _join(row["repairs"], f"rejected {what}")
             elif e["kind"] == "give_up":
                 row["repairs"] = _join(row["repairs"], f"gave up on {p['subtask']} ({p['reason']})")
-    return list(rows.values())
+            elif e["kind"] == "refine":
+                row["repairs"] = _join(row["repairs"], f"refinement {p['number']} ({p['how']}): {p['summary']}")
+    return [rows[n] for n in sorted(rows)]
 
 
-def _join(a: str, b: str) -> str:
-    return f"{a}; {b}" if a else b
+def _join(a: str, b: str, sep: str = "; ") -> str:
+    return f"{a}{sep}{b}" if a else b
+
+
+def spans(events: list[dict], now: float | None = None) -> list[dict[str, Any]]:
+    """Every run of a subtask as [start, end] seconds from the first start (end: now while it runs)."""
+    out: list[dict[str, Any]] = []
+    open_: dict[str, dict[str, Any]] = {}
+    t0 = None
+    for e in list(events):
+        p = e["payload"]
+        if e["kind"] in ("subtask_start", "step_start") and "t" in p:
+            t0 = p["t"] if t0 is None else t0
+            pairs = [(p["subtask"], p["agent"])] if e["kind"] == "subtask_start" else list(p["agents"].items())
+            for sid, inst in pairs:
+                open_[sid] = {"subtask": sid, "agent": inst, "step": e["step"], "start": p["t"] - t0,
+                              "end": None, "status": "running"}
+                out.append(open_[sid])
+        elif e["kind"] == "result" and p["subtask"] in open_ and t0 is not None:
+            span = open_.pop(p["subtask"])
+            span["end"] = p.get("t", t0) - t0
+            span["status"] = "completed" if p["verdict"]["passed"] else "failed"
+    end_now = (now or time.time()) - (t0 or 0.0)
+    for span in out:
+        if span["end"] is None:
+            span["end"] = max(span["start"], end_now)
+    return out
+
+
+def timeline(events: list[dict], running: Sequence[str] = (), now: float | None = None) -> Any:
+    """A Gantt chart of the runs (plotly): subtasks that overlap ran at the same time."""
+    import plotly.graph_objects as go
+
+    from .render import CLASS_STYLES
+
+    rows = [r for r in spans(events, now) if r["status"] != "running" or r["subtask"] in running]
+    colour = {k: v.split(",")[0].split(":")[1] for k, v in CLASS_STYLES.items()}
+    edge = {k: v.split(",")[1].split(":")[1] for k, v in CLASS_STYLES.items()}
+    fig = go.Figure()
+    for status in ("completed", "failed", "running"):
+        mine = [r for r in rows if r["status"] == status]
+        if mine:
+            fig.add_bar(y=[r["subtask"] for r in mine], x=[max(r["end"] - r["start"], 0.02) for r in mine],
+                        base=[r["start"] for r in mine], orientation="h", name=status,
+                        marker={"color": colour[status], "line": {"color": edge[status], "width": 1}},
+                        customdata=[[r["agent"], r["step"]] for r in mine],
+                        hovertemplate="%{y} (%{customdata[0]}, step %{customdata[1]}): %{base:.1f}-"
+                                      "%{x:.1f} s<extra></extra>")
+    order = list(dict.fromkeys(r["subtask"] for r in sorted(rows, key=lambda r: r["start"])))
+    fig.update_layout(height=80 + 24 * max(len(order), 1), margin={"l": 10, "r": 10, "t": 10, "b": 30},
+                      barmode="overlay", xaxis_title="seconds since the first start", legend_orientation="h",
+                      yaxis={"categoryorder": "array", "categoryarray": order[::-1]})
+    return fig
 
 
 def verdict_rows(events: list[dict]) -> list[dict[str, Any]]:
@@ -202,17 +309,45 @@ def md(text: Any) -> str:
     return "".join("\\" + c if c in "\\`*_[]<>$~#|" else c for c in str(text))
 
 
+def decision_text(ex: Execution) -> str:
+    """What the decision awaited first is about, in Markdown."""
+    rs = ex.pending_failure
+    if rs is None:
+        return ""
+    if rs.kind == "refine":
+        return (f"**Periodic refinement:** {md(rs.reason)}. The not-yet-started part of the plan can be "
+                "updated (completed work is kept as it is). Accept an update (best first by the rule), edit "
+                "one, or reject them all to keep the plan.")
+    return (f"**Subtask `{rs.failed}` failed:** {md(rs.reason)}. Accept a repair (best first by the rule), edit "
+            "one, or reject them all.")
+
+
+def running_text(ex: Execution) -> str:
+    """"Running now: b (coder), c (coder#2) · 1.2 s" for the live view."""
+    now, started = time.time(), {}
+    for e in list(ex.events):
+        if e["kind"] == "subtask_start":
+            started[e["payload"]["subtask"]] = (e["payload"]["agent"], e["payload"]["t"])
+    run = [f"`{sid}` ({md(started[sid][0])}, {now - started[sid][1]:.1f} s)" for sid in ex.running_now()
+           if sid in started]
+    return "Running now: " + (", ".join(run) if run else "nothing (finishing)")
+
+
 # ---- the page's actions ------------------------------------------------------------------------------
 class Actions:
     """The AOV page's button actions on its key-value state (Streamlit's session state; a dict in tests).
 
-    Keys read: aov_agents, aov_inspector, aov_repairs (``llm``/``rules``), aov_mode, aov_k, aov_max_repairs,
-    aov_examples, aov_upload, aov_paste, aov_task, aov_gen_k, aov_max_steps and the manual output
-    boxes (``out_key``). Keys written: aov_cands, aov_gen, aov_ex, aov_running, aov_left and aov_flash
+    Keys read: aov_agents, aov_inspector, aov_repairs, aov_refine (``llm``/``rules``/``off``), aov_mode, aov_k,
+    aov_max_repairs, aov_refine_every, aov_max_refinements, aov_examples, aov_upload, aov_paste, aov_task,
+    aov_gen_k and the manual output boxes (``out_key``). Keys written: aov_cands, aov_gen, aov_ex,
+    aov_running (the user asked to run to the end: a decision taken resumes the run) and aov_flash
     (kind, message), the outcome to show. ``llm`` returns the configured client or None."""
 
     def __init__(self, state: MutableMapping[str, Any], ws: Any, llm: Callable[[], Any]) -> None:
         self.s, self.ws, self.llm = state, ws, llm
+        self.flow, problem = flow_defaults(ws)
+        if problem:
+            self.flash("warning", problem)
 
     def flash(self, kind: str, message: str) -> None:
         self.s["aov_flash"] = (kind, message)
@@ -228,9 +363,26 @@ class Actions:
         return backends(s.get("aov_agents", "llm" if client else "manual"),
                         s.get("aov_inspector", first) == "llm", s.get("aov_repairs", first) == "llm", client)
 
+    def refine_llm(self) -> Any:
+        """The client for periodic refinement (it needs an LLM), or None when off or unconfigured."""
+        client = self.llm()
+        return client if client is not None and self.s.get("aov_refine", "llm") == "llm" else None
+
     def numbers(self) -> dict[str, Any]:
-        return {"mode": self.s.get("aov_mode", "interactive"), "k": int(self.s.get("aov_k", 3)),
-                "max_repairs": int(self.s.get("aov_max_repairs", 3))}
+        f = self.flow
+        return {"mode": self.s.get("aov_mode", "interactive"), "k": min(int(self.s.get("aov_k", f.k)), f.k_max),
+                "max_repairs": int(self.s.get("aov_max_repairs", 3)),
+                "refine_every": int(self.s.get("aov_refine_every", f.refine_every)),
+                "max_refinements": int(self.s.get("aov_max_refinements", f.max_refinements))}
+
+    def _configure(self, ex: Execution) -> None:
+        """The current settings onto an execution (they may change between runs)."""
+        ex.agent, ex.inspector, ex.repair_llm = self.choices()
+        n = self.numbers()
+        ex.mode, ex.k, ex.max_repairs = n["mode"], n["k"], n["max_repairs"]
+        ex.refine_llm, ex.refine_every, ex.max_refinements = (self.refine_llm(), n["refine_every"],
+                                                              n["max_refinements"])
+        ex.context_chars = self.flow.context_chars
 
     def _set_candidates(self, cands: list[Labeled]) -> None:
         self.s["aov_cands"], self.s["aov_gen"] = cands, self.s.get("aov_gen", 0) + 1
@@ -248,12 +400,23 @@ class Actions:
             return self.flash("warning", "No LLM endpoint is configured: candidates cannot be generated.")
         if not task:
             return self.flash("warning", "Describe the task first.")
-        got = run_sync(generate_candidates(client, task, k=int(self.s.get("aov_gen_k", 3))))
+        k = min(int(self.s.get("aov_gen_k", self.flow.k)), self.flow.k_max)
+        got = run_sync(generate_candidates(client, task, k=k))  # K calls at once
         self._set_candidates([Labeled(f"LLM candidate {c.index + 1}", c) for c in got])
+
+    def save_flow(self, values: dict[str, int]) -> None:
+        try:
+            new = FlowSettings.from_dict(values)
+        except ValueError as e:
+            return self.flash("error", f"Not saved: {e}")
+        flow_settings.save(self.ws, new)
+        self.flow = new
+        self.flash("success", "Flow settings saved in the workspace.")
 
     def start(self, graph: AOVGraph, note: str = "") -> None:
         try:
-            self.s["aov_ex"] = start(self.ws, graph, *self.choices(), **self.numbers())
+            self.s["aov_ex"] = start(self.ws, graph, *self.choices(), refine_llm=self.refine_llm(),
+                                     context_chars=self.flow.context_chars, **self.numbers())
         except AOVError as e:
             return self.flash("error", f"Cannot start: {e}")
         self.s["aov_running"] = False
@@ -262,22 +425,27 @@ class Actions:
 
     def reset(self) -> None:
         old = self.s["aov_ex"]
+        if live(old.id):
+            old.request_stop()
         self.start(initial_graph(old), f"Started over as execution {{}} (execution {old.id} stays saved).")
 
     def reopen(self, eid: str) -> None:
+        if (running := live(eid)) is not None:  # still running in this server: the very same object
+            self.s["aov_ex"], self.s["aov_running"] = running[1], True
+            return self.flash("info", f"Execution {eid} is running: its live view is below.")
         try:
-            self.s["aov_ex"] = load_execution(self.ws, eid, *self.choices())
+            self.s["aov_ex"] = load_execution(self.ws, eid, *self.choices(), refine_llm=self.refine_llm())
         except AOVError as e:
             return self.flash("error", f"Cannot reopen: {e}")
         self.s["aov_running"] = False
         self.flash("info", f"Reopened execution {eid}: it continues where it stopped.")
 
     def step(self) -> bool:
-        """One step with the current settings (manual mode: the typed outputs); False when nothing ran."""
+        """One lock-step step with the current settings (manual mode: the typed outputs); False when nothing
+        ran."""
         ex: Execution = self.s["aov_ex"]
         try:
-            ex.agent, ex.inspector, ex.repair_llm = self.choices()
-            ex.mode, ex.k, ex.max_repairs = self.numbers().values()
+            self._configure(ex)
             outputs = None
             if self.s.get("aov_agents") == "manual":
                 outputs = {sid: self.s.get(self.out_key(ex, sid)) or "" for sid in ex.graph.ready()}
@@ -290,30 +458,60 @@ class Actions:
             return False
 
     def run_to_end(self) -> None:
-        self.s["aov_running"], self.s["aov_left"] = True, int(self.s.get("aov_max_steps", 20))
+        """Event-driven in the background: every subtask starts when its last parent completes."""
+        ex: Execution = self.s["aov_ex"]
+        try:
+            self._configure(ex)
+        except AOVError as e:
+            return self.flash("error", str(e))
+        self.s["aov_running"] = True
+        run_in_background(ex)
 
-    def tick(self) -> None:
-        """While running to the end: one step per call, until done, a decision is needed, or the max."""
+    def job(self) -> jobs.Job | None:
         ex = self.s.get("aov_ex")
-        if not self.s.get("aov_running") or ex is None:
+        running = live(ex.id) if ex is not None else None
+        return running[0] if running else None
+
+    def settle(self) -> None:
+        """After the background run ended: say why, and forget "running" unless a decision interrupted it."""
+        ex = self.s.get("aov_ex")
+        if ex is None or not self.s.get("aov_running") or self.job() is not None:
             return
-        if ex.done or ex.status == "paused" or self.s.get("aov_left", 0) <= 0 or not self.step():
+        if ex.done or ex.status != "paused":
             self.s["aov_running"] = False
-        self.s["aov_left"] = self.s.get("aov_left", 0) - 1
+        with _LIVE_LOCK:
+            entry = _LIVE.pop(ex.id, None)
+        if entry is not None and entry[0].error:
+            self.s["aov_running"] = False
+            self.flash("error", f"The run stopped: {entry[0].error}")
 
     def pause(self) -> None:
+        ex: Execution = self.s["aov_ex"]
         self.s["aov_running"] = False
-        self.flash("info", f"Paused after step {self.s['aov_ex'].step_index}. Step or run on when you like.")
+        ex.request_stop()
+        self.flash("info", "Pausing: no new subtask starts; the running ones finish. Step or run on when you like.")
+
+    def _after_decision(self) -> None:
+        ex: Execution = self.s["aov_ex"]
+        refine_waits = bool(ex.queue) and ex.queue[0].kind == "refine"
+        if self.s.get("aov_running") and not ex.done and self.job() is None and not refine_waits:
+            run_in_background(ex)  # the user had asked to run to the end
 
     def accept(self, i: int, edit_key: str | None = None) -> None:
         ex: Execution = self.s["aov_ex"]
+        kind = ex.pending_failure.kind if ex.pending_failure else "repair"
         try:
             ex.accept(i) if edit_key is None else accept_edited(ex, i, self.s.get(edit_key) or "")
         except AOVError as e:
-            return self.flash("error", f"The edited graph was refused: {e}")
-        self.flash("success", f"Repair {'edited and ' if edit_key else ''}accepted; the execution goes on.")
+            return self.flash("error", f"The edited graph was refused: {e}" if edit_key else f"Not applied: {e}")
+        what = "Refinement" if kind == "refine" else "Repair"
+        self.flash("success", f"{what} {'edited and ' if edit_key else ''}accepted; the execution goes on.")
+        self._after_decision()
 
     def reject(self) -> None:
-        self.s["aov_ex"].reject()
-        self.flash("warning", "Proposals rejected: the subtask stays failed; the subtasks that do not need "
-                              "it go on.")
+        ex: Execution = self.s["aov_ex"]
+        kind = ex.pending_failure.kind if ex.pending_failure else "repair"
+        ex.reject()
+        self.flash("warning", "Updates rejected: the plan stays as it is." if kind == "refine" else
+                   "Proposals rejected: the subtask stays failed; the subtasks that do not need it go on.")
+        self._after_decision()

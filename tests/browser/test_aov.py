@@ -1,11 +1,23 @@
-"""The AOV Execution page in a real browser: load the example graphs, start the rule's choice in Manual mode,
-step through it typing each agent's output, fail one subtask on purpose, read the inspector's verdict and the
-repair proposals, accept one and finish. Saves the README screenshot at the proposals stage."""
+"""The AOV Execution page in a real browser. (1) Load the example graphs, start the rule's choice in Manual
+mode, step through it typing each agent's output, fail one subtask on purpose, read the inspector's verdict
+and the repair proposals, accept one and finish. (2) Run the same graph event-driven with LLM agents against a
+scripted endpoint: watch which subtasks run now, then accept a periodic refinement like a repair. Saves the
+README screenshots (the repair proposals; the refinement with the live graph and the timeline)."""
 
 from __future__ import annotations
 
+import atexit
+import json
+import re
+import threading
+from contextlib import contextmanager
+
 import pytest
 from playwright.sync_api import expect
+
+from flowcore import settings_store
+from flowcore.storage import Workspace
+from tests.fakellm import FakeLLMServer, message_text
 
 from .conftest import goto_page, no_exceptions, save_screenshot, wait_for_app
 
@@ -101,7 +113,7 @@ def test_step_through_fail_accept_a_repair_and_finish(page, streamlit_app):
     assert _fills(charts[6]) == {"design": "completed", "board": "completed", "win": "failed",
                                  "ui": "completed", "tests": "completed", "assemble": "pending"}
 
-    page.get_by_text("status paused").evaluate("e => e.scrollIntoView({block: 'start'})")
+    failure.evaluate("e => e.scrollIntoView({block: 'start'})")
     page.mouse.move(800, 500)
     page.mouse.wheel(0, -110)  # below the app's header bar
     page.wait_for_timeout(500)
@@ -118,3 +130,100 @@ def test_step_through_fail_accept_a_repair_and_finish(page, streamlit_app):
     assert set(_fills(live).values()) == {"completed"} and len(live) == 6
     assert no_exceptions(page) == []
     assert js_errors == []
+
+
+# ---- the event-driven run, live, and a periodic refinement accepted like a repair --------------------------
+
+def _flow_reply(request: dict) -> str:
+    """Agents answer at once (the slow 'win' is delayed by the server); a refinement adds a README subtask
+    that needs the finished design and that 'assemble' now waits for."""
+    text = message_text(request)
+    if "This is update" in text:
+        doc = json.loads(text.split("Current graph:\n", 1)[1].split("\nReply with JSON", 1)[0])
+        doc["subtasks"]["docs"] = {"subtask_requirement": "Write the README with the rules and how to play.",
+                                   "agent": "architect", "parents": ["design"]}
+        doc["subtasks"]["assemble"]["parents"].append("docs")
+        return json.dumps(doc)
+    sid = re.search(r"Your subtask \((\w+)\)", text).group(1)
+    if sid == "win":
+        RELEASE_WIN.wait(60)  # 'win' runs until the test has seen it running
+    return f"Done: {sid}"
+
+
+RELEASE_WIN = threading.Event()
+FLOW_FAKE = FakeLLMServer(_flow_reply, delays={"Your subtask (": 0.3}).start()
+atexit.register(FLOW_FAKE.stop)
+
+
+@contextmanager
+def flow_endpoint(db_path):
+    """The app's saved LLM settings point at this module's scripted server for one test (saved settings
+    overlay the environment other browser modules set), then go back to what they were."""
+    ws = Workspace(db_path)
+    before = settings_store.load_llm_settings(ws)
+    settings_store.save_llm_settings(ws, {**(before or {}), "base_url": FLOW_FAKE.base_url,
+                                          "cache": False, "max_retries": 0})
+    try:
+        yield
+    finally:
+        if before is None:
+            with ws.transaction() as conn:
+                conn.execute("DELETE FROM settings WHERE name = ?", (settings_store.LLM_SETTINGS,))
+        else:
+            settings_store.save_llm_settings(ws, before)
+        ws.close()
+
+
+def test_event_driven_run_live_and_a_refinement_accepted(page, streamlit_app):
+    js_errors: list[str] = []
+    page.on("pageerror", lambda exc: js_errors.append(str(exc)))
+    page.set_viewport_size({"width": 1500, "height": 1100})
+    with flow_endpoint(streamlit_app.db_path):
+        goto_page(page, streamlit_app, "/aov")
+        _key(page, "aov_use").locator("button").click()
+        wait_for_app(page)
+        _choose(page, "aov_agents", "LLM agents")
+        _choose(page, "aov_inspector", "Rules")
+        _choose(page, "aov_repairs", "Rules")
+        expect(_key(page, "aov_refine").get_by_text("LLM", exact=True)).to_be_visible()  # every 3, the default
+        _key(page, "aov_start").locator("button").click()
+        wait_for_app(page)
+        _key(page, "aov_run").locator("button").click()
+
+        # live: 'win' still runs while its siblings have completed: nobody waits for a step's slowest
+        running = page.get_by_text(re.compile(r"Running now: win \(coder(#\d)?, \d+\.\d s\)$"))
+        expect(running).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("Timeline · overlapping bars ran at the same time")).to_be_visible()
+        page.wait_for_function(f"() => [...document.querySelectorAll('{CHART}')].length === 4")
+        fills = _fills(_charts(page, 4)[-1])  # 3 candidates, then the live graph
+        assert fills == {"design": "completed", "board": "completed", "win": "running", "ui": "completed",
+                         "tests": "completed", "assemble": "pending"}
+        expect(_key(page, "aov_pause").locator("button")).to_be_enabled()
+        expect(_key(page, "aov_step").locator("button")).to_be_disabled()
+        RELEASE_WIN.set()
+
+        # after 3 completions nothing new starts; once 'win' is done, the refinement awaits a decision
+        note = page.locator('[data-testid="stAlert"]').filter(has_text="Periodic refinement:")
+        expect(note).to_be_visible(timeout=30_000)
+        expect(page.get_by_text(re.compile(r"Proposal 1 \(llm\) · re-plan: 1 added"))).to_be_visible()
+        expect(page.locator('[data-testid="stCode"]').first).to_contain_text(
+            "+ subtask docs (architect): Write the README")
+        charts = _charts(page, 5)  # 3 candidates, the update with its new subtask outlined, the live graph
+        assert [s for s, style in charts[3].items() if "dasharray:5 3" in style] == ["docs"]
+        assert _fills(charts[4]) == {"design": "completed", "board": "completed", "win": "completed",
+                                     "ui": "completed", "tests": "completed", "assemble": "pending"}
+        note.evaluate("e => e.scrollIntoView({block: 'start'})")
+        page.mouse.move(800, 500)
+        page.mouse.wheel(0, -110)  # below the app's header bar
+        page.wait_for_timeout(500)
+        save_screenshot(page, "aov_flow.png")
+
+        _key(page, "aov_accept_0").locator("button").click()
+        wait_for_app(page)
+        done = page.get_by_text(re.compile(r"The execution completed after 3 step\(s\)\."))
+        expect(done).to_be_visible(timeout=30_000)
+        final = _charts(page, 4)[-1]
+        assert set(_fills(final).values()) == {"completed"} and set(final) == {
+            "design", "board", "win", "ui", "tests", "assemble", "docs"}
+        assert no_exceptions(page) == []
+        assert js_errors == []
