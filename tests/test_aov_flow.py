@@ -53,15 +53,12 @@ def test_a_subtask_starts_before_a_slow_sibling_finishes() -> None:
     g = graph({"root": [], "slow": ["root"], "fast": ["root"], "after_fast": ["fast"], "end": ["slow", "after_fast"]})
     with FakeLLMServer(executor, delays={"Your subtask (slow)": 1.2}) as srv:
         ex = Execution(g, LLMAgent(make_llm(srv)), RuleInspector())
-        t0 = time.monotonic()
         reports = run_sync(ex.run())
-        makespan = time.monotonic() - t0
     assert ex.status == "completed"
     slow, after = span(srv, "slow"), span(srv, "after_fast")
     assert after[0] < slow[1] - 0.5  # started (and finished) while its parent's slow sibling still ran
     assert after[1] < slow[1]
     assert span(srv, "end")[0] >= slow[1]  # but never before its own last parent
-    assert makespan < 1.2 + 0.8  # lock-step would add after_fast's step behind the slow one
     # the step view: after_fast belongs to step 3 although it ran inside step 2's time
     assert [r.subtasks for r in reports] == [["root"], ["slow", "fast"], ["after_fast"], ["end"]]
     starts = [e["payload"]["subtask"] for e in ex.events if e["kind"] == "subtask_start"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 
@@ -33,11 +32,8 @@ def test_k_candidates_are_requested_concurrently(k: int) -> None:
         return json.dumps(plan(i))
 
     with FakeLLMServer(respond, latency=0.4) as srv:
-        t0 = time.monotonic()
         cands = run_sync(generate_candidates(make_llm(srv), "split it", k=k))
-        elapsed = time.monotonic() - t0
-    assert srv.max_in_flight == k and len(srv.requests) == k
-    assert elapsed < 0.4 * k / 2  # one after another would take 0.4 s per candidate
+    assert srv.max_in_flight == k and len(srv.requests) == k  # one after another: never more than 1
     assert [len(c.graph.subtasks) for c in cands] == list(range(1, k + 1))  # each reply is its candidate's
     assert {f"candidate {i} of {k}" for i in range(1, k + 1)} == {
         re.search(r"candidate \d+ of \d+", message_text(r)).group(0) for r in srv.requests}
@@ -115,5 +111,5 @@ def test_scripted_server_delays_by_keyword_and_records_spans() -> None:
         run_sync(both())
     spans = {message_text(r): s for r, s in zip(srv.requests, srv.spans, strict=True)}
     slow, quick = spans["the slow one"], spans["quick"]
-    assert slow[1] - slow[0] >= 0.5 and quick[1] - quick[0] < 0.3  # the first matching keyword wins
+    assert slow[1] - slow[0] >= 0.5 > quick[1] - quick[0]  # the first matching keyword wins
     assert quick[1] < slow[1] and srv.in_flight == 0
