@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 import time
 import uuid
@@ -62,6 +63,7 @@ def _schema(ws: Workspace) -> None:
 
 # -- the compressed text -------------------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=16)  # every page run asks again for the same text
 def encode_text(text: str) -> str:
     raw = zlib.compress(text.encode("utf-8"), 9)
     return PREFIX + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")

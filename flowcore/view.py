@@ -25,11 +25,12 @@ from .mermaid import to_mermaid
 from .model import Workflow
 
 __all__ = ["BIG_GRAPH_NODES", "PREVIEW_NODES", "ZOOMS", "diagram_code", "diagram_height", "is_big",
-           "layers", "overview", "preview", "safe_label"]
+           "layers", "overview", "preview", "safe_label", "section", "sections", "splice"]
 
 BIG_GRAPH_NODES = 300  # above this the diagram is drawn on demand only
 CANVAS_MAX_NODES = 60  # above this the drawing canvas (one React component per node) is shown on demand
 PREVIEW_NODES = 120  # how many nodes the on-demand partial drawing of a big graph shows
+SECTION_LINES = 1000  # a big workflow's text is edited a section at a time (one box with it all froze the tab)
 MAX_LISTED_DIAGNOSTICS = 40  # the rest go in a table: thousands of markdown lines would freeze the tab
 ZOOMS = {"Fit": None, "50%": 0.5, "75%": 0.75, "100%": 1.0, "125%": 1.25, "150%": 1.5, "200%": 2.0}
 _TAG = re.compile(r"<(?!br\s*/?>)[^>]*>", re.I)
@@ -125,3 +126,25 @@ def preview(w: Workflow, n: int = PREVIEW_NODES) -> Workflow:
     d.nodes = {k: v for k, v in d.nodes.items() if k in kept}
     d.edges = [e for e in d.edges if e.src in kept and e.dst in kept]
     return d
+
+
+def sections(text: str, size: int = SECTION_LINES) -> list[tuple[int, int]]:
+    """(first, last) line numbers (1-based, inclusive) of each section of ``size`` lines."""
+    n = max(1, len(text.splitlines()))
+    return [(a + 1, min(a + size, n)) for a in range(0, n, size)]
+
+
+def section(text: str, index: int, size: int = SECTION_LINES) -> str:
+    """The text of section ``index`` (lines included with their line ends)."""
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[index * size:(index + 1) * size])
+
+
+def splice(text: str, index: int, new: str, size: int = SECTION_LINES) -> str:
+    """``text`` with section ``index`` replaced by ``new`` (which may have more or fewer lines)."""
+    lines = text.splitlines(keepends=True)
+    if not 0 <= index * size <= len(lines):
+        raise ValueError(f"section {index} is past the end of a {len(lines)}-line text")
+    if new and not new.endswith("\n") and (index + 1) * size < len(lines):
+        new += "\n"  # the next section still starts on its own line
+    return "".join(lines[:index * size]) + new + "".join(lines[(index + 1) * size:])

@@ -30,8 +30,9 @@ def prompt_key(name: str, text: str) -> str:
 
 
 def live_text() -> str:
-    """The editor's latest value (it may be newer than the shared workflow during a callback)."""
-    value = ss.get(ace_key())
+    """The editor's latest value (it may be newer than the shared workflow during a callback); a big
+    workflow's sections are spliced into the shared text as they are edited."""
+    value = ss.get(ace_key()) if ss.get("ed_mode", "ace") == "ace" else None
     return value if isinstance(value, str) else common.current_workflow()["text"]
 
 
@@ -145,9 +146,22 @@ zoom_name = lay[1].select_slider("Diagram zoom", list(view.ZOOMS), value="Fit", 
                                       "scroll the box to move around.")
 left, right = st.columns([split, 100 - split])
 with left:
-    st_ace(value=text, language="text", theme="chrome", keybinding="vscode", font_size=15, tab_size=4,
-           min_lines=22, max_lines=40, show_print_margin=False, wrap=True, auto_update=True,
-           annotations=cv.annotations(diags[:500]), key=ace_key())
+    ss["ed_mode"] = "plain" if view.is_big(w) else "ace"
+    if ss["ed_mode"] == "ace":
+        st_ace(value=text, language="text", theme="chrome", keybinding="vscode", font_size=15, tab_size=4,
+               min_lines=22, max_lines=40, show_print_margin=False, wrap=True, auto_update=True,
+               annotations=cv.annotations(diags), key=ace_key())
+    else:  # one editor (even a plain text box) with every line of a text this long froze the tab for seconds
+        parts = view.sections(text)
+        i = st.selectbox(f"{len(w.nodes):,} nodes: edit a section at a time", range(len(parts)), key="ed_section",
+                         format_func=lambda k: f"lines {parts[k][0]:,}–{parts[k][1]:,}")
+        i = min(i or 0, len(parts) - 1)
+        part = view.section(text, i)
+        new = st.text_area("Section", part, height=560, key=f"ed_plain_{rev}_{i}_{hash(part)}",
+                           label_visibility="collapsed", help="Ctrl+Enter applies an edit")
+        if new != part:
+            common.set_current_workflow(view.splice(text, i, new), from_editor=True)
+            st.rerun()
     c1, c2, c3 = st.columns([0.8, 1.2, 1.4], vertical_alignment="center")
     c1.button("Format", on_click=reformat, key="ed_format", help="Rewrite the text in canonical form")
     c2.button("Mermaid 11 check", on_click=check_hard, key="ed_hard",

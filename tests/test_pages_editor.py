@@ -202,3 +202,24 @@ def test_format_and_the_mermaid_11_check(editor):
     assert editor.session_state["mf_text"].startswith("flowchart TD\n    PROBLEM")
     editor.button(key="ed_hard").click().run()
     assert any("Mermaid 11 agrees" in s for s in texts(editor.success))
+
+
+def test_a_big_workflow_keeps_text_and_checker_live_without_the_heavy_widgets(db):
+    lines = ["flowchart TD", '    PROBLEM(["Problem"])', '    RETURN(["Return"])']
+    lines += [f'    N{i}["Custom"]' for i in range(400)]
+    lines += ["    PROBLEM --> N0"] + [f"    N{i} --> N{i + 1}" for i in range(399)] + ["    N399 --> RETURN"]
+    big = "\n".join(lines) + "\n"
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["mf_text"], at.session_state["mf_task"], at.session_state["mf_name"] = big, "math", "big"
+    at.run()
+    at.switch_page("pages/editor.py").run()
+    assert not at.exception
+    names = [c.proto.component_name for c in at.get("component_instance")]
+    assert not any(n.endswith(("streamlit_ace", "streamlit_mermaid", "streamlit_flow")) for n in names), names
+    assert any("too big to draw as you type" in i.value for i in at.info)
+    assert at.selectbox(key="ed_section").options == ["lines 1–804"]
+    box = at.text_area[0]
+    box.set_value(box.value.replace('    N5["Custom"]\n', '    N5["Custom"]\n    N5 --> N5\n')).run()
+    assert not at.exception
+    assert "    N5 --> N5\n" in at.session_state["mf_text"]
+    assert any("M006" in m.value for m in at.markdown)  # the checker saw the edit: a cycle

@@ -54,3 +54,19 @@ def test_big_graphs_get_an_overview_and_a_partial_drawing():
     part = view.preview(w)
     assert len(part.nodes) == view.PREVIEW_NODES and len(part.edges) == view.PREVIEW_NODES - 1
     assert "PROBLEM" in part.nodes
+
+
+def test_a_big_text_is_edited_a_section_at_a_time():
+    text = "".join(f"line {i}\n" for i in range(1, 2501))
+    assert view.sections(text) == [(1, 1000), (1001, 2000), (2001, 2500)]
+    middle = view.section(text, 1)
+    assert middle.startswith("line 1001\n") and middle.endswith("line 2000\n")
+    edited = view.splice(text, 1, middle.replace("line 1500\n", "line 1500a\nline 1500b\n"))
+    assert edited.splitlines()[1499:1502] == ["line 1500a", "line 1500b", "line 1501"]
+    assert len(edited.splitlines()) == 2501 and edited.endswith("line 2500\n")
+    assert view.splice(text, 0, "no newline").splitlines()[:2] == ["no newline", "line 1001"]
+    assert view.splice(text, 2, "") == "".join(f"line {i}\n" for i in range(1, 2001))
+    import pytest
+
+    with pytest.raises(ValueError, match="past the end"):
+        view.splice(text, 5, "x")
