@@ -28,7 +28,7 @@ __all__ = ["BIG_GRAPH_NODES", "PREVIEW_NODES", "ZOOMS", "diagram_code", "diagram
            "layers", "overview", "preview", "safe_label", "section", "sections", "splice"]
 
 BIG_GRAPH_NODES = 300  # above this the diagram is drawn on demand only
-CANVAS_MAX_NODES = 60  # above this the drawing canvas (one React component per node) is shown on demand
+CANVAS_MAX_NODES = 60  # above this the canvas (one React component per node) warns that it is slow
 PREVIEW_NODES = 120  # how many nodes the on-demand partial drawing of a big graph shows
 SECTION_LINES = 1000  # a big workflow's text is edited a section at a time (one box with it all froze the tab)
 MAX_LISTED_DIAGNOSTICS = 40  # the rest go in a table: thousands of markdown lines would freeze the tab

@@ -196,10 +196,9 @@ with right:  # fixed slots (list, notice, diagram): the diagram keeps its place,
 st.subheader("Draw")
 if not readable:
     st.info("Fix the syntax error above to draw: the canvas edits the same workflow as the text.")
-elif len(w.nodes) > view.CANVAS_MAX_NODES and not st.toggle(
-        f"Show the canvas ({len(w.nodes):,} nodes: slow to draw)", key="ed_big_canvas"):
-    st.caption(f"The canvas is drawn on demand above {view.CANVAS_MAX_NODES} nodes; the text stays live.")
-else:
+elif st.toggle("Draw on a canvas", key="ed_canvas", help="Add typed nodes from a palette, connect and delete "
+               "them; the text follows. Loaded on demand: it is the heaviest part of the page"
+               + (f", and slow with {len(w.nodes):,} nodes." if len(w.nodes) > view.CANVAS_MAX_NODES else ".")):
     widgets.canvas(w, task, apply_drawing)
 
 st.subheader("Prompts")

@@ -144,10 +144,14 @@ def main() -> None:
 
     tab_py, tab_mmd, tab_json, tab_png = st.tabs(["Python", "Mermaid", "JSON", "Drawing"])
     with tab_py:
-        st.caption(f"{len(source.splitlines())} lines: prompts, the graph, `Workflow.__call__` (independent "
-                   "nodes run concurrently), then the operator and sandbox code it needs.")
-        shown = source if len(source) < 400_000 else "\n".join(source.splitlines()[:3000]) + "\n# … (see the .py)"
+        own, marker, support = source.partition("\n# " + "=" * 106 + "\n")
+        st.caption(f"{len(source.splitlines()):,} lines: prompts, the graph and `Workflow.__call__` (independent "
+                   f"nodes run concurrently) below; then {len(support.splitlines()):,} lines of operator and "
+                   "sandbox code pasted from flowcore (in the download).")
+        shown = own if len(own) < 400_000 else "\n".join(own.splitlines()[:3000]) + "\n# … (see the .py)"
         st.code(shown, language="python", line_numbers=True, height=560)
+        if marker and st.toggle("Show the pasted support code too", key="ex_support"):
+            st.code(support, language="python", height=560)  # highlighting it all at once blocked the tab
     with tab_mmd:
         st.code(mmd, language="text", line_numbers=True)
     with tab_json:

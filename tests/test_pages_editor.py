@@ -173,6 +173,7 @@ def test_a_prompt_changed_in_the_text_shows_in_its_form_and_is_not_undone(editor
 
 
 def test_palette_adds_a_typed_node_to_the_text(editor):
+    editor.toggle(key="ed_canvas").set_value(True).run()  # the canvas loads on demand
     editor.selectbox(key="ed_palette").set_value("ScEnsembleOp")
     editor.button(key="ed_add").click().run()
     w = parse(editor.session_state["mf_text"])
@@ -181,6 +182,8 @@ def test_palette_adds_a_typed_node_to_the_text(editor):
 
 
 def test_canvas_connections_and_deletions_update_the_text(editor):
+    assert not [c for c in editor.get("component_instance") if c.proto.component_name.endswith("streamlit_flow")]
+    editor.toggle(key="ed_canvas").set_value(True).run()  # the canvas loads on demand
     sent = component(editor, "streamlit_flow")
     key = editor.session_state["ed_flow"]["key"]
     nodes = [n for n in sent["nodes"] if n["id"] != "RETURN"]  # the user deleted RETURN ...
