@@ -58,6 +58,9 @@ def candidates_section(configured: bool) -> int | None:
                      placeholder='{"goal": "...", "subtasks": {...}, "agents": [...]}')
         st.button("Use as candidates", on_click=act.use_files, key="aov_use", type="primary")
     else:
+        titles = S.task_titles()
+        st.selectbox("…or a task of the task set (checkable acceptance)", [None, *titles], key="aov_taskset",
+                     format_func=lambda t: "—" if t is None else titles[t], on_change=act.use_task)
         st.text_area("Task", key="aov_task", height=90, placeholder="What should the team of agents do?")
         st.slider("K (candidates, requested at once)", 1, act.flow.k_max, act.flow.k, key="aov_gen_k")
         st.button("Generate", on_click=act.generate, key="aov_generate", type="primary",
@@ -201,6 +204,12 @@ def execution_section(ex) -> None:
                              ("Inspector verdicts", S.verdict_rows(ex.events), "aov_verdicts")]:
         st.markdown(f"**{title}**")
         st.dataframe(rows, hide_index=True, width="stretch", key=key)
+    if S.task_of(ex) is not None:
+        st.button("Check acceptance (in the sandbox)", on_click=act.check_acceptance, key="aov_acc",
+                  icon=":material/fact_check:", disabled=running)
+        if (acc := ss.get(f"aov_acc_{ex.id}")) is not None:
+            (st.success if acc[0] else st.warning)("Accepted." if acc[0] else "Not accepted.")
+            st.dataframe(acc[1], hide_index=True, width="stretch", key="aov_acc_rows")
     e = st.columns(3)
     e[0].download_button("Graph JSON", ex.graph.to_json(), file_name=f"aov_{ex.id}.json", key="aov_dl_graph",
                          mime="application/json", icon=":material/download:")

@@ -436,3 +436,25 @@ def test_flow_settings_are_saved_and_bound_k():
     again.number_input(key="aov_fs_k").set_value(9).run()
     ok(again.button(key="aov_fs_save").click().run())
     assert any("Not saved: Flow settings: k must be between 1 and k\\_max=6" in e for e in texts(again.error))
+
+
+def test_a_task_of_the_task_set_is_planned_run_and_checked_for_acceptance(monkeypatch):
+    from tests.test_aov_tasks import scripted
+
+    with FakeLLMServer(scripted()) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        at = page()
+        at.radio(key="aov_source").set_value("Generate with the LLM").run()
+        ok(at.selectbox(key="aov_taskset").set_value("gobang").run())
+        assert at.text_area(key="aov_task").value.startswith("Develop a Gobang")
+        at.slider(key="aov_gen_k").set_value(2).run()
+        ok(at.button(key="aov_generate").click().run())
+        at.radio(key="aov_inspector").set_value("rules").run()
+        at.radio(key="aov_refine").set_value("off").run()
+        ok(at.button(key="aov_start").click().run())
+        run_to_end(at)
+        assert at.session_state["aov_ex"].status == "completed"
+        ok(at.button(key="aov_acc").click().run())
+    assert "Accepted." in texts(at.success)
+    assert list(at.dataframe[-1].value["check"]) == ["files", "rules", "runs"]
+    assert all(at.dataframe[-1].value["passed"])

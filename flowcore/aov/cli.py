@@ -1,4 +1,5 @@
-"""``aov`` subcommands: generate, metrics, select, render, run, resume (DESIGN §10).
+"""``aov`` subcommands: generate, metrics, select, render, run, resume, and the task set: tasks, accept,
+bench (DESIGN §10).
 
 The whole Flow path is scriptable: ``aov generate "task" --k K --out DIR`` (K candidate graphs from the LLM,
 requested concurrently), ``aov select DIR/*.json``, ``aov run DIR/candidate_N.json``.
@@ -311,6 +312,99 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return run_sync(_drive(ex, args.json))
 
 
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from .tasks import load_tasks
+    tasks = load_tasks(Path(args.dir)) if args.dir else load_tasks()
+    for t in tasks:
+        if args.json:
+            _emit({"id": t.id, "kind": t.kind, "title": t.title, "deliverables": t.deliverables,
+                   "checks": [c.get("name") or c["kind"] for c in t.checks]})
+        else:
+            print(f"{t.id:<10} {t.kind:<8} {t.title}  (files: {', '.join(t.deliverables)}; "
+                  f"{len(t.checks)} checks)")
+    return 0
+
+
+def _sandbox_ready() -> None:
+    from ..sandbox import sandbox_status
+    ok, msg = sandbox_status()
+    if not ok:
+        raise UsageError(f"the acceptance checks run in the sandbox, which is not available: {msg}")
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    from .tasks import accept, task
+    t = task(args.task, Path(args.tasks_dir)) if args.tasks_dir else task(args.task)
+    folder = Path(args.dir)
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: no such directory")
+    files = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            try:
+                files[str(p.relative_to(folder))] = p.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue  # not a text deliverable
+    _sandbox_ready()
+    acc = accept(t, files)
+    if args.json:
+        _emit({"task": t.id, "passed": acc.passed, "checks": [vars(c) for c in acc.checks]})
+    else:
+        for c in acc.checks:
+            print(f"{'ok  ' if c.passed else 'FAIL'} {c.check}: {c.detail}")
+        print(f"{t.id}: {'accepted' if acc.passed else 'not accepted'} ({acc.score} checks)")
+    return 0 if acc.passed else 1
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .tasks import MODES, load_tasks, run_task, summary
+    fs = _flow_settings()
+    try:
+        k = fs.check_k(fs.k if args.k is None else args.k, "--k")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if args.repeats < 1:
+        raise UsageError("--repeats must be at least 1")
+    tasks = load_tasks(Path(args.tasks_dir)) if args.tasks_dir else load_tasks()
+    if args.tasks:
+        wanted = [x.strip() for x in args.tasks.split(",") if x.strip()]
+        unknown = [w for w in wanted if w not in {t.id for t in tasks}]
+        if unknown:
+            raise UsageError(f"--tasks: unknown task(s) {', '.join(unknown)} (tasks: "
+                             f"{', '.join(t.id for t in tasks)})")
+        tasks = [t for t in tasks if t.id in wanted]
+    modes = MODES if args.mode == "both" else (args.mode,)
+    llm = _llm(_workspace(args.db), uuid.uuid4().hex[:12])
+    if llm is None:
+        raise UsageError("no LLM configured: set OPENAI_BASE_URL and/or OPENAI_API_KEY to run the task set")
+    _sandbox_ready()
+    runs = []
+    for t in tasks:
+        for rep in range(args.repeats):
+            for mode in modes:
+                r = run_sync(run_task(t, llm, mode, rep, k=k, refine_every=fs.refine_every,
+                                      max_refinements=fs.max_refinements, judge=not args.rule_inspector,
+                                      out_dir=Path(args.out) if args.out else None))
+                runs.append(r)
+                if args.json:
+                    _emit({"event": "run", **r.to_dict()})
+                else:
+                    print(f"{t.id:<10} {mode:<6} #{rep + 1}: {r.status:<6} checks {r.checks}  "
+                          f"{r.subtasks} subtask(s), {r.calls} calls, {r.seconds:.1f} s"
+                          + (f"  ({r.error})" if r.error else ""), flush=True)
+    rows = summary(runs)
+    if args.json:
+        for row in rows:
+            _emit({"event": "summary", **row})
+    else:
+        print(f"\n{'task':<10} {'mode':<6} {'success':>8} {'passed':>7} {'errors':>7} {'calls':>6} {'cost $':>8}")
+        for row in rows:
+            rate = "—" if row["success"] is None else f"{100 * row['success']:.0f}%"
+            print(f"{row['task']:<10} {row['mode']:<6} {rate:>8} {row['passed']:>3}/{row['measured']:<3} "
+                  f"{row['errors']:>7} {row['calls']:>6} {row['cost']:>8.4f}")
+    return 0
+
+
 # ---- wiring -------------------------------------------------------------------------------------
 def register(subparsers: Any) -> None:
     aov = subparsers.add_parser("aov", help="Flow AOV graphs: metrics, selection and execution")
@@ -323,6 +417,27 @@ def register(subparsers: Any) -> None:
                    "worker, reviewer)")
     p.add_argument("--json", action="store_true", help="one JSON line per candidate, then the choice")
     p.set_defaults(func=_guard(cmd_generate))
+    p = sub.add_parser("tasks", help="the Flow task set (a game, a website, a Beamer deck, a report)")
+    p.add_argument("--dir", help="a folder of task files (default: assets/aov/tasks)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_guard(cmd_tasks))
+    p = sub.add_parser("accept", help="run a task's acceptance checks (in the sandbox) on a folder of files")
+    p.add_argument("task", help="the task id (see `aov tasks`)")
+    p.add_argument("dir", metavar="DIR", help="the folder holding the deliverables")
+    p.add_argument("--tasks-dir", help="a folder of task files (default: assets/aov/tasks)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_guard(cmd_accept))
+    p = sub.add_parser("bench", help="the task set, 'Flow on' vs 'one agent', in one harness (LLM)")
+    p.add_argument("--mode", choices=("flow", "single", "both"), default="both")
+    p.add_argument("--tasks", metavar="ID,ID,...", help="only these tasks (default: all)")
+    p.add_argument("--tasks-dir", help="a folder of task files (default: assets/aov/tasks)")
+    p.add_argument("--repeats", type=int, default=1, help="runs per task and mode (default 1)")
+    p.add_argument("--k", type=int, help="candidate plans, repair proposals, refinement updates")
+    p.add_argument("--rule-inspector", action="store_true", help="the rule inspector instead of the LLM judge")
+    p.add_argument("--out", metavar="DIR", help="keep every run's files in DIR/TASK/MODE_N/")
+    p.add_argument("--db", metavar="PATH", help="workspace for the LLM call log and cache")
+    p.add_argument("--json", action="store_true", help="a JSON line per run, then per task and mode")
+    p.set_defaults(func=_guard(cmd_bench))
     p = sub.add_parser("metrics", help="P_avg, C_dependency and the steps of an AOV graph")
     p.add_argument("file", metavar="FILE.json")
     p.add_argument("--json", action="store_true")

@@ -309,6 +309,30 @@ def md(text: Any) -> str:
     return "".join("\\" + c if c in "\\`*_[]<>$~#|" else c for c in str(text))
 
 
+def task_titles() -> dict[str, str]:
+    """The task set for the page: id -> "title (kind)"."""
+    from .tasks import load_tasks
+    return {t.id: f"{t.title} ({t.kind})" for t in load_tasks()}
+
+
+def task_of(ex: Execution) -> Any:
+    """The task of the task set this execution works on (its goal is the task's), or None."""
+    from .tasks import load_tasks
+    goal = ex.graph.goal.strip()
+    return next((t for t in load_tasks() if goal in (t.prompt_goal.strip(), t.goal.strip())), None)
+
+
+def acceptance_rows(ex: Execution) -> tuple[bool, list[dict[str, Any]]]:
+    """The task's acceptance checks, run in the sandbox on the files the completed subtasks delivered."""
+    from .tasks import accept, files_from
+    t = task_of(ex)
+    if t is None:
+        raise AOVError("this execution is not on a task of the task set")
+    files = files_from(ex.graph)
+    acc = accept(t, files)
+    return acc.passed, [{"check": c.check, "passed": c.passed, "detail": c.detail} for c in acc.checks]
+
+
 def decision_text(ex: Execution) -> str:
     """What the decision awaited first is about, in Markdown."""
     rs = ex.pending_failure
@@ -403,6 +427,19 @@ class Actions:
         k = min(int(self.s.get("aov_gen_k", self.flow.k)), self.flow.k_max)
         got = run_sync(generate_candidates(client, task, k=k))  # K calls at once
         self._set_candidates([Labeled(f"LLM candidate {c.index + 1}", c) for c in got])
+
+    def use_task(self) -> None:
+        """The chosen task of the task set becomes the text to generate candidate plans for."""
+        from .tasks import task
+        if tid := self.s.get("aov_taskset"):
+            self.s["aov_task"] = task(tid).prompt_goal
+
+    def check_acceptance(self) -> None:
+        ex: Execution = self.s["aov_ex"]
+        try:
+            self.s[f"aov_acc_{ex.id}"] = acceptance_rows(ex)
+        except (AOVError, RuntimeError) as e:  # SandboxUnavailable is a RuntimeError: nothing was run
+            self.flash("error", f"The acceptance checks did not run: {e}")
 
     def save_flow(self, values: dict[str, int]) -> None:
         try:
