@@ -144,7 +144,7 @@ def _types_known(w: Workflow) -> list[Diagnostic]:
                            f"{', '.join(cat.INTERFACE_NODES)} (rename the node or give it an operator type)"))
         if n.op is not None:
             for c in n.classes:
-                if c.lower().endswith("op"):  # meant as an operator type, but unknown
+                if c.lower().endswith("op") and cat.resolve(c) is None:  # meant as an operator type, but unknown
                     hint = cat.suggest(c)
                     out.append(_at(n, "M003", f"unknown operator type '{c}' on node {n.id}"
                                    + (f"; did you mean {hint}?" if hint else "")))

@@ -1,34 +1,33 @@
 """Mermaid flowchart reader and canonical printer (DESIGN §2).
 
-The reader is a small scanner over statements (lines split on ``;``), not a regex per line: it accepts
-general flowchart syntax (shapes, quoted labels, every arrow kind, pipe and inline edge labels, chains,
-``&`` groups, classes, subgraphs, comments) and records the line and column of every node and edge.
+The reader is Mermaid 11's own flowchart grammar (``mermaid_grammar``: the jison tables of the bundled
+Mermaid, run in Python, and a port of its FlowDB), so it accepts exactly what Mermaid accepts and reads
+the same graph: vertices with shape and label, edges in order with head, stroke, length and label,
+subgraph membership as Mermaid decides it, classes. This module turns that graph into the workflow model
+(operator types, prompts, ports) and prints a model back as a text Mermaid draws the same way.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass, field
+from typing import Any
 
 from . import catalogue as cat
-from .model import SHAPES, Diagnostic, Edge, Node, Subgraph, Workflow
+from .mermaid_grammar import FlowDB, MermaidParseError, parse_flowchart
+from .mermaid_text import decode_entities, humanize, to_error
+from .model import SHAPE_OPENER, SHAPE_TYPE, SHAPES, Diagnostic, Edge, Node, Subgraph, Workflow
 
 DIRECTIONS = ("TD", "TB", "LR", "RL", "BT")
-_ID = re.compile(r"[A-Za-z0-9_\u00c0-\uffff]+")
-_OPENERS = sorted(SHAPES, key=len, reverse=True)
-_ALT_CLOSERS = {"[/": ("/]", "\\]"), "[\\": ("\\]", "/]")}
-_ARROW = re.compile(
-    r"(?P<a><?(?:-{2,}>|-{3,}|-\.+->|-\.+-|={2,}>|={3,}|--[xo](?=[\s|]))|<?-\.+->|<?={2,}>)"
-)
-_TEXT_ARROW = re.compile(r"(?P<start><?(?:--|==|-\.))\s+(?P<text>[^|]*?)\s*(?P<end>-{2,}>|-{3,}|={2,}>|={3,}|\.+->|\.+-)")
 _PROMPT = re.compile(r"^%%\s*@prompt\s+(?P<name>[\w.\-]+)\s*:\s?(?P<text>.*)$")
 _ROLE = re.compile(r"\(\s*(?:role|instruction)\s*:\s*([^)]*?)\s*\)", re.I)
+_OPEN_ROLE = re.compile(r"\(\s*(?:role|instruction)\s*:\s*([^)]*)$", re.I | re.S)
+_ANALYSIS = re.compile(r"\(\s*analysis\s*:", re.I)
 _FIRST_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_UNQUOTED_BAD = set('()[]{}"')
-_KEYWORD_PREFIXES = ("subgraph", "end", "direction", "class", "style", "linkStyle", "click")
-# Fast paths for the two commonest statements; anything they do not match goes through the scanner.
-_FAST_EDGE = re.compile(r"([A-Za-z0-9_]+)[ \t]*(-->|---|-\.->|==>)[ \t]*(?:\|([^|\"]*)\|)?[ \t]*([A-Za-z0-9_]+)$")
-_FAST_NODE = re.compile(r'([A-Za-z0-9_]+)(\(\[|\[\[|\(\(|\{\{|\[\(|\[|\(|\{)"([^"]*)"(\]\)|\]\]|\)\)|\}\}|\)\]|\]|\)|\})$')
+_KEY_OF_TYPE = {t: k for k, t in SHAPE_TYPE.items() if k != "[|"}
+
+
+EARLY = "%%early "  # extras with this prefix are printed before the nodes (a click on a node not yet drawn)
 
 
 class WorkflowSyntaxError(ValueError):
@@ -39,77 +38,36 @@ class WorkflowSyntaxError(ValueError):
         super().__init__("; ".join(str(d) for d in diagnostics) or "syntax error")
 
 
+# ------------------------------------------------------------------------------------------------ arrows
+
+_HEAD = {"arrow_point": ">", "arrow_cross": "x", "arrow_circle": "o", "arrow_open": ""}
+_TAIL = {"arrow_point": "<", "arrow_cross": "x", "arrow_circle": "o"}
+
+
+def arrow_text(etype: str | None, stroke: str | None, length: int | None) -> str:
+    """The canonical spelling of an edge's head(s), stroke and length (``-->``, ``<==>``, ``-..->``, ``~~~``)."""
+    n = max(int(length or 1), 1)
+    double = bool(etype and etype.startswith("double_"))
+    base = etype[7:] if double else (etype or "arrow_open")
+    head = _HEAD.get(base, "")
+    tail = _TAIL.get(base, "") if double else ""
+    if stroke == "invisible":
+        return "~" * (n + 2)
+    if stroke == "dotted":
+        return f"{tail}-{'.' * n}-{head}"
+    ch = "=" if stroke == "thick" else "-"
+    return tail + ch * (n + 1) + (head if head else ch)
+
+
 def canonical_arrow(raw: str) -> str:
-    """Collapse arrow length variants (``--->``) to one spelling per kind."""
-    both = raw.startswith("<")
-    body = raw[1:] if both else raw
-    if "." in body:
-        kind = "-.->" if body.endswith(">") else "-.-"
-    elif body.startswith("="):
-        kind = "==>" if body.endswith(">") else "==="
-    elif body.endswith(("x", "o")) and not body.endswith("-"):
-        kind = "--" + body[-1]
-    else:
-        kind = "-->" if body.endswith(">") else "---"
-    return ("<" + kind) if both and kind.endswith(">") else kind
+    """Any arrow spelling (``--->``, ``<-.->``, ``x--x``) in its canonical form."""
+    from .mermaid_grammar import destruct_end
+
+    t, stroke, length = destruct_end(raw)
+    return arrow_text(t, stroke, length)
 
 
-@dataclass
-class _State:
-    w: Workflow = field(default_factory=Workflow)
-    diags: list[Diagnostic] = field(default_factory=list)
-    declared: dict[str, tuple[str | None, str, int, int]] = field(default_factory=dict)
-    class_assign: list[tuple[str, str, int, int]] = field(default_factory=list)  # node, class, line, col
-    sub_stack: list[str] = field(default_factory=list)
-    sub_lines: dict[str, tuple[int, int]] = field(default_factory=dict)
-
-    def error(self, code: str, msg: str, line: int, col: int, node: str | None = None) -> None:
-        self.diags.append(Diagnostic(code, "error", msg, line, col, node))
-
-
-class _Scan:
-    """Cursor over one statement; ``col0`` maps positions back to the source line."""
-
-    def __init__(self, text: str, line: int, col0: int):
-        self.s, self.i, self.line, self.col0 = text, 0, line, col0
-
-    @property
-    def col(self) -> int:
-        return self.col0 + self.i + 1
-
-    def ws(self) -> None:
-        while self.i < len(self.s) and self.s[self.i] in " \t":
-            self.i += 1
-
-    def done(self) -> bool:
-        self.ws()
-        return self.i >= len(self.s)
-
-    def peek(self, n: int = 1) -> str:
-        return self.s[self.i:self.i + n]
-
-
-class _Fail(Exception):
-    def __init__(self, msg: str, col: int):
-        super().__init__(msg)
-        self.msg, self.col = msg, col
-
-
-def _split_statements(line: str) -> list[tuple[str, int]]:
-    """Split on ';' outside quotes; returns (statement, 0-based start column)."""
-    if ";" not in line:
-        stripped = line.strip()
-        return [(stripped, len(line) - len(line.lstrip()))] if stripped else []
-    out, start, quote = [], 0, False
-    for i, ch in enumerate(line):
-        if ch == '"':
-            quote = not quote
-        elif ch == ";" and not quote:
-            out.append((line[start:i], start))
-            start = i + 1
-    out.append((line[start:], start))
-    return [(s.strip(), c + len(s) - len(s.lstrip())) for s, c in out if s.strip()]
-
+# ------------------------------------------------------------------------------------------------ reading
 
 def _unescape(text: str) -> str:
     """A prompt's only escapes are \\n (newline) and \\\\ (backslash); LaTeX such as \\boxed stays as is."""
@@ -120,57 +78,59 @@ def _escape(text: str) -> str:
     return re.sub(r"\\(?=[\\n]|$)", r"\\\\", text).replace("\n", "\\n")
 
 
+def mermaid_error(text: str, err: MermaidParseError) -> Diagnostic:
+    """An M001 diagnostic at the line (and column) Mermaid names for this error."""
+    me = to_error(text, err.as_mermaid())
+    msg = me.message
+    if me.line is None and err.kind == "db":  # FlowDB errors carry no line: use the statement's
+        from .mermaid_text import Prepared
+
+        line, col = Prepared(text).position(err.pos)
+        return Diagnostic("M001", "error", f"line {line}: {msg[:1].lower() + msg[1:]}", line, col)
+    column = me.column
+    if column is None and me.line is not None:  # Mermaid names only the line: point at what is wrong on it
+        rows = text.splitlines() or [""]
+        row = rows[me.line - 1] if me.line <= len(rows) else ""
+        column = len(row) - len(row.lstrip()) + 1
+        if err.kind == "lexical":
+            from .mermaid_text import Prepared
+
+            code = Prepared(text)
+            pos = err.pos
+            while pos < len(code.code) and code.code[pos] in " \t":
+                pos += 1
+            line, col = code.position(pos)
+            if line == me.line:
+                column = col
+    return Diagnostic("M001", "error", msg, me.line, column)
+
+
 def parse_lenient(text: str) -> tuple[Workflow, list[Diagnostic]]:
     """Read as much of the flowchart as possible; syntax problems become M001/M002 diagnostics."""
-    st = _State()
     if not isinstance(text, str):
-        st.error("M001", "the workflow must be text", 1, 1)
-        return st.w, st.diags
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    header_seen = False
-    for ln, raw in enumerate(lines, start=1):
-        stripped = raw.strip()
-        if not stripped:
+        return Workflow(), [Diagnostic("M001", "error", "the workflow must be text", 1, 1)]
+    res = parse_flowchart(text)
+    diags: list[Diagnostic] = []
+    if res.kind is None:
+        stripped = res.prepared.detect_text.strip()
+        msg = humanize(f"No diagram type detected matching given configuration for text: {stripped[:40]}",
+                       unknown_diagram=True)
+        from .mermaid_text import _first_content_line
+
+        line = _first_content_line(text)
+        diags.append(Diagnostic("M001", "error", f"line {line}: " + msg[:1].lower() + msg[1:], line, 1))
+        w = Workflow()
+        _read_prompts(text, w)
+        return w, diags
+    seen: set[int] = set()
+    for err in res.errors:
+        d = mermaid_error(text, err)
+        if d.line in seen and err is not res.errors[0]:
             continue
-        if stripped.startswith("%%"):
-            if stripped.startswith("%%{"):
-                st.w.extras.append(stripped)
-            elif m := _PROMPT.match(stripped):
-                st.w.prompts[m["name"]] = _unescape(m["text"].rstrip())
-            continue
-        indent = len(raw) - len(raw.lstrip())
-        if not header_seen:
-            m = re.match(r"(flowchart|graph)\b\s*([A-Za-z]{2})?\s*;?(.*)$", stripped)
-            if not m:
-                st.error("M001", "a workflow starts with 'flowchart TD' (or graph/flowchart with TB, LR, RL, BT)",
-                         ln, indent + 1)
-                header_seen = True
-                continue
-            header_seen = True
-            direction = (m[2] or "TD").upper()
-            if direction not in DIRECTIONS:
-                st.error("M001", f"unknown direction '{m[2]}' (use one of {', '.join(DIRECTIONS)})",
-                         ln, indent + 1 + stripped.find(m[2]))
-            else:
-                st.w.direction = direction
-            rest = m[3]
-            if rest.strip():
-                _line(st, rest, ln, indent + len(stripped) - len(rest))
-            continue
-        if ";" in raw:
-            _line(st, raw.rstrip(), ln, 0)
-        else:  # the common case: one statement per line
-            try:
-                _statement(st, stripped, ln, indent)
-            except _Fail as f:
-                st.error("M001", f.msg, ln, f.col)
-    if not header_seen:
-        st.error("M001", "empty workflow: expected a 'flowchart TD' header", 1, 1)
-    if st.sub_stack:
-        ln, col = st.sub_lines[st.sub_stack[-1]]
-        st.error("M001", f"subgraph '{st.sub_stack[-1]}' is never closed with 'end'", ln, col)
-    _finish(st)
-    return st.w, st.diags
+        seen.add(d.line or 0)
+        diags.append(d)
+    w = _to_workflow(text, res, diags)
+    return w, diags
 
 
 def parse(text: str) -> Workflow:
@@ -182,207 +142,107 @@ def parse(text: str) -> Workflow:
     return w
 
 
-def _line(st: _State, line: str, ln: int, col0: int) -> None:
-    for stmt, c in _split_statements(line):
-        try:
-            _statement(st, stmt.rstrip(), ln, col0 + c)
-        except _Fail as f:
-            st.error("M001", f.msg, ln, f.col)
+def _read_prompts(text: str, w: Workflow) -> None:
+    for raw in text.splitlines():
+        s = raw.strip()
+        if s.startswith("%%") and (m := _PROMPT.match(s)):
+            w.prompts[m["name"]] = _unescape(m["text"].rstrip())
 
 
-def _statement(st: _State, s: str, ln: int, col0: int) -> None:
-    if not s.startswith(_KEYWORD_PREFIXES) and _fast(st, s, ln, col0):
-        return
-    word = s.split(None, 1)[0]
-    rest = s[len(word):].strip()
-    if word == "subgraph":
-        _subgraph(st, rest, ln, col0)
-    elif word == "end" and not rest:
-        if not st.sub_stack:
-            raise _Fail("'end' without an open subgraph", col0 + 1)
-        st.sub_stack.pop()
-    elif word == "direction" and st.sub_stack:
-        st.w.subgraphs[st.sub_stack[-1]].direction = rest.upper() or None
-    elif word == "classDef":
-        parts = rest.split(None, 1)
-        if not parts:
-            raise _Fail("classDef needs a class name and styles", col0 + 1)
-        for name in parts[0].split(","):
-            st.w.class_defs[name] = parts[1].strip() if len(parts) > 1 else ""
-    elif word == "class":
-        parts = rest.split()
-        if len(parts) != 2:
-            raise _Fail("use 'class node1,node2 ClassName'", col0 + 1)
-        for nid in parts[0].split(","):
-            if nid:
-                st.class_assign.append((nid, parts[1], ln, col0 + 1))
-    elif word in ("style", "linkStyle", "click"):
-        st.w.extras.append(s.strip())
-    else:
-        _chain(st, _Scan(s, ln, col0))
+def _header_direction(res) -> str:
+    m = re.match(r"[ \t\n]*(?:flowchart-elk|flowchart|graph|swimlane-beta)[ \t]*([A-Za-z<>^]+)?", res.prepared.code)
+    raw = (m.group(1) if m else None) or ""
+    if raw.upper() in DIRECTIONS:
+        return raw.upper()
+    return res.db.direction or "TB"
 
 
-def _fast(st: _State, s: str, ln: int, col0: int) -> bool:
-    """Handle 'A --> B', 'A -->|x| B' and 'A["label"]' without the scanner; False when it does not apply."""
-    m = _FAST_EDGE.match(s)
-    if m:
-        _declare(st, m[1], "", None, ln, col0 + 1)
-        _declare(st, m[4], "", None, ln, col0 + m.start(4) + 1)
-        label = m[3].strip() if m[3] is not None else None
-        st.w.edges.append(Edge(m[1], m[4], label or None, m[2], ln, col0 + m.start(2) + 1))
-        return True
-    m = _FAST_NODE.match(s)
-    if m and SHAPES[m[2]] == m[4]:
-        _declare(st, m[1], m[2], m[3], ln, col0 + 1)
-        return True
-    return False
+def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: C901, PLR0912
+    db: FlowDB = res.db
+    pre = res.prepared
+    w = Workflow()
+    w.header = res.kind
+    w.direction = _header_direction(res)
+    w.front_matter = pre.front_matter
+    w.extras.extend(d.strip() for d in pre.directives)
+    _read_prompts(text, w)
+    for name, styles in db.classes.items():
+        w.class_defs[name] = decode_entities(",".join(styles))
+    click_targets: dict[str, int] = {}
+    for click in db.clicks:
+        for nid in click[0].split(","):
+            click_targets[nid] = click_targets.get(nid, 0) + 1
+    position = pre.position
+    for v in db.vertices.values():
+        line, col = position(v.pos) if v.pos >= 0 else (0, 0)
+        if v.type is None:
+            shape = ""
+        elif v.type == "rect" and v.props:
+            shape = "[|"
+        else:
+            shape = _KEY_OF_TYPE.get(v.type, v.type)
+        label = decode_entities(v.text) if v.text is not None else None
+        if shape == "" and label == v.id and v.label_type == "text" and not v.data:
+            label = None
+        classes = list(v.classes)
+        for _ in range(click_targets.get(v.id, 0)):
+            if "clickable" in classes:
+                classes.remove("clickable")
+        w.nodes[v.id] = Node(v.id, label, shape, classes=classes, line=line, column=col,
+                             label_type="markdown" if v.label_type == "markdown" else "text",
+                             props={str(k): str(x) for k, x in (v.props or {}).items()}, data=dict(v.data))
+    keys: list[str] = []  # model key of each of Mermaid's subgraphs (a repeated id gets "id#2")
+    first_key: dict[str, str] = {}
+    for sg in db.subgraphs:
+        # when a node has the subgraph's id, Mermaid draws the group with the node's classes (getData)
+        classes = [] if sg.id in db.vertices else list(sg.classes)
+        k = sg.id
+        n = 1
+        while k in w.subgraphs:
+            n += 1
+            k = f"{sg.id}#{n}"
+        keys.append(k)
+        first_key.setdefault(sg.id, k)
+        w.subgraphs[k] = Subgraph(sg.id, decode_entities(sg.title), None, sg.dir,
+                                  "markdown" if sg.label_type == "markdown" else "text", classes)
+    for k, sg in zip(keys, db.subgraphs):
+        for member in sg.nodes:
+            child = first_key.get(member)
+            if child is not None and child != k and w.subgraphs[child].parent is None:
+                w.subgraphs[child].parent = k
+            node = w.nodes.get(member)
+            if node is not None and node.subgraph is None:
+                node.subgraph = k
+    for e in db.edges:
+        line, col = position(e.pos) if e.pos >= 0 else (0, 0)
+        if e.type == "INVALID":
+            arrow = "INVALID"
+        else:
+            arrow = arrow_text(e.type, e.stroke, e.length)
+        w.edges.append(Edge(e.start, e.end, decode_entities(e.text) or None, arrow, line, col,
+                            label_type="markdown" if e.label_type == "markdown" else "text",
+                            id=e.id if e.user_id else None, data=dict(e.data), classes=list(e.classes)))
+    w.extras.extend(_statement_extras(db, pre))
+    for rl in db.relabels:
+        vid, old, new, pos = rl
+        line, col = position(pos)
+        diags.append(Diagnostic("M002", "error", f"node {vid} is declared twice with different labels: "
+                                f"'{decode_entities(old)}' and '{decode_entities(new)}' (Mermaid draws the last)",
+                                line, col, vid))
+    _finish(w, diags)
+    return w
 
 
-def _subgraph(st: _State, rest: str, ln: int, col0: int) -> None:
-    m = re.match(r'^(?P<id>[\w\-]+)?\s*(?:\[\s*"?(?P<t1>[^"\]]*)"?\s*\])?\s*$', rest)
-    if m and m["id"]:
-        sid, title = m["id"], m["t1"]
-    elif rest.startswith('"') and rest.endswith('"') and len(rest) > 1:
-        sid = title = rest[1:-1]
-    elif rest:
-        sid = title = rest
-    else:
-        raise _Fail("subgraph needs an id or a title", col0 + 1)
-    if sid in st.w.subgraphs:
-        sid = f"{sid}_{len(st.w.subgraphs)}"
-    st.w.subgraphs[sid] = Subgraph(sid, title, st.sub_stack[-1] if st.sub_stack else None)
-    st.sub_stack.append(sid)
-    st.sub_lines[sid] = (ln, col0 + 1)
-
-
-def _chain(st: _State, sc: _Scan) -> None:
-    groups = [_group(st, sc)]
-    links: list[tuple[str, str | None, int]] = []
-    while not sc.done():
-        col = sc.col
-        arrow, label = _arrow(sc)
-        groups.append(_group(st, sc))
-        links.append((arrow, label, col))
-    for (arrow, label, col), srcs, dsts in zip(links, groups, groups[1:], strict=False):
-        for a in srcs:
-            for b in dsts:
-                st.w.edges.append(Edge(a, b, label, arrow, sc.line, col))
-
-
-def _group(st: _State, sc: _Scan) -> list[str]:
-    ids = [_node(st, sc)]
-    while True:
-        sc.ws()
-        if sc.peek() != "&":
-            return ids
-        sc.i += 1
-        ids.append(_node(st, sc))
-
-
-def _node(st: _State, sc: _Scan) -> str:
-    sc.ws()
-    col = sc.col
-    m = _ID.match(sc.s, sc.i)
-    if not m:
-        got = sc.peek() or "end of line"
-        raise _Fail(f"expected a node id, found '{got}'", col)
-    nid = m.group(0)
-    sc.i = m.end()
-    shape, label = "", None
-    opener = next((o for o in _OPENERS if sc.s.startswith(o, sc.i)), None)
-    if opener:
-        shape = opener
-        sc.i += len(opener)
-        label = _label(sc, opener, nid)
-    cls_list: list[str] = []
-    while sc.peek(3) == ":::":
-        sc.i += 3
-        cm = re.compile(r"[\w\-]+").match(sc.s, sc.i)
-        if not cm:
-            raise _Fail("expected a class name after ':::'", sc.col)
-        cls_list.append(cm.group(0))
-        sc.i = cm.end()
-    _declare(st, nid, shape, label, sc.line, col)
-    for c in cls_list:
-        st.class_assign.append((nid, c, sc.line, col))
-    return nid
-
-
-def _label(sc: _Scan, opener: str, nid: str) -> str:
-    closers = _ALT_CLOSERS.get(opener, (SHAPES[opener],))
-    start_col = sc.col
-    rest = sc.s[sc.i:]
-    stripped = rest.lstrip()
-    if stripped.startswith('"'):
-        sc.i += len(rest) - len(stripped) + 1
-        end = sc.s.find('"', sc.i)
-        if end < 0:
-            raise _Fail(f"node {nid}: the quoted label is never closed with '\"'", start_col)
-        label = sc.s[sc.i:end]
-        sc.i = end + 1
-        sc.ws()
-        closer = next((c for c in closers if sc.s.startswith(c, sc.i)), None)
-        if not closer:
-            raise _Fail(f"node {nid}: expected '{closers[0]}' to close the label", sc.col)
-        sc.i += len(closer)
-        return label
-    best = -1
-    for c in closers:
-        k = sc.s.find(c, sc.i)
-        if k >= 0 and (best < 0 or k < best):
-            best, closer = k, c
-    if best < 0:
-        raise _Fail(f"node {nid}: '{opener}' is never closed with '{closers[0]}'", start_col)
-    label = sc.s[sc.i:best]
-    bad = next((i for i, ch in enumerate(label) if ch in _UNQUOTED_BAD), None)
-    if bad is not None:
-        raise _Fail(f"node {nid}: '{label[bad]}' inside an unquoted label; put the label in quotes: "
-                    f'{nid}{opener}"..."{closers[0]}', sc.col + bad)
-    sc.i = best + len(closer)
-    return label.strip()
-
-
-def _arrow(sc: _Scan) -> tuple[str, str | None]:
-    sc.ws()
-    col = sc.col
-    m = _ARROW.match(sc.s, sc.i)
-    if m:
-        sc.i = m.end()
-        arrow = canonical_arrow(m.group("a"))
-        sc.ws()
-        label = None
-        if sc.peek() == "|":
-            end = sc.s.find("|", sc.i + 1)
-            if end < 0:
-                raise _Fail("edge label opened with '|' is never closed", sc.col)
-            label = sc.s[sc.i + 1:end].strip().strip('"').strip() or None
-            sc.i = end + 1
-        return arrow, label
-    m = _TEXT_ARROW.match(sc.s, sc.i)
-    if m:
-        sc.i = m.end()
-        start, end = m.group("start"), m.group("end")
-        raw = start + ("." if "." in end and "." not in start else "") + end.lstrip(".")
-        return canonical_arrow(raw.replace("..", ".")), m.group("text").strip().strip('"').strip() or None
-    got = sc.s[sc.i:sc.i + 12].split(" ")[0] or "end of line"
-    raise _Fail(f"expected an arrow such as '-->' between nodes, found '{got}'", col)
-
-
-def _declare(st: _State, nid: str, shape: str, label: str | None, ln: int, col: int) -> None:
-    w = st.w
-    node = w.nodes.get(nid)
-    if node is None:
-        node = w.nodes[nid] = Node(nid, line=ln, column=col, subgraph=st.sub_stack[-1] if st.sub_stack else None)
-    if label is None and not shape:
-        return
-    prev = st.declared.get(nid)
-    if prev is not None and prev[0] != label:
-        st.error("M002", f"node {nid} is declared twice with different labels: '{prev[0]}' (line {prev[2]}) "
-                 f"and '{label}'", ln, col, nid)
-        return
-    if prev is None:
-        st.declared[nid] = (label, shape, ln, col)
-        node.label, node.shape, node.line, node.column = label, shape, ln, col
+def _statement_extras(db: FlowDB, pre) -> list[str]:
+    """style / linkStyle / click / accTitle / accDescr statements, as written (a click that came before
+    its node existed is marked, so the printer keeps it before the nodes, where it classes nothing)."""
+    out = []
+    for raw in db.kept_statements:
+        early = raw.startswith("\0early\0")
+        x = decode_entities(raw.removeprefix("\0early\0")).strip()
+        if x:
+            out.append(EARLY + x if early else x)
+    return out
 
 
 def label_type_word(label: str | None) -> str | None:
@@ -393,93 +253,245 @@ def label_type_word(label: str | None) -> str | None:
     return m.group(0) if m and label.lstrip(' "`').startswith(m.group(0)) else None
 
 
-def _finish(st: _State) -> None:
-    """Apply classes, then give every node its operator type and prompt name."""
-    w = st.w
-    op_class: dict[str, tuple[str, int, int]] = {}
-    for nid, cls, ln, col in st.class_assign:
-        node = w.nodes.get(nid)
-        if node is None:
-            continue  # Mermaid ignores classes on nodes that never appear
-        op = cat.resolve(cls)
-        if op is None:
-            if cls not in node.classes:
-                node.classes.append(cls)
-            continue
-        if nid in op_class and op_class[nid][0] != op:
-            st.error("M002", f"node {nid} is given two operator types: {op_class[nid][0]} and {op}", ln, col, nid)
-            continue
-        op_class[nid] = (op, ln, col)
-    for nid, node in w.nodes.items():
-        if nid in op_class:
-            node.op = op_class[nid][0]
-        elif nid in cat.INTERFACE_NODES:
-            node.op = cat.INTERFACE
-        elif (op := cat.resolve(label_type_word(node.label))) is not None and op != cat.INTERFACE:
-            node.op = op
-        elif node.shape == "{":
-            node.op = cat.DECISION
-        if node.label and (m := _ROLE.search(node.label)):
-            node.prompt = m.group(1) or None
+def resolve_class(name: str, class_defs: dict[str, str]) -> str | None:
+    """The operator a class names. A short alias (Test, Custom) that has its own classDef is a style class,
+    as Mermaid draws it; names ending in Op and Interface always name operators."""
+    op = cat.resolve(name)
+    if op is None:
+        return None
+    if name in class_defs and not name.lower().endswith("op") and name != cat.INTERFACE:
+        return None
+    return op
+
+
+def _implied_op(n: Node) -> str | None:
+    """The operator a node has without any class: from its id, the first word of its label, its shape."""
+    if n.id in cat.INTERFACE_NODES:
+        return cat.INTERFACE
+    op = cat.resolve(label_type_word(n.label))
+    if op is not None and op != cat.INTERFACE:
+        return op
+    if n.shape == "{":
+        return cat.DECISION
+    return None
+
+
+def _finish(w: Workflow, diags: list[Diagnostic]) -> None:
+    """Give every node its operator type (from its class, else id/label/shape) and prompt name."""
+    for n in w.nodes.values():
+        style: list[str] = []
+        for c in n.classes:
+            op = resolve_class(c, w.class_defs)
+            if op is None:
+                style.append(c)
+            elif n.op is None or n.op == op:
+                n.op, n.op_class = op, n.op_class or c
+            else:  # kept as a plain class, so the text still draws the same
+                style.append(c)
+                diags.append(Diagnostic("M002", "error", f"node {n.id} is given two operator types: {n.op} and "
+                                        f"{op}", n.line or None, n.column or None, n.id))
+        n.classes = style
+        if n.op is None:
+            n.op = _implied_op(n)
+        if n.label and (m := _ROLE.search(n.label)):
+            n.prompt = m.group(1) or None
+        _slips(n, diags)
+
+
+def _slips(n: Node, diags: list[Diagnostic]) -> None:
+    """Warnings for texts Mermaid draws but that do not mean what they look like (M015)."""
+    label = n.label or ""
+    if n.prompt is None and n.op in cat.CATALOGUE and (m := _OPEN_ROLE.search(label)):
+        name = m.group(1).strip().rstrip("]})\"'").strip()
+        diags.append(Diagnostic("M015", "warning", f"node {n.id}: '(role: {name}' is never closed with ')', so "
+                                "the node has no prompt; close it, e.g. (role: " + (name or "x") + ")",
+                                n.line or None, n.column or None, n.id))
+    if n.op == "ProgrammerOp" and _ANALYSIS.search(label):
+        diags.append(Diagnostic("M015", "warning", f"node {n.id}: a Programmer ignores '(analysis: ...)' in its "
+                                "label; feed the analysis through an edge labelled analysis",
+                                n.line or None, n.column or None, n.id))
 
 
 # ---------------------------------------------------------------------------------------------- printer
 
-def _quote(label: str) -> str:
-    return '"' + label.replace('"', "#quot;") + '"'
+# an edge label that reads back the same without quotes (no bracket, pipe, quote, tilde, backtick)
+_PLAIN_EDGE_LABEL = re.compile(r"[^\s\[\](){}|\"~`\\/]([^\[\](){}|\"~`\\/\n]*[^\s\[\](){}|\"~`\\/])?")
+_SAFE_ID = re.compile(r"[A-Za-z0-9_\u00c0-\uffff][A-Za-z0-9_\-.\u00c0-\uffff]*")
 
 
-def _node_text(n: Node) -> str:
-    if n.label is None and not n.shape:
-        return n.id
-    opener = n.shape or "["
-    return f"{n.id}{opener}{_quote(n.label or '')}{SHAPES[opener]}"
+def _label_text(label: str, label_type: str) -> str | None:
+    """The label written between brackets so that Mermaid reads it back unchanged; None if it cannot be."""
+    if label_type == "markdown":
+        if not label.strip():
+            return '"` `"'
+        return None if ('"' in label or "`" in label) else f'"`{label}`"'
+    if not label.strip():
+        return " "
+    if '"' in label:  # only an unquoted label holds a quote: write it back as it was read
+        return label if "\n" not in label else None
+    return f'"{label}"'
 
 
-def to_mermaid(w: Workflow, *, styles: bool = False) -> str:
-    """The canonical text: header, prompts, nodes, classes, edges, classDefs (then kept extras).
+def _yaml_str(s: str) -> str:
+    if '"' not in s and "\\" not in s:
+        return f'"{s}"'
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _yaml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return json.dumps(v)
+    return _yaml_str(str(v))
+
+
+def _node_text(n: Node) -> list[str]:
+    """The node's statement(s): brackets when the shape has them, else shape data; other data after."""
+    shape = n.shape
+    if n.label is None and not shape and not n.data:
+        return [n.id]
+    data: dict[str, Any] = {}
+    if shape in SHAPES:
+        inner = _label_text(n.label if n.label is not None else n.id, n.label_type)
+        if inner is not None:
+            if shape == "[|":
+                (k, v), = (n.props or {"field": "value"}).items()
+                head = f"{n.id}[|{k}:{v}|{inner}]"
+            else:
+                head = f"{n.id}{SHAPE_OPENER[shape]}{inner}{SHAPES[shape]}"
+            if not n.data:
+                return [head]
+            return [head, f"{n.id}@{{ " + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in n.data.items()) + " }"]
+    if shape:
+        data["shape"] = _DATA_NAME.get(shape, shape)
+    if n.label is not None and "\n" in n.label and (inner := _label_text(n.label, n.label_type)):
+        # shape data turns a line break into <br/>: give the label in brackets, then the shape
+        return [f"{n.id}[{inner}]", f"{n.id}@{{ " + ", ".join(f"{k}: {_yaml_value(v)}"
+                                                                for k, v in {**data, **n.data}.items()) + " }"]
+    if n.label is not None:
+        data["label"] = n.label
+        data["labelType"] = "markdown" if n.label_type == "markdown" else "text"
+    data.update(n.data)
+    body = ", ".join(f"{k}: {_yaml_value(v)}" for k, v in data.items())
+    return [f"{n.id}@{{ {body} }}"]
+
+
+# shape-data names of the bracket shapes (used only when a label cannot be written between brackets)
+_DATA_NAME = {"[": "rect", "(": "rounded", "([": "stadium", "[[": "subroutine", "((": "circle", "{": "diamond",
+              "{{": "hexagon", "[(": "cylinder", ">": "odd", "[/": "lean-r", "[\\": "lean-l",
+              "(((": "doublecircle", "[/\\": "trap-b", "[\\/": "trap-t", "(-": "rounded", "[|": "rect"}
+
+
+def _edge_text(e: Edge) -> str:
+    eid = f"{e.id}@" if e.id else ""
+    if e.arrow == "INVALID":  # Mermaid keeps an edge whose two ends disagree (x-- text -->) as INVALID
+        return f"{e.src} {eid}x-- {_label_text(e.label or '', e.label_type) or ' '} --> {e.dst}"
+    label = ""
+    if e.label:
+        plain = e.label_type == "text" and _PLAIN_EDGE_LABEL.fullmatch(e.label)
+        inner = e.label if plain else (_label_text(e.label, e.label_type) or f'"{e.label}"')
+        label = f"|{inner}|"
+    arrow = e.arrow if e.arrow else "-->"
+    return f"{e.src} {eid}{arrow}{label} {e.dst}"
+
+
+def _op_class(n: Node) -> str | None:
+    """The class to print for a node's operator type, or None when its id/label/shape already say it."""
+    if n.op is None:
+        return None
+    if n.op_class and cat.resolve(n.op_class) == n.op:
+        return n.op_class
+    if _implied_op(n) == n.op:
+        return None
+    return n.op
+
+
+def to_mermaid(w: Workflow, *, styles: bool = False) -> str:  # noqa: C901
+    """The canonical text: header, prompts, nodes (in their subgraphs), edges, classes, classDefs, then the
+    kept style/click/accessibility statements. Mermaid draws it as it draws the text it was read from.
 
     ``styles=True`` adds a classDef for every operator that has none, for nicer rendering; the canonical
     form (``styles=False``) adds nothing so that ``parse(to_mermaid(w)) == w``.
     """
-    out = [x for x in w.extras if x.startswith("%%{")]
-    out.append(f"flowchart {w.direction}")
+    out: list[str] = []
+    if w.front_matter is not None:
+        out += ["---", w.front_matter, "---"]
+    out += [x for x in w.extras if x.startswith("%%{")]
+    header = "flowchart" if w.header in (None, "", "graph") else w.header  # graph and flowchart are one type
+    out.append(f"{header} {w.direction}")
     for name, text in w.prompts.items():
         out.append(f"    %% @prompt {name}: {_escape(text)}")
+    out.extend("    " + x.removeprefix(EARLY) for x in w.extras if x.startswith(EARLY))
 
+    by_parent: dict[str | None, list[Node]] = {}
+    for n in w.nodes.values():
+        parent = n.subgraph if n.subgraph in w.subgraphs else None
+        by_parent.setdefault(parent, []).append(n)
+    subs_of: dict[str | None, list[tuple[str, Subgraph]]] = {}
+    for key, s in w.subgraphs.items():
+        parent = s.parent if s.parent in w.subgraphs and s.parent != key else None
+        subs_of.setdefault(parent, []).append((key, s))
     order: list[Node] = []  # nodes in printed order, so class lines are a fixed point too
-
-    def emit(sub: str | None, depth: int) -> None:
+    # iterative depth-first walk: a thousand nested subgraphs must not exhaust Python's stack
+    stack: list[tuple[str, Any, int]] = [("sub", None, 1)]
+    while stack:
+        kind, item, depth = stack.pop()
         pad = "    " * depth
-        for n in w.nodes.values():
-            if n.subgraph == sub:
-                out.append(pad + _node_text(n))
-                order.append(n)
-        for s in w.subgraphs.values():
-            if s.parent == sub:
-                title = f"[{_quote(s.title)}]" if s.title is not None else ""
-                out.append(f"{pad}subgraph {s.id}{title}")
-                if s.direction:
-                    out.append(f"{pad}    direction {s.direction}")
-                emit(s.id, depth + 1)
-                out.append(f"{pad}end")
-
-    emit(None, 1)
+        if kind == "end":
+            out.append(pad + "end")
+            continue
+        if kind == "open":
+            key, s = item
+            out.append(f"{pad}subgraph {_subgraph_head(s)}")
+            if s.direction:
+                out.append(f"{pad}    direction {s.direction}")
+            stack.append(("end", None, depth))
+            stack.append(("sub", key, depth + 1))
+            continue
+        sid = item
+        for n in by_parent.get(sid, []):
+            first, *more = _node_text(n)
+            out.append(pad + first)
+            out.extend(pad + line for line in more)
+            order.append(n)
+        for pair in reversed(subs_of.get(sid, [])):
+            stack.append(("open", pair, depth))
+    for e in w.edges:
+        out.append("    " + _edge_text(e))
+    for e in w.edges:
+        if e.id and e.data:
+            out.append(f"    {e.id}@{{ " + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in e.data.items()) + " }")
     by_class: dict[str, list[str]] = {}
-    for n in order + [n for n in w.nodes.values() if n.subgraph is not None and n.subgraph not in w.subgraphs]:
-        for c in ([n.op] if n.op else []) + n.classes:
+    for n in order:
+        for c in ([oc] if (oc := _op_class(n)) else []) + n.classes:
             by_class.setdefault(c, []).append(n.id)
+    for e in w.edges:
+        if e.id:
+            for c in e.classes:
+                by_class.setdefault(c, []).append(e.id)
+    for s in w.subgraphs.values():
+        if s.id not in w.nodes:  # a node with the same id draws the group with its own classes
+            for c in s.classes:
+                by_class.setdefault(c, []).append(s.id)
     for c, ids in by_class.items():
         out.append(f"    class {','.join(ids)} {c}")
-    for e in w.edges:
-        label = f"|{e.label}|" if e.label else ""
-        out.append(f"    {e.src} {e.arrow}{label} {e.dst}")
     defs = dict(w.class_defs)
     if styles:
-        for c in by_class:
-            if c in cat.CATALOGUE and c not in defs:
-                defs[c] = f"fill:{cat.CATALOGUE[c].color},stroke:#5f6368,stroke-width:1px"
+        for n in order:
+            if n.op in cat.CATALOGUE:
+                c = _op_class(n) or n.op
+                if c not in defs:
+                    defs[c] = f"fill:{cat.CATALOGUE[n.op].color},stroke:#5f6368,stroke-width:1px"
     for c, style in defs.items():
         out.append(f"    classDef {c} {style}".rstrip())
-    out.extend("    " + x for x in w.extras if not x.startswith("%%{"))
+    out.extend("    " + x for x in w.extras if not x.startswith(("%%{", EARLY)))
     return "\n".join(out) + "\n"
+
+
+def _subgraph_head(s: Subgraph) -> str:
+    title = s.title if s.title is not None else s.id
+    if title == s.id and s.label_type == "text" and _SAFE_ID.fullmatch(s.id) and s.id not in ("end",):
+        return s.id
+    inner = _label_text(title, s.label_type) or f'"{title}"'
+    return f"{s.id}[{inner}]"

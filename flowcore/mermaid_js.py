@@ -9,7 +9,7 @@ Two things are fixed on top of mermaidx:
   tries every start position of an anchored, non-sticky regex, which makes lexing quadratic (600 edges:
   ~25 s). The same regexes with the sticky flag give identical matches in linear time (600 edges: ~1.5 s).
 - Mermaid drops front matter, `%%{...}%%` directives, `%%` comment lines and leading blank lines before it
-  parses, so its line numbers are not the user's. `_Preprocessed` replays those steps keeping each
+  parses, so its line numbers are not the user's. `mermaid_text.Prepared` replays those steps keeping each
   character's original offset, and errors are mapped back to 1-based lines/columns of the text given.
 The parse-only context is further sped up (lean RegExp statics, one combined regex per lexer state, no label
 sanitizing: _FAST_PARSE_JS); tests compare it with a plain context on valid and broken texts.
@@ -18,15 +18,16 @@ sanitizing: _FAST_PARSE_JS); tests compare it with a plain context on valid and 
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 
 from mermaidx.engines.quickjs_engine import Engine as _MxEngine
 
-__all__ = ["MAX_CHECK_CHARS", "MermaidError", "MermaidRenderError", "humanize", "parse_check", "render_png",
-           "render_svg"]
+from .mermaid_text import MermaidError, humanize
+from .mermaid_text import to_error as _to_error
+
+__all__ = ["MAX_CHECK_CHARS", "MermaidError", "MermaidRenderError", "flowchart_grammar_tables", "humanize",
+           "mermaid_graph", "parse_check", "render_png", "render_svg"]
 
 # Mermaid refuses more than 500 edges and 50 000 characters by default; workflows may be bigger.
 MERMAID_CONFIG = {"startOnLoad": False, "maxEdges": 100_000, "maxTextSize": 5_000_000}
@@ -136,9 +137,17 @@ _FAST_PARSE_JS = r"""
 _FAST_FLOWCHART_JS = """
 globalThis.__mfOut = null;
 mermaid.mermaidAPI.getDiagramFromText("flowchart TD\\n  A --> B\\n").then((d) => {
+  globalThis.__mfFlowParser = d.parser.parser;
   const fast = __mfFastLexer(d.parser.parser && d.parser.parser.lexer);
   Object.getPrototypeOf(d.db).sanitizeText = function (text) { return text; };
   globalThis.__mfOut = JSON.stringify({ok: fast});
+}, (e) => { globalThis.__mfOut = JSON.stringify({ok: false, message: String(e)}); });
+"""
+
+_PLAIN_FLOWCHART_JS = """
+globalThis.__mfOut = null;
+mermaid.mermaidAPI.getDiagramFromText("flowchart TD\\n  A --> B\\n").then((d) => {
+  globalThis.__mfFlowParser = d.parser.parser; globalThis.__mfOut = "{}";
 }, (e) => { globalThis.__mfOut = JSON.stringify({ok: false, message: String(e)}); });
 """
 
@@ -153,14 +162,41 @@ mermaid.parse(%s).then(
 """
 
 
-@dataclass
-class MermaidError:
-    """Why Mermaid rejected a text. `line`/`column` are 1-based in the text that was checked."""
+# The graph Mermaid built (its FlowDB), for differential tests: read from the flowchart parser's `yy` right
+# after `mermaid.parse` (every flowchart type shares that parser object).
+_GRAPH_JS = """
+globalThis.__mfOut = null;
+mermaid.parse(%s).then((r) => {
+  const db = __mfFlowParser.yy;
+  const arr = (x) => (Array.isArray(x) ? x.map(String) : []);
+  globalThis.__mfOut = JSON.stringify({ok: true, type: r && r.diagramType, direction: db.direction,
+    vertices: [...db.vertices.values()].map((v) => ({id: v.id, type: v.type === undefined ? null : v.type,
+      text: v.text === undefined ? null : String(v.text), labelType: v.labelType, classes: arr(v.classes),
+      styles: arr(v.styles), props: v.props || {}, icon: v.icon || null, img: v.img || null,
+      form: v.form || null, pos: v.pos || null, constraint: v.constraint || null,
+      w: v.assetWidth || null, h: v.assetHeight || null})),
+    edges: db.edges.map((e) => ({start: e.start, end: e.end, type: e.type === undefined ? null : e.type,
+      stroke: e.stroke === undefined ? null : e.stroke, length: e.length === undefined ? null : e.length,
+      text: e.text, labelType: e.labelType, id: e.isUserDefinedId ? e.id : null, classes: arr(e.classes),
+      style: e.style ? arr(e.style) : null, interpolate: e.interpolate === undefined ? null : e.interpolate,
+      animate: e.animate === undefined ? null : e.animate, animation: e.animation || null})),
+    subgraphs: db.subGraphs.map((s) => ({id: s.id, title: s.title, nodes: arr(s.nodes),
+      dir: s.dir === undefined ? null : s.dir, labelType: s.labelType, classes: arr(s.classes)})),
+    classes: Object.fromEntries([...db.classes.entries()].map(([k, c]) => [k, arr(c.styles)])),
+    accTitle: db.getAccTitle(), accDescr: db.getAccDescription(),
+    defaultStyle: db.edges.defaultStyle ? arr(db.edges.defaultStyle) : null,
+    defaultInterpolate: db.edges.defaultInterpolate === undefined ? null : db.edges.defaultInterpolate});
+}, (e) => { globalThis.__mfOut = JSON.stringify({
+    ok: false, name: (e && e.name) || "Error", message: String((e && e.message) || e),
+    hash: (e && e.hash) || null}); });
+"""
 
-    message: str  # for people: "line 3: expected ']' ... found the end of the text"
-    line: int | None
-    column: int | None
-    raw: str  # Mermaid's own message, unchanged
+_GRAMMAR_JS = """JSON.stringify((function () {
+  const p = __mfFlowParser, L = p.lexer;
+  return {symbols: p.symbols_, terminals: p.terminals_, productions: p.productions_, table: p.table,
+    defaultActions: p.defaultActions, rules: L.rules.map((r) => r.source),
+    conditions: Object.fromEntries(Object.entries(L.conditions).map(([k, c]) => [k, c.rules]))};
+})())"""
 
 
 class MermaidRenderError(RuntimeError):
@@ -199,6 +235,9 @@ class _ParseEngine(_Engine):
             self._ctx.eval(_FAST_FLOWCHART_JS)
             out = self._settle()
             self.fast_ready = bool(out and json.loads(out).get("ok"))
+        else:
+            self._ctx.eval(_PLAIN_FLOWCHART_JS)
+            self._settle()
 
     def _parse_sync(self, text: str) -> dict:
         try:
@@ -227,6 +266,19 @@ class _ParseEngine(_Engine):
 
     def parse(self, text: str) -> dict:
         return self._executor.submit(self._parse_sync, text).result()
+
+    def _eval_settled(self, js: str) -> dict:
+        self._ctx.eval(js)
+        out = self._settle()
+        if not out:
+            raise RuntimeError("mermaid did not finish")
+        return json.loads(out)
+
+    def graph(self, text: str) -> dict:
+        return self._executor.submit(self._eval_settled, _GRAPH_JS % json.dumps(text)).result()
+
+    def grammar_tables(self) -> dict:
+        return json.loads(self._executor.submit(lambda: self._ctx.eval(_GRAMMAR_JS)).result())
 
 
 _lock = threading.Lock()
@@ -283,230 +335,20 @@ def parse_check(text: str) -> MermaidError | None:
     return err
 
 
-def _to_error(text: str, out: dict) -> MermaidError:
-    raw = out.get("message") or "unknown Mermaid error"
-    hash_ = out.get("hash") or {}
-    line = column = None
-    if out.get("name") == "UnknownDiagramError":
-        line = _first_content_line(text)
-    else:
-        loc = hash_.get("loc") or {}
-        pre = _Preprocessed(text)
-        if loc.get("first_line"):
-            line, column = pre.original_position(int(loc["first_line"]), int(loc.get("first_column") or 0),
-                                                 hash_.get("text") or "")
-        else:
-            m = re.search(r"on line (\d+)", raw)
-            if m:
-                line, column = pre.original_position(int(m.group(1)), 0, "")
-                column = None
-        if _is_eof(hash_.get("token")) and "end" in _expected_names(hash_):
-            line, column = _unclosed_subgraph_line(text) or line, None
-    message = humanize(raw, line=line, found=hash_.get("text"),
-                       unknown_diagram=out.get("name") == "UnknownDiagramError")
-    return MermaidError(message, line, column, raw)
+def mermaid_graph(text: str) -> dict:
+    """Mermaid 11's own reading of a flowchart: ``{"ok": True, "vertices", "edges", "subgraphs", "classes",
+    "direction", ...}`` as its FlowDB holds them, or ``{"ok": False, "error": MermaidError}``. Labels are as
+    the grammar read them (not sanitized for HTML). For differential tests of the soft reader."""
+    out = _engine("parse").graph(text)  # type: ignore[attr-defined]
+    if not out.get("ok"):
+        return {"ok": False, "error": _to_error(text, out)}
+    return out
 
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
-class _Preprocessed:
-    """Mermaid's preprocessDiagram (cleanupText, front matter, directives, comments, trimStart), replayed
-    with the original offset of every surviving character."""
-
-    _FRONT_MATTER = re.compile(r"^([^\S\n\r]*)-{3}\s*[\n\r](.*?)[\n\r]\1-{3}\s*[\n\r]+", re.S)
-    _DIRECTIVE = re.compile(r"%{2}{\s*(?:(\w+)\s*:|(\w+))\s*(?:(\w+)|((?:(?!}%{2}).|\r?\n)*))?\s*(?:}%{2})?",
-                            re.I)
-    _COMMENT = re.compile(r"^\s*%%(?!{)[^\n]+\n?", re.M)
-
-    def __init__(self, text: str):
-        self.original = text
-        chars: list[str] = []
-        offs: list[int] = []
-        i = 0
-        while i < len(text):  # \r\n and lone \r become \n, as Mermaid's cleanupText does
-            ch = text[i]
-            chars.append("\n" if ch == "\r" else ch)
-            offs.append(i)
-            i += 2 if text.startswith("\r\n", i) else 1
-        s = "".join(chars)
-        s, offs = self._drop(self._FRONT_MATTER, s, offs, count=1)
-        s, offs = self._drop(self._DIRECTIVE, s, offs)
-        s, offs = self._drop(self._COMMENT, s, offs)
-        lead = len(s) - len(s.lstrip())
-        while lead < len(s) and s[lead] == "\ufeff":  # JS trimStart also drops a BOM
-            lead += 1
-            lead += len(s[lead:]) - len(s[lead:].lstrip())
-        self.text, self.offsets = s[lead:] + "\n", offs[lead:] + [len(text)]
-
-    @staticmethod
-    def _drop(pattern: re.Pattern, s: str, offs: list[int], count: int = 0) -> tuple[str, list[int]]:
-        keep_s, keep_o, pos = [], [], 0
-        for n, m in enumerate(pattern.finditer(s)):
-            if count and n >= count:
-                break
-            keep_s.append(s[pos:m.start()])
-            keep_o.extend(offs[pos:m.start()])
-            pos = m.end()
-        keep_s.append(s[pos:])
-        keep_o.extend(offs[pos:])
-        return "".join(keep_s), keep_o
-
-    def original_position(self, line: int, column0: int, token_text: str) -> tuple[int, int]:
-        """(line, column), 1-based in the original text, of `line`/`column0` in the preprocessed text."""
-        lines = self.text.split("\n")
-        last = max((k + 1 for k, t in enumerate(lines) if t.strip()), default=1)
-        if line > last:  # at the end of the text: point at the end of the last line that has something on it
-            line, column0 = last, len(lines[last - 1].rstrip())
-        start = sum(len(t) + 1 for t in lines[: line - 1])
-        row = lines[line - 1]
-        token = token_text.strip()
-        if token:  # jison's column is often the blank before the token; prefer where the token starts
-            found = row.find(token, max(0, column0 - 1))
-            if found >= 0:
-                column0 = found
-        column0 = min(max(column0, 0), len(row))
-        offset = self.offsets[min(start + column0, len(self.offsets) - 1)]
-        return _line_col(self.original, offset)
-
-
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    line, line_start = 1, 0
-    for m in _LINE_BREAK.finditer(text, 0, offset):
-        line, line_start = line + 1, m.end()
-    return line, offset - line_start + 1
-
-
-def _first_content_line(text: str) -> int:
-    for n, row in enumerate(_LINE_BREAK.split(text), 1):
-        stripped = row.strip()
-        if stripped and not stripped.startswith("%%"):
-            return n
-    return 1
-
-
-def _unclosed_subgraph_line(text: str) -> int | None:
-    stack: list[int] = []
-    for n, row in enumerate(_LINE_BREAK.split(text), 1):
-        word = row.strip().split(" ", 1)[0].rstrip(";").lower()
-        if word == "subgraph":
-            stack.append(n)
-        elif word == "end" and stack:
-            stack.pop()
-    return stack[-1] if stack else None
-
-
-def _is_eof(token) -> bool:
-    return token in (1, "1", "EOF", "$end")
-
-
-def _expected_names(hash_: dict) -> list[str]:
-    return [str(t).strip("'") for t in hash_.get("expected") or []]
-
-
-# ------------------------------------------------------------------------------------------------ wording
-
-# What jison's token names stand for, in the flowchart grammar (and a few shared ones).
-_TOKEN_WORDS = {
-    "1": "the end of the text", "EOF": "the end of the text", "$end": "the end of the text",
-    "SEMI": "';'", "NEWLINE": "a line break", "SPACE": "a space", "GRAPH": "'flowchart'",
-    "NODIR": "a direction (TD, LR, ...)", "DIR": "a direction (TD, LR, ...)", "subgraph": "'subgraph'",
-    "end": "'end'", "SQS": "'['", "SQE": "']'", "PS": "'('", "PE": "')'", "DIAMOND_START": "'{'",
-    "DIAMOND_STOP": "'}'", "DOUBLECIRCLESTART": "'((('", "DOUBLECIRCLEEND": "')))'",
-    "(-": "'(-'", "-)": "'-)'",
-    "STADIUMSTART": "'(['", "STADIUMEND": "'])'", "SUBROUTINESTART": "'[['", "SUBROUTINEEND": "']]'",
-    "CYLINDERSTART": "'[('", "CYLINDEREND": "')]'", "TRAPSTART": "'[/'", "TRAPEND": "'\\]'",
-    "INVTRAPSTART": "'[\\'", "INVTRAPEND": "'/]'", "VERTEX_WITH_PROPS_START": "'[|'", "TAGSTART": "'<'",
-    "TAGEND": "'>'", "PIPE": "'|'", "AMP": "'&'", "COLON": "':'", "COMMA": "','", "STYLE_SEPARATOR": "':::'",
-    "SHAPE_DATA": "shape data '@{ ... }'", "START_LINK": "an arrow with a label ('-- text -->')",
-    "LINK": "an arrow such as '-->'", "LINK_ID": "an edge id ('e1@')", "EDGE_TEXT": "the arrow's label",
-    "STR": "a quoted string", "MD_STR": "a markdown string", "TEXT": "text", "UNICODE_TEXT": "text",
-    "TESTSTR": "text", "NODE_STRING": "a node id or word", "NUM": "a number", "UNIT": "a unit",
-    "BRKT": "'#'", "PCT": "'%'", "MINUS": "'-'", "MULT": "'*'", "DOWN": "'v'", "UP": "'^'",
-    "STYLE": "'style'", "LINKSTYLE": "'linkStyle'", "CLASSDEF": "'classDef'", "CLASS": "'class'",
-    "CLICK": "'click'", "DEFAULT": "'default'", "INTERPOLATE": "'interpolate'", "HREF": "'href'",
-    "CALLBACKNAME": "a callback name", "CALLBACKARGS": "callback arguments", "LINK_TARGET": "a link target",
-    "acc_title": "'accTitle'", "acc_descr": "'accDescr'", "acc_title_value": "a title",
-    "acc_descr_value": "a description", "acc_descr_multiline_value": "a description", "error": "an error",
-}
-_CLOSERS = ("SQE", "PE", "DIAMOND_STOP", "STADIUMEND", "SUBROUTINEEND", "CYLINDEREND", "DOUBLECIRCLEEND",
-            "TRAPEND", "INVTRAPEND", "-)")
-_EXPECTING = re.compile(r"Expecting (.+), got '([^']*)'", re.S)
-_UNEXPECTED = re.compile(r"Unexpected (end of input|'([^']*)')")
-_LINE_IN_RAW = re.compile(r"(?:Parse|Lexical) error on line (\d+)")
-
-
-def _word(token: str) -> str:
-    if token in _TOKEN_WORDS:
-        return _TOKEN_WORDS[token]
-    base = token.split("[", 1)[0]
-    if base.startswith("direction_"):
-        return "'direction'"
-    if base.startswith(("idString", "NODE_STRING")):
-        return "a node id or word"
-    if base.startswith("STR"):
-        return "a quoted string"
-    return f"'{token}'" if not token.isupper() else token.lower().replace("_", " ")
-
-
-def _join_or(words: list[str]) -> str:
-    uniq = list(dict.fromkeys(words))
-    if len(uniq) > 6:
-        uniq = uniq[:5] + ["something else"]
-    return uniq[0] if len(uniq) == 1 else ", ".join(uniq[:-1]) + " or " + uniq[-1]
-
-
-def humanize(raw_message: str, line: int | None = None, *, found: str | None = None,
-             unknown_diagram: bool = False) -> str:
-    """Mermaid's parser message in words a person understands, prefixed with `line N:`.
-
-    `line` overrides the line number in `raw_message` (Mermaid counts after dropping comments and front
-    matter; `parse_check` passes the line of the original text); `found` is the offending text if known."""
-    raw = (raw_message or "").strip()
-    if line is None:
-        m = _LINE_IN_RAW.search(raw)
-        line = int(m.group(1)) if m else None
-    desc = _describe(raw, unknown_diagram, (found or "").strip())
-    return f"line {line}: {desc}" if line is not None else desc[:1].upper() + desc[1:]
-
-
-def _describe(raw: str, unknown_diagram: bool, found_text: str) -> str:
-    if unknown_diagram or raw.startswith("No diagram type detected"):
-        if not raw.split("for text:", 1)[-1].strip():
-            return "the diagram is empty; it must start with a header such as 'flowchart TD'"
-        return ("the text does not start with a diagram type Mermaid knows; "
-                "write a header such as 'flowchart TD'")
-    if raw.startswith("Lexical error"):
-        return "Mermaid cannot read the characters here (check quotes and brackets)"
-    m = _EXPECTING.search(raw)
-    if m:
-        expected = [t.strip().strip("'") for t in m.group(1).split(",")]
-        got = m.group(2)
-    else:
-        u = _UNEXPECTED.search(raw)
-        if not u:  # not a grammar error (a limit, a semantic error): Mermaid's first line, as is
-            first = raw.splitlines()[0] if raw else "unknown error"
-            return re.sub(r"^(Error|UnknownDiagramError):\s*", "", first)
-        expected, got = [], "EOF" if u.group(1) == "end of input" else (u.group(2) or "")
-    found = f"'{found_text}'" if found_text and not _is_eof(got) and len(found_text) < 40 else _word(got)
-    closers = [_TOKEN_WORDS[t] for t in _CLOSERS if t in expected]
-    if closers:
-        brackets = _join_or(closers[:2]) + (" (or another closing bracket)" if len(closers) > 2 else "")
-        if _is_eof(got):
-            return f"a node label is not closed: expected {brackets} before the end of the text"
-        return f"expected {brackets} to close the node label, found {found}"
-    if _is_eof(got) and "end" in expected:
-        return "a 'subgraph' is not closed: add a line 'end' after its nodes"
-    if got == "end":
-        return "found 'end' but no 'subgraph' is open here"
-    if got in ("SQE", "PE", "DIAMOND_STOP") or got.endswith(("END", "STOP")):
-        return f"found {found} that closes nothing; a bracket is unbalanced or a label needs quotes"
-    if {"LINK", "START_LINK"} & set(expected) and got not in ("LINK", "START_LINK"):
-        return (f"expected an arrow such as '-->' or the end of the statement, "
-                f"found {found} (not a valid arrow?)")
-    if not expected:
-        return f"unexpected {found}"
-    return f"expected {_join_or([_word(t) for t in expected])}, found {found}"
+def flowchart_grammar_tables() -> dict:
+    """The bundled Mermaid's flowchart parser (jison tables and lexer rules), as mermaid_flow_tables.json
+    stores it."""
+    return _engine("parse").grammar_tables()  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------------------------------------- rendering
@@ -534,3 +376,26 @@ def render_png(text: str, scale: float = 2.0, background: str | None = "#ffffff"
     from mermaidx.raster import render_png as _raster
 
     return _raster(render_svg(text), scale=scale, background=background)
+
+
+def _dump_grammar(path: str) -> None:
+    """Write the bundled Mermaid's flowchart grammar to ``path`` (mermaid_flow_tables.json)."""
+    from pathlib import Path
+
+    import mermaidx
+
+    tables = flowchart_grammar_tables()
+    tables = {"source": f"Mermaid's flowchart jison parser as bundled in mermaidx {mermaidx.__version__}", **tables}
+    Path(path).write_text(json.dumps(tables, separators=(",", ":")), encoding="utf-8")
+
+
+if __name__ == "__main__":  # python -m flowcore.mermaid_js --dump-grammar [PATH]
+    import sys
+
+    if len(sys.argv) >= 2 and sys.argv[1] == "--dump-grammar":
+        from pathlib import Path as _P
+
+        _dump_grammar(sys.argv[2] if len(sys.argv) > 2 else str(_P(__file__).with_name("mermaid_flow_tables.json")))
+    else:
+        print("usage: python -m flowcore.mermaid_js --dump-grammar [PATH]", file=sys.stderr)
+        sys.exit(2)

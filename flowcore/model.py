@@ -11,24 +11,38 @@ from dataclasses import dataclass, field
 
 from . import catalogue as cat
 
-SHAPES = {  # canonical opener -> closer
+# Node shapes written with brackets: key -> closer. The key is the opener, except for the two trapezoids
+# (whose openers are those of the leaning shapes): "[/\\" is [/x\] and "[\\/" is [\x/]. "[|" is a rectangle
+# with properties ([|field:value|x]). Other shapes are Mermaid 11 shape names written as shape data
+# (A@{ shape: cloud }): Node.shape holds the name.
+SHAPES = {
     "[": "]", "(": ")", "([": "])", "[[": "]]", "((": "))", "{": "}", "{{": "}}",
-    "[(": ")]", ">": "]", "[/": "/]", "[\\": "\\]", "(((": ")))",
+    "[(": ")]", ">": "]", "[/": "/]", "[\\": "\\]", "(((": ")))", "[/\\": "\\]", "[\\/": "/]", "(-": "-)",
+    "[|": "]",
 }
+SHAPE_OPENER = {**{k: k for k in SHAPES}, "[/\\": "[/", "[\\/": "[\\"}
+# Mermaid's name for each bracket shape (FlowDB vertex type)
+SHAPE_TYPE = {"[": "square", "(": "round", "([": "stadium", "[[": "subroutine", "((": "circle", "{": "diamond",
+              "{{": "hexagon", "[(": "cylinder", ">": "odd", "[/": "lean_right", "[\\": "lean_left",
+              "(((": "doublecircle", "[/\\": "trapezoid", "[\\/": "inv_trapezoid", "(-": "ellipse", "[|": "rect"}
 ARROWS = ("-->", "---", "-.->", "-.-", "==>", "===", "--x", "--o", "<-->")
 
 
 @dataclass
 class Node:
     id: str
-    label: str | None = None  # raw label text between the brackets (quotes removed)
-    shape: str = ""  # opener from SHAPES, "" for a bare id
+    label: str | None = None  # the label as Mermaid reads it (quotes removed), None for a bare id
+    shape: str = ""  # a key of SHAPES, a Mermaid shape name (shape data), or "" for a bare id
     op: str | None = None  # canonical operator type (catalogue name) or None when untyped
     prompt: str | None = None  # the prompt name given as (role: x) / (instruction: x)
     classes: list[str] = field(default_factory=list)  # non-operator (style) classes
     subgraph: str | None = None
     line: int = field(default=0, compare=False)
     column: int = field(default=0, compare=False)
+    label_type: str = "text"  # "markdown" for a "`...`" label
+    op_class: str | None = None  # the class that gave the operator type, as written (ScEnSembleOp)
+    props: dict = field(default_factory=dict)  # [|field:value|x]
+    data: dict = field(default_factory=dict)  # other shape data (icon, img, form, pos, constraint, w, h)
 
     @property
     def is_interface(self) -> bool:
@@ -40,9 +54,13 @@ class Edge:
     src: str
     dst: str
     label: str | None = None  # the target's input port, or a Decision route (Passed/Failed)
-    arrow: str = "-->"
+    arrow: str = "-->"  # head, stroke and length as Mermaid reads them, in one canonical spelling
     line: int = field(default=0, compare=False)
     column: int = field(default=0, compare=False)
+    label_type: str = "text"
+    id: str | None = None  # an edge id written by the user (A e1@--> B)
+    data: dict = field(default_factory=dict)  # edge data (e1@{ animate: true })
+    classes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -51,6 +69,8 @@ class Subgraph:
     title: str | None = None
     parent: str | None = None
     direction: str | None = None
+    label_type: str = "text"
+    classes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -62,6 +82,8 @@ class Workflow:
     class_defs: dict[str, str] = field(default_factory=dict)
     subgraphs: dict[str, Subgraph] = field(default_factory=dict)
     extras: list[str] = field(default_factory=list)  # style / linkStyle / click / directives: kept, ignored
+    header: str = "flowchart"  # flowchart, graph, flowchart-elk or swimlane-beta
+    front_matter: str | None = None  # YAML between --- lines, kept as written
 
     def copy(self) -> Workflow:
         return copy.deepcopy(self)

@@ -63,9 +63,9 @@ class Declined(Exception):
 
 def clone(w: Workflow) -> Workflow:
     """A copy that operators may edit freely (much faster than ``Workflow.copy``'s deepcopy)."""
-    return Workflow(w.direction, {k: replace(n, classes=list(n.classes)) for k, n in w.nodes.items()},
-                    [replace(e) for e in w.edges], dict(w.prompts), dict(w.class_defs),
-                    {k: replace(s) for k, s in w.subgraphs.items()}, list(w.extras))
+    return replace(w, nodes={k: replace(n, classes=list(n.classes)) for k, n in w.nodes.items()},
+                   edges=[replace(e) for e in w.edges], prompts=dict(w.prompts), class_defs=dict(w.class_defs),
+                   subgraphs={k: replace(s) for k, s in w.subgraphs.items()}, extras=list(w.extras))
 
 
 def short(op: str) -> str:
