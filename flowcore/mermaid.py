@@ -161,7 +161,7 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
     db: FlowDB = res.db
     pre = res.prepared
     w = Workflow()
-    w.header = res.kind
+    w.header = "flowchart" if res.kind == "graph" else res.kind  # one diagram type, one parser
     w.direction = _header_direction(res)
     w.front_matter = pre.front_matter
     w.extras.extend(d.strip() for d in pre.directives)
@@ -173,24 +173,32 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
         for nid in click[0].split(","):
             click_targets[nid] = click_targets.get(nid, 0) + 1
     position = pre.position
-    for v in db.vertices.values():
-        line, col = position(v.pos) if v.pos >= 0 else (0, 0)
-        if v.type is None:
+    verts = list(db.vertices.values())
+    edges = db.edges
+    places = pre.positions([v.pos for v in verts] + [e.pos for e in edges])
+    nodes = w.nodes
+    key_of_type, decode = _KEY_OF_TYPE, decode_entities
+    for v, (line, col) in zip(verts, places):
+        vtype = v.type
+        if vtype is None:
             shape = ""
-        elif v.type == "rect" and v.props:
+        elif vtype == "rect" and v.props:
             shape = "[|"
         else:
-            shape = _KEY_OF_TYPE.get(v.type, v.type)
-        label = decode_entities(v.text) if v.text is not None else None
+            shape = key_of_type.get(vtype, vtype)
+        label = v.text
+        if label is not None and "\ufb02" in label:
+            label = decode(label)
         if shape == "" and label == v.id and v.label_type == "text" and not v.data:
             label = None
         classes = list(v.classes)
-        for _ in range(click_targets.get(v.id, 0)):
-            if "clickable" in classes:
-                classes.remove("clickable")
-        w.nodes[v.id] = Node(v.id, label, shape, classes=classes, line=line, column=col,
-                             label_type="markdown" if v.label_type == "markdown" else "text",
-                             props={str(k): str(x) for k, x in (v.props or {}).items()}, data=dict(v.data))
+        if click_targets and v.id in click_targets:
+            for _ in range(click_targets[v.id]):
+                if "clickable" in classes:
+                    classes.remove("clickable")
+        props = {str(k): str(x) for k, x in v.props.items()} if v.props else {}
+        nodes[v.id] = Node(v.id, label, shape, None, None, classes, None, line, col,
+                           "markdown" if v.label_type == "markdown" else "text", None, props, dict(v.data))
     keys: list[str] = []  # model key of each of Mermaid's subgraphs (a repeated id gets "id#2")
     first_key: dict[str, str] = {}
     for sg in db.subgraphs:
@@ -205,23 +213,29 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
         first_key.setdefault(sg.id, k)
         w.subgraphs[k] = Subgraph(sg.id, decode_entities(sg.title), None, sg.dir,
                                   "markdown" if sg.label_type == "markdown" else "text", classes)
-    for k, sg in zip(keys, db.subgraphs):
+    index = {k: i for i, k in enumerate(keys)}
+    for i, (k, sg) in enumerate(zip(keys, db.subgraphs)):
         for member in sg.nodes:
             child = first_key.get(member)
-            if child is not None and child != k and w.subgraphs[child].parent is None:
+            # a nested subgraph closes (and is stored) before its parent; a later one of that id is a node
+            if child is not None and index[child] < i and w.subgraphs[child].parent is None:
                 w.subgraphs[child].parent = k
             node = w.nodes.get(member)
             if node is not None and node.subgraph is None:
                 node.subgraph = k
-    for e in db.edges:
-        line, col = position(e.pos) if e.pos >= 0 else (0, 0)
-        if e.type == "INVALID":
-            arrow = "INVALID"
-        else:
-            arrow = arrow_text(e.type, e.stroke, e.length)
-        w.edges.append(Edge(e.start, e.end, decode_entities(e.text) or None, arrow, line, col,
-                            label_type="markdown" if e.label_type == "markdown" else "text",
-                            id=e.id if e.user_id else None, data=dict(e.data), classes=list(e.classes)))
+    arrows: dict[tuple, str] = {}
+    append = w.edges.append
+    for e, (line, col) in zip(edges, places[len(verts):]):
+        key = (e.type, e.stroke, e.length)
+        arrow = arrows.get(key)
+        if arrow is None:
+            arrow = arrows[key] = "INVALID" if e.type == "INVALID" else arrow_text(*key)
+        text = e.text
+        if text and "\ufb02" in text:
+            text = decode(text)
+        append(Edge(e.start, e.end, text or None, arrow, line, col,
+                    "markdown" if e.label_type == "markdown" else "text", e.id if e.user_id else None,
+                    dict(e.data) if e.data else {}, list(e.classes) if e.classes else []))
     w.extras.extend(_statement_extras(db, pre))
     for rl in db.relabels:
         vid, old, new, pos = rl
@@ -293,9 +307,10 @@ def _finish(w: Workflow, diags: list[Diagnostic]) -> None:
         n.classes = style
         if n.op is None:
             n.op = _implied_op(n)
-        if n.label and (m := _ROLE.search(n.label)):
-            n.prompt = m.group(1) or None
-        _slips(n, diags)
+        if n.label and "(" in n.label:
+            if m := _ROLE.search(n.label):
+                n.prompt = m.group(1) or None
+            _slips(n, diags)
 
 
 def _slips(n: Node, diags: list[Diagnostic]) -> None:

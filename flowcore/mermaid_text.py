@@ -77,6 +77,7 @@ class Prepared:
         s = self._sub(_BRACE_BLANKS, "}\n", s)
         self.code = s
         self._line_starts: list[int] | None = None
+        self._orig_starts: list[int] | None = None
 
     def _sub(self, pattern: re.Pattern, repl, s: str, count: int = 0) -> str:
         """``pattern.sub`` that records how positions of the result map to positions of ``s``."""
@@ -116,6 +117,31 @@ class Prepared:
             pos = old_start + (pos - new_start) if linear else old_start
         return min(max(pos, 0), len(self.original))
 
+    def positions(self, poss: list[int]) -> list[tuple[int, int]]:
+        """``position`` of many offsets at once (one sweep instead of a search per offset)."""
+        order = sorted(range(len(poss)), key=poss.__getitem__)
+        vals = [max(poss[i], 0) for i in order]
+        for segs in reversed(self._steps):
+            j, last, out = 0, len(segs) - 1, []
+            append = out.append
+            for p in vals:
+                while j < last and segs[j + 1][0] <= p:
+                    j += 1
+                ns, os_, lin = segs[j]
+                append(os_ + (p - ns) if lin else os_)
+            vals = out
+        starts = self._orig_starts
+        if starts is None:
+            starts = self._orig_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(self.original)]
+        res: list[tuple[int, int]] = [(0, 0)] * len(poss)
+        j, last, n = 0, len(starts) - 1, len(self.original)
+        for idx, off in zip(order, vals):
+            off = min(off, n)
+            while j < last and starts[j + 1] <= off:
+                j += 1
+            res[idx] = (j + 1, off - starts[j] + 1)
+        return res
+
     def line_starts(self) -> list[int]:
         if self._line_starts is None:
             starts = [0]
@@ -129,7 +155,12 @@ class Prepared:
 
     def position(self, pos: int) -> tuple[int, int]:
         """1-based (line, column) in the original text of offset ``pos`` of ``code``."""
-        return line_col(self.original, self.offset(pos))
+        off = self.offset(pos)
+        starts = self._orig_starts
+        if starts is None:
+            starts = self._orig_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(self.original)]
+        k = bisect.bisect_right(starts, off) - 1
+        return k + 1, off - starts[k] + 1
 
     def code_line_col(self, pos: int) -> tuple[int, int]:
         """jison's (first_line 1-based, first_column 0-based) of offset ``pos`` of ``code``."""

@@ -189,7 +189,7 @@ def test_annotations_are_zero_based_and_typed():
     diags = check("flowchart TD\n    PROBLEM([Problem])\n    C1[\"Custom<br/>(role: x)\"]\n"
                   "    PROBLEM --> C1 -->\n", "math")
     ann = cv.annotations(diags)
-    assert ann == [{"row": 3, "column": 22, "type": "error", "text": ann[0]["text"]}]  # after the arrow
+    assert ann == [{"row": 3, "column": 18, "type": "error", "text": ann[0]["text"]}]  # the dangling arrow
     assert ann[0]["text"].startswith("M001 ")
     warn = cv.annotations(check("flowchart TD\n PROBLEM([P])\n C1[\"Custom<br/>(role: x)\"]\n RETURN([R])\n"
                                 " PROBLEM --> C1 --> RETURN\n", "math"))
