@@ -95,7 +95,7 @@ _problem = Port("problem", (PROBLEM,))
 CATALOGUE: dict[str, OpSpec] = {
     op.name: op
     for op in (
-        OpSpec(INTERFACE, (), (), aliases=("Interfaces",), llm=False, color="#fff4dd",
+        OpSpec(INTERFACE, (), (), aliases=("Interfaces", "InterfaceOp"), llm=False, color="#fff4dd",
                description="Workflow input (PROBLEM, ENTRY_POINT) or output (RETURN)."),
         OpSpec("CustomOp",
                (Port("input", (TEXT, PROBLEM), default=True, required=True, aliases=("inputs",)),),
@@ -107,7 +107,7 @@ CATALOGUE: dict[str, OpSpec] = {
                description="Think step by step, then give the answer."),
         OpSpec("ProgrammerOp",
                (Port("problem", (PROBLEM,), default=True, required=True), Port("analysis", (TEXT,))),
-               (TEXT,), tasks=("math",), aliases=("Programmer",), color="#ede7f6",
+               (TEXT,), tasks=("math",), aliases=("Programmer", "ProgramOp"), color="#ede7f6",
                description="Writes a solve() program, runs it in the sandbox, retries on errors (3 tries)."),
         OpSpec("ScEnsembleOp",
                (Port("solutions", (TEXT,), default=True, required=True, min_inputs=2,
@@ -134,7 +134,7 @@ CATALOGUE: dict[str, OpSpec] = {
         OpSpec("FormatOp", (_solution, _problem), (TEXT,), tasks=("math",), aliases=("Format",),
                color="#eceff1", description="Extracts the final answer in the expected format."),
         OpSpec(DECISION, (Port("verdict", (VERDICT,), default=True, required=True),), (),
-               tasks=("code",), aliases=("Condition",), llm=False, color="#fffde7",
+               tasks=("code",), aliases=("Condition", "DecisionOp", "ConditionOp"), llm=False, color="#fffde7",
                description="Routes the tested solution along 'Passed' / 'Failed' edges."),
     )
 }

@@ -57,6 +57,7 @@ class _Ctx:
 
     def __init__(self, w: Workflow):
         self.w = w
+        self.warnings: list[Diagnostic] = []
         nodes = w.nodes
         self.decisions = {nid for nid, n in nodes.items() if n.op == cat.DECISION}
         ins: dict[str, list[Edge]] = {n: [] for n in nodes}
@@ -72,10 +73,24 @@ class _Ctx:
             if op is None or src in decisions:
                 continue
             port = ports[id(e)] = port_of(op, dst, e.label)
+            if port is None and src == "PROBLEM" and e.label is not None:
+                port = ports[id(e)] = self._problem_port(op, dst, e)
             if port is not None:
                 fed.setdefault(dst, {}).setdefault(port.name, []).append(e)
         self.ins, self.outs, self.fed, self.port = ins, outs, fed, ports
         self._types: dict[str, tuple[str, ...] | None] = {}
+
+    def _problem_port(self, op: str, dst: str, e: Edge) -> cat.Port | None:
+        """The published MermaidFlow seeds write PROBLEM -->|input| X for every X: when X has one port that
+        takes the Problem, read the edge as that port and say the canonical label (a warning, not an error)."""
+        candidates = [p for p in cat.inputs_of(op, dst) if cat.PROBLEM in p.types]
+        if len(candidates) != 1 or (e.label or "").strip().lower() not in ("input", "inputs"):
+            return None
+        port = candidates[0]
+        self.warnings.append(Diagnostic("M007", "warning", f"edge PROBLEM -> {dst} is labelled '{e.label}', which "
+                                        f"is not a port of {op}; read as its problem port (write "
+                                        f"'-->|{port.name}|')", e.line or None, e.column or None, dst))
+        return port
 
     def node(self, nid: str) -> Node:
         return self.w.nodes[nid]
@@ -110,7 +125,7 @@ class _Ctx:
 
 def _semantic(w: Workflow, task: str | None) -> list[Diagnostic]:
     ctx = _Ctx(w)
-    d: list[Diagnostic] = []
+    d: list[Diagnostic] = list(ctx.warnings)
     d += _types_known(w)
     d += _interfaces(w)
     if task:

@@ -330,7 +330,7 @@ def _slips(n: Node, diags: list[Diagnostic]) -> None:
 # ---------------------------------------------------------------------------------------------- printer
 
 # an edge label that reads back the same without quotes (no bracket, pipe, quote, tilde, backtick)
-_PLAIN_EDGE_LABEL = re.compile(r"[^\s\[\](){}|\"~`\\/]([^\[\](){}|\"~`\\/\n]*[^\s\[\](){}|\"~`\\/])?")
+_PLAIN_EDGE_LABEL = re.compile(r"[^\s\[\](){}|\"~`\\/@]([^\[\](){}|\"~`\\/@\n]*[^\s\[\](){}|\"~`\\/@])?")
 _SAFE_ID = re.compile(r"[A-Za-z0-9_\u00c0-\uffff][A-Za-z0-9_\-.\u00c0-\uffff]*")
 
 
@@ -452,7 +452,7 @@ def to_mermaid(w: Workflow, *, styles: bool = False) -> str:  # noqa: C901
     stack: list[tuple[str, Any, int]] = [("sub", None, 1)]
     while stack:
         kind, item, depth = stack.pop()
-        pad = "    " * depth
+        pad = "    " * min(depth, 4)  # deeper nesting is not indented further (keeps the text linear)
         if kind == "end":
             out.append(pad + "end")
             continue

@@ -796,6 +796,7 @@ class _Run:
     def __init__(self, prepared: Prepared, db: FlowDB, errors: list, recover: bool, fast: bool):
         self.p, self.db, self.errors, self.recover, self.fast = prepared, db, errors, recover, fast
         self.g = grammar()
+        self.has_direction = "direction" in prepared.code  # the lexer reads such a line as a direction
 
     def run(self) -> None:  # noqa: C901, PLR0912, PLR0915 - the jison driver loop, kept in one place for speed
         g, db = self.g, self.db
@@ -871,7 +872,8 @@ class _Run:
                 values.append(val)
                 poss.append(p0)
                 if lhs == 5:  # a document: a statement boundary, where recovery and the fast path restart
-                    snapshot = (list(states), len(states), list(values), list(poss))
+                    # (the stack below is unchanged while it stays at least this long: no copy needed)
+                    snapshot = (goto, len(states), val)
                     if fast and sym in (9, 10, 109) and lexer.stack == ["INITIAL"]:
                         # jison read the next statement's first token to decide this reduction: put it
                         # back, so the fast path can try the whole statement
@@ -885,7 +887,7 @@ class _Run:
         vertices, edge_ids, add_vertex, edges = db.vertices, db._edge_ids, db.add_vertex, db.edges
         pair_count, interp = db._pair_count, db.default_interpolate
         match = _FAST_LINE.match
-        check_dir = "direction" in code
+        check_dir = self.has_direction
         while True:
             m = match(code, pos)
             if m is None or (check_dir and "direction" in m.group(0)):
@@ -931,9 +933,12 @@ class _Run:
         lexer.pos = nl + 1
         lexer.stack = ["INITIAL"]
         lexer.done = False
-        states[:] = snapshot[0]
-        values[:] = snapshot[2]
-        poss[:] = snapshot[3]
+        state, depth, doc = snapshot
+        if len(states) < depth or states[depth - 1] != state or values[depth - 1] is not doc:
+            return False  # the parser has left that statement boundary: no safe place to go on from
+        del states[depth:]
+        del values[depth:]
+        del poss[depth:]
         return len(self.errors) < 50
 
     def _error(self, state: int, sym: Any, lexer: _Lexer, last_shift_pos: int) -> MermaidParseError:
