@@ -1,7 +1,7 @@
 """Subgraphs: ids, titles, nesting, direction, membership (mermaid-js: flow-subgraph)."""
 
 from flowcore import parse, to_mermaid
-from tests.mermaid_oracle import agrees, fmt, rejected_at
+from tests.mermaid_oracle import agrees, rejected_at
 
 
 def test_ids_titles_and_quoted_titles():
