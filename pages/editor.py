@@ -10,6 +10,8 @@ from streamlit_ace import st_ace
 from flowcore import WorkflowSyntaxError, check, is_valid, library, parse, parse_lenient, to_mermaid, view
 from flowcore import canvas as cv
 from flowcore import catalogue as cat
+from flowcore.mermaid_live import verdict as mermaid_verdict
+from flowcore.mermaid_live import with_mermaid
 from pages import common, widgets
 from pages.common import md
 
@@ -136,6 +138,8 @@ if text != wf["text"]:
 live_hard = st.session_state.get("ed_live_hard", False)
 hard = live_hard or ss.get("ed_hard_for") == hashlib.sha1(text.encode()).hexdigest()
 diags = check(text, task, hard=hard)
+# Mermaid 11's own verdict whenever the soft reader accepts: computed off the typing path (debounced)
+diags, mermaid_pending = with_mermaid(text, diags)
 w, parse_diags = parse_lenient(text)
 readable = not any(d.code == "M001" for d in parse_diags)
 
@@ -171,10 +175,13 @@ with left:
 with right:  # fixed slots (list, notice, diagram): the diagram keeps its place, so it is not rebuilt
     with st.container():
         errors = [d for d in diags if d.severity == "error"]
-        if not diags:
-            st.success(f"Valid for {task} tasks: no problems found" + (" (Mermaid 11 agrees)." if hard else "."))
+        if mermaid_pending and not errors:
+            st.info(f"No problems found for {task} tasks so far; Mermaid 11 is checking the text…")
+            widgets.rerun_when(lambda: mermaid_verdict(text) is not None)
+        elif not diags:
+            st.success(f"Valid for {task} tasks: no problems found (Mermaid 11 agrees).")
         elif not errors:
-            st.success(f"Valid for {task} tasks, with {len(diags)} warning(s).")
+            st.success(f"Valid for {task} tasks, with {len(diags)} warning(s) (Mermaid 11 agrees).")
         else:
             st.error(f"{len(errors)} error(s), {len(diags) - len(errors)} warning(s)")
         for d in diags[:view.MAX_LISTED_DIAGNOSTICS]:

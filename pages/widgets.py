@@ -47,6 +47,17 @@ def big_graph(w: Workflow, key: str) -> None:
         st_mermaid(view.diagram_code(part), height=f"{view.diagram_height(part)}px", key=f"{key}_part")
 
 
+def rerun_when(ready, every: float = 0.4) -> None:  # noqa: ANN001 - ready() -> bool
+    """Poll ``ready`` in a small fragment (the page itself is not rerun) and rerun the page once it is true:
+    for a result computed off the typing path, such as Mermaid 11's verdict."""
+    @st.fragment(run_every=every)
+    def _poll() -> None:
+        if ready():
+            st.rerun()
+
+    _poll()
+
+
 def scroll_to_top() -> None:
     """Bring the page to its top (after a switch from far down another page, or a launch at the bottom)."""
     st.html("<script>for (const el of [window, document.querySelector('[data-testid=\"stMain\"]'),"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from flowcore import parse
+from flowcore import mermaid_live, parse
 from flowcore.library import examples, list_workflows, save_workflow
 from flowcore.storage import Workspace
 
@@ -64,6 +64,14 @@ def load_example(at, name: str) -> None:
     at.button(key="ed_load").click()
     at.run()
     assert not at.exception, at.exception
+    settle_mermaid(at)
+
+
+def settle_mermaid(at) -> None:
+    """Wait for Mermaid 11's live verdict on the editor's text (computed off the page run), then rerun."""
+    text = at.session_state["mf_text"] if "mf_text" in at.session_state else None
+    if text is not None and mermaid_live.wait(text, timeout=60) is not None:
+        at.run()
 
 
 def test_home_lists_examples_and_opens_one_in_the_editor(db):
@@ -226,3 +234,16 @@ def test_a_big_workflow_keeps_text_and_checker_live_without_the_heavy_widgets(db
     assert not at.exception
     assert "    N5 --> N5\n" in at.session_state["mf_text"]
     assert any("M006" in m.value for m in at.markdown)  # the checker saw the edit: a cycle
+
+
+def test_the_gutter_waits_for_mermaids_own_verdict(editor):
+    """Until Mermaid 11 has answered, the page does not call the text valid; then it says Mermaid agrees."""
+    editor.selectbox(key="ed_example").set_value("gsm8k_case_study")
+    editor.button(key="ed_load").click()
+    editor.run()
+    text = editor.session_state["mf_text"]
+    if mermaid_live.verdict(text) is None:  # not answered yet: the page says so, and nothing is called valid
+        assert any("Mermaid 11 is checking" in s for s in texts(editor.info))
+        assert not any(s.startswith("Valid") for s in texts(editor.success))
+    settle_mermaid(editor)
+    assert any("Mermaid 11 agrees" in s for s in texts(editor.success))
