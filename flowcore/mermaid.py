@@ -370,14 +370,13 @@ def _node_text(n: Node) -> list[str]:
     if shape in SHAPES:
         inner = _label_text(n.label if n.label is not None else n.id, n.label_type)
         if inner is not None:
-            if shape == "[|":
-                (k, v), = (n.props or {"field": "value"}).items()
-                head = f"{n.id}[|{k}:{v}|{inner}]"
+            if shape == "[|":  # one declaration per property: Mermaid merges them
+                heads = [f"{n.id}[|{k}:{v}|{inner}]" for k, v in (n.props or {"field": "value"}).items()]
             else:
-                head = f"{n.id}{SHAPE_OPENER[shape]}{inner}{SHAPES[shape]}"
+                heads = [f"{n.id}{SHAPE_OPENER[shape]}{inner}{SHAPES[shape]}"]
             if not n.data:
-                return [head]
-            return [head, f"{n.id}@{{ " + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in n.data.items()) + " }"]
+                return heads
+            return heads + [f"{n.id}@{{ " + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in n.data.items()) + " }"]
     if shape:
         data["shape"] = _DATA_NAME.get(shape, shape)
     if n.label is not None and "\n" in n.label and (inner := _label_text(n.label, n.label_type)):

@@ -45,7 +45,10 @@ def compare(text: str, *, check_fmt: bool = True) -> Verdict:
                                                canonical_graph(oracle, exact_order=False)))
     verdict = Verdict("agree-accept")
     if check_fmt:
-        verdict.fmt_change = fmt_problem(text, oracle)
+        try:
+            verdict.fmt_change = fmt_problem(text, oracle)
+        except Exception as exc:  # a crash of the printer is a fmt failure too, not the end of the run
+            verdict.fmt_change = f"fmt raised {type(exc).__name__}: {exc}"
     return verdict
 
 
