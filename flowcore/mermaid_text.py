@@ -23,7 +23,8 @@ _CRLF = re.compile(r"\r\n?")
 # Only tags with an attribute in double quotes change (cleanupText rewrites them to single quotes).
 _HTML_TAG = re.compile(r'<([A-Za-z0-9_]+)([^>]*="[^>]*)>')
 _ATTR_QUOTE = re.compile(r'="([^"]*)"')
-_FRONT_MATTER = re.compile(r"^([^\S\n\r]*)-{3}" + _S + r"*[\n\r](.*?)[\n\r]\1-{3}" + _S + r"*[\n\r]+", re.S)
+_INDENT = "[\t\v\f \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"  # JS [^\S\n\r]
+_FRONT_MATTER = re.compile(r"^(" + _INDENT + r"*)-{3}" + _S + r"*[\n\r](.*?)[\n\r]\1-{3}" + _S + r"*[\n\r]+", re.S)
 _DIRECTIVE = re.compile(r"%{2}{" + _S + r"*(?:(\w+)" + _S + r"*:|(\w+))" + _S
                         + r"*(?:(\w+)|((?:(?!}%{2})[^\n\r\u2028\u2029]|\r?\n)*))?" + _S + r"*(?:}%{2})?",
                         re.I | re.ASCII)
@@ -55,20 +56,25 @@ class Prepared:
     def __init__(self, text: str):
         self.original = text
         self._steps: list[list[tuple[int, int, bool]]] = []  # per rewrite: (new start, old start, linear)
-        s = self._sub(_CRLF, "\n", text)
-        s = self._sub(_HTML_TAG, lambda m: "<" + m.group(1) + _ATTR_QUOTE.sub(r"='\1'", m.group(2)) + ">", s)
         self.front_matter: str | None = None
-        fm = _FRONT_MATTER.match(s)
-        if fm:
-            self.front_matter = fm.group(2)
-            s = self._sub(_FRONT_MATTER, "", s, count=1)
-        self.directives = [m.group(0) for m in _DIRECTIVE.finditer(s)]
-        s = self._sub(_DIRECTIVE, "", s)
-        s = self._sub(_COMMENT, "", s)
-        lead = _js_trim_start(s)
-        if lead:
-            s = s[lead:]
-            self._steps.append([(0, lead, True)])
+        self.directives: list[str] = []
+        s = text
+        # mermaid.parse preprocesses, then getDiagramFromText preprocesses the result again (so a front
+        # matter hidden behind a byte-order mark is removed the second time)
+        for _ in range(2):
+            s = self._sub(_CRLF, "\n", s)
+            s = self._sub(_HTML_TAG, lambda m: "<" + m.group(1) + _ATTR_QUOTE.sub(r"='\1'", m.group(2)) + ">", s)
+            fm = _FRONT_MATTER.match(s)
+            if fm:
+                self.front_matter = fm.group(2)
+                s = self._sub(_FRONT_MATTER, "", s, count=1)
+            self.directives += [m.group(0) for m in _DIRECTIVE.finditer(s)]
+            s = self._sub(_DIRECTIVE, "", s)
+            s = self._sub(_COMMENT, "", s)
+            lead = _js_trim_start(s)
+            if lead:
+                s = s[lead:]
+                self._steps.append([(0, lead, True)])
         self.detect_text = s  # what Mermaid's diagram-type detection looks at
         s = self._sub(_STYLE_SEMI, lambda m: m.group(0)[:-1], s)
         s = self._sub(_CLASSDEF_SEMI, lambda m: m.group(0)[:-1], s)
