@@ -63,11 +63,10 @@ def test_compare_page_shows_table_pareto_plot_and_agreement(page, streamlit_app)
     expect(page.get_by_text(re.compile(r"264 validation / 1055 test"))).to_be_visible()
     table = page.locator('[data-testid="stDataFrame"]').first
     expect(table).to_be_visible()
-    expect(table.locator('th[role="columnheader"]')).to_have_count(13, timeout=30_000)  # glide's accessible table
+    # glide-data-grid's accessible table holds the columns in view (it virtualises the rest)
+    expect(table.locator('th[role="columnheader"]').nth(7)).to_be_attached(timeout=30_000)
     headers = table.locator('th[role="columnheader"]').all_inner_texts()
-    for col in ("workflow", "score %", "95% CI", "cost/problem $", "tokens", "calls", "Δ vs best (pts)",
-                "McNemar p", "Pareto"):
-        assert col in headers, headers
+    assert headers[:8] == ["workflow", "best", "score %", "95% CI", "sd %", "errors", "cost/problem $", "tokens"]
     names = table.locator('td[role="gridcell"][aria-colindex="1"]').all_inner_texts()
     assert names == ["baseline:io", "baseline:cot", "baseline:cot_sc", "baseline:self_refine", "math_seed"]
     plot = page.locator(".js-plotly-plot").first
