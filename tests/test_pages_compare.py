@@ -116,3 +116,27 @@ def test_evolve_options_reach_the_run_and_a_finished_run_can_continue(db):
     assert History(Workspace(db)).last_round(run.id) == 3 and History(Workspace(db)).run(run.id).status == "finished"
     h = page("history")
     assert not h.exception
+
+
+def test_a_page_run_with_test_top_reports_the_test_phase_and_history_shows_both(db, monkeypatch):
+    from flowcore.compare_view import validation_test_frame
+    from flowcore.evolution import EvolutionConfig
+    from flowcore.evolution import session as evs
+    from flowcore.llm import LLMSettings
+    from tests.test_protocol_evolve import answer
+
+    with FakeLLMServer(answer) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        ws = Workspace(db)
+        settings = LLMSettings(base_url=srv.base_url, api_key="k", max_retries=0)
+        cfg = EvolutionConfig(benchmark="gsm8k", rounds=1, limit=4, mode="programmatic", test_top=2, test_limit=5)
+        job = evs.start_run(ws, settings, cfg)
+        assert job.wait(60) and job.snapshot().status == "done", job.snapshot().error
+        assert any("on the test split" in text for _, text in job.snapshot().events)
+        frame = validation_test_frame(ws, job.meta["run_id"])
+        assert len(frame) == 2 and frame["test %"].tolist() == [60.0, 60.0] and (frame["test n"] == 5).all()
+        h = page("history")
+    assert any(df.value.columns.tolist()[:3] == ["round", "operator", "validation %"] for df in h.dataframe)
+    assert any("Validation → test" in m.value for m in h.markdown)
+    assert next(b for b in h.button if b.key == "hist_test_go")  # on demand, too

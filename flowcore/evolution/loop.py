@@ -323,7 +323,8 @@ class Evolution:
             return "finished", "not re-scored on the test split: no LLM client"
         try:
             await rescore_top(self.ws, int(self.run_id or 0), cfg.test_top, llm=self.llm, limit=cfg.test_limit,
-                              repeats=cfg.validation_rounds, concurrency=cfg.concurrency, cancel=self.cancel)
+                              repeats=cfg.validation_rounds, concurrency=cfg.concurrency, cancel=self.cancel,
+                              progress=getattr(self, "test_progress", None))  # (round, done, total)
         except Exception as exc:  # noqa: BLE001 - the evolved rounds are stored; say why test is missing
             return "finished", f"test re-scoring failed: {type(exc).__name__}: {exc}"
         if self.cancel.is_set():

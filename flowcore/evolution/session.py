@@ -223,6 +223,8 @@ def _spawn(evo: Evolution, llm: LLM | None, gate: ReviewGate | None) -> jobs.Job
                                            progress=on_problem, cancel=evo.cancel)
 
         evo.progress = on_round
+        evo.test_progress = lambda rnd, done, n: ctx.progress(  # validation -> test, after the last round
+            total, total, f"re-scoring round {rnd} on the test split: {done}/{n} runs", data={"phase": "test"})
         if not cfg.offline:
             evo.evaluator = evaluator
         ctx.progress(stored, total, f"resuming after round {stored - 1}" if stored else "starting",
