@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -81,7 +82,7 @@ def paired_ms(ours, base, repeats: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    print("machine: 2 shared cores (other jobs running); CPU ms of this process, medians; compare the ratios")
+    print(f"machine: {os.cpu_count()} cores shared with other jobs (load average {os.getloadavg()[0]:.1f}); CPU ms of this process, medians; compare the ratios")
     head = (f"{'shape':>8} {'subtasks':>9} {'edges':>7} | {'read+validate ms':>17} {'networkx ms':>12} "
             f"{'ratio':>6} | {'metrics ms':>11} {'networkx ms':>12} {'ratio':>6}")
     print(head)
