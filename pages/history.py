@@ -229,8 +229,6 @@ def main() -> None:
     df = hv.summary_frame(cols)
     buffer_table(df, info.offline)
     charts(df, info.offline)
-    test_section(run_id, "hist")
-    rescore_controls(settings, info, settings.configured)
     labels = hv.round_labels(cols)
     rounds = list(labels)
     pick = st.selectbox("Round", rounds, index=len(rounds) - 1, key=f"hist_round_{run_id}", format_func=labels.get)
@@ -243,6 +241,10 @@ def main() -> None:
     parent = h.get_round(run_id, first_parent) if first_parent is not None else None
     if row is not None:
         round_detail(info, row, parent, settings.configured)
+    if not info.offline:  # the run's claim: its best rounds on the held-out test split
+        st.subheader("Validation → test")
+        test_section(run_id, "hist")
+        rescore_controls(settings, info, settings.configured)
 
 
 main()
