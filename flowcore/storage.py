@@ -17,7 +17,6 @@ PostgreSQL adapter maps psycopg's), re-exported here as ``DatabaseError``/``Inte
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 import threading
@@ -26,7 +25,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 DB_ENV = "MERMAIDFLOW_DB"
 DEFAULT_FILE = "workspace.db"
@@ -40,6 +38,8 @@ _SCHEMA_TABLE = ("CREATE TABLE IF NOT EXISTS mf_schema(name TEXT PRIMARY KEY, dd
 
 def redact(url: str) -> str:
     """The URL without its password (safe for messages and logs)."""
+    from urllib.parse import urlsplit, urlunsplit  # here: keeps `python -m flowcore check`'s start-up short
+
     parts = urlsplit(url)
     if parts.password is None:
         return url
@@ -143,6 +143,8 @@ class Workspace:
         with self._lock:
             if name in self._schemas:
                 return
+            import hashlib
+
             digest = hashlib.sha256(ddl.encode()).hexdigest()[:16]
             conn = self.conn
             if self.is_postgres:
