@@ -79,6 +79,7 @@ def test_worker_killed_mid_run_is_replaced(any_ws, tmp_path):
     first.wait(30)
     stored = h.last_round(run_id)
     assert 3 <= stored < 60
+    time.sleep(1.5)  # the dead worker's heartbeat goes stale (--stale-after 1): only then is its item free
     done = subprocess.run([sys.executable, "-m", "flowcore", "worker", "--db", target, "--once",
                            "--stale-after", "1", "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
