@@ -85,7 +85,7 @@ def mermaid_error(text: str, err: MermaidParseError) -> Diagnostic:
     if me.line is None and err.kind == "db":  # FlowDB errors carry no line: use the statement's
         from .mermaid_text import Prepared
 
-        line, col = Prepared(text).position(err.pos)
+        line, col = Prepared(text).position(err.pos) if err.pos >= 0 else (1, 1)  # -1: the front matter
         return Diagnostic("M001", "error", f"line {line}: {msg[:1].lower() + msg[1:]}", line, col)
     column = me.column
     if column is None and me.line is not None:  # Mermaid names only the line: point at what is wrong on it
@@ -191,11 +191,7 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
             label = decode(label)
         if shape == "" and label == v.id and v.label_type == "text" and not v.data:
             label = None
-        classes = list(v.classes)
-        if click_targets and v.id in click_targets:
-            for _ in range(click_targets[v.id]):
-                if "clickable" in classes:
-                    classes.remove("clickable")
+        classes = _minus_clicks(v.classes, click_targets.get(v.id, 0))
         props = {str(k): str(x) for k, x in v.props.items()} if v.props else {}
         nodes[v.id] = Node(v.id, label, shape, None, None, classes, None, line, col,
                            "markdown" if v.label_type == "markdown" else "text", None, props, dict(v.data))
@@ -203,7 +199,7 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
     first_key: dict[str, str] = {}
     for sg in db.subgraphs:
         # when a node has the subgraph's id, Mermaid draws the group with the node's classes (getData)
-        classes = [] if sg.id in db.vertices else list(sg.classes)
+        classes = [] if sg.id in db.vertices else _minus_clicks(sg.classes, click_targets.get(sg.id, 0))
         k = sg.id
         n = 1
         while k in w.subgraphs:
@@ -235,7 +231,8 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
             text = decode(text)
         append(Edge(e.start, e.end, text or None, arrow, line, col,
                     "markdown" if e.label_type == "markdown" else "text", e.id if e.user_id else None,
-                    dict(e.data) if e.data else {}, list(e.classes) if e.classes else []))
+                    dict(e.data) if e.data else {},
+                    _minus_clicks(e.classes, click_targets.get(e.id, 0)) if e.classes else []))
     w.extras.extend(_statement_extras(db, pre))
     for rl in db.relabels:
         vid, old, new, pos = rl
@@ -245,6 +242,15 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
                                 line, col, vid))
     _finish(w, diags)
     return w
+
+
+def _minus_clicks(classes: list[str], clicks: int) -> list[str]:
+    """The classes less the 'clickable' each click statement adds (the click itself is kept and printed)."""
+    out = list(classes)
+    for _ in range(clicks):
+        if "clickable" in out:
+            out.remove("clickable")
+    return out
 
 
 def _statement_extras(db: FlowDB, pre) -> list[str]:

@@ -440,10 +440,12 @@ def load_yaml(doc: str) -> Any:
     else:
         entries = [x for x in s.split("\n") if x.strip() and not x.strip().startswith("#")]
     out: dict[str, Any] = {}
-    for entry in entries:
+    for i, entry in enumerate(entries):
         if entry.strip():
             k, v = _key_value(entry.strip(), block)
             out[k] = v
+        elif not block and i < len(entries) - 1:  # {a: 1,, b: 2}: YAML wants a node between the commas
+            raise _DbError("shape data: two commas with nothing between them")
     return out
 
 
@@ -490,8 +492,11 @@ def _key_value(entry: str, block: bool) -> tuple[str, Any]:
 
 
 def _scalar_text(raw: str) -> str:
-    v = _value(raw)
-    return "null" if v is None else _js_str(v)
+    """A key as text (a plain key may hold ':' not followed by a blank, as 'label:::' does)."""
+    if raw[:1] in ("\"", "'"):
+        v = _value(raw)
+        return "null" if v is None else _js_str(v)
+    return raw
 
 
 def _value(raw: str) -> Any:
@@ -775,6 +780,13 @@ def parse_flowchart(text: str, *, recover: bool = True, fast: bool = True) -> Fl
     kind = diagram_kind(prepared)
     if kind is None:
         return FlowParse(db, prepared, None, errors)
+    fm = prepared.front_matter
+    if fm is not None and not re.search(r"^\s*\?", fm, re.M) and re.search(r"^\s*:(\s|$)", fm, re.M):
+        # a value with no key: js-yaml rejects the front matter, so Mermaid rejects the text
+        errors.append(MermaidParseError("the front matter between the --- lines is not valid YAML (a ':' line "
+                                        "has no key)", pos=-1, line=None, column0=None, kind="db"))
+        if not recover:
+            return FlowParse(db, prepared, kind, errors)
     _Run(prepared, db, errors, recover, fast).run()
     return FlowParse(db, prepared, kind, errors)
 
