@@ -378,6 +378,10 @@ def _describe(raw: str, unknown_diagram: bool, found_text: str) -> str:
         return f"expected {brackets} to close the node label, found {found}"
     if _is_eof(got) and "end" in expected:
         return "a 'subgraph' is not closed: add a line 'end' after its nodes"
+    if (_is_eof(got) or got == "NEWLINE") and "end" not in expected and ("NODE_STRING" in expected or expected == ["SPACE"]):
+        # an arrow or '&' with nothing after it on the line
+        return "expected a node id, found 'end of line'" + (" (after '&', leave a space and name a node)"
+                                                           if expected == ["SPACE"] else "")
     if got == "end":
         return "found 'end' but no 'subgraph' is open here"
     if got in ("SQE", "PE", "DIAMOND_STOP") or got.endswith(("END", "STOP")):
