@@ -26,12 +26,22 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+try:  # the HTTP library the openai client itself runs on (openai 3.x: httpx2)
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover - older openai releases
+    import httpx  # type: ignore[no-redef]
 import openai
+
+from . import llm_context as lc
 
 if TYPE_CHECKING:
     from flowcore.storage import Workspace
 
 ROLES = ("optimizer", "judge", "executor")
+# Completion caps per role (tokens). Without one a JSON-mode call on a weak model runs to the end of the
+# context (1,800 tokens, two minutes on a slow machine). MERMAIDFLOW_MAX_TOKENS[_<ROLE>] or Settings change them.
+DEFAULT_MAX_TOKENS = {"optimizer": 1536, "judge": 512, "executor": 1024}
+MIN_COMPLETION = 64  # a prompt that leaves less room than this in the context is trimmed
 DEFAULT_MODEL = "gpt-4o-mini"
 OPENAI_URL = "https://api.openai.com/v1"
 
@@ -78,6 +88,11 @@ class NotConfigured(LLMError):
     pass
 
 
+class ContextOverflow(LLMError):
+    """The prompt does not fit the model's context (even trimmed), or the server said so (HTTP 400): a
+    property of this request, handled like an invalid answer, never a lost round."""
+
+
 # HTTP statuses that say "not now" rather than "not this request" (as the openai client retries them).
 TRANSIENT_STATUS = frozenset({408, 409, 429})
 Accept = Callable[[str], "str | None"]  # a reply's text -> None when usable, else the reason it is not
@@ -101,9 +116,20 @@ class LLMSettings:
     concurrency: int = 8
     budget_usd: float | None = None
     cache: bool = True
+    max_tokens: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
+    context_tokens: int | None = None  # the model's context window when the server does not say (tokens)
+    stream: bool = False  # stream replies: the timeout is then a silence timeout, not a total one
 
     def __post_init__(self) -> None:
         self.models = {**_default_models(), **{k: v for k, v in (self.models or {}).items() if v}}
+        caps = {**DEFAULT_MAX_TOKENS, **(self.max_tokens or {})}
+        bad = {r: v for r, v in caps.items() if r not in ROLES or not isinstance(v, int) or v < 1}
+        if bad:
+            raise ValueError(f"LLM settings: max_tokens must map a role ({', '.join(ROLES)}) to a whole number "
+                             f">= 1, got {bad}")
+        self.max_tokens = caps
+        if self.context_tokens is not None and (not isinstance(self.context_tokens, int) or self.context_tokens < 256):
+            raise ValueError(f"LLM settings: context_tokens must be a whole number >= 256, got {self.context_tokens!r}")
         self.prices = _parse_prices(self.prices, "prices")
         if self.timeout <= 0 or self.max_retries < 0 or self.concurrency < 1:
             raise ValueError(f"LLM settings: timeout must be > 0, max_retries >= 0, concurrency >= 1 "
@@ -141,7 +167,11 @@ class LLMSettings:
             except TypeError as e:
                 raise ValueError(str(e)) from None
         cache = (env.get("MERMAIDFLOW_CACHE") or "1").strip().lower() not in ("0", "false", "no", "off")
-        return cls(base_url=(env.get("OPENAI_BASE_URL") or "").strip() or None,
+        every = num("MERMAIDFLOW_MAX_TOKENS", int, None)
+        caps = {r: num(f"MERMAIDFLOW_MAX_TOKENS_{r.upper()}", int, every or DEFAULT_MAX_TOKENS[r]) for r in ROLES}
+        stream = (env.get("MERMAIDFLOW_STREAM") or "0").strip().lower() in ("1", "true", "yes", "on")
+        return cls(max_tokens=caps, context_tokens=num("MERMAIDFLOW_CONTEXT_TOKENS", int, None), stream=stream,
+                   base_url=(env.get("OPENAI_BASE_URL") or "").strip() or None,
                    api_key=(env.get("OPENAI_API_KEY") or "").strip() or None,
                    models=models, prices=prices,
                    timeout=num("MERMAIDFLOW_TIMEOUT", float, 60.0),
@@ -182,7 +212,8 @@ class LLMSettings:
         return {"base_url": self.base_url, "models": dict(self.models),
                 "prices": {m: list(p) for m, p in self.prices.items()}, "timeout": self.timeout,
                 "max_retries": self.max_retries, "concurrency": self.concurrency,
-                "budget_usd": self.budget_usd, "cache": self.cache}
+                "budget_usd": self.budget_usd, "cache": self.cache, "max_tokens": dict(self.max_tokens),
+                "context_tokens": self.context_tokens, "stream": self.stream}
 
     @classmethod
     def from_public_dict(cls, d: dict, api_key: str | None = None) -> LLMSettings:
@@ -205,7 +236,10 @@ class LLMSettings:
                        timeout=float(d.get("timeout", 60.0)), max_retries=int(d.get("max_retries", 2)),
                        concurrency=int(d.get("concurrency", 8)),
                        budget_usd=None if budget in (None, "") else float(budget),
-                       cache=bool(d.get("cache", True)))
+                       cache=bool(d.get("cache", True)),
+                       max_tokens={k: int(v) for k, v in (d.get("max_tokens") or {}).items()},
+                       context_tokens=None if d.get("context_tokens") in (None, "") else int(d["context_tokens"]),
+                       stream=bool(d.get("stream", False)))
         except (TypeError, ValueError) as e:
             raise ValueError(f"LLM settings: {e}") from None  # one exception type for the Settings page
 
@@ -263,6 +297,12 @@ class Usage:
     latency: float = 0.0
     cached: int = 0
     errors: int = 0
+    gen_latency: float = 0.0  # seconds spent on calls that produced completion tokens (not cache hits)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Completion tokens per second of generation (what a slow local model is measured by)."""
+        return self.completion_tokens / self.gen_latency if self.gen_latency > 0 else None
 
 
 def run_usage(workspace: Workspace, run_id: str) -> Usage:
@@ -291,6 +331,9 @@ class _Shared:
         # AsyncOpenAI (its httpx pool) and asyncio.Semaphore belong to one event loop, and callers may run
         # asyncio.run() many times: one client per loop, closed when that loop shuts down.
         self.per_loop: dict[asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, asyncio.Semaphore, Any]] = {}
+        self.tokenizer = lc.Tokenizer(settings.base_url)
+        self.learned: dict[str, int] = {}  # model -> context window the server named in an overflow error
+        self.json_ok = True  # False once the server refused response_format json_object: ask in words only
 
     async def for_loop(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
@@ -405,26 +448,37 @@ class LLM:
             raise NotConfigured("no LLM endpoint configured: set OPENAI_BASE_URL (any OpenAI-compatible "
                                 "server, e.g. vLLM, Ollama, llama.cpp) and/or OPENAI_API_KEY, or enter them on "
                                 "the Settings page")
-        kwargs: dict[str, Any] = {"model": model, "messages": msgs, "temperature": temperature}
-        if json_mode:
-            kwargs["response_format"] = {"type": "json_object"}
-        if max_tokens is not None:
-            kwargs["max_tokens"] = max_tokens
         where = f"{role}, model {model!r} at {public_url(s.base_url)}"
+        sent, cap = await self._fit(msgs, model, role, max_tokens, where)
         rejected: Reply | None = None
-        for attempt in range(s.max_retries + 1):
+        refits = 0
+        attempt = 0
+        while attempt <= s.max_retries:
             if attempt:
                 await asyncio.sleep(min(2.0, 0.1 * 2 ** attempt))  # a short backoff, as the client's own
+            kwargs: dict[str, Any] = {"model": model, "messages": sent, "temperature": temperature,
+                                      "max_tokens": cap}
+            if json_mode and self._shared.json_ok:
+                kwargs["response_format"] = {"type": "json_object"}
             resp, latency, error = await self._request(kwargs)
             if error is not None:  # the client already retried what is worth retrying
-                message = self._redact(f"LLM call failed ({where}): {error[0]}")
+                if error.overflow and refits == 0 and self._learn_window(model, error.message):
+                    refits += 1  # the server named its window: fit the prompt to it and ask again
+                    sent, cap = await self._fit(msgs, model, role, max_tokens, where)
+                    continue
+                if json_mode and self._shared.json_ok and error.refuses_json:
+                    self._shared.json_ok = False  # e.g. a server without JSON mode: the prompt asks for JSON
+                    continue
+                message = self._redact(f"LLM call failed ({where}): {error.message}")
                 self._record(role, Reply("", model, 0, 0, 0.0, latency, False), message)
-                raise LLMError(message, transient=error[1])
-            text, pt, ct, problem = _extract(resp, msgs)
+                kind = ContextOverflow if error.overflow else LLMError
+                raise kind(message, transient=error.transient)
+            attempt += 1
+            text, pt, ct, problem = _extract(resp, sent)
             paid = Reply(text, model, pt, ct, s.cost(model, pt, ct) if problem is None else 0.0, latency, False)
             problem = problem or _garbled(text)
             if problem is not None:
-                last = f"malformed reply after {attempt + 1} attempt(s): {problem}"
+                last = f"malformed reply after {attempt} attempt(s): {problem}"
                 self._record(role, paid, self._redact(f"LLM call failed ({where}): {problem}"))
                 continue
             why = accept(text) if accept is not None else None
@@ -439,32 +493,83 @@ class LLM:
         message = self._redact(f"LLM call failed ({where}): {last}")
         raise LLMError(message, transient=True)
 
-    async def _request(self, kwargs: dict) -> tuple[Any, float, tuple[str, bool] | None]:
+    async def _request(self, kwargs: dict) -> tuple[Any, float, _Failure | None]:
         """One request through the client (which retries connection errors, timeouts, 408/409/429/5xx).
-        Returns (response, latency, (error, transient) or None). The whole call, retries included, is bounded:
-        when it runs out the request is cancelled and its connection closed (the server stops working on it)."""
+        Returns (response, latency, failure or None). The whole call, retries included, is bounded: when it
+        runs out the request is cancelled and its connection closed (the server stops working on it). A
+        streamed call is bounded by silence instead (no token for ``timeout`` seconds) and by its token cap."""
         s = self.settings
         client, sem = await self._shared.for_loop()
         async with sem:
             self._check_budget()  # others may have spent while this call waited for a slot
             start = time.perf_counter()
-            error: tuple[str, bool] | None = None
+            error: _Failure | None = None
             resp = None
             try:
-                async with asyncio.timeout(s.timeout * (s.max_retries + 1) + 8.0 * s.max_retries):
-                    resp = await client.chat.completions.create(**kwargs)
-            except (openai.APITimeoutError, TimeoutError):
-                error = (f"timed out after {s.timeout:g}s (after {s.max_retries} retries)", True)
+                if s.stream:
+                    resp = await _streamed(client, kwargs)
+                else:
+                    async with asyncio.timeout(s.timeout * (s.max_retries + 1) + 8.0 * s.max_retries):
+                        resp = await client.chat.completions.create(**kwargs)
+            except (openai.APITimeoutError, TimeoutError, httpx.TimeoutException):
+                silent = " of silence" if s.stream else ""
+                error = _Failure(f"timed out after {s.timeout:g}s{silent} (after {s.max_retries} retries)", True)
             except openai.APIStatusError as e:
+                detail = _status_detail(e)
+                code = (e.body.get("code") if isinstance(e.body, dict) else None) or \
+                    ((e.body.get("error") or {}).get("code") if isinstance(e.body, dict)
+                     and isinstance(e.body.get("error"), dict) else None)
                 transient = e.status_code in TRANSIENT_STATUS or e.status_code >= 500
-                error = (f"HTTP {e.status_code}: {_status_detail(e)}", transient)
-            except openai.APIConnectionError as e:
-                error = (f"cannot connect ({e.__cause__ or e})", True)
+                error = _Failure(f"HTTP {e.status_code}: {detail}", transient,
+                                 overflow=lc.is_overflow(e.status_code, detail, code),
+                                 refuses_json="response_format" in kwargs and e.status_code in (400, 422, 500)
+                                 and re.search(r"response_format|json", detail, re.I) is not None)
+            except (openai.APIConnectionError, httpx.TransportError) as e:
+                error = _Failure(f"cannot connect ({getattr(e, '__cause__', None) or e})", True)
             except openai.OpenAIError as e:
-                error = (f"{type(e).__name__}: {e}", False)
+                error = _Failure(f"{type(e).__name__}: {e}", False)
             except ValueError as e:  # json.JSONDecodeError from a body that is not JSON: a garbled transfer
                 resp = _Malformed(f"body is not JSON: {e}")
             return resp, time.perf_counter() - start, error
+
+    async def _window(self, model: str) -> int | None:
+        """The model's context window: the server's metadata, else the setting, else what an error said."""
+        sh, s = self._shared, self.settings
+        stated = await sh.tokenizer.window((await sh.for_loop())[0], model) if s.base_url else None
+        return stated or s.context_tokens or sh.learned.get(model)
+
+    def _learn_window(self, model: str, message: str) -> bool:
+        n = lc.window_from_error(message)
+        if n is None or self._shared.learned.get(model) == n:
+            return False
+        self._shared.learned[model] = n
+        return True
+
+    async def _fit(self, msgs: list[dict], model: str, role: str, max_tokens: int | None,
+                   where: str) -> tuple[list[dict], int]:
+        """(messages, completion cap) that fit the context window: the role's cap (or the caller's, when
+        smaller), lowered to the room left; a prompt that leaves less than a quarter of the window (at most
+        the cap) is trimmed; ContextOverflow when even that cannot make it fit."""
+        cap = min(x for x in (max_tokens, self.settings.max_tokens.get(role)) if x)
+        window = await self._window(model)
+        if window is None:
+            return msgs, cap
+        want = min(cap, max(MIN_COMPLETION, window // 4))
+        n = 0
+        for _ in range(8):
+            client = (await self._shared.for_loop())[0]
+            n, _how = await self._shared.tokenizer.count(client, lc.prompt_text(msgs), model)
+            n += lc.MESSAGE_OVERHEAD * len(msgs)
+            room = window - n - lc.MARGIN
+            if room >= want:
+                return msgs, min(cap, room)
+            shorter = lc.trim(msgs, want - room, n)
+            if shorter is None:
+                break
+            msgs = shorter
+        raise ContextOverflow(self._redact(f"LLM call not sent ({where}): the prompt needs ~{n} tokens and the "
+                                           f"model's context is {window} (with {want} left for the reply), even "
+                                           f"trimmed"))
 
     def chat_sync(self, *args: Any, **kw: Any) -> Reply:
         """``chat`` for non-async callers (also from inside another running loop): runs on a shared
@@ -509,6 +614,7 @@ class LLM:
                         u.prompt_tokens += reply.prompt_tokens
                         u.completion_tokens += reply.completion_tokens
                         u.cost += reply.cost
+                        u.gen_latency += reply.latency
                 u.latency += reply.latency
                 node.calls.append(dict(rec))
                 node = node._parent
@@ -561,6 +667,37 @@ def _cache_key(model: str, msgs: list[dict], temperature: float, json_mode: bool
 
 def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4) if text else 0
+
+
+@dataclass
+class _Failure:
+    message: str
+    transient: bool
+    overflow: bool = False
+    refuses_json: bool = False
+
+
+async def _streamed(client: openai.AsyncOpenAI, kwargs: dict) -> Any:
+    """A streamed completion gathered into the shape of a plain one. The client's timeout is then a read
+    timeout: it fires on ``timeout`` seconds of silence, not on a long answer that keeps coming."""
+    from types import SimpleNamespace
+
+    stream = await client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True})
+    parts: list[str] = []
+    usage, finish, seen = None, None, False
+    async with stream:
+        async for chunk in stream:
+            usage = getattr(chunk, "usage", None) or usage
+            for choice in getattr(chunk, "choices", None) or []:
+                seen = True
+                delta = getattr(choice, "delta", None)
+                if delta is not None and isinstance(getattr(delta, "content", None), str):
+                    parts.append(delta.content)
+                finish = getattr(choice, "finish_reason", None) or finish
+    if not seen:
+        return SimpleNamespace(choices=[], usage=usage)
+    message = SimpleNamespace(content="".join(parts), refusal=None)
+    return SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason=finish)], usage=usage)
 
 
 @dataclass

@@ -98,7 +98,9 @@ class FakeLLMServer:
 
     def __init__(self, responder: Responder | list | str | None = None, *, latency: float = 0.0,
                  fail_rate: float = 0.0, seed: int = 0, port: int = 0,
-                 delays: dict[str, float] | None = None, faults: dict[str, float] | None = None) -> None:
+                 delays: dict[str, float] | None = None, faults: dict[str, float] | None = None,
+                 context: int | None = None, advertise_context: bool = False, json_mode: bool = True,
+                 token_delay: float = 0.0) -> None:
         if isinstance(responder, (str, Fault)):
             responder = [responder]
         self._script = list(responder) if isinstance(responder, list) else None
@@ -108,6 +110,10 @@ class FakeLLMServer:
         self.latency, self.fail_rate = latency, fail_rate
         self.delays = dict(delays or {})
         self.faults = dict(faults or {})
+        # Like a real server: a context window in tokens (here: words), optionally stated in /v1/models as
+        # vLLM does; json_mode=False refuses response_format; a streamed reply sends a word per token_delay.
+        self.context, self.advertise_context, self.json_mode = context, advertise_context, json_mode
+        self.token_delay = token_delay
         unknown = set(self.faults) - {*FAULT_KINDS, "mixed"}
         if unknown or sum(self.faults.values()) > 1:
             raise ValueError(f"FakeLLMServer: faults must map {FAULT_KINDS + ('mixed',)} to rates summing to "
@@ -126,6 +132,7 @@ class FakeLLMServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self._conns: set[socket.socket] = set()  # open client connections (closed by stop/outage)
+        self._active: set[Any] = set()  # handlers whose request is counted in in_flight
         self._port = port
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -364,8 +371,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
+            extra = {"max_model_len": self.fake.context} if self.fake.context and self.fake.advertise_context else {}
             self._send(200, json.dumps({"object": "list", "data": [
-                {"id": "fake-model", "object": "model", "created": 0, "owned_by": "fakellm"}]}))
+                {"id": "fake-model", "object": "model", "created": 0, "owned_by": "fakellm", **extra}]}))
         else:
             self._error(404, f"no route GET {self.path}")
 
@@ -387,16 +395,45 @@ class _Handler(BaseHTTPRequestHandler):
             return
         fake = self.fake
         with fake._lock:
+            # Before counting this one, stop counting requests whose client has already left (a real server
+            # notices at its next token; the poll in _wait may not have run yet).
+            for other in [h for h in fake._active if client_gone(h.connection)]:
+                fake._active.discard(other)
+                fake.in_flight -= 1
+            fake._active.add(self)
             fake.in_flight += 1
             fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
         try:
             self._answer(request)
         finally:
             with fake._lock:
-                fake.in_flight -= 1
+                if self in fake._active:
+                    fake._active.discard(self)
+                    fake.in_flight -= 1
+
+    def _refusal(self, request: dict) -> tuple[int, str, str] | None:
+        """What a real server says before generating: over its context, or no JSON mode."""
+        fake = self.fake
+        if request.get("response_format") and not fake.json_mode:
+            return 400, "response_format is not supported by this server", "invalid_request_error"
+        if fake.context:
+            asked = _words(message_text(request)) + int(request.get("max_tokens") or 0)
+            if asked > fake.context:
+                return 400, (f"This model's maximum context length is {fake.context} tokens. However, you "
+                             f"requested {asked} tokens. Please reduce the length of the messages or completion."), \
+                    "context_length_exceeded"
+        return None
 
     def _answer(self, request: dict) -> None:
         fake = self.fake
+        refusal = self._refusal(request)
+        if refusal is not None:
+            with fake._lock:
+                fake.requests.append(request)
+            status, message, code = refusal
+            body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "code": code}})
+            self._send(status, body)
+            return
         index, item, kind = fake._next(request, {k.lower(): v for k, v in self.headers.items()}, time.monotonic())
         try:
             self._reply(request, item, kind)
@@ -427,7 +464,38 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send(200, json.dumps(fake.completion(request, item.body)))
             return
+        if request.get("stream"):
+            self._stream(request, str(item))
+            return
         self._send(200, json.dumps(fake.completion(request, str(item))))
+
+    def _stream(self, request: dict, text: str) -> None:
+        """Server-sent events, one word per chunk, ``token_delay`` apart; the last chunk carries usage."""
+        fake = self.fake
+        done = fake.completion(request, text)
+        base = {"id": done["id"], "object": "chat.completion.chunk", "created": done["created"],
+                "model": done["model"]}
+        words = text.split(" ")
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for i, w in enumerate(words):
+                if i and fake.token_delay and not self._wait(fake.token_delay):
+                    return
+                piece = w if i == 0 else " " + w
+                chunk = {**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            end = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+            self.wfile.write(f"data: {json.dumps(end)}\n\n".encode())
+            usage = {**base, "choices": [], "usage": done["usage"]}
+            self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+            self.wfile.flush()
+        except OSError:
+            pass
+        self.close_connection = True
 
 
 def main(argv: list[str] | None = None) -> None:
