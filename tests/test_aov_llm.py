@@ -18,6 +18,7 @@ from flowcore.aov import (
     select,
 )
 from flowcore.aov.cli import main
+from flowcore.aov.inspector import parse_verdict
 from flowcore.llm import LLM, LLMSettings
 from tests.fakellm import FakeLLMServer, Fault, message_text
 
@@ -81,7 +82,8 @@ def test_failing_subtask_is_repaired_by_an_accepted_llm_proposal() -> None:
         assert ex.status == "paused" and [r.subtasks for r in reports] == [["a"], ["b", "c"]]
         assert reports[1].clones == [{"agent": "coder", "clone": "coder#2", "subtask": "c"}]
         v = reports[1].verdicts
-        assert not v["b"].passed and v["b"].source == "llm" and v["b"].reason == "the agent reported an error"
+        # the rule inspector's failure stands whatever the LLM would say (it is not even asked)
+        assert not v["b"].passed and v["b"].source == "rules" and v["b"].reason.startswith("error marker in output")
         assert v["c"].passed
         rs = ex.pending_failure
         assert rs.failed == "b" and len(rs.proposals) == 3
@@ -113,12 +115,26 @@ def test_inspector_falls_back_to_rules_when_the_judge_fails() -> None:
         llm = make_llm(srv)
         g = diamond()
         insp = LLMInspector(llm)
-        v1 = run_sync(insp.inspect(g, g.subtasks["b"], "ERROR: broken"))
-        assert not v1.passed and v1.source == "rules" and "judge unavailable" in v1.reason
+        v1 = run_sync(insp.inspect(g, g.subtasks["b"], "<p>one</p>"))
+        assert v1.passed and v1.source == "rules" and "judge unavailable" in v1.reason
         v2 = run_sync(insp.inspect(g, g.subtasks["b"], "<html></html>"))
         assert v2.passed and v2.source == "rules" and "unreadable" in v2.reason
+        n = len(srv.requests)
         v3 = run_sync(insp.inspect(g, g.subtasks["b"], ""))
-        assert not v3.passed and len(srv.requests) == 2  # empty output needs no judge
+        assert not v3.passed and len(srv.requests) == n  # empty output needs no judge
+
+
+def test_the_rule_inspectors_failures_stand_and_a_template_echo_is_no_verdict() -> None:
+    echo = '{"passed": true, "reason": "one short sentence"}'
+    with FakeLLMServer([echo]) as srv:
+        llm = make_llm(srv)
+        g = diamond()
+        insp = LLMInspector(llm)
+        v1 = run_sync(insp.inspect(g, g.subtasks["b"], "ERROR: the build broke"))
+        assert not v1.passed and v1.source == "rules" and srv.requests == []  # the model is not asked
+        v2 = run_sync(insp.inspect(g, g.subtasks["b"], "<html>fine</html>"))
+        assert v2.source == "rules" and "echoed the template: no verdict" in v2.reason
+    assert parse_verdict(echo) is None and parse_verdict('{"passed": false, "reason": "no CSS"}').reason == "no CSS"
 
 
 VALID = {"goal": "bakery site", "agents": [{"id": "planner", "role": "p"}, {"id": "coder", "role": "c"}],

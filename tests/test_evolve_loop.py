@@ -405,3 +405,30 @@ def test_sigkill_mid_run_then_resume_keeps_every_committed_round(tmp_path, data)
     assert [r["round"] for r in after] == list(range(rounds + 1))
     assert after[:len(before)] == before  # every round committed before the kill is intact
     assert all(r["status"] == "ok" and r["score"] is not None for r in after)
+
+
+@pytest.mark.parametrize("reply, why", [
+    (f"```mermaid\n{SEED_TEXT}```", "not instruction text"),
+    (SEED_TEXT, "not instruction text"),
+    ("answer answer answer answer answer answer answer answer \\boxed{}", "the same word over and over"),
+    ("Be good.", "too short"),
+    ("Solve it carefully and check every step before you answer.", "\\boxed{} answer format"),
+])
+def test_a_junk_prompt_rewrite_is_declined_and_never_stored(tmp_path, monkeypatch, data, reply, why):
+    def respond(req: dict) -> str:
+        return reply if "You improve one instruction" in message_text(req) else "The answer is 42."
+
+    with FakeLLMServer(respond) as srv:
+        _env(monkeypatch, srv)
+        llm = LLM(LLMSettings(base_url=srv.base_url, api_key="k"))
+        from flowcore.evolution.optimizer import rewrite_prompt
+
+        with pytest.raises(ops.Declined, match=re.escape(why)):
+            asyncio.run(rewrite_prompt(llm, SEED, "math", random.Random(0)))
+        ws = Workspace(tmp_path / "w.db")
+        cfg = EvolutionConfig(benchmark="gsm8k", rounds=1, candidates=1, data_path=str(data), mode="programmatic",
+                              operators=["prompt"])
+        result = Evolution(ws, cfg).run()
+    r1 = _rows(ws, result["run_id"])[1]
+    assert r1["status"] == "ok" and "rewritten by the optimizer" not in (r1["detail"] or "")
+    assert reply.strip() not in json.loads(r1["prompts_json"]).values()  # the library's variant was used

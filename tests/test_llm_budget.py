@@ -96,3 +96,32 @@ def test_tokens_per_second_is_measured():
         llm = _llm(srv)
         asyncio.run(llm.chat("x"))
     assert 5 < llm.usage.tokens_per_s < 25  # 4 tokens in ~0.2 s
+
+
+def test_an_optimizer_prompt_over_the_context_falls_back_to_the_operators(tmp_path, monkeypatch):
+    import json
+
+    from flowcore.evolution import ops
+    from flowcore.evolution.loop import Evolution, EvolutionConfig
+    from flowcore.storage import Workspace
+    from tests.fakellm import Fault, message_text
+
+    data = tmp_path / "g.jsonl"
+    data.write_text("".join(json.dumps({"question": q, "answer": "#### 4"}) + "\n" for q in ("2+2?", "1+3?")))
+    overflow = Fault(status=400, body="This model's maximum context length is 2048 tokens. However, you "
+                                      "requested 2600 tokens.")
+
+    def respond(req):
+        return overflow if "workflow optimizer of MermaidFlow" in message_text(req) else "The answer is 4."
+
+    with FakeLLMServer(respond) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        ws = Workspace(tmp_path / "w.db")
+        result = Evolution(ws, EvolutionConfig(benchmark="gsm8k", rounds=1, candidates=2,
+                                               data_path=str(data))).run()
+    rows = Evolution(ws, EvolutionConfig(benchmark="gsm8k")).history.rounds(result["run_id"])
+    assert result["status"] == "finished" and [r["status"] for r in rows] == ["ok", "ok"]
+    assert rows[1]["operator"] in ops.OPERATORS  # the graph operators stepped in
+    dropped = [c for c in rows[1]["candidates"] if c.get("reason")]
+    assert len(dropped) == 2 and all("does not fit the optimizer model's context" in c["reason"] for c in dropped)

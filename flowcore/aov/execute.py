@@ -64,6 +64,18 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 
 # ---- agents -------------------------------------------------------------------------------------
+# Seconds between retries of a subtask whose agent could not reach the LLM endpoint (connection, 5xx): an
+# outage is retried, never "repaired" by rewriting the subtask's requirement with the error text.
+ENDPOINT_WAITS = (1.0, 2.0, 4.0, 8.0)
+ENDPOINT_ERROR = "endpoint error: "
+
+
+def _endpoint_down(exc: BaseException) -> bool:
+    from ..benchmarks import endpoint_failure
+
+    return endpoint_failure(exc)[1]
+
+
 class AgentBackend(Protocol):
     async def run(self, graph: AOVGraph, subtask: Subtask, agent_id: str, attempt: int) -> str: ...
 
@@ -193,6 +205,7 @@ class Execution:
         self.schedule = schedule
         self.refine_llm, self.refine_every, self.max_refinements = refine_llm, refine_every, max_refinements
         self.context_chars = context_chars
+        self.endpoint_waits: tuple[float, ...] = ENDPOINT_WAITS  # back-off when the LLM endpoint is away
         self.store = store
         self.id = execution_id or uuid.uuid4().hex[:12]
         self.step_index = 0
@@ -479,19 +492,35 @@ class Execution:
             if outputs is not None and sid in outputs:
                 output = str(outputs[sid])
             else:
-                output = await self.agent.run(self.graph, st, agent_id, self.attempts.get(sid, 0))
+                output = await self._agent_run(st, agent_id, sid)
         # An agent (or inspector) that cannot answer is a failed subtask, not a crashed run.
         except Exception as e:  # noqa: BLE001
+            if _endpoint_down(e):
+                return "", Verdict(False, f"{ENDPOINT_ERROR}{type(e).__name__}: {e}", "agent")
             return "", Verdict(False, f"agent error: {type(e).__name__}: {e}", "agent")
         try:
             return output, await self.inspector.inspect(self.graph, st, output)
         except Exception as e:  # noqa: BLE001
             return output, Verdict(False, f"inspector error: {type(e).__name__}: {e}", "inspector")
 
+    async def _agent_run(self, st: Subtask, agent_id: str, sid: str) -> str:
+        """The agent's run, tried again after a back-off while the LLM endpoint is unreachable."""
+        waits = list(self.endpoint_waits)
+        while True:
+            try:
+                return await self.agent.run(self.graph, st, agent_id, self.attempts.get(sid, 0))
+            except Exception as e:
+                if not waits or not _endpoint_down(e):
+                    raise
+                await asyncio.sleep(waits.pop(0))
+
     # ---- failures and repairs ---------------------------------------------------------------
     async def _handle_failures(self, n: int, failed: list[str], report: StepReport | None) -> None:
         for sid in failed:
             reason = self._last_reason(sid)
+            if reason.startswith(ENDPOINT_ERROR):  # nothing in the graph to repair: the server was away
+                self._give_up(n, sid, f"the LLM endpoint kept failing, so it was not repaired ({reason})", report)
+                continue
             if self.repairs_done.get(sid, 0) >= self.max_repairs:
                 self._give_up(n, sid, f"repair limit ({self.max_repairs}) reached", report)
                 continue

@@ -212,6 +212,8 @@ def format_experience(experience: list[dict]) -> str:
 
 def parse_scores(text: str, n: int) -> list[dict[str, float]]:
     """The five scores per candidate from the judge's JSON; ValueError says what is wrong."""
+    if re.search(r'"coherence"\s*:\s*n\b', text or ""):
+        raise ValueError("the judge echoed the template (no verdict)")
     m = re.search(r"\{.*\}", text or "", re.DOTALL)
     try:
         data = json.loads(m.group(0) if m else text)

@@ -133,10 +133,17 @@ class Optimizer:
                 parents=_parents_block(parents), experience=format_experience(experience or []),
                 failures=_failures_block(failures or []))},
         ]
+        from ..llm import ContextOverflow
+
         cost, text, rationale, errors = 0.0, "", "", []
+        task = messages[:2]  # a repair turn carries only the latest reply and its diagnostics (bounded context)
         for attempt in range(1, self.max_repairs + 2):
-            reply = await self.llm.chat(  # type: ignore[attr-defined]
-                messages, role="optimizer", temperature=temperature, cache_salt=f"{salt}:{attempt}")
+            try:
+                reply = await self.llm.chat(  # type: ignore[attr-defined]
+                    messages, role="optimizer", temperature=temperature, cache_salt=f"{salt}:{attempt}")
+            except ContextOverflow as exc:  # too long for this model: an invalid proposal, never a lost round
+                return Proposal(None, text, rationale, attempt, errors, f"the prompt does not fit the optimizer "
+                                f"model's context ({exc})", cost)
             cost += reply.cost
             if attempt == 1:
                 rationale = rationale_of(reply.text)
@@ -151,7 +158,7 @@ class Optimizer:
                     return Proposal(parse(found), found, rationale, attempt, [], None, cost)
             if attempt <= self.max_repairs:
                 repair = lib.OPTIMIZER_REPAIR.format(diagnostics=_diag_lines(errors))
-                messages = [*messages, {"role": "assistant", "content": reply.text},
+                messages = [*task, {"role": "assistant", "content": reply.text},
                             {"role": "user", "content": repair}]
         listed = "; ".join(str(d) for d in errors[:3])
         reason = f"still invalid after {self.max_repairs} repair(s): {listed}" if errors else \
@@ -174,6 +181,41 @@ class Optimizer:
                 for r in results]
 
 
+_MERMAID_LINE = re.compile(r"^\s*(flowchart|graph)\s|-->|==>|-\.->|%%\s*@prompt|^\s*class(Def)?\s+\w", re.MULTILINE)
+_PLACEHOLDER = re.compile(r"\{[A-Za-z_]\w*\}")
+
+
+def instruction_problem(reply: str, current: str) -> str | None:
+    """Why a rewritten instruction cannot be used (None when it can): it must be plain instruction text of a
+    sane length that keeps the placeholders and the answer format the current one asks for. A weak model
+    answers with a whole workflow, a code block, or a line of word soup; none of these is stored."""
+    text = (reply or "").strip().strip('"').strip()
+    if not text:
+        return "the reply is empty"
+    if "```" in text or _MERMAID_LINE.search(text):
+        return "it is a workflow or a code block, not instruction text"
+    words = text.split()
+    if len(text) < 20 or len(words) < 4:
+        return f"too short ({len(words)} word(s))"
+    limit = max(1200, 4 * len(current or ""))
+    if len(text) > limit:
+        return f"too long ({len(text)} characters, at most {limit})"
+    letters = sum(ch.isalpha() or ch.isspace() for ch in text) / len(text)
+    if letters < 0.7:
+        return "mostly symbols, not prose"
+    top = max(words.count(w) for w in set(words))
+    if len(words) >= 8 and top / len(words) > 0.3:
+        return "the same word over and over"
+    lost = sorted(set(_PLACEHOLDER.findall(current or "")) - set(_PLACEHOLDER.findall(text)))
+    if lost:
+        return f"it drops the placeholder(s) {', '.join(lost)}"
+    low, cur = text.lower(), (current or "").lower()
+    for marker, name in (("\\boxed", "\\boxed{} answer format"), ("final answer:", "'Final answer:' line")):
+        if marker in cur and marker not in low:
+            return f"it drops the {name} the node's output is read by"
+    return None
+
+
 async def rewrite_prompt(llm: object, workflow: Workflow, task: str, rng: random.Random, *,
                          salt: str = "") -> ops.Child:
     """The online prompt operator: the optimizer LLM rewrites one node's instruction."""
@@ -185,8 +227,11 @@ async def rewrite_prompt(llm: object, workflow: Workflow, task: str, rng: random
     reply = await llm.chat(lib.PROMPT_REWRITE.format(  # type: ignore[attr-defined]
         task=task, node=node.id, op=node.op, current=current, workflow=to_mermaid(workflow)),
         role="optimizer", temperature=0.7, cache_salt=salt)
-    new = " ".join(reply.text.replace("```", " ").split()).strip().strip('"')
-    if not new or new == current:
+    why = instruction_problem(reply.text, current)
+    if why is not None:
+        raise ops.Declined(f"prompt: the optimizer's rewrite of {node.id} was declined: {why}")
+    new = " ".join(reply.text.split()).strip().strip('"')
+    if new == current:
         raise ops.Declined(f"prompt: the optimizer gave no new instruction for {node.id}")
     w = ops.clone(workflow)
     users = [n for n in w.nodes.values() if n.prompt and n.prompt == node.prompt]
