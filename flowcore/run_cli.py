@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sqlite3
 import sys
 import threading
 from collections.abc import Iterator
@@ -39,7 +40,9 @@ def register(sub: Any) -> None:
     r.add_argument("--entry-point", help="function name (code tasks; default: guessed from the problem)")
     r.add_argument("--public-tests", default="",
                    help="assert lines a TestOp may run, or @FILE (default: the examples in the problem text)")
-    r.add_argument("--json", action="store_true", help='print {"answer", "cost", "calls"}')
+    r.add_argument("--json", action="store_true",
+                   help='print {"answer", "cost", "calls", "tokens", "price_known", "trace"}')
+    r.add_argument("--db", help="workspace database: every LLM call is logged and cached there (default: none)")
     r.set_defaults(func=_cmd_run)
 
     e = sub.add_parser("evaluate", help="evaluate a workflow on a benchmark")
@@ -60,6 +63,7 @@ def register(sub: Any) -> None:
                    help="exit 1 when more than this share of problems could not be run because the LLM endpoint "
                         "failed (they are never counted as wrong answers; default 0.1)")
     e.add_argument("--json", action="store_true")
+    e.add_argument("--db", help="workspace database: every LLM call is logged and cached there (default: none)")
     e.set_defaults(func=_cmd_evaluate)
 
     s = sub.add_parser("score", help="score one prediction against a reference")
@@ -68,6 +72,8 @@ def register(sub: Any) -> None:
     s.add_argument("--reference", required=True,
                    help="gold answer (gsm8k/math) or test code (humaneval/mbpp), or @FILE")
     s.add_argument("--entry-point", help="function the tests call (humaneval)")
+    s.add_argument("--prompt", help="humaneval: the problem's prompt (its imports and signature), or @FILE; a "
+                                    "prediction that is only the function body or lacks the imports then runs")
     s.add_argument("--json", action="store_true", help="(the output is always JSON)")
     s.set_defaults(func=_cmd_score)
 
@@ -78,7 +84,7 @@ def _text_arg(value: str) -> str:
     return read_text(value[1:]) if value.startswith("@") else value
 
 
-def _llm(concurrency: int | None = None) -> Any:
+def _llm(concurrency: int | None = None, db: str | None = None, run_id: str | None = None) -> Any:
     from .llm import LLM, LLMSettings
 
     try:
@@ -90,7 +96,14 @@ def _llm(concurrency: int | None = None) -> Any:
     if concurrency and not (os.environ.get("MERMAIDFLOW_CONCURRENCY") or "").strip():
         # N problems at once need N calls in flight; an explicit MERMAIDFLOW_CONCURRENCY still caps it.
         settings.concurrency = max(settings.concurrency, concurrency)
-    return LLM(settings)
+    if not db:
+        return LLM(settings)
+    from .storage import Workspace
+
+    try:
+        return LLM(settings, Workspace(db), run_id=run_id)  # the workspace's cache and call log
+    except (OSError, sqlite3.DatabaseError) as exc:  # not writable, not a database
+        raise CliError(f"{db}: cannot open the workspace ({exc})") from None
 
 
 # -- commands ------------------------------------------------------------------------------------------------
@@ -120,17 +133,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     w = load_workflow(args.file, args.task)
     problem, tests = _text_arg(args.problem), _text_arg(args.public_tests)
-    llm = _llm()
+    llm = _llm(db=args.db, run_id=f"run-cli:{Path(args.file).name}")
     try:
         res = asyncio.run(run_workflow(w, problem, entry_point=args.entry_point, llm=llm, public_tests=tests,
                                        task=args.task))
     except (NodeError, LLMError) as exc:
         raise JobFailed(str(exc)) from None
+    known = llm.settings.price_known(llm.settings.model_for("executor"))
     if args.json:
-        emit({"answer": res.answer, "cost": res.cost, "calls": res.calls})
+        emit({"answer": res.answer, "cost": res.cost, "calls": res.calls, "tokens": _tokens(llm),
+              "price_known": known, "trace": res.trace})
     else:
         print(res.answer)
-        print(f"cost: ${res.cost:.6f}, LLM calls: {res.calls}", file=sys.stderr)
+        rate = llm.usage.tokens_per_s
+        speed = f", {rate:.1f} tokens/s" if rate else ""
+        print(f"{_cost_text(llm, res.cost)}, LLM calls: {res.calls}{speed}", file=sys.stderr)
     return 0
 
 
@@ -153,7 +170,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         info = split_info(args.benchmark, split, data_path=args.data, split_file=args.split_file, limit=args.limit)
     except (DataError, ValueError) as exc:
         raise CliError(str(exc)) from None
-    llm = _llm(args.concurrency)
+    llm = _llm(args.concurrency, db=args.db, run_id=f"evaluate:{Path(args.file).name}:{args.benchmark}")
     show = None if args.json or not sys.stderr.isatty() else _progress
     if args.repeats > 1:
         return _evaluate_repeated(args, w, problems, llm, info, show)
@@ -265,8 +282,16 @@ def _cmd_score(args: argparse.Namespace) -> int:
     from .benchmarks import score
 
     prediction, reference = _text_arg(args.prediction), _text_arg(args.reference)
+    target: Any = reference
+    if args.prompt:
+        from .benchmarks import Problem
+
+        if args.benchmark not in ("humaneval", "mbpp"):
+            raise CliError("--prompt applies to code benchmarks (humaneval, mbpp)")
+        target = Problem("cli", args.benchmark, _text_arg(args.prompt), "", entry_point=args.entry_point,
+                         tests=reference)
     try:
-        res = score(args.benchmark, prediction, reference, entry_point=args.entry_point)
+        res = score(args.benchmark, prediction, target, entry_point=args.entry_point)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     out: dict[str, Any] = {"correct": bool(res.correct), "extracted": res.extracted}

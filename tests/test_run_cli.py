@@ -288,3 +288,52 @@ def test_the_benchmark_choices_match_the_loaders():
     from flowcore.benchmarks import BENCHMARKS
 
     assert run_cli.BENCHMARKS == BENCHMARKS
+
+
+# -- what the CLI records (issue #9 item 7) --------------------------------------------------------------------
+
+def test_run_and_evaluate_log_and_cache_in_a_workspace_and_report_tokens_and_trace(endpoint, capsys, tmp_path):
+    from flowcore.storage import Workspace
+
+    srv = endpoint("6*7 = 42, so \\boxed{42}")
+    db = tmp_path / "ws.db"
+    code, out, err = cli(capsys, "run", MATH_SEED, "--problem", "What is 6*7?", "--json", "--db", str(db))
+    doc = json.loads(out)
+    assert code == 0 and doc["tokens"]["prompt"] > 0 and doc["tokens"]["completion"] == 5
+    assert doc["trace"] and doc["trace"][0]["node"] and doc["price_known"]
+    code, out, _ = cli(capsys, "run", MATH_SEED, "--problem", "What is 6*7?", "--json", "--db", str(db))
+    assert json.loads(out)["tokens"]["cached"] == 1 and len(srv.requests) == 1  # the second run was a replay
+    rows = Workspace(db).query("SELECT run_id, cached, error FROM llm_calls ORDER BY id")
+    assert [(r["run_id"], r["cached"]) for r in rows] == [("run-cli:math_seed.mmd", 0), ("run-cli:math_seed.mmd", 1)]
+    workflow, data, replies, _ = _gsm8k(tmp_path)
+    endpoint(by_keyword(replies, "no idea"))
+    code, out, _ = cli(capsys, "evaluate", workflow, "--benchmark", "gsm8k", "--data", data, "--json",
+                       "--db", str(db))
+    assert code == 0 and json.loads(out)["tokens"]["calls"] == 4
+    assert Workspace(db).query("SELECT COUNT(*) AS n FROM llm_cache")[0]["n"] == 5
+    assert cli(capsys, "run", MATH_SEED, "--problem", "q", "--db", str(tmp_path))[0] == 2  # a directory
+
+
+def test_an_unknown_models_cost_says_price_unknown(endpoint, capsys, monkeypatch):
+    endpoint("\\boxed{1}")
+    monkeypatch.setenv("OPENAI_MODEL", "smollm2-135m")
+    code, out, err = cli(capsys, "run", MATH_SEED, "--problem", "1?")
+    assert code == 0 and "price unknown for 'smollm2-135m'" in err and "$0.000000" not in err
+    code, out, err = cli(capsys, "run", MATH_SEED, "--problem", "1?", "--json")
+    assert json.loads(out)["price_known"] is False
+
+
+def test_score_humaneval_with_the_problem_prompt(no_endpoint, capsys, tmp_path):
+    prompt = tmp_path / "prompt.py"
+    prompt.write_text('from typing import List\n\n\ndef total(xs: List[int]) -> int:\n    """Sum."""\n')
+    tests = "def check(candidate):\n    assert candidate([1, 2]) == 3\n"
+    full = "def total(xs: List[int]) -> int:\n    return sum(xs)\n"  # no import: fails on its own
+    code, out, _ = cli(capsys, "score", "--benchmark", "humaneval", "--prediction", full, "--reference", tests,
+                       "--entry-point", "total")
+    assert code == 0 and json.loads(out)["correct"] is False
+    code, out, _ = cli(capsys, "score", "--benchmark", "humaneval", "--prediction", full, "--reference", tests,
+                       "--entry-point", "total", "--prompt", f"@{prompt}")
+    assert code == 0 and json.loads(out)["correct"] is True
+    code, _, err = cli(capsys, "score", "--benchmark", "gsm8k", "--prediction", "1", "--reference", "1",
+                       "--prompt", "x")
+    assert code == 2 and "--prompt applies to code benchmarks" in err
