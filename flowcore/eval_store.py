@@ -203,8 +203,11 @@ def run_problem(settings: LLMSettings, ws: Workspace | None, workflow_text: str,
     NodeError or LLMError when the run fails."""
     w = parse(workflow_text)
     llm = _llm_for(settings, ws, f"run-{time.time_ns()}")
-    return asyncio.run(run_workflow(w, problem, entry_point=(entry_point or None), llm=llm,
-                                    public_tests=public_tests, task=task))
+    res = asyncio.run(run_workflow(w, problem, entry_point=(entry_point or None), llm=llm,
+                                   public_tests=public_tests, task=task))
+    res.tokens_per_s = llm.usage.tokens_per_s  # type: ignore[attr-defined] - a slow local model shows here
+    res.price_known = settings.price_known(settings.model_for("executor"))  # type: ignore[attr-defined]
+    return res
 
 
 def start_evaluation(ws: Workspace, settings: LLMSettings, *, workflow_text: str, benchmark: str,

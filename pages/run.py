@@ -85,7 +85,8 @@ def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> Non
                                                  "trace": res.trace, "task": task, "text": text,
                                                  "benchmark": bench, "problem": problem,
                                                  "reference": st.session_state.get("run_reference") or "",
-                                                 "sample": st.session_state.get("run_sample_problem")}
+                                                 "sample": st.session_state.get("run_sample_problem"),
+                                                 "tps": res.tokens_per_s, "priced": res.price_known}
                 except (WorkflowSyntaxError, WorkflowInvalid, NodeError, LLMError, ValueError,
                         SandboxUnavailable) as e:
                     st.session_state[ONE_KEY] = {"error": str(e), "text": text}
@@ -98,12 +99,12 @@ def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> Non
     st.subheader("Answer")
     _verdict(out)
     st.code(out["answer"] or "(empty)", language="python" if out["task"] == "code" else None, wrap_lines=True)
-    c1, c2 = st.columns(2)
-    c1.metric("Cost", _money(out["cost"]))
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Cost", _money(out["cost"]) if out.get("priced", True) else "price unknown")
     c2.metric("LLM calls", out["calls"])
+    c3.metric("Tokens/s", "—" if not out.get("tps") else f"{out['tps']:.1f}",
+              help="Completion tokens per second of generation (cache hits excluded)")
     trace_table(out["trace"])
-
-
 
 
 # -- benchmark evaluation -----------------------------------------------------------------------------------------

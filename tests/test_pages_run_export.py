@@ -50,7 +50,7 @@ def test_run_without_endpoint_says_so_and_disables_running():
 
 
 def test_run_one_problem_shows_the_scripted_answer_and_trace(monkeypatch):
-    with FakeLLMServer("The answer is \\boxed{42}") as srv:
+    with FakeLLMServer("The answer is \\boxed{42}", latency=0.1) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
         at = app(RUN)
         assert not at.info  # no "not configured" banner
@@ -58,7 +58,8 @@ def test_run_one_problem_shows_the_scripted_answer_and_trace(monkeypatch):
         at.button(key="run_one").click().run()
     assert not at.exception and not at.error
     assert [c.value for c in at.code] == ["The answer is \\boxed{42}"]
-    assert {m.label: m.value for m in at.metric}["LLM calls"] == "1"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["LLM calls"] == "1" and 10 < float(metrics["Tokens/s"]) < 50  # 4 tokens in ~0.1 s
     trace = at.dataframe[0].value
     assert list(trace["node"]) == ["C1"] and list(trace["op"]) == ["CustomOp"]
     assert "What is 6 times 7?" in message_text(srv.requests[0])
