@@ -17,8 +17,9 @@ _DDL = """
 CREATE TABLE IF NOT EXISTS settings(name TEXT PRIMARY KEY, value TEXT NOT NULL, updated REAL NOT NULL);
 """
 LLM_SETTINGS = "llm"
+# (token counts such as max_tokens and context_tokens are settings, not secrets: "tokens" at the end is let through)
 _SECRET = re.compile(
-    r"(api[_-]?key|^key$|[_-]key$|secret|password|passwd|token|auth|credential|^sig$|signature)", re.I)
+    r"(api[_-]?key|^key$|[_-]key$|secret|password|passwd|token(?!s$)|auth|credential|^sig$|signature)", re.I)
 
 
 class SettingsError(ValueError):

@@ -34,7 +34,9 @@ def form_settings(values: dict) -> LLMSettings:
     public = {"base_url": values["base_url"].strip() or None, "models": values["models"], "prices": prices,
               "timeout": values["timeout"], "max_retries": values["max_retries"],
               "concurrency": values["concurrency"],
-              "budget_usd": values["budget"] if values["budget"] > 0 else None, "cache": values["cache"]}
+              "budget_usd": values["budget"] if values["budget"] > 0 else None, "cache": values["cache"],
+              "max_tokens": values.get("max_tokens") or {}, "stream": values.get("stream", False),
+              "context_tokens": values.get("context") or None}
     key = ss.get(common.KEY_STATE) or LLMSettings.from_env().api_key
     return LLMSettings.from_public_dict(public, api_key=key)
 
@@ -101,6 +103,16 @@ with st.form("llm_settings_form"):
                               value=int(current.max_retries), key="set_retries")
     cache = st.checkbox("Cache LLM answers in the workspace (re-runs are free and reproducible)",
                         value=current.cache, key="set_cache")
+    st.markdown("**Token caps and context** (a small local model needs both)")
+    tcols = st.columns(len(ROLES) + 1)
+    caps = {r: tcols[i].number_input(f"Max tokens, {r}", min_value=16, max_value=200_000, step=64,
+                                     value=int(current.max_tokens[r]), key=f"set_cap_{r}")
+            for i, r in enumerate(ROLES)}
+    context = tcols[-1].number_input("Context window (tokens, 0 = ask the server)", min_value=0, step=512,
+                                     value=int(current.context_tokens or 0), key="set_context",
+                                     help="Used when the server does not state it in /v1/models.")
+    stream = st.checkbox("Stream replies (the timeout then counts silence, not the length of an answer)",
+                         value=current.stream, key="set_stream")
     b1, b2, b3 = st.columns([1, 1, 2], vertical_alignment="bottom")
     save = b1.form_submit_button("Save settings", type="primary")
     role = b3.selectbox("Role to test", ROLES, index=ROLES.index("executor"), key="set_test_role")
@@ -109,7 +121,8 @@ with st.form("llm_settings_form"):
 if save or test:
     values = {"base_url": base_url, "models": models, "prices": prices, "budget": budget,
               "concurrency": int(concurrency), "timeout": float(timeout), "max_retries": int(retries),
-              "cache": cache}
+              "cache": cache, "max_tokens": {r: int(v) for r, v in caps.items()}, "stream": stream,
+              "context": int(context)}
     try:
         chosen = form_settings(values)
     except ValueError as e:

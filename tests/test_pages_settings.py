@@ -66,6 +66,9 @@ def test_saved_settings_come_back_and_the_typed_key_never_reaches_the_disk(db):
         at.text_input(key="set_model_judge").set_value("judge-model-x")
         at.number_input(key="set_budget").set_value(2.5)
         at.number_input(key="set_concurrency").set_value(3)
+        at.number_input(key="set_cap_judge").set_value(300)
+        at.number_input(key="set_context").set_value(2048)
+        at.checkbox(key="set_stream").check()
         submit(at, "Save settings")
         assert any("Saved to the workspace" in s for s in texts(at.success)), texts(at.error)
         assert any(fake.base_url in c for c in texts(at.caption))  # this session shows the new endpoint at once
@@ -73,17 +76,20 @@ def test_saved_settings_come_back_and_the_typed_key_never_reaches_the_disk(db):
         assert any("The endpoint answered" in s and "OK" in s for s in texts(at.success)), texts(at.error)
         assert fake.headers[-1].get("authorization") == f"Bearer {SECRET}"  # the session key was used
         assert fake.requests[-1]["model"] == "gpt-4o-mini"  # the executor's model
+        assert fake.requests[-1]["stream"] is True and fake.requests[-1]["max_tokens"] == 8  # streamed, capped
 
         fresh = settings_page()  # a new browser session: saved settings are back, the key is not
         assert fresh.text_input(key="set_url").value == fake.base_url
         assert fresh.text_input(key="set_model_judge").value == "judge-model-x"
         assert fresh.number_input(key="set_budget").value == 2.5
+        assert fresh.number_input(key="set_cap_judge").value == 300 and fresh.checkbox(key="set_stream").value
         assert "llm_api_key" not in fresh.session_state
         assert any(fake.base_url in c for c in texts(fresh.sidebar.caption))
 
     saved = store.load_llm_settings(Workspace(db))
     assert saved["base_url"] == fake.base_url and saved["models"]["judge"] == "judge-model-x"
     assert saved["budget_usd"] == 2.5 and saved["concurrency"] == 3
+    assert saved["max_tokens"]["judge"] == 300 and saved["context_tokens"] == 2048 and saved["stream"] is True
     raw = disk_bytes(db)
     assert b"judge-model-x" in raw  # the check below looks at the right bytes
     assert SECRET.encode() not in raw and SECRET.encode("utf-16-le") not in raw
