@@ -90,7 +90,7 @@ $(REAL_VENV)/.stamp: requirements-real.txt | real-deps
 	@touch $@
 
 test-real: $(VENV)/.stamp-dev $(REAL_VENV)/.stamp
-	MERMAIDFLOW_REAL_PYTHON="$(CURDIR)/$(REAL_PY)" $(VENV)/bin/pytest -q -s -p no:cacheprovider tests/real
+	MERMAIDFLOW_REAL_PYTHON="$(CURDIR)/$(REAL_PY)" $(VENV)/bin/pytest -q -s -p no:cacheprovider --timeout 7200 tests/real
 
 # The README's screenshots come from the browser tests; only this target writes them into assets/screenshots/.
 screenshots: $(VENV)/.stamp-dev browser-deps

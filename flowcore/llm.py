@@ -449,7 +449,7 @@ class LLM:
                                 "server, e.g. vLLM, Ollama, llama.cpp) and/or OPENAI_API_KEY, or enter them on "
                                 "the Settings page")
         where = f"{role}, model {model!r} at {public_url(s.base_url)}"
-        sent, cap = await self._fit(msgs, model, role, max_tokens, where)
+        sent, cap, counted = await self._fit(msgs, model, role, max_tokens, where)
         rejected: Reply | None = None
         refits = 0
         attempt = 0
@@ -464,7 +464,7 @@ class LLM:
             if error is not None:  # the client already retried what is worth retrying
                 if error.overflow and refits == 0 and self._learn_window(model, error.message):
                     refits += 1  # the server named its window: fit the prompt to it and ask again
-                    sent, cap = await self._fit(msgs, model, role, max_tokens, where)
+                    sent, cap, counted = await self._fit(msgs, model, role, max_tokens, where)
                     continue
                 if json_mode and self._shared.json_ok and error.refuses_json:
                     self._shared.json_ok = False  # e.g. a server without JSON mode: the prompt asks for JSON
@@ -474,7 +474,7 @@ class LLM:
                 kind = ContextOverflow if error.overflow else LLMError
                 raise kind(message, transient=error.transient)
             attempt += 1
-            text, pt, ct, problem = _extract(resp, sent)
+            text, pt, ct, problem = _extract(resp, sent, counted)
             paid = Reply(text, model, pt, ct, s.cost(model, pt, ct) if problem is None else 0.0, latency, False)
             problem = problem or _garbled(text)
             if problem is not None:
@@ -546,14 +546,19 @@ class LLM:
         return True
 
     async def _fit(self, msgs: list[dict], model: str, role: str, max_tokens: int | None,
-                   where: str) -> tuple[list[dict], int]:
-        """(messages, completion cap) that fit the context window: the role's cap (or the caller's, when
+                   where: str) -> tuple[list[dict], int, int | None]:
+        """(messages, completion cap, prompt tokens when the server counted them) that fit the context window: the role's cap (or the caller's, when
         smaller), lowered to the room left; a prompt that leaves less than a quarter of the window (at most
         the cap) is trimmed; ContextOverflow when even that cannot make it fit."""
         cap = min(x for x in (max_tokens, self.settings.max_tokens.get(role)) if x)
+        sh = self._shared
+        known = self.settings.context_tokens or sh.learned.get(model) or sh.tokenizer.windows.get(model)
+        rough = lc.estimate(lc.prompt_text(msgs)) + lc.MESSAGE_OVERHEAD * len(msgs) + lc.MARGIN + cap
+        if known is None and rough <= lc.SMALLEST_WINDOW:
+            return msgs, cap, None  # fits any model we expect to meet: no need to ask the server (saves a round trip)
         window = await self._window(model)
         if window is None:
-            return msgs, cap
+            return msgs, cap, None
         want = min(cap, max(MIN_COMPLETION, window // 4))
         n = 0
         for _ in range(8):
@@ -562,7 +567,7 @@ class LLM:
             n += lc.MESSAGE_OVERHEAD * len(msgs)
             room = window - n - lc.MARGIN
             if room >= want:
-                return msgs, min(cap, room)
+                return msgs, min(cap, room), (n if _how == "server" else None)  # for a reply without usage
             shorter = lc.trim(msgs, want - room, n)
             if shorter is None:
                 break
@@ -691,9 +696,11 @@ async def _streamed(client: openai.AsyncOpenAI, kwargs: dict) -> Any:
             for choice in getattr(chunk, "choices", None) or []:
                 seen = True
                 delta = getattr(choice, "delta", None)
-                if delta is not None and isinstance(getattr(delta, "content", None), str):
+                if delta is not None and isinstance(getattr(delta, "content", None), str) and delta.content:
                     parts.append(delta.content)
                 finish = getattr(choice, "finish_reason", None) or finish
+    if usage is None:  # a server that does not report usage when streaming (llama-cpp-python): a chunk is a token
+        usage = SimpleNamespace(prompt_tokens=None, completion_tokens=len(parts))
     if not seen:
         return SimpleNamespace(choices=[], usage=usage)
     message = SimpleNamespace(content="".join(parts), refusal=None)
@@ -719,7 +726,7 @@ def _garbled(text: str) -> str | None:
     return f"garbled text (character U+{ord(m.group(0)):04X} at offset {m.start()})"
 
 
-def _extract(resp: Any, msgs: list[dict]) -> tuple[str, int, int, str | None]:
+def _extract(resp: Any, msgs: list[dict], counted: int | None = None) -> tuple[str, int, int, str | None]:
     """(text, prompt_tokens, completion_tokens, error)."""
     if isinstance(resp, _Malformed):
         return "", 0, 0, resp.problem
@@ -737,7 +744,7 @@ def _extract(resp: Any, msgs: list[dict]) -> tuple[str, int, int, str | None]:
     pt = getattr(usage, "prompt_tokens", None)
     ct = getattr(usage, "completion_tokens", None)
     if not isinstance(pt, int):
-        pt = _estimate_tokens("\n".join(str(m.get("content", "")) for m in msgs))
+        pt = counted if counted is not None else _estimate_tokens("\n".join(str(m.get("content", "")) for m in msgs))
     if not isinstance(ct, int):
         ct = _estimate_tokens(text)
     return text, pt, ct, None

@@ -12,6 +12,7 @@ OpenAI's vocabularies, not the local model's.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 from typing import Any
@@ -21,6 +22,9 @@ import openai
 
 MESSAGE_OVERHEAD = 6  # tokens of chat template per message (role markers, separators)
 MARGIN = 16  # tokens kept free besides the reply's room
+# The smallest context assumed without asking (a model with less needs MERMAIDFLOW_CONTEXT_TOKENS): a call whose
+# safe-side estimate plus its cap stays under it is sent without asking the server for its window.
+SMALLEST_WINDOW = 2048
 _WINDOW_KEYS = ("max_model_len", "context_length", "context_window", "max_context_length", "n_ctx",
                 "n_ctx_train", "max_seq_len")
 OVERFLOW_RE = re.compile(r"(?:maximum context length|context (?:length|window|size))[^0-9]{0,40}(\d{3,7})", re.I)
@@ -78,6 +82,7 @@ class Tokenizer:
         self.root = root_url(base_url) if base_url else None
         self.route: str | None = None  # the working route, "" when none works
         self.windows: dict[str, int | None] = {}
+        self._asking: dict[str, asyncio.Future] = {}
 
     async def count(self, client: Any, text: str, model: str) -> tuple[int, str]:
         """(tokens, how): how = "server" or "estimate"."""
@@ -102,14 +107,22 @@ class Tokenizer:
         return estimate(text), "estimate"
 
     async def window(self, client: Any, model: str) -> int | None:
-        """The window ``/v1/models`` states for ``model`` (asked once per model)."""
-        if model not in self.windows:
-            try:
-                page = await client.models.list()
-                self.windows[model] = window_from_models({"data": [m.to_dict() for m in page.data]}, model)
-            except (openai.OpenAIError, ValueError, AttributeError):
-                self.windows[model] = None
-        return self.windows[model]
+        """The window ``/v1/models`` states for ``model`` (asked once: concurrent callers share the answer)."""
+        if model in self.windows:
+            return self.windows[model]
+        task = self._asking.get(model)
+        if task is None or task.get_loop() is not asyncio.get_running_loop():
+            task = self._asking[model] = asyncio.ensure_future(self._ask(client, model))
+        return await asyncio.shield(task)
+
+    async def _ask(self, client: Any, model: str) -> int | None:
+        try:
+            page = await client.models.list()
+            found = window_from_models({"data": [m.to_dict() for m in page.data]}, model)
+        except (openai.OpenAIError, ValueError, AttributeError):
+            found = None
+        self.windows[model] = found
+        return found
 
 
 def trim(messages: list[dict], excess_tokens: int, tokens_now: int) -> list[dict] | None:

@@ -332,12 +332,18 @@ class _Handler(BaseHTTPRequestHandler):
         """Sleep, but give up (False) as soon as the client disconnects: a real server stops generating."""
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
-            time.sleep(min(0.02, left))
+            try:  # wake when the socket turns readable (the client hung up) or the time is over
+                ready, _, _ = select.select([self.connection], [], [], left)
+            except (OSError, ValueError):
+                ready = [self.connection]
+            if not ready:
+                break
             if client_gone(self.connection):
                 with self.fake._lock:
                     self.fake.dropped += 1
                 self.close_connection = True
                 return False
+            time.sleep(min(0.02, max(0.0, end - time.monotonic())))  # readable with data: poll instead
         return True
 
     def _inject(self, request: dict, item: _Injected) -> None:

@@ -21,7 +21,7 @@ from .conftest import MODEL, N_CTX
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "assets" / "examples"
-CAPS = {"executor": 96, "judge": 160, "optimizer": 448}
+CAPS = {"executor": 64, "judge": 160, "optimizer": 448}
 CODE_PROBLEM = 'def add(a: int, b: int) -> int:\n    """Return a + b.\n    >>> add(2, 3)\n    5\n    """\n'
 SEEDS = {"math": EXAMPLES / "math_seed.mmd", "code": EXAMPLES / "code_seed.mmd"}
 TASK = {"gsm8k": "math", "math": "math", "humaneval": "code", "mbpp": "code"}
