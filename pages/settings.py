@@ -83,7 +83,7 @@ with st.form("llm_settings_form"):
     cols = st.columns(len(ROLES))
     models = {r: cols[i].text_input(f"Model for the {r}", value=current.model_for(r), key=f"set_model_{r}")
               for i, r in enumerate(ROLES)}
-    st.markdown("**Token prices** (USD per 1M tokens; a model not listed costs 0; a dated model name uses "
+    st.markdown("**Token prices** (USD per 1M tokens; a model not listed shows \"price unknown\"; a dated model name uses "
                 "the longest listed prefix)")
     table = pd.DataFrame([{"model": m, "input": p[0], "output": p[1]} for m, p in current.prices.items()],
                          columns=["model", "input", "output"])
