@@ -41,7 +41,7 @@ def big_graph(w: Workflow, key: str) -> None:
             f"type (the browser would freeze for a minute). The text and the checker stay live.",
             icon=":material/account_tree:")
     st.dataframe([{"operator": k, "nodes": v} for k, v in o["by type"].items()], hide_index=True,
-                 height=min(36 * (len(o["by type"]) + 1) + 2, 300), key=f"{key}_types")
+                 height=min(36 * (len(o["by type"]) + 1) + 10, 300), key=f"{key}_types")
     if st.toggle(f"Draw the first {view.PREVIEW_NODES} nodes along the flow", key=f"{key}_preview"):
         part = view.preview(w)
         st_mermaid(view.diagram_code(part), height=f"{view.diagram_height(part)}px", key=f"{key}_part")
