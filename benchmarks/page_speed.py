@@ -5,8 +5,8 @@ blocked meanwhile (the goal: never more than 2 s).
     .venv/bin/python benchmarks/page_speed.py [--repeats 2] [--sizes 100,1000,2000,10000]
 
 Time to interactive: from the navigation until Streamlit has finished the page's script run and its widgets
-are there (for the Editor: the text editor shows the text, and the diagram is drawn or, for a big graph, its
-overview is shown). Blocked: the longest gap between two animation frames of the page while it loaded (a tab
+are there (for the Editor: the text is shown — in the code editor, or a big workflow's section box — and the
+diagram is drawn or, for a big graph, its overview is shown). Blocked: the longest gap between two animation frames of the page while it loaded (a tab
 that cannot paint cannot take a click either), and the longest "long task" the browser reported.
 
 Needs /usr/bin/chromium and the playwright package (requirements-dev.txt). The machine is shared: compare
@@ -117,16 +117,16 @@ def measure(browser, url: str, editor: bool, timeout_s: float) -> dict:
         page.goto(url, wait_until="commit", timeout=timeout_s * 1000)
         page.wait_for_selector(IDLE, state="attached", timeout=timeout_s * 1000)
         page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=timeout_s * 1000)
-        if editor:
-            ace = page.frame_locator('iframe[title="streamlit_ace.streamlit_ace"]')
-            ace.locator(".ace_line").first.wait_for(timeout=timeout_s * 1000)
+        if editor:  # the text (the code editor, or a big workflow's section box) and the drawing or overview
+            text = page.frame_locator('iframe[title="streamlit_ace.streamlit_ace"]').locator(".ace_line").first
+            sections = page.get_by_text("edit a section at a time")
             drawn = page.frame_locator('iframe[title="streamlit_mermaid.streamlit_mermaid"]').first \
                 .locator("svg .nodeLabel").first
             overview = page.get_by_text("too big to draw as you type")
             deadline = time.perf_counter() + timeout_s
-            while not (overview.count() or drawn.count()):  # the two live in different frames
-                if time.perf_counter() > deadline:
-                    raise TimeoutError(f"{url}: neither the diagram nor the overview appeared")
+            while not ((text.count() or sections.count()) and (drawn.count() or overview.count())):
+                if time.perf_counter() > deadline:  # the four live in different frames: polled
+                    raise TimeoutError(f"{url}: the text or the drawing did not appear")
                 page.wait_for_timeout(50)
         tti = time.perf_counter() - start
         page.wait_for_timeout(500)  # frames after the last paint count too

@@ -140,7 +140,9 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
                                     version=None)
         ss["mf_scroll_top"] = True  # the button is far down this page: the Editor opens at its top
         st.switch_page("pages/editor.py")
-    busy = (j := jobs.get(ss.get(REEVAL_KEY))) is not None and j.snapshot().active
+    done = evs.reevaluations(common.workspace(), run_id, rnd)  # a running one is found after a reload too
+    j = jobs.get(ss.get(REEVAL_KEY)) or next((jobs.get(e.job_id) for e in done if e.status == "running"), None)
+    busy = j is not None and j.snapshot().active
     a[2].button("Re-evaluate", icon=":material/replay:", key="hist_reeval", on_click=_reevaluate,
                 args=(run_id, rnd), disabled=not (configured and has_text) or busy,
                 help=NO_LLM if not configured else "Evaluate this workflow again on the run's validation problems")
@@ -154,7 +156,6 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
         st.caption(f"Re-evaluate: {NO_LLM}")
     if busy:
         reeval_live(j.id)
-    done = evs.reevaluations(common.workspace(), run_id, rnd)
     if done:
         st.dataframe([{"evaluation": f"#{e.id}", "status": e.status, "score": e.score, "n": f"{e.n}/{e.total}",
                        "cost": e.cost, "answers": rs.cache_use(common.workspace(), e.id).text()} for e in done],
