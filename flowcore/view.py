@@ -7,10 +7,10 @@ its size, a zoom, what big graphs show instead of a full drawing, and labels tha
 - **Zoom**: Mermaid fits a diagram to the box width unless told otherwise (`useMaxWidth`). A zoom level
   draws it at its natural size times the zoom (by the font size, so the layout grows with the text), and the
   box scrolls: that is the pan.
-- **Big graphs**: past :data:`BIG_GRAPH_NODES` nodes the browser would spend tens of seconds laying out
-  the drawing (a 2,000-node one took 63 s), freezing the tab. The pages then keep the text and the checker
-  live and draw on demand only an overview (node counts by type and layer) or the first
-  :data:`PREVIEW_NODES` nodes.
+- **Big graphs**: past :data:`LIVE_DRAWING_NODES` nodes the browser would block for seconds laying out the
+  drawing (a 2,000-node one took 63 s), so the pages show an overview (node counts by type and layer) and
+  draw the first :data:`PREVIEW_NODES` nodes on demand; past :data:`BIG_GRAPH_NODES` the Editor also edits
+  the text a section at a time. The text and the checker stay live.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from .model import Workflow
 __all__ = ["BIG_GRAPH_NODES", "PREVIEW_NODES", "ZOOMS", "diagram_code", "diagram_height", "is_big",
            "layers", "overview", "preview", "safe_label", "section", "sections", "splice"]
 
-BIG_GRAPH_NODES = 300  # above this the diagram is drawn on demand only
+BIG_GRAPH_NODES = 300  # above this the text is edited a section at a time
+LIVE_DRAWING_NODES = 80  # above this the diagram is drawn on demand (Mermaid's layout of 100 nodes blocked 3 s)
 CANVAS_MAX_NODES = 60  # above this the canvas (one React component per node) warns that it is slow
 PREVIEW_NODES = 120  # how many nodes the on-demand partial drawing of a big graph shows
 SECTION_LINES = 1000  # a big workflow's text is edited a section at a time (one box with it all froze the tab)
@@ -104,6 +105,11 @@ def diagram_height(w: Workflow, zoom: float | None = None, lo: int = 260, hi: in
 
 def is_big(w: Workflow) -> bool:
     return len(w.nodes) > BIG_GRAPH_NODES
+
+
+def draw_live(w: Workflow) -> bool:
+    """Whether the drawing follows the text as it is typed (else an overview, and a drawing on demand)."""
+    return len(w.nodes) <= LIVE_DRAWING_NODES
 
 
 def overview(w: Workflow) -> dict:

@@ -28,7 +28,7 @@ def diagram(w: Workflow | str, key: str, zoom: float | None = None, height: int 
     A big graph is not drawn here (it would freeze the tab): its overview is shown instead."""
     if isinstance(w, str):
         w = parse_lenient(w)[0]
-    if view.is_big(w):
+    if not view.draw_live(w):
         big_graph(w, key)
         return
     st_mermaid(view.diagram_code(w, zoom), height=f"{height or view.diagram_height(w, zoom)}px", key=key)
@@ -38,11 +38,12 @@ def big_graph(w: Workflow, key: str) -> None:
     """Overview of a graph too big to draw live, and an on-demand drawing of its first nodes."""
     o = view.overview(w)
     st.info(f"**{o['nodes']:,} nodes, {o['edges']:,} edges, {o['layers']:,} layers** — too big to draw as you "
-            f"type (the browser would freeze for a minute). The text and the checker stay live.",
+            "type (the browser would freeze). The text and the checker stay live.",
             icon=":material/account_tree:")
     st.dataframe([{"operator": k, "nodes": v} for k, v in o["by type"].items()], hide_index=True,
                  height=min(36 * (len(o["by type"]) + 1) + 10, 300), key=f"{key}_types")
-    if st.toggle(f"Draw the first {view.PREVIEW_NODES} nodes along the flow", key=f"{key}_preview"):
+    what = "it" if len(w.nodes) <= view.PREVIEW_NODES else f"the first {view.PREVIEW_NODES} nodes along the flow"
+    if st.toggle(f"Draw {what}", key=f"{key}_preview"):
         part = view.preview(w)
         st_mermaid(view.diagram_code(part), height=f"{view.diagram_height(part)}px", key=f"{key}_part")
 
