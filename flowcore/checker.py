@@ -63,21 +63,31 @@ class _Ctx:
         ins: dict[str, list[Edge]] = {n: [] for n in nodes}
         outs: dict[str, list[Edge]] = {n: [] for n in nodes}
         fed: dict[str, dict[str, list[Edge]]] = {}
-        ports: dict[int, cat.Port | None] = {}
-        port_of, decisions = cat.port_of, self.decisions
+        ports: list[cat.Port | None] = []  # each edge's target port, in edge order
+        port_of, decisions, interface = cat.port_of, self.decisions, cat.INTERFACE
+        by_label: dict[tuple, cat.Port | None] = {}  # an operator's port depends on the label only
+        add_port = ports.append
         for e in w.edges:
-            src, dst = e.src, e.dst
+            src, dst, label = e.src, e.dst, e.label
             ins[dst].append(e)
             outs[src].append(e)
             op = nodes[dst].op
             if op is None or src in decisions:
+                add_port(None)
                 continue
-            port = ports[id(e)] = port_of(op, dst, e.label)
-            if port is None and src == "PROBLEM" and e.label is not None:
-                port = ports[id(e)] = self._problem_port(op, dst, e)
+            if op == interface:
+                port = port_of(op, dst, label)
+            else:
+                key = (op, label)
+                port = by_label.get(key, by_label)
+                if port is by_label:
+                    port = by_label[key] = port_of(op, dst, label)
+            if port is None and src == "PROBLEM" and label is not None:
+                port = self._problem_port(op, dst, e)
+            add_port(port)
             if port is not None:
                 fed.setdefault(dst, {}).setdefault(port.name, []).append(e)
-        self.ins, self.outs, self.fed, self.port = ins, outs, fed, ports
+        self.ins, self.outs, self.fed, self.ports = ins, outs, fed, ports
         self._types: dict[str, tuple[str, ...] | None] = {}
 
     def _problem_port(self, op: str, dst: str, e: Edge) -> cat.Port | None:
@@ -207,8 +217,9 @@ def _task_rules(w: Workflow, task: str) -> list[Diagnostic]:
 
 def _edges(ctx: _Ctx) -> list[Diagnostic]:
     out = []
-    for e in ctx.w.edges:
-        src, dst = ctx.node(e.src), ctx.node(e.dst)
+    nodes, types_of, fits = ctx.w.nodes, ctx._types, {}
+    for e, port in zip(ctx.w.edges, ctx.ports, strict=True):
+        src, dst = nodes[e.src], nodes[e.dst]
         if src.op is None or dst.op is None:
             continue
         if src.op == cat.DECISION:
@@ -220,15 +231,20 @@ def _edges(ctx: _Ctx) -> list[Diagnostic]:
         if src.op == cat.INTERFACE and src.id == "RETURN":
             out.append(_edge_at(e, "M008", "RETURN is the workflow's output; nothing can flow out of it", e.src))
             continue
-        port = ctx.port.get(id(e))
         if port is None:
             names = [p.name for p in cat.inputs_of(dst.op, dst.id)]
             what = f"'{e.label}' is not an input port" if e.label else "an unlabelled edge has no default port"
             takes = f"its inputs are {', '.join(names)}" if names else "it takes no inputs"
             out.append(_edge_at(e, "M007", f"{what} of {dst.id} ({_kind(dst)}); {takes}"))
             continue
-        types = ctx.out_types(src.id)
-        if types is not None and not cat.compatible(types, port.types):
+        types = types_of[src.id] if src.id in types_of else ctx.out_types(src.id)
+        if types is None:
+            continue
+        key = (types, port.types)
+        ok = fits.get(key)
+        if ok is None:
+            ok = fits[key] = cat.compatible(types, port.types)
+        if not ok:
             emits = "/".join(types) if types else "nothing"
             out.append(_edge_at(e, "M008", f"type mismatch on {e.src} -> {e.dst}: {e.src} emits {emits}, "
                                 f"but port '{port.name}' of {_kind(dst)} takes {'/'.join(port.types)}"))
@@ -245,11 +261,10 @@ def _required(ctx: _Ctx) -> list[Diagnostic]:
         if n.op is None or (n.op == cat.INTERFACE and n.id not in cat.INTERFACE_NODES):
             continue
         fed = ctx.port_edges(n.id)
-        routes_in = [e for e in ctx.ins[n.id] if ctx.is_route(e)]
         for p in cat.inputs_of(n.op, n.id):
-            count = len(fed.get(p.name, []))
+            count = len(fed.get(p.name, ()))
             if n.id == "RETURN":
-                count += len(routes_in)
+                count += sum(1 for e in ctx.ins[n.id] if ctx.is_route(e))
             if p.min_inputs > 1 and count < p.min_inputs:
                 out.append(_at(n, "M010", f"{_kind(n)} {n.id} needs at least {p.min_inputs} solutions, got {count}"))
             elif p.required and count == 0:
@@ -298,9 +313,7 @@ def _return_fan_in(ctx: _Ctx) -> list[Diagnostic]:
 
 def _has_cycle(ctx: _Ctx) -> bool:
     """Kahn's algorithm: cheap proof of acyclicity, so networkx is only needed to name a cycle."""
-    indeg = {n: 0 for n in ctx.w.nodes}
-    for e in ctx.w.edges:
-        indeg[e.dst] += 1
+    indeg = {n: len(edges) for n, edges in ctx.ins.items()}
     todo = [n for n, k in indeg.items() if k == 0]
     seen = 0
     while todo:

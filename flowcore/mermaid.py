@@ -143,9 +143,10 @@ def parse(text: str) -> Workflow:
 
 
 def _read_prompts(text: str, w: Workflow) -> None:
+    if "@prompt" not in text:
+        return
     for raw in text.splitlines():
-        s = raw.strip()
-        if s.startswith("%%") and (m := _PROMPT.match(s)):
+        if "@prompt" in raw and (m := _PROMPT.match(raw.strip())):
             w.prompts[m["name"]] = _unescape(m["text"].rstrip())
 
 
@@ -191,7 +192,7 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
             label = decode(label)
         if shape == "" and label == v.id and v.label_type == "text" and not v.data:
             label = None
-        classes = _minus_clicks(v.classes, click_targets.get(v.id, 0))
+        classes = _minus_clicks(v.classes, click_targets[v.id]) if v.id in click_targets else list(v.classes)
         props = {str(k): str(x) for k, x in v.props.items()} if v.props else {}
         nodes[v.id] = Node(v.id, label, shape, None, None, classes, None, line, col,
                            "markdown" if v.label_type == "markdown" else "text", None, props, dict(v.data))
@@ -298,25 +299,38 @@ def _implied_op(n: Node) -> str | None:
 
 def _finish(w: Workflow, diags: list[Diagnostic]) -> None:
     """Give every node its operator type (from its class, else id/label/shape) and prompt name."""
+    implied: dict[tuple, str | None] = {}  # many nodes share a label and shape (a large workflow's Customs)
+    prompts: dict[str, str | None] = {}
     for n in w.nodes.values():
-        style: list[str] = []
-        for c in n.classes:
-            op = resolve_class(c, w.class_defs)
-            if op is None:
-                style.append(c)
-            elif n.op is None or n.op == op:
-                n.op, n.op_class = op, n.op_class or c
-            else:  # kept as a plain class, so the text still draws the same
-                style.append(c)
-                diags.append(Diagnostic("M002", "error", f"node {n.id} is given two operator types: {n.op} and "
-                                        f"{op}", n.line or None, n.column or None, n.id))
-        n.classes = style
+        if n.classes:
+            style: list[str] = []
+            for c in n.classes:
+                op = resolve_class(c, w.class_defs)
+                if op is None:
+                    style.append(c)
+                elif n.op is None or n.op == op:
+                    n.op, n.op_class = op, n.op_class or c
+                else:  # kept as a plain class, so the text still draws the same
+                    style.append(c)
+                    diags.append(Diagnostic("M002", "error", f"node {n.id} is given two operator types: {n.op} "
+                                            f"and {op}", n.line or None, n.column or None, n.id))
+            n.classes = style
+        label = n.label
         if n.op is None:
-            n.op = _implied_op(n)
-        if n.label and "(" in n.label:
-            if m := _ROLE.search(n.label):
-                n.prompt = m.group(1) or None
-            _slips(n, diags)
+            if n.id in cat.INTERFACE_NODES:
+                n.op = cat.INTERFACE
+            else:
+                key = (label, n.shape)
+                op = implied.get(key, implied)
+                n.op = implied[key] = _implied_op(n) if op is implied else op
+        if label and "(" in label:
+            prompt = prompts.get(label, prompts)
+            if prompt is prompts:
+                m = _ROLE.search(label)
+                prompt = prompts[label] = (m.group(1) or None) if m else None
+            n.prompt = prompt
+            if prompt is None or n.op == "ProgrammerOp":
+                _slips(n, diags)
 
 
 def _slips(n: Node, diags: list[Diagnostic]) -> None:

@@ -17,6 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from .mermaid_text import JS_SPACE, Prepared, decode_entities
@@ -222,7 +223,7 @@ class FlowDB:
             if isinstance(data, dict):
                 for key, attr in (("animate", "animate"), ("animation", "animation"), ("curve", "curve")):
                     if key in data:
-                        edge.data[attr] = data[key]
+                        edge.data = {**edge.data, attr: data[key]}  # (the fast path shares one empty mapping)
             return
         v = self.vertices.get(vid)
         if v is None:
@@ -343,7 +344,7 @@ class FlowDB:
                 v.classes.append(cls)
             e = self._edge_ids.get(nid)
             if e is not None:
-                e.classes.append(cls)
+                e.classes = [*e.classes, cls]  # (the fast path shares one empty tuple)
             s = self.sub_lookup.get(nid)
             if s is not None:
                 s.classes.append(cls)
@@ -795,9 +796,10 @@ def parse_flowchart(text: str, *, recover: bool = True, fast: bool = True) -> Fl
 # or start that the lexer would read differently); the line must end the statement with a newline.
 _FAST_ID = r"(?!(?:style|linkStyle|classDef|class|click|call|href|subgraph|end|default|interpolate|graph|flowchart|accTitle|accDescr|direction|_self|_blank|_parent|_top|v)\b)[A-Za-z_][A-Za-z0-9_]*"
 _FAST_LINE = re.compile(
-    r"[ \t]*(?:(" + _FAST_ID + r")([ \t]*(-->|---)[ \t]*)(?:\|([^\"|\[\](){}~\n]+)\| ?)?(" + _FAST_ID + r")"
+    r"[ \t]*(?:(" + _FAST_ID + r")[ \t]*(-->|---)[ \t]*(?:\|([^\"|\[\](){}~\n]+)\| ?)?(" + _FAST_ID + r")"
     r"|(" + _FAST_ID + r')(\[|\(\[|\(\(|\(|\{)"([^"\n`][^"\n]*)"(\]|\]\)|\)\)|\)|\}))[ \t]*\n')
-_ARROW_INFO = {"-->": ("arrow_point", "normal", 1), "---": ("arrow_open", "normal", 1)}
+_NO_CLASSES: tuple = ()  # shared by fast-path edges until a class statement gives one its own list
+_NO_DATA = MappingProxyType({})
 _FAST_SHAPES = {("[", "]"): "square", ("([", "])"): "stadium", ("((", "))"): "circle", ("(", ")"): "round",
                 ("{", "}"): "diamond"}
 
@@ -821,6 +823,7 @@ class _Run:
         sym = None
         last_shift_pos = 0
         snapshot = None  # parser stacks at the last statement boundary (for recovery)
+        root_depth = -1  # stack depth at a top-level statement boundary
         fast = self.fast
         act = self._reduce
         while True:
@@ -830,7 +833,7 @@ class _Run:
                 pos0 = lexer.pos
                 doc = values[-1]
                 if isinstance(doc, list):
-                    lexer.pos = self._fast_run(code, pos0, doc)
+                    lexer.pos = self._fast_run(code, pos0, doc, snapshot[1] != root_depth)
                     if lexer.pos != pos0:
                         continue
             action = defaults.get(state)
@@ -886,6 +889,8 @@ class _Run:
                 if lhs == 5:  # a document: a statement boundary, where recovery and the fast path restart
                     # (the stack below is unchanged while it stays at least this long: no copy needed)
                     snapshot = (goto, len(states), val)
+                    if root_depth < 0:  # the first document reduced is the top-level one
+                        root_depth = len(states)
                     if fast and sym in (9, 10, 109) and lexer.stack == ["INITIAL"]:
                         # jison read the next statement's first token to decide this reduction: put it
                         # back, so the fast path can try the whole statement
@@ -893,18 +898,24 @@ class _Run:
             else:
                 return
 
-    def _fast_run(self, code: str, pos: int, doc: list) -> int:
-        """Read consecutive 'A --> B' / 'A["x"]' statements from ``pos``; returns where it stopped."""
+    def _fast_run(self, code: str, pos: int, doc: list, in_subgraph: bool) -> int:
+        """Read consecutive 'A --> B' / 'A["x"]' statements from ``pos``; returns where it stopped.
+
+        The effect is the grammar's (FlowDB.add_vertex / add_link for these forms), written out inline: this
+        loop reads most lines of a large workflow, and a call per vertex and edge is most of its cost."""
         db = self.db
         vertices, edge_ids, add_vertex, edges = db.vertices, db._edge_ids, db.add_vertex, db.edges
         pair_count, interp = db._pair_count, db.default_interpolate
-        match = _FAST_LINE.match
         check_dir = self.has_direction
+        shapes = _FAST_SHAPES
+        append_doc, append_edge = doc.append, edges.append
+        room = MAX_EDGES - len(edges)
+        next_line = _FAST_LINE.scanner(code, pos).match  # each match starts where the last one ended
         while True:
-            m = match(code, pos)
+            m = next_line()
             if m is None or (check_dir and "direction" in m.group(0)):
                 return pos
-            a, _, arrow, label, b, nid, opener, text, closer = m.groups()
+            a, arrow, label, b, nid, opener, text, closer = m.groups()
             if a is not None:  # an edge
                 if label is not None and label.strip() != label:
                     return pos
@@ -912,27 +923,34 @@ class _Run:
                     db.cur_pos = m.start(1)
                     add_vertex(a)
                 if b not in vertices or b in edge_ids:
-                    db.cur_pos = m.start(5)
+                    db.cur_pos = m.start(4)
                     add_vertex(b)
-                if len(edges) >= MAX_EDGES:
+                if room <= 0:
                     return pos
+                room -= 1
                 pair = (a, b)
                 n = pair_count.get(pair, 0)
                 pair_count[pair] = n + 1
-                eid = f"L_{a}_{b}_{0 if n == 0 else n + 1}"
+                eid = f"L_{a}_{b}_{n + 1}" if n else f"L_{a}_{b}_0"
                 e = FlowEdge(a, b, "arrow_point" if arrow == "-->" else "arrow_open", "normal", 1,
-                             "" if label is None else label, "text", eid, False, [], None, interp, {}, m.start(2))
-                edges.append(e)
+                             "" if label is None else label, "text", eid, False, _NO_CLASSES, None, interp, _NO_DATA,
+                             m.end(1))
+                append_edge(e)
                 if eid not in edge_ids:
                     edge_ids[eid] = e
-                doc.append([b, a])
+                if in_subgraph:  # the top-level document is never read: only a subgraph's members matter
+                    append_doc([b, a])
             else:
-                shape = _FAST_SHAPES.get((opener, closer))
+                shape = shapes.get((opener, closer))
                 if shape is None:
                     return pos
-                db.cur_pos = m.start(6)
-                add_vertex(nid, {"text": text, "type": "string"}, shape)
-                doc.append([nid])
+                db.cur_pos = where = m.start(5)
+                if nid in vertices or nid in edge_ids:
+                    add_vertex(nid, {"text": text, "type": "string"}, shape)
+                else:  # a new vertex: what add_vertex would make of it
+                    vertices[nid] = Vertex(nid, text.strip(), "string", shape, [], [], {}, {}, where, True)
+                if in_subgraph:
+                    append_doc([nid])
             pos = m.end()
 
     def _resync(self, lexer: _Lexer, snapshot, states: list, values: list, poss: list) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass
+from itertools import accumulate
 
 # JavaScript's \s (ECMAScript WhiteSpace + LineTerminator); Python's differs (it has \x1c-\x1f, \x85, no \ufeff).
 JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
@@ -29,6 +30,37 @@ _DIRECTIVE = re.compile(r"%{2}{" + _S + r"*(?:(\w+)" + _S + r"*:|(\w+))" + _S
                         + r"*(?:(\w+)|((?:(?!}%{2})[^\n\r\u2028\u2029]|\r?\n)*))?" + _S + r"*(?:}%{2})?",
                         re.I | re.ASCII)
 _COMMENT = re.compile(r"^" + _S + r"*%%(?!{)[^\n]+\n?", re.M)
+_JS_SPACE_CHARS = frozenset("\t\n\v\f\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff"
+                            + "".join(map(chr, range(0x2000, 0x200B))))
+
+
+class _CommentFinder:
+    """``_COMMENT.finditer`` without trying the pattern at every line start (most of the preparation time on
+    a large text): jump from one '%%' to the next and run the pattern only at the line start before it."""
+
+    @staticmethod
+    def finditer(s: str):
+        find, match, space = s.find, _COMMENT.match, _JS_SPACE_CHARS
+        last_end = 0
+        idx = find("%%")
+        while idx >= 0:
+            nxt = s[idx + 2:idx + 3]
+            if nxt and nxt not in "{\n":
+                j = idx
+                while j > last_end and s[j - 1] in space:
+                    j -= 1
+                if j > 0 and s[j - 1] != "\n":  # blanks after other text: the line start is after a break
+                    nl = s.find("\n", j, idx)
+                    j = nl + 1 if nl >= 0 else -1
+                m = match(s, j) if j >= 0 else None
+                if m is not None:
+                    yield m
+                    last_end = m.end()
+                    idx = find("%%", max(last_end, idx + 1))
+                    continue
+            idx = find("%%", idx + 1)
+
+
 _STYLE_SEMI = re.compile(r"style[^\n\r\u2028\u2029]*:" + _NS + r"*#[^\n\r\u2028\u2029]*;")
 _CLASSDEF_SEMI = re.compile(r"classDef[^\n\r\u2028\u2029]*:" + _NS + r"*#[^\n\r\u2028\u2029]*;")
 _ENTITY = re.compile(r"#[A-Za-z0-9_]+;")
@@ -68,9 +100,11 @@ class Prepared:
             if fm:
                 self.front_matter = fm.group(2)
                 s = self._sub(_FRONT_MATTER, "", s, count=1)
-            self.directives += [m.group(0) for m in _DIRECTIVE.finditer(s)]
-            s = self._sub(_DIRECTIVE, "", s)
-            s = self._sub(_COMMENT, "", s)
+            if "%%{" in s:  # (the scan costs more than everything else here on a large text)
+                self.directives += [m.group(0) for m in _DIRECTIVE.finditer(s)]
+                s = self._sub(_DIRECTIVE, "", s)
+            if "%%" in s:
+                s = self._sub(_CommentFinder, "", s)
             lead = _js_trim_start(s)
             if lead:
                 s = s[lead:]
@@ -85,7 +119,7 @@ class Prepared:
         self._line_starts: list[int] | None = None
         self._orig_starts: list[int] | None = None
 
-    def _sub(self, pattern: re.Pattern, repl, s: str, count: int = 0) -> str:
+    def _sub(self, pattern, repl, s: str, count: int = 0) -> str:
         """``pattern.sub`` that records how positions of the result map to positions of ``s``."""
         parts: list[str] = []
         segs: list[tuple[int, int, bool]] = []
@@ -136,9 +170,7 @@ class Prepared:
                 ns, os_, lin = segs[j]
                 append(os_ + (p - ns) if lin else os_)
             vals = out
-        starts = self._orig_starts
-        if starts is None:
-            starts = self._orig_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(self.original)]
+        starts = self.original_line_starts()
         res: list[tuple[int, int]] = [(0, 0)] * len(poss)
         j, last, n = 0, len(starts) - 1, len(self.original)
         for idx, off in zip(order, vals):
@@ -147,6 +179,18 @@ class Prepared:
                 j += 1
             res[idx] = (j + 1, off - starts[j] + 1)
         return res
+
+    def original_line_starts(self) -> list[int]:
+        """Offsets in ``original`` where its lines start (after \\r\\n, \\r or \\n)."""
+        starts = self._orig_starts
+        if starts is None:
+            text = self.original
+            if "\r" in text:
+                starts = [0] + [m.end() for m in _LINE_BREAK.finditer(text)]
+            else:  # line lengths (+1 for the break) added up, all in C
+                starts = list(accumulate(map((1).__add__, map(len, text.split("\n"))), initial=0))[:-1]
+            self._orig_starts = starts
+        return starts
 
     def line_starts(self) -> list[int]:
         if self._line_starts is None:
@@ -162,9 +206,7 @@ class Prepared:
     def position(self, pos: int) -> tuple[int, int]:
         """1-based (line, column) in the original text of offset ``pos`` of ``code``."""
         off = self.offset(pos)
-        starts = self._orig_starts
-        if starts is None:
-            starts = self._orig_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(self.original)]
+        starts = self.original_line_starts()
         k = bisect.bisect_right(starts, off) - 1
         return k + 1, off - starts[k] + 1
 
