@@ -1,11 +1,12 @@
 """Checker speed: soft-check time for generated workflows of 10 to 10,000 nodes, and warm hard-check time.
 
-Run: .venv/bin/python benchmarks/check_speed.py   (prints a table; medians over repeats)
+Run: .venv/bin/python benchmarks/check_speed.py [--soft-only]   (prints tables; medians over repeats)
 Goals (issue #2): soft check of a 1,000-node workflow <= 20 ms; warm hard check <= 50 ms median.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -45,18 +46,42 @@ def timings_ms(fn, repeats: int) -> tuple[float, float]:
     return statistics.median(times), min(times)
 
 
+def soft_timings_ms(fn, repeats: int) -> tuple[float, float, float, float]:
+    """(wall median, wall min, CPU median, CPU min) of fn() in ms. CPU time (this process only) is what the
+    code costs; wall time adds whatever the other users of the machine take from it."""
+    wall, cpu = [], []
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        cpu.append((time.process_time() - c0) * 1000)
+        wall.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(wall), min(wall), statistics.median(cpu), min(cpu)
+
+
+def load_line() -> str:
+    load = os.getloadavg()
+    return (f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} "
+            "(1 / 5 / 15 min)")
+
+
 def main() -> None:
-    print(f"{'nodes':>7} {'edges':>7} {'soft ms median':>15} {'soft ms min':>12} {'cpu ms (1 run)':>15} "
-          f"{'median ms per 1k nodes':>23} {'valid':>6}")
+    print(load_line())
+    print(f"{'nodes':>7} {'edges':>7} {'wall ms median':>15} {'wall ms min':>12} {'CPU ms median':>14} "
+          f"{'CPU ms min':>11} {'CPU ms per 1k nodes':>20} {'valid':>6}")
+    goal = None
     for n in (10, 100, 1000, 10000):
         text = generated_workflow(n)
         assert is_valid(check(text, "math")), check(text, "math")[:3]
         edges = text.count("-->")
-        ms, best = timings_ms(lambda i, text=text: check(text, "math"), 31 if n <= 1000 else 5)
-        cpu0 = time.process_time()
-        check(text, "math")
-        cpu = (time.process_time() - cpu0) * 1000
-        print(f"{n:>7} {edges:>7} {ms:>15.2f} {best:>12.2f} {cpu:>15.2f} {ms / n * 1000:>23.2f} {'yes':>6}")
+        med, best, cpu, cpu_best = soft_timings_ms(lambda text=text: check(text, "math"), 31 if n <= 1000 else 7)
+        if n == 1000:
+            goal = med
+        print(f"{n:>7} {edges:>7} {med:>15.2f} {best:>12.2f} {cpu:>14.2f} {cpu_best:>11.2f} "
+              f"{cpu / n * 1000:>20.2f} {'yes':>6}")
+    print(f"goal: soft check of 1,000 nodes <= 20 ms median: {goal:.1f} ms, "
+          f"{'met' if goal <= 20 else 'MISSED'} at this load")
+    if "--soft-only" in sys.argv:
+        return
     try:
         from flowcore.mermaid_js import parse_check
     except ImportError:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import deque
 
 from . import catalogue as cat
-from .mermaid import label_type_word, parse_lenient
+from .mermaid import gc_paused, label_type_word, parse_lenient
 from .model import Diagnostic, Edge, Node, Workflow
 
 INPUT_INTERFACES = ("PROBLEM", "ENTRY_POINT")
@@ -26,7 +26,8 @@ def check(source: str | Workflow, task: str | None = None, *, hard: bool = False
                                     "task restrictions were not checked"))
             task = None
         if not any(d.code == "M001" for d in diags):
-            diags.extend(_semantic(w, task))
+            with gc_paused():
+                diags.extend(_semantic(w, task))
         if hard and isinstance(source, str):
             diags.extend(_hard(source, diags))
     except Exception as exc:  # the checker must answer, never crash the editor

@@ -1,0 +1,81 @@
+"""The soft reader's speed-ups change nothing it reads: each is compared with the plain way on many inputs."""
+
+from __future__ import annotations
+
+import gc
+import random
+import threading
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flowcore import check
+from flowcore.mermaid import gc_paused, parse_lenient
+from flowcore.mermaid_grammar import graph_json, parse_flowchart
+from flowcore.mermaid_text import _COMMENT, Prepared, _CommentFinder
+
+# the characters that decide what a '%%' comment line is: '%', '{', line breaks, JS and non-JS blanks
+_PIECES = ["%", "%%", "{", "\n", " ", "\t", "a", "\u00a0", "\u2028", "\r", "\x1c", "%%{", "\n%%", "}%%", "x\n"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=16))
+def test_comment_lines_are_found_as_the_regex_finds_them(pieces):
+    text = "".join(pieces)
+    assert [m.span() for m in _CommentFinder.finditer(text)] == [m.span() for m in _COMMENT.finditer(text)]
+
+
+def test_comment_finder_on_texts_with_many_comments():
+    rng = random.Random(3)
+    for _ in range(300):
+        text = "".join(rng.choice(_PIECES + ["flowchart TD\n", "  %% note\n", "A --> B %% not a comment\n"])
+                       for _ in range(rng.randint(0, 40)))
+        assert [m.span() for m in _CommentFinder.finditer(text)] == [m.span() for m in _COMMENT.finditer(text)], text
+
+
+def test_line_starts_with_every_kind_of_line_break():
+    for text in ("a\nb\r\nc\rd", "flowchart TD\n  A --> B\n", "", "\n\n", "x"):
+        pre = Prepared(text)
+        assert pre.original_line_starts() == [0] + [i + 1 for i, ch in enumerate(text)
+                                                   if ch == "\n" or (ch == "\r" and text[i + 1:i + 2] != "\n")]
+
+
+def test_fast_path_inside_subgraphs_keeps_the_members():
+    text = "flowchart TD\n  A --> B\n  subgraph S\n    C --> D\n    E[\"e\"]\n  end\n  F --> C\n"
+    fast, slow = parse_flowchart(text), parse_flowchart(text, fast=False)
+    assert graph_json(fast.db) == graph_json(slow.db)
+    assert sorted(graph_json(fast.db)["subgraphs"][0]["nodes"]) == ["C", "D", "E"]
+
+
+def test_a_class_on_a_fast_path_edge_is_its_own():
+    text = "flowchart TD\n  A --> B\n  C --> D\n  class L_A_B_0 hot\n  classDef hot stroke:red\n"
+    g = graph_json(parse_flowchart(text).db)
+    assert [e["classes"] for e in g["edges"]] == [["hot"], []]
+    assert g == graph_json(parse_flowchart(text, fast=False).db)
+
+
+def test_gc_is_back_on_after_a_check_and_stays_off_if_it_was_off():
+    assert gc.isenabled()
+    check("flowchart TD\n  A --> B\n")
+    parse_lenient("flowchart TD\n  A -->\n")  # an error on the way
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        check("flowchart TD\n  A --> B\n")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_gc_paused_from_several_threads_ends_enabled():
+    def work():
+        for _ in range(20):
+            with gc_paused():
+                parse_lenient("flowchart TD\n" + "".join(f"  N{i} --> N{i + 1}\n" for i in range(50)))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert gc.isenabled()
