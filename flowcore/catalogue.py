@@ -5,7 +5,6 @@ Nothing else in the code base restates an operator's ports, types or task restri
 
 from __future__ import annotations
 
-import difflib
 import functools
 from dataclasses import dataclass, field
 
@@ -156,6 +155,8 @@ def resolve(name: str | None) -> str | None:
 
 def suggest(name: str) -> str | None:
     """The nearest known operator name, for 'did you mean' messages."""
+    import difflib  # here: only a misspelt name needs it, and `check` starts faster without
+
     hits = difflib.get_close_matches(name.lower(), list(_LOOKUP), n=1, cutoff=0.6)
     return _LOOKUP[hits[0]] if hits else None
 

@@ -11,13 +11,10 @@ import importlib
 import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from . import catalogue as cat
 from .checker import check, is_valid
 from .mermaid import WorkflowSyntaxError, parse, to_mermaid
-from .sandbox import SandboxUnavailable
-from .storage import WorkspaceError
 
 # Modules that add subcommands through ``register(subparsers)``; missing ones are skipped.
 _PLUGINS = ("flowcore.run_cli", "flowcore.evolution.cli", "flowcore.aov.cli", "flowcore.compare_cli",
@@ -34,7 +31,8 @@ class JobFailed(Exception):
 
 def read_text(path: str) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as f:  # not pathlib: `check` starts without importing it
+            return f.read()
     except FileNotFoundError:
         raise CliError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -123,6 +121,13 @@ def build_parser(plugins: bool = True) -> argparse.ArgumentParser:
     return p
 
 
+def _raised_by(module: str, name: str) -> type[Exception] | tuple[()]:
+    """``module``'s exception class ``name`` if that module was imported, else nothing to catch (what was
+    never imported cannot have raised): `check` and `fmt` start without the sandbox and storage modules."""
+    mod = sys.modules.get(module)
+    return getattr(mod, name) if mod is not None else ()
+
+
 def guarded(fn: Callable[[argparse.Namespace], int], failures: tuple[type[Exception], ...] = (JobFailed,)
             ) -> Callable[[argparse.Namespace], int]:
     """Every path of a command ends in an exit code with a message, never a traceback: a usage or I/O problem
@@ -134,10 +139,12 @@ def guarded(fn: Callable[[argparse.Namespace], int], failures: tuple[type[Except
         except CliError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        except WorkspaceError as exc:  # --db names a file that is not a database, or cannot be opened
+        # --db names a file that is not a database, or cannot be opened
+        except _raised_by("flowcore.storage", "WorkspaceError") as exc:
             print(f"error: {exc.path}: {exc}", file=sys.stderr)
             return 2
-        except SandboxUnavailable as exc:  # the machine lacks bubblewrap: code is refused, never run unconfined
+        # the machine lacks bubblewrap: code is refused, never run unconfined
+        except _raised_by("flowcore.sandbox", "SandboxUnavailable") as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         except failures as exc:

@@ -3,9 +3,10 @@
 The grammar is not re-written by hand. ``mermaid_flow_tables.json`` holds the jison parser that ships in
 the bundled Mermaid 11 (its LALR table, productions, lexer rules and start conditions), extracted from
 the JS engine by ``python -m flowcore.mermaid_js --dump-grammar`` (a test checks the file still equals the
-bundled parser). This module is the jison runtime (lexer + LR driver) and a port of the grammar's
-semantic actions and of Mermaid's ``FlowDB`` (vertices, edges, classes, subgraphs), so the graph it
-builds is the one Mermaid draws. The differential tests compare both on generated texts.
+bundled parser). It is stored in the form the driver reads (integer keys as [key, value] pairs, lexer rules
+already translated to Python patterns), so loading it is a JSON decode and ``dict(pairs)`` per state; each
+start condition's lexer regex is compiled when the lexer first enters it. (Converting the raw dump and
+compiling all 21 conditions cost ~40 ms of every ``python -m flowcore check``.)
 
 Speed: the LR loop costs ~10 us a line, so lines of the two commonest forms (``A --> B``, ``A["x"]``) at
 statement level take a fast path with the same effect; a test runs every generated text both ways.
@@ -14,15 +15,18 @@ statement level take a fast path with the same effect; a test runs every generat
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from .mermaid_text import JS_SPACE, Prepared, decode_entities
 
-_TABLES = Path(__file__).with_name("mermaid_flow_tables.json")
+TYPE_CHECKING = False  # not typing's: `check` starts without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from typing import Any
+
+_TABLES = os.path.join(os.path.dirname(__file__), "mermaid_flow_tables.json")
 MAX_EDGES = 100_000  # as the hard check configures Mermaid (its default is 500)
 
 
@@ -90,11 +94,25 @@ def _js_regex_to_python(src: str) -> str:
 class _Grammar:
     symbols: dict[str, int]
     terminals: dict[int, str]
-    productions: list[tuple[int, int]]
-    table: list[dict[int, Any]]
+    productions: list[list[int]]  # [lhs, length]
+    table: list[dict[int, Any]]  # state -> {symbol: [1, state] shift | [2, production] reduce | [3] accept | goto}
     default_actions: dict[int, Any]
     condition_res: dict[str, re.Pattern]
     condition_rules: dict[str, list[int]]
+
+
+class _ConditionRegexes(dict):
+    """Start condition -> the lexer's regex for it (one named group per rule), compiled on first use: a
+    workflow rarely enters more than a few of the 21 conditions."""
+
+    def __init__(self, rules: list[str], conditions: dict[str, list[int]]):
+        super().__init__()
+        self._rules, self._conditions = rules, conditions
+
+    def __missing__(self, name: str) -> re.Pattern:
+        pattern = re.compile("|".join(f"(?P<r{k}>{self._rules[k]})" for k in self._conditions[name]), re.ASCII)
+        self[name] = pattern
+        return pattern
 
 
 _GRAMMAR: _Grammar | None = None
@@ -103,22 +121,26 @@ _GRAMMAR: _Grammar | None = None
 def grammar() -> _Grammar:
     global _GRAMMAR
     if _GRAMMAR is None:
-        raw = json.loads(_TABLES.read_text(encoding="utf-8"))
-        table = []
-        for state in raw["table"]:
-            row = {}
-            for k, v in state.items():
-                row[int(k)] = tuple(v) if isinstance(v, list) else v
-            table.append(row)
-        defaults = {int(k): tuple(v) for k, v in raw["defaultActions"].items()}
-        prods = [tuple(p) if isinstance(p, list) else (0, 0) for p in raw["productions"]]
-        py_rules = [_js_regex_to_python(r) for r in raw["rules"]]
-        cond_res = {}
-        for name, rules in raw["conditions"].items():
-            cond_res[name] = re.compile("|".join(f"(?P<r{k}>{py_rules[k]})" for k in rules), re.ASCII)
-        _GRAMMAR = _Grammar(raw["symbols"], {int(k): v for k, v in raw["terminals"].items()}, prods, table,
-                            defaults, cond_res, raw["conditions"])
+        with open(_TABLES, encoding="utf-8") as f:
+            raw = json.load(f)
+        _GRAMMAR = _Grammar(raw["symbols"], dict(raw["terminals"]), raw["productions"],
+                            [dict(state) for state in raw["table"]], dict(raw["defaultActions"]),
+                            _ConditionRegexes(raw["rules"], raw["conditions"]), raw["conditions"])
     return _GRAMMAR
+
+
+def runtime_tables(raw: dict) -> dict[str, Any]:
+    """The jison parser as the JS engine dumps it (string keys, JS regexes) in the form
+    ``mermaid_flow_tables.json`` stores it: integer-keyed [key, value] pairs, Python patterns."""
+    return {
+        "symbols": raw["symbols"],
+        "terminals": [[int(k), v] for k, v in raw["terminals"].items()],
+        "productions": [p if isinstance(p, list) else [0, 0] for p in raw["productions"]],
+        "table": [[[int(k), v] for k, v in state.items()] for state in raw["table"]],
+        "defaultActions": [[int(k), v] for k, v in raw["defaultActions"].items()],
+        "rules": [_js_regex_to_python(r) for r in raw["rules"]],
+        "conditions": raw["conditions"],
+    }
 
 
 # ------------------------------------------------------------------------------------------ the graph

@@ -346,8 +346,8 @@ def mermaid_graph(text: str) -> dict:
 
 
 def flowchart_grammar_tables() -> dict:
-    """The bundled Mermaid's flowchart parser (jison tables and lexer rules), as mermaid_flow_tables.json
-    stores it."""
+    """The bundled Mermaid's flowchart parser (jison tables and lexer rules) as the JS engine holds it (JSON
+    shapes); ``mermaid_grammar.runtime_tables`` turns it into what mermaid_flow_tables.json stores."""
     return _engine("parse").grammar_tables()  # type: ignore[attr-defined]
 
 
@@ -379,12 +379,15 @@ def render_png(text: str, scale: float = 2.0, background: str | None = "#ffffff"
 
 
 def _dump_grammar(path: str) -> None:
-    """Write the bundled Mermaid's flowchart grammar to ``path`` (mermaid_flow_tables.json)."""
+    """Write the bundled Mermaid's flowchart grammar to ``path`` (mermaid_flow_tables.json), in the form the
+    Python reader loads."""
     from pathlib import Path
 
     import mermaidx
 
-    tables = flowchart_grammar_tables()
+    from .mermaid_grammar import runtime_tables
+
+    tables = runtime_tables(flowchart_grammar_tables())
     tables = {"source": f"Mermaid's flowchart jison parser as bundled in mermaidx {mermaidx.__version__}", **tables}
     Path(path).write_text(json.dumps(tables, separators=(",", ":")), encoding="utf-8")
 
@@ -398,4 +401,3 @@ if __name__ == "__main__":  # python -m flowcore.mermaid_js --dump-grammar [PATH
         _dump_grammar(sys.argv[2] if len(sys.argv) > 2 else str(_P(__file__).with_name("mermaid_flow_tables.json")))
     else:
         print("usage: python -m flowcore.mermaid_js --dump-grammar [PATH]", file=sys.stderr)
-        sys.exit(2)
