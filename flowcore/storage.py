@@ -199,6 +199,17 @@ class Workspace:
         """Rows that read like ``sqlite3.Row``: ``row["col"]``, ``row[0]``, ``dict(row)``."""
         return self.conn.execute(sql, params).fetchall()
 
+    def query_columns(self, sql: str, params: tuple | dict, width: int) -> list[list]:
+        """The result column by column (``width`` lists, one per selected column): a wide read of many rows
+        without a row object per row (10,000 ``sqlite3.Row`` cost ~20 ms more to unpack than tuples)."""
+        if self.is_postgres:
+            rows = [tuple(r) for r in self.query(sql, params)]
+        else:
+            cur = self.conn.cursor()
+            cur.row_factory = None
+            rows = cur.execute(sql, params).fetchall()
+        return [list(c) for c in zip(*rows)] if rows else [[] for _ in range(width)]
+
     def close(self) -> None:
         """Close this thread's connection."""
         conn = getattr(self._local, "conn", None)

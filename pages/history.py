@@ -86,31 +86,30 @@ def live_rounds(run_id: int, shown: int) -> None:
 
 # -- sections --------------------------------------------------------------------------------------------------------
 
-def buffer_table(df, offline: bool) -> None:
+def buffer_table(view: hv.RunView, offline: bool) -> None:
     f = st.columns([2, 2, 1.2, 1], vertical_alignment="bottom")
-    statuses = f[0].multiselect("Status", sorted(df["status"].unique()), key="hist_status")
-    operators = f[1].multiselect("Operator", sorted(df["operator"].dropna().unique()), key="hist_ops")
+    statuses = f[0].multiselect("Status", view.statuses(), key="hist_status")
+    operators = f[1].multiselect("Operator", view.operators(), key="hist_ops")
     min_score = f[2].number_input("Min score (%)", min_value=0.0, max_value=100.0, value=0.0, step=5.0,
                                   key="hist_min", disabled=offline, help="Rounds without a measured score are "
                                   "hidden by any minimum above 0.")
     pinned = f[3].checkbox("Pinned only", key="hist_pinned")
-    view = evs.filter_rounds(df, statuses=statuses, operators=operators, min_score=min_score / 100,
-                             pinned_only=pinned)
-    if offline:  # nothing was measured: no empty score columns
-        view = view.drop(columns=["score", "ci_low", "ci_high", "n"])
-    st.dataframe(view, hide_index=True, width="stretch", key="hist_table",
+    rounds = view.rows(statuses=statuses, operators=operators, min_score=min_score / 100, pinned_only=pinned)
+    pages = hv.page_count(len(rounds))  # past PAGE_ROWS rounds, one page at a time (the filters see them all)
+    page = st.number_input(f"Page (of {pages}; {hv.PAGE_ROWS} rounds a page, the last has the latest)", 1, pages,
+                           pages, key=f"hist_page_{pages}") if pages > 1 else 1
+    table = view.table(rounds, page, offline)
+    st.dataframe(table, hide_index=True, width="stretch", key="hist_table",
                  column_config={"score": PCT, "ci_low": PCT, "ci_high": PCT, "pinned": st.column_config.CheckboxColumn(),
                                 "cost": st.column_config.NumberColumn(format="$%.5f"),
                                 "judge_total": st.column_config.NumberColumn("judge total", format="%.1f")})
-    st.caption(f"{len(view)} of {len(df)} rounds shown.")
+    st.caption(hv.table_caption(table, view.total))
 
 
-def charts(df, offline: bool) -> None:
-    curve = hv.curve_frame(df)
+def charts(view: hv.RunView) -> None:
     c = st.columns(2)
-    c[0].plotly_chart(hv.score_figure(curve, offline), key="hist_curve")
-    cost = hv.cost_figure(curve)
-    if cost is not None:
+    c[0].plotly_chart(view.score_figure(), key="hist_curve")
+    if (cost := view.cost_figure()) is not None:
         c[1].plotly_chart(cost, key="hist_cost")
     else:
         c[1].info("Cost vs score needs measured rounds; this run has none.", icon=":material/info:")
@@ -214,7 +213,8 @@ def main() -> None:
     run_id = st.selectbox("Run", ids, index=ids.index(want) if want in ids else 0, format_func=labels.get)
     ss[RUN_KEY] = run_id
     h = History(ws)
-    info, cols = h.run(run_id), h.summary_columns(run_id)
+    view = hv.run_view(h, run_id)  # derived once per stored state of the run, then reused by every rerun
+    info, cols = view.info, view.cols
     cfg = info.config
     st.caption(f"Benchmark **{info.benchmark}** ({info.task}) · mode {cfg.get('mode')} · K={cfg.get('candidates')} "
                f"· α={cfg.get('alpha')} · λ={cfg.get('lam')} · top-k={cfg.get('top_k')} · status "
@@ -227,14 +227,13 @@ def main() -> None:
     if not cols["round"]:
         st.caption("No round stored yet.")
         return
-    df = hv.summary_frame(cols)
-    buffer_table(df, info.offline)
-    charts(df, info.offline)
-    labels = hv.round_labels(cols)
+    buffer_table(view, info.offline)
+    charts(view)
+    labels = view.labels
     rounds = list(labels)
     pick = st.selectbox("Round", rounds, index=len(rounds) - 1, key=f"hist_round_{run_id}", format_func=labels.get)
     st.subheader("Lineage")
-    fig, caption = hv.lineage_figure(cols, pick)
+    fig, caption = view.lineage(pick)
     st.plotly_chart(fig, key="hist_lineage")
     st.caption(caption)
     row = h.get_round(run_id, pick)  # the one round shown in detail is the only one read in full

@@ -78,12 +78,20 @@ def test_lineage_collapses_for_long_runs(ws):
                if s is not None and st == "ok")
     assert -best[1] in nodes and "of 700 rounds" in what
     fig, caption = hv.lineage_figure(cols, 650)
-    points = fig.data[1]
-    assert len(points.x) <= hv.MAX_NODES and "the ancestry of the" in caption
-    small = History(ws).summary_columns(_fill(ws, 12, seed=4))
+    drawn = {t.name: list(t.text) for t in fig.data[1:-1]}  # one trace per kind of node
+    assert sorted(int(x[1:]) for xs in drawn.values() for x in xs) == hv.lineage_nodes(cols, 650)[0]
+    assert drawn["selected"] == ["#650"] and "the ancestry of the" in caption
+    small_run = _fill(ws, 12, seed=4)
+    small = History(ws).summary_columns(small_run)
     assert hv.lineage_nodes(small)[0] == list(range(12))
     fig, caption = hv.lineage_figure(small, 11)
-    assert "all 12 rounds" in caption and list(fig.data[1].marker.color).count("#2e7d32") == 1
+    kinds = {t.name: (t.marker.color, list(t.text)) for t in fig.data[1:-1]}
+    assert "all 12 rounds" in caption and kinds["selected"] == ("#2e7d32", ["#11"])
+    failed = [f"#{r}" for r, st in zip(small["round"], small["status"]) if st == "failed" and r != 11]
+    assert kinds["failed"] == ("#c62828", failed)
+    rings = fig.data[-1]  # pinned rounds are ringed, whatever their kind
+    assert rings.name == "pinned" and len(rings.x) == sum(small["pinned"]) == 1
+    assert len(fig.data[0].x) == 3 * sum(len(p) for p in small["parents"])  # every edge drawn (x, x, gap)
 
 
 def test_old_workspace_is_backfilled(tmp_path):
@@ -99,3 +107,105 @@ def test_old_workspace_is_backfilled(tmp_path):
     assert h.experience(run, 0) == h.experience(run, 0, rows) and h.experience(run, 0)
     assert all(r["judge_total"] is not None for r in h.summaries(run)[1:])
     again.close_all()
+
+
+def test_run_view_filters_and_pages_like_the_full_table(ws, monkeypatch):
+    from flowcore.evolution import session as evs
+
+    run = _fill(ws, 130, seed=6)
+    h = History(ws)
+    full = hv.summary_frame(h.summary_columns(run))
+    view = hv.run_view(h, run)
+    assert view.total == 130 and view.statuses() == sorted(set(full["status"]))
+    assert view.operators() == sorted(set(full["operator"]))
+    for f in ({}, {"statuses": ["ok"]}, {"operators": ["insert", "prompt"]}, {"min_score": 0.5},
+              {"pinned_only": True}, {"statuses": ["failed"], "min_score": 0.1}):
+        assert list(view.rows(**f)) == list(evs.filter_rounds(full, **f)["round"]), f
+    monkeypatch.setattr(hv, "PAGE_ROWS", 50)
+    rounds = view.rows()
+    assert hv.page_count(len(rounds)) == 3
+    last = view.table(rounds, 3)
+    assert list(last["round"]) == list(range(100, 130)) and last.attrs["matched"] == 130
+    expected = full[full["round"] >= 100].reset_index(drop=True)
+    assert last.reset_index(drop=True).equals(expected)  # the page's rows read in full, as the whole table has them
+    assert list(view.table(rounds, 99)["round"]) == list(range(100, 130))  # a page past the end: the last
+    assert hv.table_caption(view.table(rounds, 1), 130) == "130 of 130 rounds shown. This page: rounds 0–49."
+    none = view.table(view.rows(statuses=["nope"]), 1, offline=True)
+    assert none.empty and "score" not in none.columns and hv.table_caption(none, 130) == "0 of 130 rounds shown."
+
+
+def test_run_view_is_reused_until_the_run_changes(tmp_path):
+    ws = Workspace(tmp_path / "v.db")
+    run = _fill(ws, 20, seed=7)
+    h = History(ws)
+    view = hv.run_view(h, run)
+    assert hv.run_view(h, run) is view  # a rerun: nothing read but the run's row
+    fig, _ = view.lineage(19)
+    assert view.lineage(19)[0] is fig and view.score_figure() is view.score_figure()
+    h.pin(run, 3, True)
+    pinned = hv.run_view(h, run)
+    assert pinned is not view and pinned.cols["pinned"][3] and not view.cols["pinned"][3]
+    h.set_note(run, 4, "look")
+    noted = hv.run_view(h, run)
+    assert noted is not pinned and list(noted.table(noted.rows(), 1)["note"])[4] == "look"
+    # a round stored by another process (another Workspace on the same file) is seen too
+    other = History(Workspace(tmp_path / "v.db"))
+    other.add_round(run, {"round": 20, "workflow_text": "w", "parents": [19], "status": "ok", "operator": "insert",
+                          "score": 0.5})
+    grown = hv.run_view(h, run)
+    assert grown.total == 21 and grown.labels[20] == "#20 · insert"
+    other.set_status(run, "finished")
+    assert hv.run_view(h, run) is not grown and hv.run_view(h, run).info.status == "finished"
+
+
+def test_every_write_moves_the_runs_last_write_time_forward(ws):
+    run = _fill(ws, 3, seed=8)
+    h = History(ws)
+    seen = [h.run(run).updated]
+    for _ in range(20):  # faster than the clock's resolution on some systems: still strictly increasing
+        h.pin(run, 1, True)
+        seen.append(h.run(run).updated)
+    assert all(b > a for a, b in zip(seen, seen[1:]))
+
+
+def test_best_so_far_is_drawn_by_its_corners_only():
+    import pandas as pd
+
+    rounds = list(range(12))
+    scores = [10.0, 5.0, 20.0, 20.0, 15.0, 30.0, 30.0, 30.0, 1.0, 2.0, 30.0, 30.0]
+    curve = hv.curve_frame(pd.DataFrame({"round": rounds, "status": ["ok"] * 12, "operator": ["x"] * 12,
+                                         "score": [s / 100 for s in scores], "judge_total": [None] * 12,
+                                         "cost": [0.0] * 12}))
+    best = hv.score_figure(curve, offline=False).data[1]
+    assert list(best.x) == [0, 2, 5, 11] and list(best.y) == [10.0, 20.0, 30.0, 30.0]
+    # the step line through the corners is the running maximum at every round
+    for r, running in zip(rounds, curve["best"]):
+        assert best.y[max(i for i, x in enumerate(best.x) if x <= r)] == running
+
+
+def test_history_page_shows_a_long_run_a_page_at_a_time(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    db = tmp_path / "pages.db"
+    monkeypatch.setenv("MERMAIDFLOW_DB", str(db))
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setattr(hv, "PAGE_ROWS", 50)
+    run = _fill(Workspace(db), 130, seed=9)
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("pages/history.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    pager = at.number_input(key="hist_page_3")
+    assert pager.value == 3 and "Page (of 3" in pager.label  # the latest rounds first
+    assert list(at.dataframe[0].value["round"]) == list(range(100, 130))
+    assert any(c.value == "130 of 130 rounds shown. This page: rounds 100–129." for c in at.caption)
+    pager.set_value(1).run()
+    assert list(at.dataframe[0].value["round"]) == list(range(50))
+    at.multiselect(key="hist_status").set_value(["failed"]).run()  # fewer rows than a page: no pager
+    failed = [r for r, s in zip(*History(Workspace(db)).summary_columns(run, columns=("round", "status")).values())
+              if s == "failed"]
+    assert list(at.dataframe[0].value["round"]) == failed and not at.number_input(key="hist_min").disabled
+    assert not [n for n in at.number_input if n.key and n.key.startswith("hist_page")]

@@ -247,10 +247,10 @@ def test_history_table_filters_pin_note_and_fork(db):
     codes = [a["code"] for a in mermaid_args(at)]
     assert len(codes) == 2  # parent, child (the lineage is a plotly tree)
     lineage = next(f for f in figures(at) if f["layout"].get("xaxis", {}).get("visible") is False)
-    nodes = lineage["data"][1]
-    assert sorted(nodes["text"]) == sorted(f"#{r['round']}" for r in rows)  # a small run: the whole tree
-    green = nodes["marker"]["color"][nodes["text"].index("#3")]
-    assert green == "#2e7d32"  # the selected round
+    kinds = {t["name"]: t for t in lineage["data"][1:-1]}  # a trace per kind of node
+    drawn = [x for t in kinds.values() for x in t.get("text", [])]
+    assert sorted(drawn) == sorted(f"#{r['round']}" for r in rows)  # a small run: the whole tree
+    assert kinds["selected"]["text"] == ["#3"] and kinds["selected"]["marker"]["color"] == "#2e7d32"
     assert any("Lineage (parents → children" in c.value and "all 4 rounds" in c.value for c in at.caption)
     diff = at.code[0].value
     assert diff.startswith(f"--- round {rows[3]['parents'][0]}\n+++ round 3") and "\n+" in diff

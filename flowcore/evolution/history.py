@@ -147,7 +147,7 @@ class RunInfo:
     benchmark: str
     task: str
     offline: bool
-    updated: float = 0.0  # last write (a round stored, a status set): how a run going elsewhere is told
+    updated: float = 0.0  # last write (a round stored, a status, pin or note set): how a change is told
 
 
 class History:
@@ -189,8 +189,8 @@ class History:
 
     def set_status(self, run_id: int, status: str, reason: str | None = None) -> None:
         with self.ws.transaction() as c:
-            c.execute("UPDATE evo_runs SET status = ?, reason = ?, updated = ? WHERE id = ?",
-                      (status, reason, time.time(), run_id))
+            c.execute("UPDATE evo_runs SET status = ?, reason = ? WHERE id = ?", (status, reason, run_id))
+            _touch(c, run_id)
 
     # -- rounds --------------------------------------------------------------------------------------------
     def add_round(self, run_id: int, rec: dict[str, Any]) -> None:
@@ -215,7 +215,7 @@ class History:
             for p in dict.fromkeys(parents):
                 c.execute("INSERT INTO evo_lineage(run_id, parent, child) VALUES (?,?,?)", (run_id, int(p),
                                                                                              int(rec["round"])))
-            c.execute("UPDATE evo_runs SET updated = ? WHERE id = ?", (time.time(), run_id))
+            _touch(c, run_id)
 
     def rounds(self, run_id: int) -> list[dict]:
         return [_decode(r) for r in self.ws.query("SELECT * FROM evo_rounds WHERE run_id = ? ORDER BY round",
@@ -225,20 +225,30 @@ class History:
         rows = self.ws.query("SELECT * FROM evo_rounds WHERE run_id = ? AND round = ?", (run_id, rnd))
         return _decode(rows[0]) if rows else None
 
-    def summaries(self, run_id: int) -> list[dict]:
-        """Every round without its large JSON (candidates, per-problem results, prompts): what a History view
-        lists. One indexed query; only the small parents list is decoded."""
-        cols = self.summary_columns(run_id)
+    def summaries(self, run_id: int, rounds: list[int] | None = None) -> list[dict]:
+        """Every round (or only ``rounds``) without its large JSON (candidates, per-problem results, prompts):
+        what a History view lists. One indexed query; only the small parents list is decoded."""
+        cols = self.summary_columns(run_id, rounds)
         return [dict(zip(cols, values)) for values in zip(*cols.values())]
 
-    def summary_columns(self, run_id: int) -> dict[str, list]:
+    def summary_columns(self, run_id: int, rounds: list[int] | None = None,
+                        columns: tuple[str, ...] = SUMMARY_COLUMNS) -> dict[str, list]:
         """``summaries`` column by column (what the History view builds its table and lineage from): one
-        query, and every round's parents decoded by a single JSON parse."""
-        rows = self.ws.query(f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM evo_rounds WHERE run_id = ? ORDER BY round",
-                             (run_id,))
-        cols = dict(zip(SUMMARY_COLUMNS, map(list, zip(*rows)))) if rows else {c: [] for c in SUMMARY_COLUMNS}
-        cols["parents"] = json.loads("[" + ",".join(p or "[]" for p in cols.pop("parents_json")) + "]")
-        cols["pinned"] = [bool(p) for p in cols["pinned"]]
+        query (of ``columns``, a part of ``SUMMARY_COLUMNS``), and every round's parents decoded by a single
+        JSON parse (as "parents")."""
+        if unknown := set(columns) - set(SUMMARY_COLUMNS):
+            raise ValueError(f"not a summary column: {', '.join(sorted(unknown))}")
+        where, params = "run_id = ?", (run_id,)
+        if rounds is not None:
+            where += f" AND round IN ({', '.join('?' * len(rounds))})" if rounds else " AND 0 = 1"
+            params += tuple(int(r) for r in rounds)
+        values = self.ws.query_columns(f"SELECT {', '.join(columns)} FROM evo_rounds WHERE {where} ORDER BY round",
+                                       params, len(columns))
+        cols = dict(zip(columns, values))
+        if "parents_json" in cols:
+            cols["parents"] = json.loads("[" + ",".join(p or "[]" for p in cols.pop("parents_json")) + "]")
+        if "pinned" in cols:
+            cols["pinned"] = [bool(p) for p in cols["pinned"]]
         return cols
 
     def spent(self, run_id: int) -> float:
@@ -263,10 +273,12 @@ class History:
         with self.ws.transaction() as c:
             c.execute("UPDATE evo_rounds SET pinned = ? WHERE run_id = ? AND round = ?",
                       (int(pinned), run_id, rnd))
+            _touch(c, run_id)
 
     def set_note(self, run_id: int, rnd: int, note: str | None) -> None:
         with self.ws.transaction() as c:
             c.execute("UPDATE evo_rounds SET note = ? WHERE run_id = ? AND round = ?", (note, run_id, rnd))
+            _touch(c, run_id)
 
     # -- experience ----------------------------------------------------------------------------------------
     def experience(self, run_id: int, parent_round: int, rows: list[dict] | None = None) -> list[dict]:
@@ -307,6 +319,15 @@ class History:
         return out
 
 
+def _touch(c: Any, run_id: int) -> None:
+    """Record a write to the run: ``RunInfo.updated`` moves on every change of the run or its rounds (how a
+    run going in another process is noticed, and what cached History views are keyed by). Never backwards,
+    and always forward, even when two writes fall within the clock's resolution."""
+    now = time.time()
+    c.execute("UPDATE evo_runs SET updated = CASE WHEN updated >= ? THEN updated + 0.000001 ELSE ? END "
+              "WHERE id = ?", (now, now, run_id))
+
+
 def _judge_total(candidates: Any, chosen: Any) -> float | None:
     """The judge's total (0-50) for the chosen candidate, None when there is none."""
     if isinstance(candidates, str):
@@ -330,6 +351,8 @@ def _backfill(ws: Workspace) -> None:
     if not todo and not edges:
         return
     with ws.transaction() as c:
+        for run_id in {r["run_id"] for r in todo} | {r["run_id"] for r in edges}:
+            _touch(c, run_id)
         for r in todo:
             total = _judge_total(r["candidates_json"], r["chosen"])
             if total is not None:

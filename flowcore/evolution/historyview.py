@@ -3,13 +3,18 @@ vectorised curves, and the lineage drawn as a plotly tree on a networkx layered 
 small runs, a collapsed view (the ancestry of the best, pinned and selected rounds) for long ones.
 
 Everything here is linear in the number of rounds (10,000 rounds: see ``benchmarks/history_scale.py``); the
-page reads one round in full only when it is shown in detail.
+page reads one round in full only when it is shown in detail. ``run_view`` keeps what is derived from a run
+(table, curves, figures, generations, lineages) until the run changes: a page rerun (any widget touched)
+reads one row to learn that nothing did.
 """
 
 from __future__ import annotations
 
+import gc
 import heapq
-from collections import Counter, deque
+import threading
+from collections import Counter, OrderedDict, deque
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -21,19 +26,37 @@ FULL_TREE = 300  # up to this many rounds the whole lineage is drawn; above it, 
 TOP_LINEAGES = 8  # the collapsed view follows the ancestry of this many best rounds
 MAX_NODES = 400  # and never draws more nodes than this
 DENSE = 60  # past this many rounds, curves drop per-point labels and per-round ticks
+PAGE_ROWS = 500  # the History table shows this many rounds at a time
 
 
 def summary_frame(cols: dict[str, list]) -> pd.DataFrame:
-    """``History.summary_columns`` as the buffer table (blank text instead of None, parents as "0, 2")."""
-    df = pd.DataFrame({c: cols[c] for c in ROUND_COLUMNS}, columns=ROUND_COLUMNS)
-    for col in ("operator", "judge", "note", "detail", "reason"):
-        df[col] = df[col].fillna("")
-    df["parents"] = [", ".join(map(str, p)) if p else "" for p in cols["parents"]]
-    df["cost"] = df["cost"].astype(float).fillna(0.0)
-    for col in ("score", "ci_low", "ci_high", "judge_total"):
-        df[col] = df[col].astype(float)
-    df["pinned"] = df["pinned"].astype(bool)
-    return df
+    """``History.summary_columns`` as the buffer table (blank text instead of None, parents as "0, 2"), every
+    column built first and the frame made once (column-by-column assignment copied the frame each time)."""
+    def text(c: str) -> list[str]:
+        return [v or "" for v in cols[c]]
+
+    def num(c: str) -> np.ndarray:
+        return np.array([np.nan if v is None else v for v in cols[c]], dtype=float)
+
+    data = {"round": np.array(cols["round"], dtype=np.int64), "status": list(cols["status"]), "score": num("score"),
+            "ci_low": num("ci_low"), "ci_high": num("ci_high"), "n": cols["n"],
+            "cost": np.nan_to_num(num("cost")), "operator": text("operator"),
+            "parents": [", ".join(map(str, p)) if p else "" for p in cols["parents"]], "judge": text("judge"),
+            "judge_total": num("judge_total"), "pinned": np.array(cols["pinned"], dtype=bool), "note": text("note"),
+            "detail": text("detail"), "reason": text("reason")}
+    return pd.DataFrame(data, columns=ROUND_COLUMNS)
+
+
+def page_count(rows: int) -> int:
+    """How many table pages of ``PAGE_ROWS`` rounds ``rows`` rounds fill (at least one)."""
+    return max(1, -(-rows // PAGE_ROWS))
+
+
+def table_caption(table: pd.DataFrame, total: int) -> str:
+    """'12 of 40 rounds shown.', and which rounds the page holds when the table is paged."""
+    matched = table.attrs.get("matched", len(table))
+    paged = f" This page: rounds {table['round'].iloc[0]}–{table['round'].iloc[-1]}." if len(table) < matched else ""
+    return f"{matched} of {total} rounds shown.{paged}"
 
 
 def curve_frame(df: pd.DataFrame) -> pd.DataFrame:
@@ -63,8 +86,8 @@ def score_figure(curve: pd.DataFrame, offline: bool) -> Any:
         measured = curve[curve["score"].notna()]
         traces.append(scatter(x=_arr(measured["round"]), y=_arr(measured["score"]), mode=mode,
                               name="score per round", text=_arr(measured["operator"])))
-        traces.append(scatter(x=_arr(measured["round"]), y=_arr(measured["best"]), mode="lines",
-                              name="best so far", line={"shape": "hv", "dash": "dash"}))
+        bx, by = _steps(measured["round"], measured["best"])
+        traces.append(scatter(x=bx, y=by, mode="lines", name="best so far", line={"shape": "hv", "dash": "dash"}))
         failed = curve[curve["status"] == "failed"]
         if len(failed):  # one trace, however many failed rounds (not a shape per round)
             traces.append(scatter(x=_arr(failed["round"]), y=_arr(failed["round"] * 0), mode="markers",
@@ -75,6 +98,18 @@ def score_figure(curve: pd.DataFrame, offline: bool) -> Any:
                               "yaxis": {"title": {"text": ytitle}, "range": yrange},
                               "margin": {"l": 40, "r": 10, "t": 50, "b": 40},
                               "legend": {"orientation": "h", "y": -0.25}})
+
+
+def _steps(x: pd.Series, y: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A step line (``shape: hv``) by its corners only: the points where ``y`` changes, and the last one. The
+    same drawing as every point (the best score of 10,000 rounds changes a few dozen times)."""
+    xs, ys = x.to_numpy(), y.to_numpy(dtype=float)
+    if len(ys) < 3:
+        return xs, ys
+    keep = np.ones(len(ys), dtype=bool)
+    keep[1:] = ys[1:] != ys[:-1]
+    keep[-1] = True
+    return xs[keep], ys[keep]
 
 
 def _arr(series: pd.Series) -> Any:
@@ -109,8 +144,9 @@ def round_labels(cols: dict[str, list]) -> dict[int, str]:
 def generations(rounds: list[int], parents: list[list[int]]) -> dict[int, int]:
     """Each round's generation: 1 + its deepest parent's (the seed is 0). Rounds come in order, parents first."""
     gen: dict[int, int] = {}
+    get = gen.get
     for rnd, ps in zip(rounds, parents):
-        gen[rnd] = 1 + max((gen[p] for p in ps if p in gen), default=-1) if ps else 0
+        gen[rnd] = 1 + max([get(p, -1) for p in ps]) if ps else 0
     return gen
 
 
@@ -144,52 +180,198 @@ def lineage_nodes(cols: dict[str, list], selected: int | None = None, *, top: in
     return nodes, what
 
 
-def lineage_figure(cols: dict[str, list], selected: int | None = None) -> tuple[Any, str]:
+# one trace per kind of node (a colour per trace, not per point: plotly checks an array of colours one by one)
+_KINDS = (("measured", "#1565c0"), ("not measured", "#78909c"), ("failed", "#c62828"), ("selected", "#2e7d32"))
+
+
+def lineage_figure(cols: dict[str, list], selected: int | None = None,
+                   gen: dict[int, int] | None = None) -> tuple[Any, str]:
     """(plotly figure, caption): the lineage tree, left to right by generation (networkx multipartite layout);
-    failed rounds red, pinned ringed orange, the selected one green; hover shows operator and score."""
+    measured rounds blue, unmeasured grey, failed red, the selected one green, pinned ones ringed orange;
+    hover shows operator and score. Traces: edges, then one per kind of node (``_KINDS``), then the rings.
+    ``gen`` is ``generations`` of the run when the caller already has it."""
     import networkx as nx
     import plotly.graph_objects as go
 
     nodes, what = lineage_nodes(cols, selected)
     keep = set(nodes)
     index = {r: i for i, r in enumerate(cols["round"])}
-    by_round = {n: {k: cols[k][index[n]] for k in ("round", "status", "score", "operator", "pinned", "parents")}
-                for n in nodes}
-    gen = generations(cols["round"], cols["parents"])
+    gen = generations(cols["round"], cols["parents"]) if gen is None else gen
     g = nx.DiGraph()
     for n in nodes:
         g.add_node(n, gen=gen.get(n, 0))
-    g.add_edges_from((p, n) for n in nodes for p in by_round[n]["parents"] or [] if p in keep)
+    g.add_edges_from((p, n) for n in nodes for p in cols["parents"][index[n]] or [] if p in keep)
     pos = nx.multipartite_layout(g, subset_key="gen", align="vertical") if nodes else {}
     ex: list[float | None] = []
     ey: list[float | None] = []
     for a, b in g.edges:
         ex += [pos[a][0], pos[b][0], None]
         ey += [pos[a][1], pos[b][1], None]
-
-    def color(r: dict) -> str:
-        if r["round"] == selected:
-            return "#2e7d32"
-        if r["status"] == "failed":
-            return "#c62828"
-        return "#1565c0" if r["score"] is not None else "#78909c"
-
-    shown = [by_round[n] for n in nodes]
-    score = ["failed" if r["status"] == "failed" else ("structure-only" if r["score"] is None else
-                                                       f"{100 * r['score']:.1f}%") for r in shown]
     small = len(nodes) <= 40
-    edges = go.Scatter(x=np.array(ex, dtype=float), y=np.array(ey, dtype=float), mode="lines",
-                       line={"color": "#b0bec5", "width": 1}, hoverinfo="skip", showlegend=False)
-    points = go.Scatter(
-        x=np.array([pos[n][0] for n in nodes]), y=np.array([pos[n][1] for n in nodes]),
-        mode="markers+text" if small else "markers", text=[f"#{r['round']}" for r in shown],
-        textposition="top center", hoverinfo="text", showlegend=False,
-        hovertext=np.array([f"#{r['round']} {r.get('operator') or ''} · {s}" for r, s in zip(shown, score)]),
-        marker={"size": 14 if small else 8, "color": np.array([color(r) for r in shown]),
-                "line": {"color": np.array(["#ef6c00" if r.get("pinned") else "#ffffff" for r in shown]),
-                         "width": np.array([3 if r.get("pinned") else 1 for r in shown])}})
-    height = min(140 + 40 * max(Counter(gen[n] for n in nodes).values(), default=1), 560)
-    fig = go.Figure([edges, points], {"height": height, "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
-                                      "xaxis": {"visible": False}, "yaxis": {"visible": False},
-                                      "plot_bgcolor": "#ffffff"})
+    groups: dict[str, list[int]] = {k: [] for k, _ in _KINDS}
+    for n in nodes:
+        i = index[n]
+        kind = ("selected" if n == selected else "failed" if cols["status"][i] == "failed" else
+                "measured" if cols["score"][i] is not None else "not measured")
+        groups[kind].append(n)
+
+    def hover(n: int) -> str:
+        i = index[n]
+        s = cols["score"][i]
+        score = ("failed" if cols["status"][i] == "failed" else "structure-only" if s is None else f"{100 * s:.1f}%")
+        return f"#{n} {cols['operator'][i] or ''} · {score}"
+
+    traces = [go.Scatter(x=np.array(ex, dtype=float), y=np.array(ey, dtype=float), mode="lines",
+                         line={"color": "#b0bec5", "width": 1}, hoverinfo="skip", showlegend=False)]
+    for kind, color in _KINDS:
+        members = groups[kind]
+        traces.append(go.Scatter(
+            x=np.array([pos[n][0] for n in members], dtype=float), y=np.array([pos[n][1] for n in members], dtype=float),
+            mode="markers+text" if small else "markers", text=[f"#{n}" for n in members], textposition="top center",
+            hoverinfo="text", hovertext=[hover(n) for n in members], name=kind, showlegend=bool(members),
+            marker={"size": 14 if small else 8, "color": color, "line": {"color": "#ffffff", "width": 1}}))
+    pinned = [n for n in nodes if cols["pinned"][index[n]]]
+    traces.append(go.Scatter(x=np.array([pos[n][0] for n in pinned], dtype=float),
+                             y=np.array([pos[n][1] for n in pinned], dtype=float), mode="markers", name="pinned",
+                             hoverinfo="skip", showlegend=bool(pinned),
+                             marker={"size": 20 if small else 13, "symbol": "circle-open", "color": "#ef6c00",
+                                     "line": {"width": 3}}))
+    height = min(170 + 40 * max(Counter(gen[n] for n in nodes).values(), default=1), 590)
+    fig = go.Figure(traces, {"height": height, "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+                             "xaxis": {"visible": False}, "yaxis": {"visible": False}, "plot_bgcolor": "#ffffff",
+                             "legend": {"orientation": "h", "y": -0.02, "yanchor": "top"}})
     return fig, f"Lineage (parents → children, left to right by generation): {what}."
+
+
+# -- one run's view, kept until the run changes ------------------------------------------------------------------
+
+@contextmanager
+def _bulk():
+    """Build a view without the cyclic garbage collector: reading 10,000 rounds allocates tens of thousands of
+    small containers, which set off a dozen collections, and every few views a full one over everything the
+    server holds (pandas, plotly, Streamlit: ~100 ms). Nothing built here forms a cycle to collect; the
+    collector runs again once, afterwards."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+class RunView:
+    """What the History page derives from one stored state of a run: built on first use, then reused by every
+    rerun and session until the run is written to again (``RunInfo.updated`` moves on each write).
+
+    It reads the few columns the filters, curves, picker and lineage need (``VIEW_COLUMNS``) for every round,
+    and the table's other columns only for the page of rounds on show."""
+
+    def __init__(self, history: Any, info: Any, cols: dict[str, list]) -> None:
+        self.history, self.info, self.cols = history, info, cols
+        self.labels = round_labels(cols)
+        self.total = len(cols["round"])
+        self._round = np.array(cols["round"], dtype=np.int64)
+        self._status = np.array(cols["status"], dtype=object)
+        self._operator = np.array([o or "" for o in cols["operator"]], dtype=object)
+        self._score = np.array([np.nan if s is None else s for s in cols["score"]], dtype=float)
+        self._pinned = np.array(cols["pinned"], dtype=bool)
+        self._lock = threading.Lock()
+        self._memo: dict[Any, Any] = {}
+
+    def _get(self, key: Any, make: Any) -> Any:
+        with self._lock:
+            if key in self._memo:
+                return self._memo[key]
+        with _bulk():
+            value = make()
+        with self._lock:
+            if len(self._memo) > 40:  # lineages and table pages of many picks: keep the recent ones
+                self._memo.pop(next((k for k in self._memo if isinstance(k, tuple)), None), None)
+            return self._memo.setdefault(key, value)
+
+    def statuses(self) -> list[str]:
+        return self._get("statuses", lambda: sorted(set(self.cols["status"])))
+
+    def operators(self) -> list[str]:
+        return self._get("operators", lambda: sorted(set(self._operator)))
+
+    def rows(self, *, statuses: list[str] | None = None, operators: list[str] | None = None,
+             min_score: float | None = None, pinned_only: bool = False) -> np.ndarray:
+        """The rounds the table's filters keep, in order (``session.filter_rounds``'s rules: ``min_score`` is
+        a fraction, and an unmeasured round never passes a minimum above 0)."""
+        keep = np.ones(self.total, dtype=bool)
+        if statuses:
+            keep &= np.isin(self._status, list(statuses))
+        if operators:
+            keep &= np.isin(self._operator, list(operators))
+        if min_score:
+            keep &= ~np.isnan(self._score) & (np.nan_to_num(self._score, nan=-1.0) >= min_score)
+        if pinned_only:
+            keep &= self._pinned
+        return self._round[keep]
+
+    def table(self, rounds: np.ndarray, page: int = 1, offline: bool = False) -> pd.DataFrame:
+        """Page ``page`` (1-based, clamped) of the table of ``rounds`` (a ``rows`` result): the page's rounds
+        read in full (``summary_frame``); ``attrs["matched"]`` keeps how many rounds the filters kept."""
+        page = min(max(1, int(page)), page_count(len(rounds)))
+        shown = [int(r) for r in rounds[(page - 1) * PAGE_ROWS:page * PAGE_ROWS]]
+
+        def make() -> pd.DataFrame:
+            df = summary_frame(self.history.summary_columns(self.info.id, shown) if shown else
+                               {c: [] for c in (*ROUND_COLUMNS, "parents")})
+            return df.drop(columns=["score", "ci_low", "ci_high", "n"]) if offline else df
+
+        df = self._get(("table", hash(tuple(shown)), len(shown), offline), make).copy()
+        df.attrs["matched"] = len(rounds)
+        return df
+
+    @property
+    def curve(self) -> pd.DataFrame:
+        def make() -> pd.DataFrame:
+            judge = np.array([np.nan if v is None else v for v in self.cols["judge_total"]], dtype=float)
+            cost = np.array([v or 0.0 for v in self.cols["cost"]], dtype=float)
+            return curve_frame(pd.DataFrame({"round": self._round, "status": self._status, "operator": self._operator,
+                                             "score": self._score, "judge_total": judge, "cost": cost}))
+        return self._get("curve", make)
+
+    def score_figure(self) -> Any:
+        return self._get("score", lambda: score_figure(self.curve, self.info.offline))
+
+    def cost_figure(self) -> Any | None:
+        return self._get("cost", lambda: cost_figure(self.curve))
+
+    @property
+    def generations(self) -> dict[int, int]:
+        return self._get("gen", lambda: generations(self.cols["round"], self.cols["parents"]))
+
+    def lineage(self, selected: int | None) -> tuple[Any, str]:
+        return self._get(("lineage", selected), lambda: lineage_figure(self.cols, selected, self.generations))
+
+
+# what a RunView reads for every round (the rest of a round's summary only for the table page on show)
+VIEW_COLUMNS = ("round", "status", "score", "cost", "operator", "parents_json", "judge_total", "pinned")
+_VIEWS: OrderedDict[tuple, RunView] = OrderedDict()
+_VIEWS_LOCK = threading.Lock()
+KEEP_VIEWS = 6  # runs whose view stays in memory (a 10,000-round view holds a few MB)
+
+
+def run_view(history: Any, run_id: int) -> RunView:
+    """The run's ``RunView``, rebuilt only when the run was written to since (one small read otherwise)."""
+    info = history.run(run_id)
+    key = (str(history.ws.path), run_id, info.updated, info.status)
+    with _VIEWS_LOCK:
+        view = _VIEWS.get(key)
+        if view is not None:
+            _VIEWS.move_to_end(key)
+            view.info = info
+            return view
+    with _bulk():
+        view = RunView(history, info, history.summary_columns(run_id, columns=VIEW_COLUMNS))
+    with _VIEWS_LOCK:
+        for old in [k for k in _VIEWS if k[:2] == key[:2]]:  # an older state of the same run
+            del _VIEWS[old]
+        _VIEWS[key] = view
+        while len(_VIEWS) > KEEP_VIEWS:
+            _VIEWS.popitem(last=False)
+    return view

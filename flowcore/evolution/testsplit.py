@@ -115,11 +115,13 @@ def stored_test_scores(ws: Workspace, run_id: int) -> list[dict]:
 
 def validation_vs_test(ws: Workspace, run_id: int) -> pd.DataFrame:
     """Validation and test side by side, with intervals (fractions), one row per test-scored round."""
-    rounds = {r["round"]: r for r in History(ws).summaries(run_id)}
     cols = ["round", "operator", "validation", "val_low", "val_high", "val_n", "test", "test_low", "test_high",
             "test_n", "repeats", "test_sd", "errors", "test_cost", "split"]
+    tests = stored_test_scores(ws, run_id)
+    # only the test-scored rounds are read (a History view of a 10,000-round run calls this on every rerun)
+    rounds = {r["round"]: r for r in History(ws).summaries(run_id, [t["round"] for t in tests])} if tests else {}
     out = []
-    for t in stored_test_scores(ws, run_id):
+    for t in tests:
         v = rounds.get(t["round"], {})
         out.append({"round": t["round"], "operator": v.get("operator") or "", "validation": v.get("score"),
                     "val_low": v.get("ci_low"), "val_high": v.get("ci_high"), "val_n": v.get("n"),
