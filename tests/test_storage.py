@@ -107,6 +107,17 @@ def test_history_rounds_runs_and_pins(any_ws):
     assert h.last_round(run) == 2 and h.find_unfinished("key") == run
     h.set_status(run, "finished")
     assert h.find_unfinished("key") is None and h.run(run).status == "finished"
+    # the History view's reads: columns without row objects, a part of the rounds, a part of the columns
+    assert h.summaries(run) == [{k: v for k, v in r.items() if k in h.summaries(run)[0]} for r in rows]
+    cols = h.summary_columns(run, [2, 0], columns=("round", "score", "parents_json", "pinned"))
+    assert cols == {"round": [0, 2], "score": [0.5, 0.75], "parents": [[], [0]], "pinned": [False, False]}
+    assert h.summary_columns(run, []) == {**{c: [] for c in ("round", "status", "score", "ci_low", "ci_high", "n",
+                                                               "cost", "operator", "judge", "judge_total", "pinned",
+                                                               "note", "detail", "reason")}, "parents": []}
+    assert any_ws.query_columns("SELECT round, note FROM evo_rounds WHERE run_id = ? ORDER BY round", (run,),
+                                2) == [[0, 1, 2], [None, None, "best"]]
+    with pytest.raises(ValueError, match="not a summary column: workflow_text"):
+        h.summary_columns(run, columns=("round", "workflow_text"))
 
 
 def test_evaluations(any_ws):
