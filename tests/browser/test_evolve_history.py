@@ -31,6 +31,7 @@ def _number(page, label: str, value: str) -> None:
         box.fill(value)
         box.press("Enter")
         wait_for_app(page)
+        expect(box).to_have_value(value)  # the rerun it started kept it (not a stale box redrawn over it)
 
 
 def _drawn(page, count: int) -> None:
@@ -50,7 +51,10 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     if page.get_by_role("radio", name="LLM optimizer").is_enabled():
         programmatic.click()
         wait_for_app(page)
+    expect(page.get_by_role("radio", name="Programmatic operators")).to_be_checked()
+    review = page.get_by_role("switch", name="Review each round's candidates before evaluation")
     page.get_by_text("Review each round's candidates before evaluation").click()
+    expect(review).to_be_checked()
     wait_for_app(page)
     page.get_by_role("button", name="Launch").click()
 
@@ -97,12 +101,24 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
 
     # History: pick round 2, see parent and child with the diff, fork it into the Editor
     page.get_by_role("button", name="Open in History").click()
-    wait_for_app(page)
     expect(page.get_by_role("heading", name="History")).to_be_visible()
-    page.locator('[data-testid="stSelectbox"]').filter(has_text="Round").click()
+    # Interact only once the page's first run is over: its later elements (the last round's diff is near the
+    # end) are drawn, and then the script is idle (waiting a fixed moment for a rerun to start, then for "not
+    # running", can return before the run has even begun on a loaded machine).
+    expect(page.locator('[data-testid="stCode"]').filter(has_text=f"+++ round {ROUNDS}")).to_be_visible()
+    wait_for_app(page, settle_ms=0)
+    picker = page.get_by_role("combobox", name="Round", exact=True)  # not "Run", whose labels say "rounds"
+    expect(picker).to_have_value(re.compile(rf"^#{ROUNDS} · "))  # the last round is picked
+    # The picker's list closes when the page scrolls. Once the page is drawn to its end, the picker sits at
+    # the bottom edge of the window, so the click first scrolled the page and the list opened and closed at
+    # once (how early the click came decided where the picker was: the flaky part). Bring it to the middle
+    # of the window, open it, and choose only once the list is open.
+    picker.evaluate("e => e.scrollIntoView({block: 'center'})")
+    page.locator('[data-testid="stSelectbox"]').filter(has=picker).click()
+    expect(picker).to_have_attribute("aria-expanded", "true")
     page.get_by_role("option", name=re.compile(r"^#2 ")).click()
-    wait_for_app(page)
     expect(page.get_by_role("heading", name=re.compile(r"Round #2 · "))).to_be_visible()
+    wait_for_app(page, settle_ms=0)
     expect(page.locator(MERMAID)).to_have_count(2)  # parent, child
     _drawn(page, 2)
     lineage = page.locator('[data-testid="stPlotlyChart"]').filter(has=page.locator(".scatterlayer"))
