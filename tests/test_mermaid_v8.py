@@ -1,0 +1,136 @@
+"""Mermaid in V8 (mini-racer): the engine the hard check and export use when it is installed, its speed-ups proven
+to change nothing, and the fall-back to QuickJS when V8 cannot start."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flowcore import mermaid_js, mermaid_v8
+from flowcore.mermaid_js import parse_check
+
+pytestmark = pytest.mark.skipif(not mermaid_v8.available(), reason="mini-racer is not installed")
+
+# Math.random seeded (roughjs draws shapes with it), so two renders of one text can be compared byte for byte
+_SEED_JS = ("(function(){let a=12345;Math.random=function(){a|=0;a=a+0x6D2B79F5|0;let t=Math.imul(a^a>>>15,1|a);"
+            "t=t+Math.imul(t^t>>>7,61|t)^t;return((t^t>>>14)>>>0)/4294967296;};})();")
+DRAWING = """flowchart TD
+    PROBLEM(["Problem"])
+    C1["Custom<br/>(role: solver)"]
+    C2{"Decide"}
+    subgraph S [Two steps]
+      C3[["Program"]] -.-> C4[("Store")]
+    end
+    classDef hot fill:#f96
+    class C2 hot
+    PROBLEM -->|input| C1 --> C2 -->|Passed| C3
+    C4 ==> RETURN(["Return"])
+"""
+
+
+@pytest.fixture()
+def engine_state():
+    """The module's engines as they were, restored after a test that starts its own."""
+    saved = (dict(mermaid_js._engines), dict(mermaid_js._backends), dict(mermaid_js._fallbacks),
+             dict(mermaid_js._parse_cache), dict(mermaid_js._svg_cache))
+    mermaid_js._engines.clear()
+    mermaid_js._parse_cache.clear()
+    mermaid_js._svg_cache.clear()
+    yield
+    for eng in mermaid_js._engines.values():
+        eng.close()
+    for store, old in zip((mermaid_js._engines, mermaid_js._backends, mermaid_js._fallbacks,
+                           mermaid_js._parse_cache, mermaid_js._svg_cache), saved, strict=True):
+        store.clear()
+        store.update(old)
+
+
+def _seeded_render(speedups: bool, text: str) -> str:
+    from mermaidx.engines import v8_engine
+    from mermaidx.engines._common import TextMeasurer
+
+    known: dict = {}
+
+    def build():
+        fresh = mermaid_v8.build_context(speedups=speedups)
+        contexts.append(fresh)
+        fresh.eval(_SEED_JS)
+        return fresh
+
+    contexts: list = []
+    first = build()
+    try:
+        return v8_engine._render(first, text, "default", dict(mermaid_js.MERMAID_CONFIG), None, known,
+                                 TextMeasurer().foreign_object, build)
+    finally:
+        for c in contexts:  # every context closed: a dropped one can hang the interpreter's exit
+            c.close()
+
+
+def test_shim_speedups_draw_the_same_svg():
+    plain = _seeded_render(False, DRAWING)
+    fast = _seeded_render(True, DRAWING)
+    assert "Two steps" in fast and "Custom" in fast
+    assert fast == plain
+
+
+def test_v8_has_the_regexp_statics_the_shim_wrapper_was_for():
+    ctx = mermaid_v8.build_context()
+    try:
+        assert ctx.eval("'abcd'.match(/(b)(c)/); [RegExp.$1, RegExp.$2, RegExp['$&'], RegExp['$`'], "
+                        "RegExp[\"$'\"]].join('|')") == "b|c|bc|a|d"
+        # the wrapper is gone: exec is the engine's own
+        assert ctx.eval("RegExp.prototype.exec.toString().includes('[native code]')")
+    finally:
+        ctx.close()
+
+
+def test_the_v8_parse_engine_is_fast_and_agrees_with_quickjs(engine_state):
+    v8 = mermaid_v8.V8ParseEngine()
+    v8.start()
+    qjs = mermaid_js._ParseEngine()
+    qjs.start()
+    try:
+        assert v8.fast_ready
+        for text in (DRAWING, DRAWING + "  C4 --> (\n", "flowchart TD\n  A[x] --> B{y\n", "graph TDA;\n", "pie\n"):
+            assert v8.parse(text) == qjs.parse(text), text
+        assert v8.graph(DRAWING) == qjs.graph(DRAWING)
+    finally:
+        v8.close()
+        qjs.close()
+
+
+def test_v8_is_the_default_engine_and_quickjs_can_be_chosen(engine_state, monkeypatch):
+    monkeypatch.delenv(mermaid_js.ENGINE_ENV, raising=False)
+    assert mermaid_js.backend("parse") == "v8"
+    assert parse_check(DRAWING) is None
+    mermaid_js._engines.pop("parse").close()
+    monkeypatch.setenv(mermaid_js.ENGINE_ENV, "quickjs")
+    assert mermaid_js.backend("parse") == "quickjs"
+    err = parse_check(DRAWING + "  C4 --> (\n")
+    assert err is not None and err.line == 12
+
+
+def test_when_v8_cannot_start_quickjs_checks_and_draws(engine_state, monkeypatch):
+    monkeypatch.delenv(mermaid_js.ENGINE_ENV, raising=False)
+
+    def broken(*_a, **_k):
+        raise OSError("libmini_racer.so: cannot open shared object file")
+
+    monkeypatch.setattr(mermaid_v8, "build_context", broken)
+    monkeypatch.setattr(mermaid_v8, "render_engine", broken)
+    which = mermaid_js.backend("parse")
+    assert which.startswith("quickjs (V8 did not start: OSError: libmini_racer.so")
+    assert parse_check(DRAWING) is None
+    assert parse_check(DRAWING.replace('C2{"Decide"}', 'C2{"Decide"')) is not None
+    svg = mermaid_js.render_svg("flowchart LR\n  A[one] --> B[two]\n")
+    assert mermaid_js.backend("render").startswith("quickjs") and "one" in svg and "two" in svg
+
+
+def test_v8_drawing_process_renders_and_learns_label_sizes(engine_state, monkeypatch):
+    monkeypatch.delenv(mermaid_js.ENGINE_ENV, raising=False)
+    svg = mermaid_js.render_svg(DRAWING)
+    assert mermaid_js.backend("render") == "v8"
+    assert svg.lstrip().startswith("<svg") and "Two steps" in svg and "Program" in svg
+    assert json.loads(json.dumps(svg)) == svg  # plain text, no bytes
