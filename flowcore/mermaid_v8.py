@@ -148,14 +148,24 @@ class V8ParseEngine:
 # ------------------------------------------------------------------------------------------------ drawing
 
 def _child_main(conn) -> None:  # pragma: no cover - runs in the child process
-    """mermaidx's V8 child loop (one isolate, requests over a pipe), with this module's contexts."""
+    """mermaidx's V8 child loop (one isolate, requests over a pipe), with this module's contexts, and one spare
+    context kept ready: a diagram whose label sizes are not known yet is drawn twice (the first pass only learns
+    them, see mermaidx's v8_engine._render), and the second pass needs a fresh context too."""
     from mermaidx.engines import v8_engine
     from mermaidx.engines._common import MermaidRenderError, TextMeasurer
 
     known: dict = {}
     measurer = TextMeasurer()
+    ready: list = []
+    used: list = []  # the contexts the current request has drawn in
+
+    def take():
+        ctx = ready.pop(0) if ready else build_context()
+        used.append(ctx)
+        return ctx
+
     try:
-        ctx = build_context()
+        ready += [build_context(), build_context()]
         conn.send(("ready", None))
     except Exception as exc:  # noqa: BLE001 - any boot failure goes to the parent
         conn.send(("boot_error", f"{type(exc).__name__}: {exc}"))
@@ -169,16 +179,20 @@ def _child_main(conn) -> None:  # pragma: no cover - runs in the child process
             return
         code, theme, config, css = msg
         try:
-            svg = v8_engine._render(ctx, code, theme, config, css, known, measurer.foreign_object, build_context)
+            svg = v8_engine._render(take(), code, theme, config, css, known, measurer.foreign_object, take)
             conn.send(("ok", svg))
         except MermaidRenderError as exc:
             conn.send(("render_error", str(exc)))
         except Exception as exc:  # noqa: BLE001
             conn.send(("render_error", f"{type(exc).__name__}: {exc}"))
-        # mermaid.js numbers ids from module-level counters: every diagram gets a fresh context (as a browser
-        # page per diagram would), built now so that it is ready by the next request
+        # mermaid.js numbers ids from module-level counters: every diagram gets fresh contexts (as a browser
+        # opens a page per diagram), built now so that they are ready by the next request
+        for ctx in used:
+            ctx.close()
+        used.clear()
         try:
-            ctx = build_context()
+            while len(ready) < 2:
+                ready.append(build_context())
         except Exception as exc:  # noqa: BLE001
             conn.send(("boot_error", f"{type(exc).__name__}: {exc}"))
             return

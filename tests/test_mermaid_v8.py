@@ -134,3 +134,18 @@ def test_v8_drawing_process_renders_and_learns_label_sizes(engine_state, monkeyp
     assert mermaid_js.backend("render") == "v8"
     assert svg.lstrip().startswith("<svg") and "Two steps" in svg and "Program" in svg
     assert json.loads(json.dumps(svg)) == svg  # plain text, no bytes
+
+
+def test_png_has_the_pixels_novasvg_paints():
+    import io
+
+    from mermaidx.raster import render_bitmap
+    from PIL import Image
+
+    text = "flowchart LR\n  A[one] --> B((two))\n"
+    for background in ("#ffffff", None):
+        png = mermaid_js.render_png(text, scale=1.5, background=background)
+        ours = Image.open(io.BytesIO(png))
+        ref = Image.open(io.BytesIO(render_bitmap(mermaid_js.render_svg(text), scale=1.5,
+                                                  background=background).to_bytes("png")))
+        assert ours.size == ref.size and ours.convert("RGBA").tobytes() == ref.convert("RGBA").tobytes()
