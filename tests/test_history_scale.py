@@ -3,6 +3,7 @@ summaries match the full rounds, the lineage collapses for long runs, and old wo
 
 from __future__ import annotations
 
+import gc
 import random
 
 from flowcore.evolution import historyview as hv
@@ -156,6 +157,7 @@ def test_run_view_is_reused_until_the_run_changes(tmp_path):
     assert grown.total == 21 and grown.labels[20] == "#20 · insert"
     other.set_status(run, "finished")
     assert hv.run_view(h, run) is not grown and hv.run_view(h, run).info.status == "finished"
+    assert gc.isenabled()  # a view is built with the collector paused, never left off
 
 
 def test_every_write_moves_the_runs_last_write_time_forward(ws):
