@@ -121,7 +121,10 @@ class LLMSettings:
     stream: bool = False  # stream replies: the timeout is then a silence timeout, not a total one
 
     def __post_init__(self) -> None:
-        self.models = {**_default_models(), **{k: v for k, v in (self.models or {}).items() if v}}
+        self.base_url = check_base_url(self.base_url)
+        # a blank (or all-spaces) model name means the default, never a model called "   "
+        names = {k: v.strip() if isinstance(v, str) else v for k, v in (self.models or {}).items()}
+        self.models = {**_default_models(), **{k: v for k, v in names.items() if v}}
         caps = {**DEFAULT_MAX_TOKENS, **(self.max_tokens or {})}
         bad = {r: v for r, v in caps.items() if r not in ROLES or not isinstance(v, int) or v < 1}
         if bad:
@@ -154,6 +157,12 @@ class LLMSettings:
                 msg = f"environment variable {name}={raw!r} is not a valid {kind.__name__}"
                 raise ValueError(msg) from None
 
+        def url(name: str) -> str | None:
+            try:
+                return check_base_url(env.get(name))
+            except ValueError as e:
+                raise ValueError(f"environment variable {name}: {str(e).removeprefix('LLM settings: ')}") from None
+
         fallback = (env.get("OPENAI_MODEL") or "").strip() or DEFAULT_MODEL
         models = {r: (env.get(f"MERMAIDFLOW_MODEL_{r.upper()}") or "").strip() or fallback for r in ROLES}
         prices = dict(DEFAULT_PRICES)
@@ -171,7 +180,7 @@ class LLMSettings:
         caps = {r: num(f"MERMAIDFLOW_MAX_TOKENS_{r.upper()}", int, every or DEFAULT_MAX_TOKENS[r]) for r in ROLES}
         stream = (env.get("MERMAIDFLOW_STREAM") or "0").strip().lower() in ("1", "true", "yes", "on")
         return cls(max_tokens=caps, context_tokens=num("MERMAIDFLOW_CONTEXT_TOKENS", int, None), stream=stream,
-                   base_url=(env.get("OPENAI_BASE_URL") or "").strip() or None,
+                   base_url=url("OPENAI_BASE_URL"),
                    api_key=(env.get("OPENAI_API_KEY") or "").strip() or None,
                    models=models, prices=prices,
                    timeout=num("MERMAIDFLOW_TIMEOUT", float, 60.0),
@@ -240,8 +249,8 @@ class LLMSettings:
                        max_tokens={k: int(v) for k, v in (d.get("max_tokens") or {}).items()},
                        context_tokens=None if d.get("context_tokens") in (None, "") else int(d["context_tokens"]),
                        stream=bool(d.get("stream", False)))
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"LLM settings: {e}") from None  # one exception type for the Settings page
+        except (TypeError, ValueError) as e:  # one exception type for the Settings page
+            raise ValueError(f"LLM settings: {str(e).removeprefix('LLM settings: ')}") from None
 
 
 def _parse_prices(prices: Any, where: str) -> dict[str, tuple[float, float]]:
@@ -258,6 +267,31 @@ def _parse_prices(prices: Any, where: str) -> dict[str, tuple[float, float]]:
             raise ValueError(f"{where}: price of {model!r} is negative")
         out[str(model)] = (pin, pout)
     return out
+
+
+def check_base_url(url: str | None) -> str | None:
+    """The endpoint URL stripped (None when blank); ValueError saying what is wrong with it otherwise, so a
+    typo is refused where it is typed instead of failing later as a connection error or a crash."""
+    if url is None:
+        return None
+    if not isinstance(url, str):
+        raise ValueError(f"LLM settings: base_url must be text, got {type(url).__name__}")
+    url = url.strip()
+    if not url:
+        return None
+    example = "such as http://127.0.0.1:8000/v1"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError when out of range or not a number
+    except ValueError as e:
+        raise ValueError(f"LLM settings: the endpoint URL (base_url) {url!r} is not a valid URL ({e}); write one "
+                         f"{example}") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"LLM settings: the endpoint URL (base_url) {url!r} must start with http:// or https:// "
+                         f"({example})")
+    if not parts.hostname or any(c.isspace() for c in url) or port == 0:
+        raise ValueError(f"LLM settings: the endpoint URL (base_url) {url!r} names no valid host ({example})")
+    return url
 
 
 def public_url(url: str | None) -> str:

@@ -160,3 +160,34 @@ def test_price_rows_from_the_grid():
                      ([{"model": "m", "input": 1, "output": 1}] * 2, "listed twice")):
         with pytest.raises(store.SettingsError, match=why):
             store.prices_from_rows(bad)
+
+
+@pytest.mark.parametrize("url, why", [
+    ("127.0.0.1:8000/v1", "must start with http:// or https://"),
+    ("ftp://example.test/v1", "must start with http:// or https://"),
+    ("http://127.0.0.1:99999/v1", "Port out of range"),
+    ("http://[::1/v1", "Invalid IPv6 URL"),
+    ("http:///v1", "names no valid host"),
+])
+def test_a_bad_endpoint_url_is_refused_naming_it_and_keeps_the_saved_one(db, url, why):
+    store.save_llm_settings(Workspace(db), {"base_url": "http://127.0.0.1:9/v1"})
+    at = settings_page()
+    at.text_input(key="set_url").set_value(url)
+    submit(at, "Save settings")  # no traceback (a port out of range used to crash the page)
+    assert any("endpoint URL" in e and repr(url) in e and why in e for e in texts(at.error)), texts(at.error)
+    assert store.load_llm_settings(Workspace(db))["base_url"] == "http://127.0.0.1:9/v1"
+
+
+def test_endpoint_url_spaces_are_trimmed_and_blank_model_names_mean_the_default(db):
+    at = settings_page()
+    at.text_input(key="set_url").set_value("  http://127.0.0.1:9/v1 ")
+    at.text_input(key="set_model_executor").set_value("   ")
+    submit(at, "Save settings")
+    saved = store.load_llm_settings(Workspace(db))
+    assert saved["base_url"] == "http://127.0.0.1:9/v1" and saved["models"]["executor"] == "gpt-4o-mini"
+
+
+def test_a_bad_endpoint_in_the_environment_names_the_variable(monkeypatch):
+    with pytest.raises(ValueError, match="OPENAI_BASE_URL.*'localhost:8000'.*http://"):
+        LLMSettings.from_env({"OPENAI_BASE_URL": "localhost:8000"})
+    assert LLMSettings.from_env({"OPENAI_BASE_URL": " http://h:1/v1 "}).base_url == "http://h:1/v1"
