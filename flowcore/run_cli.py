@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
     c = sub.add_parser("compile", help="compile a workflow into a standalone Python module")
     c.add_argument("file")
     c.add_argument("--task", choices=cat.TASKS)
-    c.add_argument("-o", "--out", help="output file (default: standard output)")
+    c.add_argument("-o", "--out", help="output file (default or '-': standard output)")
     c.set_defaults(func=_cmd_compile)
 
     r = sub.add_parser("run", help="run a workflow once on one problem")
@@ -116,11 +116,14 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         source = compile_workflow(w, args.task)
     except CompileError as exc:
         raise JobFailed(f"{args.file}: {exc}") from None
-    if not args.out:
+    if not args.out or args.out == "-":  # "-" is standard output, as for most tools (not a file named "-")
         sys.stdout.write(source)
         return 0
+    out = Path(args.out)
+    if out.exists() and out.resolve() == Path(args.file).resolve():  # `-o my.mmd` would replace the workflow
+        raise CliError(f"{args.out}: is the workflow file itself; choose another output file (e.g. workflow.py)")
     try:
-        Path(args.out).write_text(source, encoding="utf-8")
+        out.write_text(source, encoding="utf-8")
     except OSError as exc:
         raise CliError(f"{args.out}: cannot write ({exc})") from None
     print(f"wrote {args.out}", file=sys.stderr)

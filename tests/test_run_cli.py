@@ -119,6 +119,18 @@ def test_compile_writes_a_module_or_prints_it(no_endpoint, capsys, tmp_path):
     assert cli(capsys, "compile", CODE_SEED, "-o", str(tmp_path / "no" / "dir" / "x.py"))[0] == 2
 
 
+def test_compile_dash_is_standard_output_and_never_overwrites_the_workflow(no_endpoint, capsys, tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = cli(capsys, "compile", CODE_SEED, "--task", "code", "-o", "-")
+    assert code == 0 and "TASK = 'code'" in out and not (tmp_path / "-").exists()  # not a file named "-"
+    mine = tmp_path / "mine.mmd"
+    mine.write_text(Path(CODE_SEED).read_text())
+    code, _, err = cli(capsys, "compile", str(mine), "--task", "code", "-o", "./mine.mmd")
+    assert code == 2 and "mine.mmd" in err and "workflow file itself" in err and "Traceback" not in err
+    assert mine.read_text() == Path(CODE_SEED).read_text()  # the workflow is still there
+
+
 # -- evaluate --data on unseen rows: exactly the deserved score -------------------------------------------------
 
 def _rows(path: Path, rows: list[dict]) -> str:
