@@ -72,7 +72,8 @@ def encode_text(text: str) -> str:
 def decode_text(code: str) -> str:
     """The text of a ``z:`` code; DraftError naming what is wrong (prefix, base64, zlib, size, UTF-8)."""
     if not isinstance(code, str) or not code.startswith(PREFIX):
-        raise DraftError(f"the link's 'code' must start with {PREFIX!r}")
+        cut = isinstance(code, str) and ("z%3a".startswith(code.lower()) or PREFIX.startswith(code))
+        raise DraftError(f"the link's 'code' must start with {PREFIX!r}" + (" (was the link cut short?)" * cut))
     body = code[len(PREFIX):].strip()
     if not _B64_RE.match(body):
         raise DraftError("the link's 'code' is not URL-safe base64 (was the link cut short?)")

@@ -22,6 +22,20 @@ def studio_link(text: str, task: str, name: str, base: str = DEFAULT_BASE, page:
     return f"{base.rstrip('/')}/{page}?{urlencode(params)}"
 
 
+def check_base(base: str) -> str:
+    """The Studio's address as given, without a trailing '/'; ValueError when a browser could not open a
+    link built on it (no http(s) scheme or no host: '127.0.0.1:8501' alone opens nothing)."""
+    base = base.strip().rstrip("/")
+    try:
+        parts = urlsplit(base)
+        parts.port  # noqa: B018 - raises ValueError when out of range
+    except ValueError as e:
+        raise ValueError(f"--base {base!r} is not a valid URL ({e})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ValueError(f"--base {base!r} must be where the Studio runs, such as {DEFAULT_BASE}")
+    return base
+
+
 def workflow_of_link(url: str, ws: Workspace | None = None) -> drafts.OpenWorkflow:
     """The workflow a Studio link opens; DraftError naming the bad parameter."""
     params = dict(parse_qsl(urlsplit(url).query))
@@ -42,11 +56,15 @@ def _cmd_link(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(wf.text)
         return 0
+    try:
+        base = check_base(args.base)
+    except ValueError as e:
+        raise CliError(str(e)) from None
     text = read_text(args.target)
     if not text.strip():
         raise CliError(f"{args.target}: the file is empty")
     name = args.name or args.target.rsplit("/", 1)[-1].removesuffix(".mmd") or "workflow"
-    link = studio_link(text, args.task, name[:80], args.base)
+    link = studio_link(text, args.task, name[:80], base)
     if args.json:
         emit({"link": link, "name": name, "task": args.task})
     else:

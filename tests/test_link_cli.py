@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from flowcore import drafts
 from flowcore.cli import main
 
@@ -37,3 +39,15 @@ def test_a_link_opens_what_the_pages_open(ws):
 
     link = studio_link("flowchart LR\n    A --> B\n", "code", "ab")
     assert workflow_of_link(link, ws) == drafts.OpenWorkflow("ab", "code", "flowchart LR\n    A --> B\n")
+
+
+@pytest.mark.parametrize("base", ["127.0.0.1:8501", "localhost", "ftp://h/", "http://", "http://h:99999"])
+def test_a_base_a_browser_could_not_open_is_refused(capsys, base):
+    assert main(["link", SEED, "--base", base]) == 2
+    err = capsys.readouterr().err
+    assert "--base" in err and repr(base.rstrip("/")) in err and "Traceback" not in err
+
+
+def test_a_link_cut_inside_the_code_prefix_says_so(capsys):
+    assert main(["link", "--decode", "http://127.0.0.1:8501/editor?wf=a&task=math&code=z%3"]) == 1
+    assert "cut short" in capsys.readouterr().err
