@@ -143,6 +143,12 @@ def guarded(fn: Callable[[argparse.Namespace], int], failures: tuple[type[Except
         except _raised_by("flowcore.storage", "WorkspaceError") as exc:
             print(f"error: {exc.path}: {exc}", file=sys.stderr)
             return 2
+        # the workspace opened but a write failed (a read-only file or folder, a full disk, a broken file)
+        except _raised_by("sqlite3", "Error") as exc:
+            db, storage = getattr(args, "db", None), sys.modules.get("flowcore.storage")
+            db = db or (storage.default_target() if storage else "the workspace")
+            print(f"error: {db}: the workspace database cannot be used ({exc})", file=sys.stderr)
+            return 2
         # the machine lacks bubblewrap: code is refused, never run unconfined
         except _raised_by("flowcore.sandbox", "SandboxUnavailable") as exc:
             print(f"error: {exc}", file=sys.stderr)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -89,22 +90,30 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         info = split_info(args.benchmark, split, data_path=args.data, split_file=args.split_file, limit=args.limit)
     except (DataError, ValueError) as exc:
         raise CliError(str(exc)) from None
+    ws = None
+    if args.db:  # an unusable workspace is said before anything is measured, not after
+        from .compare import _schema
+        from .storage import Workspace
+
+        ws = Workspace(args.db)
+        _schema(ws)
     llm = _llm(args.concurrency)
     show = None if args.json or not sys.stderr.isatty() else (lambda name, d, t, r: _progress(d, t, r))
     result = run_compare(entries, args.benchmark, problems, llm=llm, split=info, repeats=args.repeats,
                          concurrency=args.concurrency, progress=show, timeout=args.timeout)
     doc = result.to_json()
-    if args.db:
-        from .storage import Workspace
-
+    unsaved = None
+    if ws is not None:
         try:
-            doc["stored_as"] = save_comparison(Workspace(args.db), result)
-        except OSError as exc:
-            raise CliError(f"{args.db}: {exc}") from None
+            doc["stored_as"] = save_comparison(ws, result)
+        except (OSError, sqlite3.Error) as exc:  # the measurements are still printed: nothing paid for is lost
+            unsaved = f"{args.db}: the comparison could not be stored ({exc}); its results are printed above"
     if args.json:
         emit(doc)
     else:
         print(format_table(doc))
+    if unsaved:
+        raise CliError(unsaved)
     bad = [(r["workflow"], r["errors"], r["error_rate"]) for r in doc["table"] if r["error_rate"] > args.max_error_rate]
     if bad:
         name, errors, rate = bad[0]

@@ -136,6 +136,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     w = load_workflow(args.file, args.task)
     problem, tests = _text_arg(args.problem), _text_arg(args.public_tests)
+    if not problem.strip():
+        raise CliError(f"--problem is empty{f' ({args.problem[1:]} holds no text)' if args.problem[:1] == '@' else ''}: "
+                       "give the problem text or @FILE")
     llm = _llm(db=args.db, run_id=f"run-cli:{Path(args.file).name}")
     try:
         res = asyncio.run(run_workflow(w, problem, entry_point=args.entry_point, llm=llm, public_tests=tests,
@@ -158,8 +161,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from .benchmarks import TASK_OF, DataError, load, split_info
     from .evaluation import evaluate_workflow
 
-    if args.limit is not None and args.limit < 0:
-        raise CliError(f"--limit must be >= 0, got {args.limit}")
+    if args.limit is not None and args.limit < 1:  # 0 problems would print a score of nothing
+        raise CliError(f"--limit must be at least 1, got {args.limit}")
     if args.concurrency < 1:
         raise CliError(f"--concurrency must be >= 1, got {args.concurrency}")
     if args.repeats < 1:
@@ -188,6 +191,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     out["split"] = info  # whose split these problems are (ours is not the papers' files)
     if report.cancelled:
         out["interrupted"] = f"stopped after {len(report.results)} of {len(problems)} problems"
+    if not report.n:  # nothing was scored (every problem errored, or none finished): no score, not 0%
+        out["score"] = out["ci"] = None
     if args.json:
         emit(out)
     else:
@@ -197,8 +202,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             print(f"{mark} {r.id}  {_one_line(str(shown))}")
         solved = sum(r.correct for r in report.results)
         errs = f", {report.errors} not run (endpoint errors, not counted)" if report.errors else ""
-        print(f"{args.benchmark}: score {report.score:.3f} ({solved}/{report.n}){errs}, 95% CI "
-              f"[{report.ci_low:.3f}, {report.ci_high:.3f}], {_cost_text(llm, out['cost'])}, "
+        scored = (f"score {report.score:.3f} ({solved}/{report.n}){errs}, 95% CI [{report.ci_low:.3f}, "
+                  f"{report.ci_high:.3f}]") if report.n else f"no score: no problem was scored{errs}"
+        print(f"{args.benchmark}: {scored}, {_cost_text(llm, out['cost'])}, "
               f"{out['tokens']['prompt']}+{out['tokens']['completion']} tokens")
         if report.cancelled:
             print(f"interrupted: {out['interrupted']} (a partial report)")

@@ -75,6 +75,10 @@ def problem_bootstrap(rates: Sequence[float], *, resamples: int = BOOTSTRAP_RESA
     if not rates:
         return 0.0, 0.0
     if len(set(rates)) == 1:
+        if rates[0] in (0, 1):  # every run of every problem failed (solved): exact, never "0-0%"
+            from .benchmarks.harness import exact_all_same
+
+            return exact_all_same(rates[0] == 1, len(rates), 1 - confidence)
         return float(rates[0]), float(rates[0])
     import numpy as np
     from scipy.stats import bootstrap

@@ -395,7 +395,10 @@ def test_bootstrap_ci():
     assert 0.48 <= lo < 0.6 < hi <= 0.71 and bootstrap_ci(values) == (lo, hi)
     lo_big, hi_big = bootstrap_ci(values * 10)
     assert hi_big - lo_big < hi - lo  # more data, narrower interval
-    assert bootstrap_ci([True] * 5) == (1.0, 1.0) and bootstrap_ci([]) == (0.0, 0.0)
+    assert bootstrap_ci([]) == (0.0, 0.0)
+    # all alike: the bootstrap has no spread, the exact Clopper-Pearson interval is given (0/10 is 0-31%)
+    assert bootstrap_ci([True] * 5) == pytest.approx((0.025 ** 0.2, 1.0))
+    assert bootstrap_ci([False] * 10) == pytest.approx((0.0, 0.3085), abs=1e-4)
     lo1, hi1 = bootstrap_ci([True, False, False, False], resamples=2000)
     assert 0.0 <= lo1 <= 0.25 <= hi1 <= 1.0
 

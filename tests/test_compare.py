@@ -229,7 +229,7 @@ def test_a_split_file_chooses_the_problems(endpoint, workflows, capsys, tmp_path
         assert code == 2 and msg in err and "split.json" in err, err
     split.write_text("{not json")
     code, _, err = cli(capsys, "compare", *workflows, "--benchmark", "gsm8k", "--split-file", str(split))
-    assert code == 2 and "line 1: invalid JSON" in err
+    assert code == 2 and "line 1, column 2: invalid JSON" in err
     code, _, err = cli(capsys, "split", "--benchmark", "math", "-o", str(tmp_path / "m.json"))
     doc = json.loads((tmp_path / "m.json").read_text())
     assert code == 0 and len(doc["validation"]) == 121 and len(doc["test"]) == 484

@@ -80,7 +80,7 @@ def _read_rows(path: Path) -> list[tuple[int, Any]]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
+            raise DataError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
         if not isinstance(data, list):
             raise DataError(f"{path}: expected a JSON list of rows")
         return [(i + 1, row) for i, row in enumerate(data)]
@@ -91,7 +91,7 @@ def _read_rows(path: Path) -> list[tuple[int, Any]]:
         try:
             rows.append((lineno, json.loads(line)))
         except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: line {lineno}: invalid JSON ({exc.msg})") from None
+            raise DataError(f"{path}: line {lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
     return rows
 
 
@@ -401,6 +401,9 @@ def load(benchmark: str, split: str | None = "validation", *, data_path: str | P
             if split_file is not None:
                 parts = read_split_file(split_file, benchmark, [p.id for p in problems])
                 val, test = parts["validation"], parts["test"]
+                if not (val if split == "validation" else test):  # nothing to score: never a 0% of nothing
+                    raise DataError(f"{split_file}: field '{split}' is empty: the split file names no {split} "
+                                    "problems")
             else:
                 val, test = split_ids([p.id for p in problems], seed)
             keep = set(val if split == "validation" else test)
@@ -426,7 +429,7 @@ def read_split_file(path: str | Path, benchmark: str, known_ids: list[str] | Non
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: cannot read ({exc})") from None
     except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
+        raise DataError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
     if not isinstance(doc, dict):
         raise DataError(f'{path}: expected an object {{"validation": [ids], "test": [ids]}}')
     if doc.get("benchmark") not in (None, benchmark):

@@ -76,9 +76,15 @@ def endpoint_failure(exc: BaseException | None) -> tuple[bool, bool]:
     return False, False
 
 
+def exact_all_same(solved: bool, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """Clopper-Pearson interval when all n outcomes agree: 0/10 is 0-31%, 10/10 is 69-100%."""
+    edge = 1 - (alpha / 2) ** (1 / n)
+    return (1 - edge, 1.0) if solved else (0.0, edge)
+
+
 def bootstrap_ci(values: list[bool], *, resamples: int = 1000, alpha: float = 0.05,
                  seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of 0/1 outcomes.
+    """Percentile bootstrap interval of the mean of 0/1 outcomes (exact when they all agree).
 
     Resampling n bools with replacement and counting the ones is a Binomial(n, p̂) draw, so each resample is
     drawn from that distribution's CDF: the same interval as the naive loop, in O(n + resamples·log n)."""
@@ -87,8 +93,8 @@ def bootstrap_ci(values: list[bool], *, resamples: int = 1000, alpha: float = 0.
         return 0.0, 0.0
     k = sum(1 for v in values if v)
     p = k / n
-    if k in (0, n):
-        return p, p
+    if k in (0, n):  # every resample is the same: give the exact (Clopper-Pearson) interval, never "0-0%"
+        return exact_all_same(k == n, n, alpha)
     logp, logq = math.log(p), math.log1p(-p)
     cdf, total = [], 0.0
     for j in range(n + 1):

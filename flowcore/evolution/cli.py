@@ -179,7 +179,8 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
         print(f"continuing finished run {run_id} after round {done} up to round {args.rounds} ({mode})",
               file=_stderr(), flush=True)
     elif resumed is not None:
-        print(f"resuming run {run_id} after round {done} ({mode})", file=_stderr(), flush=True)
+        where = f"after round {done}" if done >= 0 else "from its seed round (no round was stored)"
+        print(f"resuming run {run_id} {where} ({mode})", file=_stderr(), flush=True)
     else:
         print(f"run {run_id}: {args.rounds} round(s) on {args.benchmark}, {mode}", file=_stderr(), flush=True)
     result = evo.run()

@@ -18,6 +18,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import random
 import threading
 from collections.abc import Awaitable, Callable
@@ -99,6 +100,10 @@ class EvolutionConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or v < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+        for name in ("alpha", "lam", "budget"):  # nan passes every comparison below and breaks sampling later
+            v = getattr(self, name)
+            if v is not None and not math.isfinite(v):
+                raise ValueError(f"{'lambda' if name == 'lam' else name} must be a finite number, got {v}")
         if self.alpha < 0 or not 0 <= self.lam <= 1:
             raise ValueError(f"alpha must be >= 0 and lambda in [0, 1] (got {self.alpha}, {self.lam})")
         if self.mode not in MODES:

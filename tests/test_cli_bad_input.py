@@ -1,0 +1,162 @@
+"""What a new user trips over on the command line: input that selects nothing, numbers that are no numbers, a
+workspace that cannot be written, an endpoint that fails every call. Each is refused (or reported) with a message
+naming what and where, never a score of nothing, never a traceback, and nothing already measured is lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from flowcore.benchmarks import bootstrap_ci
+from flowcore.cli import main
+from tests.fakellm import FakeLLMServer, Fault
+
+ROOT = Path(__file__).resolve().parent.parent
+MATH_SEED = str(ROOT / "assets" / "examples" / "math_seed.mmd")
+
+
+@pytest.fixture
+def endpoint(monkeypatch):
+    for var in [v for v in os.environ if v.startswith(("OPENAI_", "MERMAIDFLOW_"))]:
+        monkeypatch.delenv(var)
+    servers = []
+
+    def start(responder) -> FakeLLMServer:
+        srv = FakeLLMServer(responder).start()
+        servers.append(srv)
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("MERMAIDFLOW_MAX_RETRIES", "0")
+        return srv
+
+    yield start
+    for srv in servers:
+        srv.stop()
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def test_evaluate_refuses_a_selection_of_no_problems(endpoint, capsys, tmp_path):
+    """--limit 0 or a split file whose chosen part is empty printed 'score 0.000 (0/0)' and exited 0."""
+    srv = endpoint("\\boxed{42}")
+    code, out, err = cli(capsys, "evaluate", MATH_SEED, "--benchmark", "gsm8k", "--limit", "0")
+    assert code == 2 and "--limit must be at least 1, got 0" in err and out == ""
+    split = tmp_path / "mine.json"
+    split.write_text(json.dumps({"benchmark": "gsm8k", "validation": [], "test": ["gsm8k/2"]}))
+    code, out, err = cli(capsys, "evaluate", MATH_SEED, "--benchmark", "gsm8k", "--split-file", str(split))
+    assert code == 2 and "mine.json: field 'validation' is empty" in err and out == ""
+    # an empty validation part stops evolution before it claims a score of nothing
+    code, out, err = cli(capsys, "evolve", "--benchmark", "gsm8k", "--rounds", "1", "--split-file", str(split),
+                         "--db", str(tmp_path / "e.db"))
+    assert code != 0 and "field 'validation' is empty" in err and "score" not in out
+    assert srv.requests == []
+    # the test part is there: evaluating it works
+    code, out, err = cli(capsys, "evaluate", MATH_SEED, "--benchmark", "gsm8k", "--split", "test",
+                         "--split-file", str(split), "--json")
+    assert code == 0 and json.loads(out)["n"] == 1, err
+
+
+def test_bad_json_is_named_with_line_and_column(endpoint, capsys, tmp_path):
+    endpoint("unused")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"question": "1+1?", "answer": "#### 2"}\n{"question": "2+2?", "answer": }\n')
+    code, _, err = cli(capsys, "evaluate", MATH_SEED, "--benchmark", "gsm8k", "--data", str(rows))
+    assert code == 2 and "rows.jsonl: line 2, column 32: invalid JSON" in err, err
+    split = tmp_path / "s.json"
+    split.write_text('{"validation": ["gsm8k/2"],\n "test": [}')
+    code, _, err = cli(capsys, "evaluate", MATH_SEED, "--benchmark", "gsm8k", "--split-file", str(split))
+    assert code == 2 and "s.json: line 2, column 11: invalid JSON" in err, err
+
+
+def test_run_refuses_an_empty_problem(endpoint, capsys, tmp_path):
+    srv = endpoint("\\boxed{2}")
+    code, _, err = cli(capsys, "run", MATH_SEED, "--problem", "  ")
+    assert code == 2 and "--problem is empty" in err
+    (tmp_path / "p.txt").write_text("\n")
+    code, _, err = cli(capsys, "run", MATH_SEED, "--problem", f"@{tmp_path / 'p.txt'}")
+    assert code == 2 and "p.txt holds no text" in err
+    assert srv.requests == []
+
+
+def test_an_evaluation_the_endpoint_failed_has_no_score(endpoint, capsys):
+    """A 401 on every call printed 'score 0.000 (0/0) ... 95% CI [0.000, 0.000]': a server error as a score."""
+    endpoint(Fault(status=401, body="Incorrect API key provided"))
+    code, out, err = cli(capsys, "evaluate", MATH_SEED, "--benchmark", "gsm8k", "--limit", "2")
+    assert code == 1 and "no score: no problem was scored, 2 not run (endpoint errors" in out
+    assert "score 0.000" not in out and "HTTP 401" in err
+    code, out, _ = cli(capsys, "evaluate", MATH_SEED, "--benchmark", "gsm8k", "--limit", "2", "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["score"] is None and doc["ci"] is None and doc["n"] == 0 and doc["errors"] == 2
+
+
+def test_an_all_wrong_evaluation_has_an_exact_interval_not_zero_to_zero(endpoint, capsys):
+    endpoint("\\boxed{-1}")
+    code, out, _ = cli(capsys, "evaluate", MATH_SEED, "--benchmark", "gsm8k", "--limit", "4", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["score"] == 0 and doc["ci"][0] == 0 and doc["ci"][1] == pytest.approx(0.6024, abs=1e-4)
+    assert bootstrap_ci([True] * 4) == pytest.approx((1 - 0.6024, 1.0), abs=1e-4)
+
+
+@pytest.mark.parametrize(("option", "value", "named"), [("--alpha", "nan", "alpha"), ("--lambda", "nan", "lambda"),
+                                                         ("--alpha", "inf", "alpha"), ("--budget", "nan", "budget")])
+def test_evolve_refuses_numbers_that_are_not_finite(endpoint, capsys, tmp_path, option, value, named):
+    """--alpha nan started a run whose first round failed with 'Total of weights must be finite'."""
+    srv = endpoint("\\boxed{1}")
+    db = tmp_path / "e.db"
+    code, out, err = cli(capsys, "evolve", "--benchmark", "gsm8k", "--rounds", "1", "--limit", "1", option, value,
+                         "--db", str(db))
+    assert code == 2 and f"{named} must be a finite number" in err and out == ""
+    assert srv.requests == []
+    if db.exists():  # no run was stored
+        assert sqlite3.connect(db).execute("SELECT count(*) FROM evo_runs").fetchone()[0] == 0
+
+
+def test_a_read_only_workspace_is_named_and_exits_2(endpoint, capsys, tmp_path, monkeypatch):
+    """A write failing in an opened workspace printed 'error: OperationalError: attempt to write a readonly
+    database' (exit 1, no file named)."""
+    endpoint("\\boxed{1}")
+    db = tmp_path / "ro.db"
+    sqlite3.connect(db).execute("PRAGMA journal_mode=WAL").connection.close()
+    real_connect = sqlite3.connect
+
+    def read_only(path, *a, **kw):  # as root chmod does not stop writes: the file opens, every write fails
+        conn = real_connect(path, *a, **kw)
+        if str(path) == str(db):
+            conn.execute("PRAGMA query_only=ON")
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", read_only)
+    code, out, err = cli(capsys, "evolve", "--benchmark", "gsm8k", "--rounds", "1", "--limit", "1", "--offline",
+                         "--db", str(db))
+    assert code == 2 and f"{db}: the workspace database cannot be used" in err and "readonly" in err, err
+
+
+def test_compare_checks_its_workspace_before_measuring_and_keeps_the_results(endpoint, capsys, tmp_path,
+                                                                             monkeypatch):
+    """compare --db with a broken workspace measured every workflow, then failed and printed nothing."""
+    srv = endpoint("\\boxed{42}")
+    garbage = tmp_path / "garbage.db"
+    garbage.write_text("this is not a database\n" * 100)
+    code, out, err = cli(capsys, "compare", "baseline:io", MATH_SEED, "--benchmark", "gsm8k", "--limit", "2",
+                         "--db", str(garbage))
+    assert code == 2 and "garbage.db" in err and out == "" and srv.requests == []
+    # the store fails only at the end (disk full, file locked away): the table is still printed
+    from flowcore import compare
+
+    def fail(*_a, **_k):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(compare, "save_comparison", fail)
+    code, out, err = cli(capsys, "compare", "baseline:io", MATH_SEED, "--benchmark", "gsm8k", "--limit", "2",
+                         "--db", str(tmp_path / "ok.db"))
+    assert code == 2 and "baseline:io" in out and "math_seed" in out
+    assert "could not be stored (database or disk is full); its results are printed above" in err
