@@ -95,6 +95,13 @@ def main() -> None:
     pages += [st.Page(str(ROOT / f), title=t, url_path=u, icon=i)
               for f, t, u, i in PAGES if (ROOT / f).exists()]
     nav = st.navigation(pages, position="top")
+    try:  # a workspace that is not a database, a folder or read-only: say so once, instead of a traceback
+        common.workspace().check_usable()
+    except OSError as e:
+        st.error(f"The workspace `{getattr(e, 'path', common.db_target())}` cannot be used: {e}. Nothing in it "
+                 f"was changed. Point `{common.DB_ENV}` at another file (a new name starts an empty workspace) "
+                 "and restart the app.", icon=":material/database:")
+        st.stop()
     common.keep_form_values()
     nav.run()
     common.sidebar_status()

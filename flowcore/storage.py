@@ -135,6 +135,14 @@ class Workspace:
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
 
+    def check_usable(self) -> None:
+        """Open the workspace and write to it once (its schema record), so a file that is not a database, a
+        folder or a read-only file is a WorkspaceError naming the problem before a page or command uses it."""
+        try:
+            self.ensure_schema("workspace", "")
+        except sqlite3.DatabaseError as exc:  # e.g. "attempt to write a readonly database"
+            raise WorkspaceError(Path(str(self.path)), f"not usable as the workspace database ({exc})") from None
+
     def ensure_schema(self, name: str, ddl: str) -> None:
         """Create a module's tables once per process (DDL must use IF NOT EXISTS). The DDL's hash is recorded
         in ``mf_schema``; another process (or a restart) skips DDL that is already applied."""

@@ -247,3 +247,23 @@ def test_the_gutter_waits_for_mermaids_own_verdict(editor):
         assert not any(s.startswith("Valid") for s in texts(editor.success))
     settle_mermaid(editor)
     assert any("Mermaid 11 agrees" in s for s in texts(editor.success))
+
+
+@pytest.mark.parametrize("kind", ["not a database", "a folder"])
+@pytest.mark.parametrize("page", ["pages/editor.py", "pages/export.py", "pages/settings.py"])
+def test_an_unusable_workspace_is_named_on_every_page_and_left_untouched(tmp_path, monkeypatch, kind, page):
+    target = tmp_path / "ws.db"
+    if kind == "a folder":
+        target.mkdir()
+    else:
+        target.write_bytes(b"my notes, not SQLite\n" * 10)
+    before = target.read_bytes() if target.is_file() else None
+    monkeypatch.setenv("MERMAIDFLOW_DB", str(target))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, at.exception  # was a traceback on every page
+    errors = texts(at.error)
+    assert any(str(target) in e and "cannot be used" in e and "MERMAIDFLOW_DB" in e for e in errors), errors
+    if before is not None:
+        assert target.read_bytes() == before and not list(tmp_path.glob("ws.db-*"))
