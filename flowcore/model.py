@@ -132,6 +132,14 @@ class Diagnostic:
         return {"code": self.code, "severity": self.severity, "message": self.message,
                 "line": self.line, "column": self.column, "node": self.node}
 
+    def located(self) -> str:
+        """The message led by where it is ('line 3: ...', 'workflow: ...'), saying the line once: a reader's
+        message already starts with its line."""
+        if not self.line:
+            return f"workflow: {self.message}"
+        lead = f"line {self.line}:"
+        return self.message if self.message.startswith(lead) else f"{lead} {self.message}"
+
     def __str__(self) -> str:
         where = f"{self.line}:{self.column or 1}: " if self.line else ""
         node = f" [{self.node}]" if self.node else ""

@@ -186,8 +186,7 @@ with right:  # fixed slots (list, notice, diagram): the diagram keeps its place,
             st.error(f"{len(errors)} error(s), {len(diags) - len(errors)} warning(s)")
         for d in diags[:view.MAX_LISTED_DIAGNOSTICS]:
             color = "red" if d.severity == "error" else "orange"
-            where = f"line {d.line}" if d.line else "workflow"
-            st.markdown(f":{color}[**{d.code}**] {where}: {md(d.message)}")
+            st.markdown(f":{color}[**{d.code}**] {md(d.located())}")
         if len(diags) > view.MAX_LISTED_DIAGNOSTICS:
             with st.expander(f"All {len(diags):,} diagnostics"):
                 st.dataframe([d.to_dict() for d in diags], hide_index=True, width="stretch",
