@@ -137,8 +137,8 @@ def load_evaluation(ws: Workspace, eval_id: int) -> EvalRecord:
 def save_progress(ws: Workspace, eval_id: int, results: list[ProblemResult], cost: float) -> None:
     """Store the problems finished so far (in problem order), so an evaluation whose server is stopped
     mid-run keeps them: ``reconcile`` later marks it interrupted with these results and their score."""
-    flags = [r.correct for r in results]
-    n = len(results)
+    flags = [r.correct for r in results if not r.errored]  # an endpoint failure is no wrong answer
+    n = len(flags)
     score = sum(flags) / n if n else None
     lo, hi = bootstrap_ci(flags) if n else (None, None)
     with ws.transaction() as conn:
@@ -146,6 +146,24 @@ def save_progress(ws: Workspace, eval_id: int, results: list[ProblemResult], cos
                      "WHERE id=? AND status='running'",
                      (n, score, lo, hi, float(cost or 0.0), json.dumps([asdict(r) for r in results]),
                       int(eval_id)))
+
+
+def running_job(ws: Workspace) -> jobs.Job | None:
+    """The evaluation still running in this server, found from the workspace (a reloaded page or a second
+    tab has no memory of the job it started)."""
+    _schema(ws)
+    for r in ws.query("SELECT job_id FROM evaluations WHERE status='running' ORDER BY id DESC"):
+        job = jobs.get(r["job_id"])
+        if job is not None and job.snapshot().active:
+            return job
+    return None
+
+
+def running_score(data: dict, done: int) -> float | None:
+    """The live score of a running evaluation: solved over the problems scored so far (endpoint failures
+    are not wrong answers); None before the first one."""
+    scored = data.get("scored", done)
+    return data.get("solved", 0) / scored if scored else None
 
 
 def reconcile(ws: Workspace) -> int:
@@ -227,7 +245,8 @@ def start_evaluation(ws: Workspace, settings: LLMSettings, *, workflow_text: str
     async def target(ctx: jobs.JobContext) -> EvalReport:
         eval_id = job.meta["eval_id"]
         llm = _llm_for(settings, ws, f"eval-{eval_id}", concurrency)
-        tally = {"solved": 0, "errors": 0, "cost": 0.0}
+        # scored: problems with a verdict (endpoint failures left out), what the running score divides by
+        tally = {"solved": 0, "scored": 0, "errors": 0, "cost": 0.0}
         order = {p.id: i for i, p in enumerate(problems)}
         finished: dict[int, ProblemResult] = {}
 
@@ -235,6 +254,7 @@ def start_evaluation(ws: Workspace, settings: LLMSettings, *, workflow_text: str
             finished[order.get(r.id, len(order) + len(finished))] = r
             save_progress(ws, eval_id, [finished[i] for i in sorted(finished)], llm.usage.cost)
             tally["solved"] += bool(r.correct)
+            tally["scored"] += not r.errored
             tally["errors"] += r.error is not None
             tally["cost"] = llm.usage.cost
             verdict = "correct" if r.correct else ("error" if r.error else "wrong")

@@ -154,7 +154,8 @@ def live(job_id: str) -> None:
     st.progress(snap.fraction, text=f"Evaluation #{snap.meta.get('eval_id')}: {snap.done}/{snap.total} problems "
                                     f"· {snap.message}")
     c = st.columns(4)
-    c[0].metric("Running score", _pct(data.get("solved", 0) / snap.done) if snap.done else "—")
+    live_score = es.running_score(data, snap.done)
+    c[0].metric("Running score", "—" if live_score is None else _pct(live_score))
     c[1].metric("Errors", data.get("errors", 0))
     c[2].metric("Cost so far", _money(data.get("cost")))
     c[3].metric("Elapsed", f"{snap.elapsed:.0f} s")
@@ -167,9 +168,7 @@ def live(job_id: str) -> None:
 def evaluations(ws, settings, text: str, task: str, name: str, can_run: bool) -> None:
     es.reconcile(ws)  # 'running' rows whose job died with an earlier server process
     past = es.list_evaluations(ws)
-    job = jobs.get(st.session_state.get(JOB_KEY))
-    if job is None:  # a reloaded page: find an evaluation still running in this server
-        job = next((j for r in past if r.status == "running" and (j := jobs.get(r.job_id))), None)
+    job = jobs.get(st.session_state.get(JOB_KEY)) or es.running_job(ws)  # a reload: found from the workspace
     busy = job is not None and job.snapshot().active
     benchmark_form(settings, text, task, name, can_run, busy)
     if busy:
@@ -206,7 +205,9 @@ def main() -> None:
         st.dataframe([d.to_dict() for d in diags if d.severity == "error"], hide_index=True, width="stretch",
                      column_order=["line", "column", "code", "message", "node"])
     can_run = configured and valid
-    mode = st.radio("Mode", ["One problem", "Benchmark"], horizontal=True, key="run_mode")
+    # a reloaded page (or a new tab) opens on the evaluation still running, not on an empty form
+    running = "run_mode" not in st.session_state and es.running_job(common.workspace()) is not None
+    mode = st.radio("Mode", ["One problem", "Benchmark"], horizontal=True, key="run_mode", index=int(running))
     if mode == "One problem":
         one_problem(settings, text, task, name, can_run)
     else:

@@ -114,6 +114,27 @@ def test_run_benchmark_evaluation_runs_in_background_and_survives_a_reload(monke
     assert fresh.selectbox[-1].value == job.meta["eval_id"]
 
 
+def test_a_reload_mid_evaluation_opens_on_its_progress(monkeypatch):
+    """A reloaded Run page (a new session) opened in 'One problem' mode: the running evaluation was nowhere to
+    be seen until the user found the Benchmark switch."""
+    with FakeLLMServer("The answer is 3", latency=1.0) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        at = app(RUN)
+        at.radio(key="run_mode").set_value("Benchmark").run()
+        at.number_input(key="run_limit").set_value(10).run()
+        at.number_input(key="run_conc").set_value(1).run()
+        at.button(key="run_start").click().run()
+        job = jobs.get(at.session_state["run_job_id"])
+        try:
+            reloaded = app(RUN)
+            assert reloaded.radio(key="run_mode").value == "Benchmark"
+            assert buttons(reloaded)["Start evaluation"] is True and "Cancel" in buttons(reloaded)
+        finally:
+            job.cancel()
+            job.wait(30)
+    assert app(RUN).radio(key="run_mode").value == "One problem"  # nothing running: the usual first mode
+
+
 def test_run_benchmark_cancel_keeps_the_partial_evaluation(monkeypatch):
     # 10 problems one at a time at 1 s each: the cancel lands well before the end even on a loaded machine
     with FakeLLMServer("The answer is 3", latency=1.0) as srv:
