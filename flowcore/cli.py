@@ -35,8 +35,21 @@ def read_text(path: str) -> str:
             return f.read()
     except FileNotFoundError:
         raise CliError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except IsADirectoryError:
+        raise CliError(f"{path}: is a folder, not a file") from None
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{path}:{_not_utf8(exc)}") from None
+    except OSError as exc:
         raise CliError(f"{path}: cannot read ({exc})") from None
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    """Where the first byte that is not UTF-8 is, as line:column (a byte offset means nothing to a person)."""
+    head = exc.object[:exc.start]
+    line = head.count(b"\n") + 1
+    column = len(head[head.rfind(b"\n") + 1:].decode("utf-8", "replace")) + 1
+    return (f"{line}:{column}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); a binary file, or text saved in "
+            "another encoding: save it as UTF-8")
 
 
 def load_workflow(path: str, task: str | None = None):  # noqa: ANN201

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from flowcore import parse, to_mermaid
 from flowcore.cli import main
 
@@ -60,7 +62,18 @@ def test_usage_and_io_errors_exit_2_without_traceback(tmp_path):
     binary = tmp_path / "bin.mmd"
     binary.write_bytes(b"\xff\xfe\x00garbage")
     p = run("check", str(binary))
-    assert p.returncode == 2 and "cannot read" in p.stderr
+    assert p.returncode == 2 and f"{binary}:1:1: not UTF-8" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("command", ["check", "fmt", "compile", "link"])
+def test_a_file_in_another_encoding_or_a_folder_is_named_with_its_place(tmp_path, command):
+    latin1 = tmp_path / "latin1.mmd"
+    latin1.write_bytes('flowchart TD\n    A["café"] --> B\n'.encode("latin-1"))
+    p = run(command, str(latin1))
+    assert p.returncode == 2 and f"{latin1}:2:11: not UTF-8 text (byte 0xe9)" in p.stderr, p.stderr
+    assert "save it as UTF-8" in p.stderr and "position" not in p.stderr  # a line and column, not a byte offset
+    p = run(command, str(tmp_path))
+    assert p.returncode == 2 and f"{tmp_path}: is a folder, not a file" in p.stderr, p.stderr
 
 
 def test_fmt_prints_the_canonical_text(tmp_path, capsys):
