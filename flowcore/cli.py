@@ -18,7 +18,7 @@ from .mermaid import WorkflowSyntaxError, parse, to_mermaid
 
 # Modules that add subcommands through ``register(subparsers)``; missing ones are skipped.
 _PLUGINS = ("flowcore.run_cli", "flowcore.evolution.cli", "flowcore.aov.cli", "flowcore.compare_cli",
-            "flowcore.link_cli", "flowcore.scale_cli")
+            "flowcore.link_cli", "flowcore.scale_cli", "flowcore.export_cli")
 
 
 class CliError(Exception):
