@@ -8,15 +8,24 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import threading
 import time
 
 from .cli import CliError, JobFailed, emit
 
 
-def _workspace(args: argparse.Namespace):  # noqa: ANN202
-    from .storage import DatabaseError, Workspace, redact
+def _workspace(args: argparse.Namespace, existing: bool = False):  # noqa: ANN202
+    """The workspace of --db (else $MERMAIDFLOW_DB); ``existing``: a SQLite file must be there already (a worker
+    or a listing on a mistyped path would otherwise make a new empty workspace and wait on it forever)."""
+    import os
 
+    from .storage import DatabaseError, Workspace, default_target, is_postgres, redact
+
+    target = args.db or default_target()
+    if existing and not is_postgres(target) and not os.path.exists(target):
+        raise CliError(f"{target}: no such workspace database (`submit` creates it; give the --db or "
+                       "MERMAIDFLOW_DB the app and `submit` use)")
     try:
         ws = Workspace(args.db) if args.db else Workspace()
         ws.query("SELECT 1")  # reach the database now: a bad URL or file is a usage error, said plainly
@@ -30,7 +39,10 @@ def _config(args: argparse.Namespace):  # noqa: ANN202
     from .evolution import ops
     from .evolution.loop import EvolutionConfig
 
-    operators = ops.parse_operator_list(args.operators) if args.operators else list(ops.OPERATORS)
+    try:
+        operators = ops.parse_operator_list(args.operators) if args.operators else list(ops.OPERATORS)
+    except ValueError as exc:
+        raise CliError(f"--operators: {exc}") from None
     cfg = EvolutionConfig(benchmark=args.benchmark, rounds=args.rounds, candidates=args.candidates, seed=args.seed,
                           limit=args.limit, mode=args.mode, offline=args.offline, operators=operators)
     try:
@@ -72,8 +84,10 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 def _cmd_worker(args: argparse.Namespace) -> int:
     from . import workqueue
 
-    ws = _workspace(args)
+    ws = _workspace(args, existing=True)
     name = args.name or workqueue.worker_name()
+    if not args.once:  # otherwise a waiting worker says nothing at all
+        print(f"{name}: waiting for queued runs in {ws.path} (Ctrl-C to stop)", file=sys.stderr, flush=True)
 
     def said(item: workqueue.Item) -> None:
         msg = {"worker": name, "item": item.id, "kind": item.kind, "attempt": item.attempts, **item.payload}
@@ -95,7 +109,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 def _cmd_queue(args: argparse.Namespace) -> int:
     from . import workqueue
 
-    rows = workqueue.items(_workspace(args))
+    rows = workqueue.items(_workspace(args, existing=True))
     if args.json:
         emit({"items": rows})
         return 0
@@ -112,6 +126,16 @@ def _positive(v: str) -> int:
     n = int(v)
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return n
+
+
+def _seconds(v: str) -> float:
+    try:
+        n = float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {v!r}") from None
+    if not n > 0 or n == float("inf"):  # 0 would make an idle worker spin on the CPU
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {v}")
     return n
 
 
@@ -135,8 +159,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     w = sub.add_parser("worker", help="claim queued evolution runs from the workspace and evolve them")
     w.add_argument("--db", help="workspace (file or postgresql:// URL; default: $MERMAIDFLOW_DB)")
     w.add_argument("--once", action="store_true", help="stop when the queue is empty")
-    w.add_argument("--poll", type=float, default=1.0, help="seconds between looks at an empty queue")
-    w.add_argument("--stale-after", type=float, default=30.0,
+    w.add_argument("--poll", type=_seconds, default=1.0, help="seconds between looks at an empty queue")
+    w.add_argument("--stale-after", type=_seconds, default=30.0,
                    help="seconds without a heartbeat after which another worker's item is taken over")
     w.add_argument("--name", help="worker name in the queue (default: host:pid)")
     w.add_argument("--json", action="store_true")

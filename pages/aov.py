@@ -129,7 +129,7 @@ def settings_row(configured: bool) -> None:
 
 
 def proposals(ex) -> None:
-    rs, tag = ex.pending_failure, f"{ex.id}_{len(ex.events)}"
+    rs, tag, token = ex.pending_failure, f"{ex.id}_{len(ex.events)}", S.decision_token(ex)
     (st.error if rs.kind == "repair" else st.info)(S.decision_text(ex), icon=":material/error:"
                                                    if rs.kind == "repair" else ":material/update:")
     for i, p in enumerate(rs.proposals):
@@ -140,16 +140,16 @@ def proposals(ex) -> None:
             with right:
                 diagram(p.graph, S.changed(p), max_label=30, direction="LR")
             b = st.columns([1, 1, 4])
-            b[0].button("Accept", on_click=act.accept, args=(i,), key=f"aov_accept_{i}", type="primary")
+            b[0].button("Accept", on_click=act.accept, args=(i, None, token), key=f"aov_accept_{i}", type="primary")
             if b[1].toggle("Edit", key=f"aov_edit_{tag}_{i}"):
                 st.text_area("The repaired graph (AOV JSON): edit, then accept", p.graph.to_json(),
                              height=300, key=f"aov_edit_text_{tag}_{i}")
-                st.button("Accept edited graph", on_click=act.accept, args=(i, f"aov_edit_text_{tag}_{i}"),
+                st.button("Accept edited graph", on_click=act.accept, args=(i, f"aov_edit_text_{tag}_{i}", token),
                           key=f"aov_accept_edit_{i}")
     if rs.dropped:
         st.caption("Not offered: " + md("; ".join(rs.dropped)))
     st.button("Reject all (the subtask stays failed)" if rs.kind == "repair" else "Reject all (keep the plan)",
-              on_click=act.reject, key="aov_reject", icon=":material/block:")
+              on_click=act.reject, args=(token,), key="aov_reject", icon=":material/block:")
 
 
 @st.fragment(run_every=1.0)
@@ -229,6 +229,7 @@ def main() -> None:
     settings_row(configured)
     start_row(ss.get("aov_cands") or [], best)
     act.settle()  # a background run that has ended: why
+    act.sync()  # another tab, window or process may have moved the execution on
     ex = ss.get("aov_ex")
     if "aov_flash" in ss:
         kind, message = ss.pop("aov_flash")

@@ -181,11 +181,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def _workspace(path: str | None) -> Any:
     if not path:
         return None
-    from ..storage import Workspace
+    from ..storage import DatabaseError, Workspace, redact
     try:
-        return Workspace(path)
-    except OSError as e:
-        raise UsageError(f"{path}: cannot open the database ({e})") from None
+        ws = Workspace(path)
+        ws.query("SELECT 1")  # reach it now: an unreachable server or a file that is no database, said plainly
+    except (OSError, DatabaseError) as e:
+        where = redact(path)
+        raise UsageError(str(e) if where in str(e) else f"{where}: cannot open the database ({e})") from None
+    return ws
 
 
 def _print_event(ex: Execution, e: dict[str, Any], as_json: bool) -> None:
@@ -287,7 +290,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     _check_numbers(args)
-    if not Path(args.db).exists():
+    from ..storage import is_postgres
+    if not is_postgres(args.db) and not Path(args.db).exists():  # a URL is checked by connecting
         raise UsageError(f"{args.db}: no such database")
     ws = _workspace(args.db)
     from .store import load_execution

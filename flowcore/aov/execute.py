@@ -207,6 +207,7 @@ class Execution:
         self.context_chars = context_chars
         self.endpoint_waits: tuple[float, ...] = ENDPOINT_WAITS  # back-off when the LLM endpoint is away
         self.store = store
+        self.saved_seq = 0  # the last event this copy knows to be in the store (a newer one: changed elsewhere)
         self.id = execution_id or uuid.uuid4().hex[:12]
         self.step_index = 0
         self.status = "ready"  # ready | running | paused | completed | failed

@@ -180,9 +180,11 @@ class AOVGraph:
     @classmethod
     def from_json(cls, text: str, lenient: bool = False) -> AOVGraph:
         try:
-            doc = json.loads(text)
+            doc = json.loads(text, object_pairs_hook=_no_duplicate_keys)
         except json.JSONDecodeError as e:
             raise AOVError(f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+        except _DuplicateKey as e:  # json.loads keeps the last one silently: a subtask would vanish
+            raise AOVError(_duplicate_message(text, e.key)) from None
         except RecursionError:
             doc = None
         if doc is None and text.strip() != "null" or _nesting(doc) > MAX_NESTING:
@@ -304,6 +306,66 @@ class AOVGraph:
         while f"{base}_{n}" in self.subtasks:
             n += 1
         return f"{base}_{n}"
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, start: int = -1) -> None:
+        super().__init__(key)
+        self.key, self.start = key, start
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen.add(k)
+    return out
+
+
+def _duplicate_message(text: str, key: str) -> str:
+    """Where the key is written twice in one object ("line 2, column 3 and line 5, column 3"). Only on this
+    error path: the text is read again with json's pure-Python scanner, which says where each object starts,
+    then that object's keys are walked."""
+    import json.decoder as jd
+    import json.scanner
+
+    dec = json.JSONDecoder()
+    plain = jd.JSONObject
+
+    def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None,  # noqa: ANN001
+                     _w=jd.WHITESPACE.match):  # noqa: ANN001, ANN202
+        def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+            try:
+                return _no_duplicate_keys(pairs)
+            except _DuplicateKey as e:
+                raise _DuplicateKey(e.key, s_and_end[1]) from None
+        return plain(s_and_end, strict, scan_once, object_hook, hook, memo, _w)
+
+    dec.parse_object = parse_object  # type: ignore[assignment]
+    dec.scan_once = json.scanner.py_make_scanner(dec)
+    spots: list[int] = []
+    try:
+        dec.decode(text)
+    except _DuplicateKey as e:
+        spots, i = [], e.start
+        while len(spots) < 2 and i < len(text):  # the object's members, in order: "key": value,
+            i = jd.WHITESPACE.match(text, i).end()
+            if text[i] != '"':
+                break
+            k, j = jd.scanstring(text, i + 1)
+            if k == e.key:
+                spots.append(i)
+            j = jd.WHITESPACE.match(text, jd.WHITESPACE.match(text, j).end() + 1).end()  # past the colon
+            _, j = dec.raw_decode(text, j)  # a value's own objects were read (and passed) before this one
+            i = jd.WHITESPACE.match(text, j).end() + 1  # past the comma
+    except (ValueError, RecursionError, IndexError):
+        spots = []
+    where = [f"line {text.count(chr(10), 0, i) + 1}, column {i - text.rfind(chr(10), 0, i)}" for i in spots]
+    return (f"key {key!r} appears twice in one object" + (f" ({' and '.join(where)})" if len(where) == 2 else "")
+            + ": JSON would keep only the last one; subtask ids and record fields must be unique")
 
 
 def _read_agents(raw: Any) -> list[Agent]:

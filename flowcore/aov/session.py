@@ -21,7 +21,7 @@ from .inspector import LLMInspector, RuleInspector
 from .model import AOVError, AOVGraph
 from .repair import Proposal
 from .settings import FlowSettings
-from .store import ExecutionStore, load_execution, save_execution
+from .store import ExecutionConflict, ExecutionStore, load_execution, save_execution
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "aov"
 AGENT_MODES = ("manual", "echo", "llm")  # who produces a subtask's output
@@ -346,6 +346,18 @@ def decision_text(ex: Execution) -> str:
             "one, or reject them all.")
 
 
+def decision_token(ex: Execution) -> str:
+    """Which decision is awaited first: its kind, its subtask and how many decisions were taken before it. A
+    button drawn for one decision must not apply its proposal number to the next one (a double click, a
+    second tab that already decided)."""
+    rs = ex.pending_failure
+    if rs is None:
+        return ""
+    taken = sum(1 for e in list(ex.events) if e["kind"] in ("reject", "resolved") or (
+        e["kind"] in ("repair", "refine") and e["payload"].get("how") in ("accepted", "edited")))
+    return f"{rs.kind}:{rs.failed}:{taken}"
+
+
 def running_text(ex: Execution) -> str:
     """"Running now: b (coder), c (coder#2) · 1.2 s" for the live view."""
     now, started = time.time(), {}
@@ -477,9 +489,37 @@ class Actions:
         self.s["aov_running"] = False
         self.flash("info", f"Reopened execution {eid}: it continues where it stopped.")
 
+    def sync(self) -> None:
+        """The execution as the workspace has it: another tab, window or process may have stepped it or taken
+        a decision since this session read it (a run going on in this server is that very object)."""
+        ex = self.s.get("aov_ex")
+        if ex is None:
+            return
+        if (running := live(ex.id)) is not None:
+            if running[1] is not ex:
+                self.s["aov_ex"], self.s["aov_running"] = running[1], True
+            return
+        try:
+            if ExecutionStore(self.ws).last_seq(ex.id) == ex.saved_seq:
+                return
+            self.s["aov_ex"] = load_execution(self.ws, ex.id, *self.choices(), refine_llm=self.refine_llm())
+        except AOVError as e:
+            return self.flash("error", f"Cannot reload execution {ex.id}: {e}")
+        self.s["aov_running"] = False
+        self.flash("info", f"Execution {ex.id} was changed in another tab, window or process: this is its "
+                           "current state.")
+
+    def _fresh(self) -> bool:
+        """False (the current state loaded and said) when this session's copy was out of date."""
+        before = self.s.get("aov_ex")
+        self.sync()
+        return self.s.get("aov_ex") is before
+
     def step(self) -> bool:
         """One lock-step step with the current settings (manual mode: the typed outputs); False when nothing
         ran."""
+        if not self._fresh():
+            return False
         ex: Execution = self.s["aov_ex"]
         try:
             self._configure(ex)
@@ -496,6 +536,8 @@ class Actions:
 
     def run_to_end(self) -> None:
         """Event-driven in the background: every subtask starts when its last parent completes."""
+        if not self._fresh():
+            return
         ex: Execution = self.s["aov_ex"]
         try:
             self._configure(ex)
@@ -534,21 +576,47 @@ class Actions:
         if self.s.get("aov_running") and not ex.done and self.job() is None and not refine_waits:
             run_in_background(ex)  # the user had asked to run to the end
 
-    def accept(self, i: int, edit_key: str | None = None) -> None:
+    def _stale(self, token: str | None) -> bool:
+        """True (and said) when the decision the button was drawn for is no longer the one awaited."""
+        self.sync()
+        ex: Execution = self.s["aov_ex"]
+        if token is None or token == decision_token(ex):
+            return False
+        now = ex.pending_failure
+        what = ("nothing is awaited now" if now is None else f"the decision awaited now is about "
+                f"{'a refinement' if now.kind == 'refine' else repr(now.failed)}: read its proposals first")
+        self.flash("warning", f"That decision was already taken (here or in another tab); nothing was applied: "
+                              f"{what}.")
+        return True
+
+    def accept(self, i: int, edit_key: str | None = None, token: str | None = None) -> None:
+        if self._stale(token):
+            return
         ex: Execution = self.s["aov_ex"]
         kind = ex.pending_failure.kind if ex.pending_failure else "repair"
         try:
             ex.accept(i) if edit_key is None else accept_edited(ex, i, self.s.get(edit_key) or "")
+        except ExecutionConflict as e:
+            self.sync()
+            return self.flash("warning", f"Not applied: {e}")
         except AOVError as e:
             return self.flash("error", f"The edited graph was refused: {e}" if edit_key else f"Not applied: {e}")
         what = "Refinement" if kind == "refine" else "Repair"
         self.flash("success", f"{what} {'edited and ' if edit_key else ''}accepted; the execution goes on.")
         self._after_decision()
 
-    def reject(self) -> None:
+    def reject(self, token: str | None = None) -> None:
+        if self._stale(token):
+            return
         ex: Execution = self.s["aov_ex"]
         kind = ex.pending_failure.kind if ex.pending_failure else "repair"
-        ex.reject()
+        try:
+            ex.reject()
+        except ExecutionConflict as e:
+            self.sync()
+            return self.flash("warning", f"Not rejected: {e}")
+        except AOVError as e:
+            return self.flash("error", f"Not rejected: {e}")
         self.flash("warning", "Updates rejected: the plan stays as it is." if kind == "refine" else
                    "Proposals rejected: the subtask stays failed; the subtasks that do not need it go on.")
         self._after_decision()

@@ -27,6 +27,10 @@ CREATE TABLE IF NOT EXISTS aov_events (
 """
 
 
+class ExecutionConflict(AOVError):
+    """The execution was changed elsewhere (another tab, window or process) after this copy was read."""
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -48,10 +52,21 @@ class ExecutionStore:
                  json.dumps(ex.state(), ensure_ascii=False)))
             last = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM aov_events WHERE execution_id = ?",
                                 (ex.id,)).fetchone()[0]
+            if last != ex.saved_seq:  # another copy wrote since this one was read: never mix the two
+                raise ExecutionConflict(
+                    f"execution {ex.id} was changed elsewhere (another tab, window or process) after it was "
+                    "opened here; nothing from here was saved: reopen it to see its current state")
+            new = [e for e in list(ex.events) if e["seq"] > last]
             conn.executemany(
                 "INSERT INTO aov_events (execution_id, seq, step, kind, payload_json) VALUES (?, ?, ?, ?, ?)",
                 [(ex.id, e["seq"], e["step"], e["kind"], json.dumps(e["payload"], ensure_ascii=False))
-                 for e in ex.events if e["seq"] > last])
+                 for e in new])
+        ex.saved_seq = new[-1]["seq"] if new else last
+
+    def last_seq(self, execution_id: str) -> int:
+        """The number of the last saved event: a copy read before a later save is out of date."""
+        return int(self.ws.query("SELECT COALESCE(MAX(seq), 0) FROM aov_events WHERE execution_id = ?",
+                                 (execution_id,))[0][0])
 
     def row(self, execution_id: str) -> dict[str, Any]:
         rows = self.ws.query("SELECT * FROM aov_executions WHERE id = ?", (execution_id,))
@@ -95,6 +110,8 @@ def load_execution(workspace: Workspace, execution_id: str, agent: AgentBackend 
                    refine_every=int(state.get("refine_every", 3)),
                    max_refinements=int(state.get("max_refinements", 5)),
                    context_chars=int(state.get("context_chars", DEFAULT_BUDGET)))
-    ex.restore(state, store.events(execution_id))
+    events = store.events(execution_id)
+    ex.restore(state, events)
+    ex.saved_seq = events[-1]["seq"] if events else 0
     ex.store = store
     return ex
