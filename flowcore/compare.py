@@ -273,11 +273,15 @@ class Comparison:
         ms = self.measurements
         if not ms:
             return
-        self.best = max(range(len(ms)), key=lambda i: (ms[i].pooled.score, -ms[i].cost_per_problem, -i))
+        # a workflow with no problem scored (the endpoint failed every run) has no score: never the best
+        scored = [i for i, m in enumerate(ms) if m.pooled.n] or list(range(len(ms)))
+        self.best = max(scored, key=lambda i: (ms[i].pooled.score, -ms[i].cost_per_problem, -i))
         self.tests = [None if i == self.best else pair_test(m, ms[self.best]) for i, m in enumerate(ms)]
 
     def pareto(self) -> list[int]:
-        return pareto_front([(m.cost_per_problem, m.pooled.score) for m in self.measurements])
+        nan = float("nan")  # nothing scored costs $0 per problem: it would always sit on the front
+        return pareto_front([(m.cost_per_problem, m.pooled.score) if m.pooled.n else (nan, nan)
+                             for m in self.measurements])
 
     def rows(self) -> list[dict]:
         """The stakeholder table, one row per workflow (scores as fractions, p-values as numbers)."""
@@ -285,8 +289,12 @@ class Comparison:
         out = []
         for i, (m, t) in enumerate(zip(self.measurements, self.tests or [None] * len(self.measurements))):
             p = m.pooled
-            out.append({"workflow": m.name, "best": i == self.best, "score": p.score, "ci_low": p.ci_low,
-                        "ci_high": p.ci_high, "sd": p.sd, "n": p.n, "repeats": m.repeats,
+            if t is not None and not t.n:  # no problem both solved or failed: no difference measured
+                t = None
+            measured = bool(p.n)  # else every run errored: no score, which is not 0%
+            out.append({"workflow": m.name, "best": i == self.best and measured,
+                        "score": p.score if measured else None, "ci_low": p.ci_low if measured else None,
+                        "ci_high": p.ci_high if measured else None, "sd": p.sd, "n": p.n, "repeats": m.repeats,
                         "errors": p.errors, "error_rate": p.error_rate, "cost_per_problem": m.cost_per_problem,
                         "tokens": m.prompt_tokens + m.completion_tokens, "calls": m.calls,
                         "diff_vs_best": None if t is None else t.diff,

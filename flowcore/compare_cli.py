@@ -138,7 +138,7 @@ def format_table(doc: dict) -> str:
     if s.get("papers"):
         head += f"; the papers' files: {s['papers']['validation_n']} / {s['papers']['test_n']}"
     rows = doc["table"]
-    n = rows[0]["n"] if rows else 0
+    n = len({r["id"] for w in doc.get("workflows") or [] for r in w.get("results") or []})  # asked, not scored
     lines = [head, f"{n} problems × {doc['repeats']} repeat(s); differences are against the best on the same "
                    "problems (paired)", ""]
     cols = ["workflow", "score %", "95% CI", "sd", "cost/problem $", "tokens", "calls", "errors",
@@ -146,11 +146,11 @@ def format_table(doc: dict) -> str:
     table = []
     for r in rows:
         sd = "—" if r["sd"] is None else f"{100 * r['sd']:.1f}"
-        delta = "best" if r["best"] else (f"{100 * r['diff_vs_best']:+.1f} [{100 * r['diff_low']:+.1f}, "
-                                          f"{100 * r['diff_high']:+.1f}]")
+        delta = "best" if r["best"] else "—" if r["diff_vs_best"] is None else (
+            f"{100 * r['diff_vs_best']:+.1f} [{100 * r['diff_low']:+.1f}, {100 * r['diff_high']:+.1f}]")
         p = "—" if r["mcnemar_p"] is None else f"{r['mcnemar_p']:.4g}"
         table.append([r["workflow"] + (" *" if r["pareto"] else ""), _pct(r["score"]),
-                      f"[{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]", sd, f"{r['cost_per_problem']:.6f}",
+                      "no problem scored" if r["score"] is None else f"[{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]", sd, f"{r['cost_per_problem']:.6f}",
                       str(r["tokens"]), str(r["calls"]), str(r["errors"]), delta, p])
     widths = [max(len(c), *(len(t[i]) for t in table)) for i, c in enumerate(cols)]
     lines.append("  ".join(c.ljust(w) for c, w in zip(cols, widths)))

@@ -65,8 +65,10 @@ def table_frame(c: Comparison) -> pd.DataFrame:
     """The stakeholder table: percentages and points, the best marked, p-values as numbers."""
     rows = []
     for r in c.rows():
-        rows.append({"workflow": r["workflow"], "best": "★" if r["best"] else "", "score %": 100 * r["score"],
-                     "95% CI": f"{100 * r['ci_low']:.1f} – {100 * r['ci_high']:.1f}",
+        none = r["score"] is None  # every run errored: no score
+        rows.append({"workflow": r["workflow"], "best": "★" if r["best"] else "",
+                     "score %": None if none else 100 * r["score"],
+                     "95% CI": "no problem scored" if none else f"{100 * r['ci_low']:.1f} – {100 * r['ci_high']:.1f}",
                      "sd %": None if r["sd"] is None else 100 * r["sd"], "errors": r["errors"], "cost/problem $": r["cost_per_problem"], "tokens": r["tokens"],
                      "calls": r["calls"],
                      "Δ vs best (pts)": None if r["diff_vs_best"] is None else 100 * r["diff_vs_best"],
@@ -88,8 +90,10 @@ def pareto_figure(c: Comparison) -> Any:
     """Score (percent) against cost per problem; the Pareto front drawn as a step line, the best starred."""
     import plotly.graph_objects as go
 
-    rows = c.rows()
-    front = c.pareto()
+    every = c.rows()
+    keep = [i for i, r in enumerate(every) if r["score"] is not None]  # nothing scored: nothing to plot
+    rows = [every[i] for i in keep]
+    front = [keep.index(i) for i in c.pareto()]
     fig = go.Figure()
     fig.add_trace(go.Scatter(
         x=[r["cost_per_problem"] for r in rows], y=[100 * r["score"] for r in rows], mode="markers+text",

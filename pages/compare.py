@@ -90,7 +90,7 @@ def live(job_id: str) -> None:
 
 
 def show(stored) -> None:
-    n = stored.result.measurements[0].pooled.n if stored.result and stored.result.measurements else 0
+    n = len({r.id for m in stored.result.measurements for r in m.pooled.results}) if stored.result else 0
     st.markdown(f"**#{stored.id}** · {stored.benchmark} · {n} problems × {stored.repeats} repeat(s) · status "
                 f"**{stored.status}**")
     st.caption(cv.split_caption(stored.split))
@@ -104,11 +104,15 @@ def show(stored) -> None:
     if stored.status == "cancelled":
         st.warning("Cancelled: only the workflows measured in full are compared.")
     best = c.measurements[c.best]
-    st.markdown(f"**Best: {best.name}** at {100 * best.pooled.score:.1f}% "
-                f"[{100 * best.pooled.ci_low:.1f}, {100 * best.pooled.ci_high:.1f}]. Each other workflow is tested "
-                "against it on the same problems: Δ is its difference in points with a paired-bootstrap 95% interval, "
-                "and McNemar's exact p-value says how likely such a split of the problems only one of the two solves "
-                "would be if they were equally good.")
+    if not best.pooled.n:  # the endpoint failed every run of every workflow: there is no result to present
+        st.error("No problem was scored: the LLM endpoint failed every run (see the errors column). These are "
+                 "server errors, not wrong answers; fix the endpoint and compare again.")
+    else:
+        st.markdown(f"**Best: {best.name}** at {100 * best.pooled.score:.1f}% "
+                    f"[{100 * best.pooled.ci_low:.1f}, {100 * best.pooled.ci_high:.1f}]. Each other workflow is tested "
+                    "against it on the same problems: Δ is its difference in points with a paired-bootstrap 95% interval, "
+                    "and McNemar's exact p-value says how likely such a split of the problems only one of the two solves "
+                    "would be if they were equally good.")
     st.dataframe(cv.table_frame(c), hide_index=True, width="stretch", key=f"cmp_table_{stored.id}",
                  column_config={"score %": PCT, "sd %": PCT, "Δ vs best (pts)": PCT,
                                 "cost/problem $": st.column_config.NumberColumn(format="%.6f"),

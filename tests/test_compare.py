@@ -17,6 +17,7 @@ import pytest
 from flowcore.benchmarks import load, split_info
 from flowcore.cli import main
 from flowcore.compare import Comparison, baselines, list_comparisons, load_comparison, measure
+from flowcore.compare_view import pareto_figure, table_frame
 from flowcore.llm import LLM, LLMSettings
 from flowcore.mermaid import parse
 from flowcore.stats import mcnemar_exact, paired_bootstrap, pareto_front
@@ -267,6 +268,30 @@ def test_a_workflow_whose_calls_fail_is_not_counted_as_wrong_and_fails_the_comma
     assert test["n"] == 0 and test["excluded"] == 5  # no paired win or loss from an outage
     b = next(w for w in doc["workflows"] if w["name"] == "wf_b")
     assert b["errors"] == 5 and b["n"] == 0 and b["error_rate"] == 1.0  # left out of the score, not wrong
+
+
+def test_a_workflow_the_endpoint_failed_has_no_score_and_is_neither_best_nor_on_the_pareto_front(
+        endpoint, workflows, capsys):
+    """Every run of wf_a errored: it was listed with score 0.0 at $0 per problem, so always on the Pareto front,
+    and the best whenever the other workflow solved nothing; its 'difference' from the best read +0.0 [+0.0, +0.0]."""
+    def respond(request: dict):
+        return Fault(status=500, body="down") if "MARK-A" in message_text(request) else "the answer is -12345"
+
+    endpoint(respond)
+    code, out, err = cli(capsys, "compare", *workflows, "--benchmark", "gsm8k", "--limit", "3", "--json")
+    doc = json.loads(out)
+    rows = {r["workflow"]: r for r in doc["table"]}
+    assert code == 1 and doc["best"] == "wf_b" and doc["pareto"] == ["wf_b"]
+    assert rows["wf_a"]["score"] is None and rows["wf_a"]["ci_low"] is None and not rows["wf_a"]["pareto"]
+    assert rows["wf_a"]["diff_vs_best"] is None and rows["wf_a"]["mcnemar_p"] is None
+    code, out, err = cli(capsys, "compare", *workflows, "--benchmark", "gsm8k", "--limit", "3")
+    line = next(ln for ln in out.splitlines() if ln.startswith("wf_a"))
+    assert "no problem scored" in line and "*" not in line and "+0.0" not in line
+    assert "3 problems × 1 repeat(s)" in out
+    comparison = Comparison.from_json(doc)
+    assert list(table_frame(comparison)["score %"].isna()) == [True, False]
+    figure = pareto_figure(comparison)
+    assert list(figure.data[0].text) == ["wf_b"]
 
 
 # -- baselines ---------------------------------------------------------------------------------------------------------
