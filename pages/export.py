@@ -124,7 +124,7 @@ def main() -> None:
     with st.spinner("Checking that Mermaid can draw it…"):
         draw_err = _drawing_error(drawing, len(w.nodes))
 
-    st.markdown(f"**{name}** · task `{task}` · {len(w.nodes)} nodes, {len(w.edges)} edges, "
+    st.markdown(f"**{common.md(name)}** · task `{task}` · {len(w.nodes)} nodes, {len(w.edges)} edges, "
                 f"{len(w.prompts)} prompts")
     cols = st.columns(5)
     cols[0].download_button("Python (.py)", source.encode(), f"{stem}.py", mime=fx.MIME[".py"], on_click="ignore",

@@ -183,6 +183,17 @@ def test_export_shows_code_and_downloads():
     assert "CustomCodeGenerate" in next(c.value for c in at.code if c.language == "python")
 
 
+def test_export_shows_an_odd_workflow_name_as_written_not_as_markdown():
+    from flowcore.library import examples
+
+    seed = next(t for n, _, t in examples() if n == "math_seed")
+    odd = "**B** [link](javascript:alert(1)) $x^2$ <b>h</b>"
+    at = with_workflow(EXPORT, seed, odd)  # a name from a copied link can be any text
+    assert not at.exception
+    line = next(m.value for m in at.markdown if "nodes," in m.value)
+    assert line.startswith("**" + odd.translate({ord(c): "\\" + c for c in "*[]$<>"}) + "**"), line  # escaped
+
+
 def test_export_invalid_workflow_shows_diagnostics_not_code():
     at = with_workflow(EXPORT, BROKEN, "broken")
     assert not at.exception
