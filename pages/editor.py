@@ -67,7 +67,7 @@ def save() -> None:
     try:
         version = library.save_workflow(common.workspace(), ss.get(name_key(), ""), live_text(), wf["task"])
     except library.LibraryError as e:
-        return flash("error", f"Not saved: {e}")
+        return flash("error", f"Not saved: {md(str(e))}")
     name = library.validate_name(ss[name_key()])
     common.set_current_workflow(live_text(), name=name, version=version, from_editor=True)
     ok = is_valid(check(live_text(), wf["task"]))
@@ -79,7 +79,7 @@ def reformat() -> None:
     try:
         common.set_current_workflow(to_mermaid(parse(live_text())))
     except WorkflowSyntaxError as e:
-        flash("error", f"Cannot format a text with syntax errors: {e}")
+        flash("error", f"Cannot format a text with syntax errors: {md(str(e))}")
 
 
 def check_hard() -> None:

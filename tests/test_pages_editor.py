@@ -157,6 +157,9 @@ def test_a_bad_name_is_refused_plainly(editor):
     editor.text_input(key=f"ed_save_name_{editor.session_state['mf_rev']}").set_value("../etc")
     editor.button(key="ed_save").click().run()
     assert any(e.startswith("Not saved: workflow name '../etc' is not allowed") for e in texts(editor.error))
+    editor.text_input(key=f"ed_save_name_{editor.session_state['mf_rev']}").set_value("**x** [a](b)")
+    editor.button(key="ed_save").click().run()  # shown as typed, not as Markdown
+    assert any(e.startswith(r"Not saved: workflow name '\*\*x\*\* \[a\](b)'") for e in texts(editor.error))
 
 
 def test_editing_a_prompt_and_adding_a_missing_one(editor):
