@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import os
 import signal
 import sqlite3
@@ -58,8 +59,8 @@ def register(sub: Any) -> None:
                    help="run every problem R times with the response cache bypassed: mean ± sd over the repeats "
                         "and the pooled interval (default 1)")
     e.add_argument("--concurrency", type=int, default=8, help="problems run at once (default 8)")
-    e.add_argument("--timeout", type=float, help="seconds per problem (default: none)")
-    e.add_argument("--max-error-rate", type=float, default=0.1,
+    e.add_argument("--timeout", type=seconds, help="seconds per problem (default: none)")
+    e.add_argument("--max-error-rate", type=share, default=0.1,
                    help="exit 1 when more than this share of problems could not be run because the LLM endpoint "
                         "failed (they are never counted as wrong answers; default 0.1)")
     e.add_argument("--json", action="store_true")
@@ -79,6 +80,29 @@ def register(sub: Any) -> None:
 
 
 # -- helpers -------------------------------------------------------------------------------------------------
+
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0 (a negative or nan timeout failed every problem
+    at once, and those timeouts were scored as wrong answers)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got '{text}'") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
+    return v
+
+
+def share(text: str) -> float:
+    """An argparse type: a fraction in [0, 1] (nan would compare false with every error rate)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got '{text}'") from None
+    if not 0 <= v <= 1:  # false for nan too
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return v
+
 
 def _text_arg(value: str) -> str:
     return read_text(value[1:]) if value.startswith("@") else value
@@ -291,6 +315,8 @@ def _cmd_score(args: argparse.Namespace) -> int:
     from .benchmarks import score
 
     prediction, reference = _text_arg(args.prediction), _text_arg(args.reference)
+    if not reference.strip():  # an empty gold answer or test file would score every prediction as wrong
+        raise CliError(f"--reference is empty{f' ({args.reference[1:]} holds no text)' if args.reference[:1] == '@' else ''}")
     target: Any = reference
     if args.prompt:
         from .benchmarks import Problem

@@ -160,3 +160,39 @@ def test_compare_checks_its_workspace_before_measuring_and_keeps_the_results(end
                          "--db", str(tmp_path / "ok.db"))
     assert code == 2 and "baseline:io" in out and "math_seed" in out
     assert "could not be stored (database or disk is full); its results are printed above" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["evaluate", MATH_SEED, "--benchmark", "gsm8k", "--limit", "2", "--timeout", "-1"],
+    ["evaluate", MATH_SEED, "--benchmark", "gsm8k", "--limit", "2", "--timeout", "nan"],
+    ["evaluate", MATH_SEED, "--benchmark", "gsm8k", "--limit", "2", "--timeout", "0"],
+    ["compare", "baseline:io", MATH_SEED, "--benchmark", "gsm8k", "--limit", "1", "--timeout", "-1"],
+    ["evaluate", MATH_SEED, "--benchmark", "gsm8k", "--limit", "2", "--max-error-rate", "2"],
+    ["evaluate", MATH_SEED, "--benchmark", "gsm8k", "--limit", "2", "--max-error-rate", "nan"],
+])
+def test_timeouts_and_error_rates_out_of_range_are_refused(endpoint, capsys, argv):
+    """--timeout -1 (or nan) timed every problem out at once and scored them as wrong answers ('FAIL ... score
+    0.000 (0/2)'); --timeout 0 meant no timeout; evaluate took --max-error-rate 2 or nan and never failed."""
+    srv = endpoint("\\boxed{42}")
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and ("--timeout" in err or "--max-error-rate" in err) and "must be" in err
+    assert srv.requests == []
+
+
+def test_test_rescoring_options_without_test_top_are_refused(endpoint, capsys, tmp_path):
+    srv = endpoint("\\boxed{42}")
+    code, out, err = cli(capsys, "evolve", "--benchmark", "gsm8k", "--rounds", "1", "--limit", "1",
+                         "--test-limit", "3", "--db", str(tmp_path / "e.db"))
+    assert code == 2 and "--test-limit applies to the test re-scoring: add --test-top N" in err and out == ""
+    assert srv.requests == []
+
+
+def test_score_refuses_an_empty_reference(capsys, tmp_path):
+    code, _, err = cli(capsys, "score", "--benchmark", "math", "--prediction", "\\boxed{1}", "--reference", "")
+    assert code == 2 and "--reference is empty" in err
+    (tmp_path / "tests.py").write_text("")
+    code, _, err = cli(capsys, "score", "--benchmark", "mbpp", "--prediction", "def f(): return 1",
+                       "--reference", f"@{tmp_path / 'tests.py'}")
+    assert code == 2 and "tests.py holds no text" in err

@@ -132,6 +132,9 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     for opt, path in (("--data", args.data), ("--test-data", args.test_data), ("--split-file", args.split_file)):
         if path and not Path(path).is_file():
             raise CliError(f"{path}: no such file ({opt})")
+    for opt, given in (("--test-limit", args.test_limit), ("--test-data", args.test_data)):
+        if given is not None and not args.test_top:  # it would be ignored without a word
+            raise CliError(f"{opt} applies to the test re-scoring: add --test-top N (the N best rounds)")
     if args.split_file and args.data:
         raise CliError("--split-file chooses problems of the bundled data; it cannot be used with --data")
     workflow = None
