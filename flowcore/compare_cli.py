@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .cli import CliError, JobFailed, emit, load_workflow, read_text
-from .run_cli import BENCHMARKS, _llm, _progress, seconds, share
+from .run_cli import BENCHMARKS, _llm, _progress, seconds
 
 DEFAULT_MAX_ERROR_RATE = 0.1
 
@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
     c.add_argument("--repeats", type=_positive, default=1, help="runs per problem, cache bypassed (default 1)")
     c.add_argument("--concurrency", type=_positive, default=8)
     c.add_argument("--timeout", type=seconds, help="seconds per problem")
-    c.add_argument("--max-error-rate", type=share, default=DEFAULT_MAX_ERROR_RATE,
+    c.add_argument("--max-error-rate", type=float, default=DEFAULT_MAX_ERROR_RATE,
                    help="exit 1 when a workflow errored on more than this fraction of its runs (default 0.1)")
     c.add_argument("--db", help="also store the comparison in this workspace (the Compare page shows it)")
     c.add_argument("--json", action="store_true")

@@ -60,7 +60,7 @@ def register(sub: Any) -> None:
                         "and the pooled interval (default 1)")
     e.add_argument("--concurrency", type=int, default=8, help="problems run at once (default 8)")
     e.add_argument("--timeout", type=seconds, help="seconds per problem (default: none)")
-    e.add_argument("--max-error-rate", type=share, default=0.1,
+    e.add_argument("--max-error-rate", type=float, default=0.1,
                    help="exit 1 when more than this share of problems could not be run because the LLM endpoint "
                         "failed (they are never counted as wrong answers; default 0.1)")
     e.add_argument("--json", action="store_true")
@@ -90,17 +90,6 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got '{text}'") from None
     if not math.isfinite(v) or v <= 0:
         raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
-    return v
-
-
-def share(text: str) -> float:
-    """An argparse type: a fraction in [0, 1] (nan would compare false with every error rate)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got '{text}'") from None
-    if not 0 <= v <= 1:  # false for nan too
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
     return v
 
 
@@ -191,6 +180,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise CliError(f"--concurrency must be >= 1, got {args.concurrency}")
     if args.repeats < 1:
         raise CliError(f"--repeats must be >= 1, got {args.repeats}")
+    if not 0 <= args.max_error_rate <= 1:  # false for nan too: it would never fail the command
+        raise CliError(f"--max-error-rate must be in [0, 1], got {args.max_error_rate}")
     if args.data and args.split_file:
         raise CliError("--split-file chooses problems of the bundled data; it cannot be used with --data")
     w = load_workflow(args.file, TASK_OF[args.benchmark])
