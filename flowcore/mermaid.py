@@ -168,11 +168,18 @@ def parse(text: str) -> Workflow:
 
 
 def _read_prompts(text: str, w: Workflow) -> None:
-    if "@prompt" not in text:
+    """The ``%% @prompt`` lines, and the other whole-line comments: kept as extras printed before the nodes,
+    so the canonical text (fmt, the Editor's Format) never drops a note its author wrote."""
+    if "%%" not in text:
         return
     for raw in text.splitlines():
-        if "@prompt" in raw and (m := _PROMPT.match(raw.strip())):
+        line = raw.strip()
+        if not line.startswith("%%") or line.startswith("%%{"):
+            continue
+        if "@prompt" in line and (m := _PROMPT.match(line)):
             w.prompts[m["name"]] = _unescape(m["text"].rstrip())
+        elif len(line) > 2:
+            w.extras.append(EARLY + line)
 
 
 def _header_direction(res) -> str:

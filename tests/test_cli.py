@@ -87,3 +87,14 @@ def test_fmt_prints_the_canonical_text(tmp_path, capsys):
     broken.write_text("flowchart TD\n  A -> B\n")
     assert main(["fmt", str(broken)]) == 1
     assert "M001" in capsys.readouterr().err
+
+
+def test_fmt_keeps_the_authors_comments(tmp_path, capsys):
+    noted = tmp_path / "noted.mmd"
+    noted.write_text("flowchart TD\n    %% why: one solver is enough for GSM8K\n    %% @prompt solver: Solve it.\n"
+                     '    PROBLEM(["Problem"]) -->|input| C1["Custom<br/>(role: solver)"]\n'
+                     "    %% TODO add a ScEnsemble\n    C1 --> RETURN([\"Return\"])\n")
+    assert main(["fmt", str(noted)]) == 0
+    out = capsys.readouterr().out
+    assert "    %% why: one solver is enough for GSM8K\n" in out and "    %% TODO add a ScEnsemble\n" in out
+    assert to_mermaid(parse(out)) == out  # the canonical text is stable with its comments

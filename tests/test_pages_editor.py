@@ -211,6 +211,12 @@ def test_canvas_connections_and_deletions_update_the_text(editor):
     assert editor.session_state["ed_flow"]["key"] != key  # the canvas is rebuilt from the new text
 
 
+def test_format_keeps_comments(editor):
+    type_text(editor, FIXED.replace("flowchart TD\n", "flowchart TD\n  %% keep this note\n"))
+    editor.button(key="ed_format").click().run()
+    assert "    %% keep this note\n" in editor.session_state["mf_text"]
+
+
 def test_format_and_the_mermaid_11_check(editor):
     type_text(editor, FIXED.replace("    ", "  "))
     editor.button(key="ed_format").click().run()
