@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import os
 import re
 import ssl
@@ -134,6 +135,10 @@ class LLMSettings:
         if self.context_tokens is not None and (not isinstance(self.context_tokens, int) or self.context_tokens < 256):
             raise ValueError(f"LLM settings: context_tokens must be a whole number >= 256, got {self.context_tokens!r}")
         self.prices = _parse_prices(self.prices, "prices")
+        if not math.isfinite(self.timeout):  # nan compares False with everything: it passed the check below
+            raise ValueError(f"LLM settings: timeout must be a number of seconds above 0, got {self.timeout}")
+        if self.budget_usd is not None and not math.isfinite(self.budget_usd):
+            raise ValueError(f"LLM settings: budget_usd must be a number of USD >= 0, got {self.budget_usd}")
         if self.timeout <= 0 or self.max_retries < 0 or self.concurrency < 1:
             raise ValueError(f"LLM settings: timeout must be > 0, max_retries >= 0, concurrency >= 1 "
                              f"(got {self.timeout}, {self.max_retries}, {self.concurrency})")

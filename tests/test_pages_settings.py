@@ -191,3 +191,13 @@ def test_a_bad_endpoint_in_the_environment_names_the_variable(monkeypatch):
     with pytest.raises(ValueError, match="OPENAI_BASE_URL.*'localhost:8000'.*http://"):
         LLMSettings.from_env({"OPENAI_BASE_URL": "localhost:8000"})
     assert LLMSettings.from_env({"OPENAI_BASE_URL": " http://h:1/v1 "}).base_url == "http://h:1/v1"
+
+
+@pytest.mark.parametrize("var, value", [("MERMAIDFLOW_TIMEOUT", "nan"), ("MERMAIDFLOW_TIMEOUT", "inf"),
+                                        ("MERMAIDFLOW_BUDGET_USD", "nan")])
+def test_a_timeout_or_budget_that_is_not_a_number_is_refused(var, value):
+    with pytest.raises(ValueError, match="timeout|budget_usd"):  # nan passed every comparison: no timeout, no cap
+        LLMSettings.from_env({var: value})
+    field = "timeout" if var.endswith("TIMEOUT") else "budget_usd"
+    with pytest.raises(ValueError, match=field):
+        LLMSettings.from_public_dict({field: float(value)})
