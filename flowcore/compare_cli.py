@@ -52,6 +52,7 @@ def register(sub: Any) -> None:
     s.add_argument("--benchmark", required=True, choices=BENCHMARKS)
     s.add_argument("-o", "--out", required=True, help="the JSON file to write")
     s.add_argument("--seed", type=int, default=42)
+    s.add_argument("--force", action="store_true", help="replace OUT if it exists")
     s.set_defaults(func=_cmd_split)
 
 
@@ -162,6 +163,9 @@ def format_table(doc: dict) -> str:
 def _cmd_split(args: argparse.Namespace) -> int:
     from .benchmarks import write_split_file
 
+    if Path(args.out).exists() and not args.force:  # likely a split the user edited: never replaced unasked
+        raise CliError(f"{args.out} already exists (a split you edited would be lost): choose another -o, or add "
+                       "--force to replace it")
     try:
         doc = write_split_file(args.benchmark, args.out, seed=args.seed)
     except OSError as exc:

@@ -198,3 +198,14 @@ def test_score_refuses_an_empty_reference(capsys, tmp_path):
     code, _, err = cli(capsys, "score", "--benchmark", "mbpp", "--prediction", "def f(): return 1",
                        "--reference", f"@{tmp_path / 'tests.py'}")
     assert code == 2 and "tests.py holds no text" in err
+
+
+def test_split_never_replaces_an_existing_file_unasked(capsys, tmp_path):
+    """`split -o mine.json` silently overwrote a split file the user had edited."""
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"validation": ["gsm8k/2"], "test": ["gsm8k/11"]}')
+    code, _, err = cli(capsys, "split", "--benchmark", "gsm8k", "-o", str(mine))
+    assert code == 2 and "mine.json already exists" in err and "--force" in err
+    assert mine.read_text() == '{"validation": ["gsm8k/2"], "test": ["gsm8k/11"]}'
+    code, _, err = cli(capsys, "split", "--benchmark", "gsm8k", "-o", str(mine), "--force")
+    assert code == 0 and len(json.loads(mine.read_text())["validation"]) == 264
