@@ -279,20 +279,31 @@ def _evaluate_repeated(args: argparse.Namespace, w: Any, problems: list, llm: An
     """``evaluate --repeats R``: R runs per problem with the cache bypassed (flowcore.compare.measure)."""
     from .compare import measure
 
-    m = asyncio.run(measure(w, args.benchmark, problems, llm=llm, repeats=args.repeats, name=Path(args.file).stem,
-                            concurrency=args.concurrency, progress=show, timeout=args.timeout))
+    cancel = threading.Event()
+    with _stop_on_signals(cancel):  # as without repeats: Ctrl-C ends with the partial report, not a bare exit
+        m = asyncio.run(measure(w, args.benchmark, problems, llm=llm, repeats=args.repeats,
+                                name=Path(args.file).stem, concurrency=args.concurrency, progress=show,
+                                timeout=args.timeout, cancel=cancel))
     doc = m.to_json()
     doc.pop("text")
     doc.update(benchmark=args.benchmark, cost=llm.usage.cost, split=info)
+    if not m.pooled.n:  # every run errored (or none finished): no score, not 0%
+        doc.update(score=None, ci=None, mean=None)
     if args.json:
         emit(doc)
     else:
         for i, score in enumerate(m.pooled.scores, 1):
             print(f"repeat {i}: score {score:.3f}")
         sd = "—" if m.pooled.sd is None else f"{m.pooled.sd:.3f}"
-        print(f"{args.benchmark}: {m.pooled.n} problems × {m.repeats} repeats, mean {m.pooled.mean:.3f} ± {sd} "
-              f"(sd across repeats), pooled 95% CI [{m.pooled.ci_low:.3f}, {m.pooled.ci_high:.3f}], "
-              f"{m.calls} calls, cost ${llm.usage.cost:.6f}")
+        scored = (f"mean {m.pooled.mean:.3f} ± {sd} (sd across repeats), pooled 95% CI [{m.pooled.ci_low:.3f}, "
+                  f"{m.pooled.ci_high:.3f}]") if m.pooled.n else \
+            f"no score: no problem was scored, {m.pooled.errors} runs not made (endpoint errors)"
+        print(f"{args.benchmark}: {m.pooled.n} problems × {m.repeats} repeats, {scored}, {m.calls} calls, "
+              f"cost ${llm.usage.cost:.6f}")
+    if m.pooled.cancelled:
+        print(f"error: interrupted after {len(m.pooled.results)} of {len(problems) * args.repeats} runs "
+              "(a partial report)", file=sys.stderr)
+        return 1
     errored = [r for r in m.pooled.results if r.errored]
     if errored and m.pooled.error_rate > args.max_error_rate:
         print(f"error: {len(errored)} of {len(m.pooled.results)} runs could not be made because the LLM endpoint "

@@ -209,3 +209,34 @@ def test_split_never_replaces_an_existing_file_unasked(capsys, tmp_path):
     assert mine.read_text() == '{"validation": ["gsm8k/2"], "test": ["gsm8k/11"]}'
     code, _, err = cli(capsys, "split", "--benchmark", "gsm8k", "-o", str(mine), "--force")
     assert code == 0 and len(json.loads(mine.read_text())["validation"]) == 264
+
+
+def test_repeats_with_every_run_errored_have_no_score(endpoint, capsys):
+    endpoint(Fault(status=401, body="Incorrect API key provided"))
+    code, out, _ = cli(capsys, "evaluate", MATH_SEED, "--benchmark", "gsm8k", "--limit", "2", "--repeats", "2")
+    assert code == 1 and "no score: no problem was scored, 4 runs not made" in out and "mean 0.000" not in out
+    code, out, _ = cli(capsys, "evaluate", MATH_SEED, "--benchmark", "gsm8k", "--limit", "2", "--repeats", "2",
+                       "--json")
+    doc = json.loads(out)
+    assert doc["score"] is None and doc["mean"] is None and doc["ci"] is None and doc["errors"] == 4
+
+
+def test_ctrl_c_during_repeats_prints_the_partial_report(tmp_path):
+    """evaluate --repeats R ignored the Ctrl-C handling evaluate has: a bare 'interrupted', no report."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    with FakeLLMServer("\\boxed{42}", latency=0.4) as srv:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MERMAIDFLOW_"))}
+        env.update(OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY="k")
+        proc = subprocess.Popen([sys.executable, "-m", "flowcore", "evaluate", MATH_SEED, "--benchmark", "gsm8k",
+                                 "--limit", "6", "--repeats", "2", "--concurrency", "1"], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while not srv.requests and proc.poll() is None:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "SIGINT" in err and "Traceback" not in err, err
+    assert "interrupted after 1 of 12 runs (a partial report)" in err and "1 problems × 1 repeats" in out, out
