@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
+import math
 import os
 import re
 import time
@@ -603,6 +604,22 @@ def openai_installed() -> bool:
 RETRY_STATUS = (408, 409, 429)  # and every 5xx: worth another try; any other 4xx is final
 
 
+def _env_number(env: Mapping[str, str], name: str, kind: type, default: Any, low: float) -> Any:
+    """The variable as a number above ``low``; ValueError naming the variable (nan and inf are refused: nan
+    passes every comparison, so a nan timeout meant none)."""
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or value <= low:
+        least = "above 0" if low == 0 else f"of at least {low + 1:g}"
+        raise ValueError(f"{name}={raw!r} must be a {'whole ' * (kind is int)}number {least}")
+    return value
+
+
 @dataclass
 class OpenAIChat:
     """The environment an exported workflow reads, the same as flowcore's: OPENAI_BASE_URL, OPENAI_API_KEY,
@@ -625,13 +642,17 @@ class OpenAIChat:
         self._fallback = (env.get("OPENAI_MODEL") or "").strip() or "gpt-4o-mini"
         self._models = {r: (env.get(f"MERMAIDFLOW_MODEL_{r.upper()}") or "").strip() or self._fallback
                         for r in ("optimizer", "judge", "executor")}
-        self.timeout = float(env.get("MERMAIDFLOW_TIMEOUT") or 60.0)
-        self.max_retries = int(env.get("MERMAIDFLOW_MAX_RETRIES") or 2)
-        self.concurrency = max(1, int(env.get("MERMAIDFLOW_CONCURRENCY") or 8))
+        self.timeout = _env_number(env, "MERMAIDFLOW_TIMEOUT", float, 60.0, low=0.0)
+        self.max_retries = _env_number(env, "MERMAIDFLOW_MAX_RETRIES", int, 2, low=-1)
+        self.concurrency = _env_number(env, "MERMAIDFLOW_CONCURRENCY", int, 8, low=0)
         self.prices = {k: tuple(v) for k, v in self.prices.items()}
         if (env.get("MERMAIDFLOW_PRICES") or "").strip():
-            extra = json.loads(env["MERMAIDFLOW_PRICES"])
-            self.prices.update({k: tuple(float(x) for x in v) for k, v in extra.items()})
+            try:
+                extra = json.loads(env["MERMAIDFLOW_PRICES"])
+                self.prices.update({k: tuple(float(x) for x in v) for k, v in extra.items()})
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise ValueError("MERMAIDFLOW_PRICES must be JSON {model: [input, output]} in USD per 1M tokens "
+                                 f"({exc})") from None
         self._per_loop: dict[Any, tuple[Any, asyncio.Semaphore]] = {}
         self.transport = "urllib" if (env.get("MERMAIDFLOW_HTTP") or "").strip().lower() == "urllib" or \
             not openai_installed() else "openai"

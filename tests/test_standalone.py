@@ -116,3 +116,17 @@ def test_urllib_can_be_chosen_in_process(monkeypatch):
         reply = asyncio.run(chat.chat("hi"))
     assert reply.text == "hello" and reply.model == "m" and reply.prompt_tokens > 0
     assert reply.cost == pytest.approx((reply.prompt_tokens * 1 + reply.completion_tokens * 2) / 1e6)
+
+
+@pytest.mark.parametrize("var, value", [("MERMAIDFLOW_TIMEOUT", "abc"), ("MERMAIDFLOW_TIMEOUT", "nan"),
+                                        ("MERMAIDFLOW_TIMEOUT", "-1"), ("MERMAIDFLOW_MAX_RETRIES", "1.5"),
+                                        ("MERMAIDFLOW_CONCURRENCY", "0"), ("MERMAIDFLOW_PRICES", "{bad")])
+def test_a_bad_setting_in_the_environment_is_named(tmp_path, var, value):
+    path = tmp_path / "workflow.py"
+    path.write_text(compile_workflow(example("math_seed")))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MERMAIDFLOW_", "PYTHON"))}
+    env.update(OPENAI_BASE_URL="http://127.0.0.1:9/v1", **{var: value})
+    p = subprocess.run([sys.executable, "-I", str(path), "--problem", "1+1"], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert p.returncode == 2 and var in p.stderr and "Traceback" not in p.stderr, p.stderr  # was a bare
+    # "could not convert string to float: 'abc'", a JSON traceback, or nan taken as no timeout at all
