@@ -24,6 +24,7 @@ from flowcore.aov.session import md  # noqa: E402
 from flowcore.llm import LLM  # noqa: E402
 from pages import common  # noqa: E402
 
+common.app_shell()  # a link to this page on a fresh server: run inside the app (menu, workspace memory)
 ss = st.session_state
 NO_LLM = "No LLM endpoint is configured: set one on the Settings page (or OPENAI_BASE_URL) to generate."
 AGENTS = {"llm": "LLM agents", "manual": "Manual (you type each output)", "echo": "Echo (offline demo)"}
@@ -37,6 +38,7 @@ def llm() -> LLM | None:
 
 
 act = S.Actions(ss, common.workspace(), llm)  # the callbacks: flowcore/aov/session.py
+act.open_remembered(common.browser_id())  # a reload reopens what this browser had open
 
 
 # -- drawing ------------------------------------------------------------------------------------------------
@@ -111,14 +113,14 @@ def settings_row(configured: bool) -> None:
     c[2].radio("Repair proposals", first + ["rules"], format_func=LLM_OR_RULES.get, key="aov_repairs",
                help="LLM proposals are topped up by the rule-made ones")
     c[3].radio("Repairs and refinements", list(MODES), format_func=MODES.get, key="aov_mode")
-    c[4].number_input("K", 1, f.k_max, min(f.k, f.k_max), key="aov_k",
+    c[4].number_input("K", 1, f.k_max, key="aov_k",
                       help="Repair proposals per failure and updates per refinement, requested at once")
-    c[5].number_input("Max repairs", 0, 10, 3, key="aov_max_repairs", help="Per subtask; then it stays failed")
+    c[5].number_input("Max repairs", 0, 10, key="aov_max_repairs", help="Per subtask; then it stays failed")
     r = st.columns([1.4, 0.8, 1, 2.6], vertical_alignment="bottom")
     r[0].radio("Periodic refinement", first + ["off"], format_func=LLM_OR_RULES.get, key="aov_refine",
                horizontal=True, help=None if configured else "Refinement re-plans with the LLM: configure one")
-    r[1].number_input("every M completed", 1, 100, max(f.refine_every, 1), key="aov_refine_every")
-    r[2].number_input("at most (times)", 0, 50, f.max_refinements, key="aov_max_refinements")
+    r[1].number_input("every M completed", 1, 100, key="aov_refine_every")
+    r[2].number_input("at most (times)", 0, 50, key="aov_max_refinements")
     with r[3].popover("Flow settings", icon=":material/tune:"):
         d = {k: st.number_input(label, 1 if k != "max_refinements" else 0, hi, getattr(f, k), key=f"aov_fs_{k}")
              for k, label, hi in [("k", "Default K", 50), ("k_max", "Largest K", 50),
@@ -238,6 +240,7 @@ def main() -> None:
         st.caption("Pick a candidate above and press Start execution, or reopen a saved execution.")
     else:
         execution_section(ex)
+    act.remember(common.browser_id())
 
 
 main()

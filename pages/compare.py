@@ -23,6 +23,7 @@ from flowcore.benchmarks import DataError, load, split_info  # noqa: E402
 from flowcore.compare import list_comparisons, load_comparison, start_comparison  # noqa: E402
 from pages import common  # noqa: E402
 
+common.app_shell()  # a link to this page on a fresh server: run inside the app (menu, workspace memory)
 ss = st.session_state
 JOB_KEY, SHOW_KEY = "cmp_job_id", "cmp_show"
 NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."

@@ -165,3 +165,24 @@ def test_worker_and_queue_on_a_missing_workspace_say_so_instead_of_waiting_on_a_
         "error: --operators: unknown operator(s) insrt; known: substitute, insert, rewire, delete, subgraph, "
         "prompt, crossover")
     assert json.loads(cli("queue", "--db", db, "--json").stdout)["items"][0]["status"] == "queued"
+
+
+# ---- a reload ---------------------------------------------------------------------------------------
+
+def test_a_new_session_of_the_same_browser_reopens_its_execution_with_the_settings_it_ran_with(tmp_path):
+    ws = Workspace(tmp_path / "ws.db")
+    first = {"aov_agents": "echo", "aov_inspector": "rules", "aov_repairs": "rules", "aov_refine": "off",
+             "aov_mode": "auto", "aov_k": 2, "aov_max_repairs": 1}
+    act = S.Actions(dict(first), ws, lambda: None)
+    act.start(AOVGraph.load(REPORT))
+    act.remember("b" * 32)
+    eid = act.s["aov_ex"].id
+    again = S.Actions({}, ws, lambda: None)  # the reload: a new session, the radios at their defaults
+    assert again.s["aov_k"] == 3 and "aov_agents" not in again.s
+    again.open_remembered("b" * 32)
+    assert again.s["aov_ex"].id == eid and "Reopened execution" in again.s["aov_flash"][1]
+    assert {k: again.s[k] for k in first} == first  # what it ran with, not the page's defaults
+    assert type(again.s["aov_ex"].agent).__name__ == "EchoAgent"
+    other = S.Actions({}, ws, lambda: None)
+    other.open_remembered("c" * 32)  # another browser had nothing open
+    assert "aov_ex" not in other.s

@@ -207,6 +207,7 @@ class Execution:
         self.context_chars = context_chars
         self.endpoint_waits: tuple[float, ...] = ENDPOINT_WAITS  # back-off when the LLM endpoint is away
         self.store = store
+        self.choices: dict[str, Any] = {}  # how the page ran it (agents, inspector, ...): set again on reopening
         self.saved_seq = 0  # the last event this copy knows to be in the store (a newer one: changed elsewhere)
         self.id = execution_id or uuid.uuid4().hex[:12]
         self.step_index = 0
@@ -274,7 +275,8 @@ class Execution:
                 "schedule": self.schedule, "refine_every": self.refine_every,
                 "max_refinements": self.max_refinements, "refinements_done": self.refinements_done,
                 "completed_since_refine": self.completed_since_refine, "step_of": self.step_of,
-                "context_chars": self.context_chars, "queue": [entry(rs) for rs in self.queue]}
+                "context_chars": self.context_chars, "queue": [entry(rs) for rs in self.queue],
+                "choices": self.choices}
 
     def restore(self, state: dict[str, Any], events: list[dict[str, Any]]) -> None:
         self.step_index = int(state.get("step_index", 0))
@@ -286,6 +288,7 @@ class Execution:
         self.refinements_done = int(state.get("refinements_done", 0))
         self.completed_since_refine = int(state.get("completed_since_refine", 0))
         self.step_of = {k: int(v) for k, v in state.get("step_of", {}).items()}
+        self.choices = dict(state.get("choices") or {})
         self.events = list(events)
         self.queue = []
         for q in state.get("queue", []):

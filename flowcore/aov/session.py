@@ -21,8 +21,9 @@ from .inspector import LLMInspector, RuleInspector
 from .model import AOVError, AOVGraph
 from .repair import Proposal
 from .settings import FlowSettings
-from .store import ExecutionConflict, ExecutionStore, load_execution, save_execution
+from .store import ExecutionConflict, ExecutionStore, load_execution, open_of, remember_open, save_execution
 
+CHOICE_KEYS = ("aov_agents", "aov_inspector", "aov_repairs", "aov_refine")  # radios kept with an execution
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "aov"
 AGENT_MODES = ("manual", "echo", "llm")  # who produces a subtask's output
 PREVIEW = 80
@@ -76,11 +77,14 @@ def backends(agent_mode: str, llm_inspector: bool, llm_repairs: bool, llm: Any) 
 
 def start(ws: Any, graph: AOVGraph, agent: Any, inspector: Any, repair_llm: Any = None, *,
           mode: str = "interactive", k: int = 3, max_repairs: int = 3, refine_llm: Any = None,
-          refine_every: int = 3, max_refinements: int = 5, context_chars: int | None = None) -> Execution:
-    """A new execution of ``graph``, saved in the workspace (every later step saves itself)."""
+          refine_every: int = 3, max_refinements: int = 5, context_chars: int | None = None,
+          choices: dict[str, Any] | None = None) -> Execution:
+    """A new execution of ``graph``, saved in the workspace (every later step saves itself). ``choices``: the
+    page's own settings (agents, inspector, ...), kept with it so that reopening it sets them again."""
     extra = {} if context_chars is None else {"context_chars": context_chars}
     ex = Execution(graph, agent, inspector, repair_llm=repair_llm, mode=mode, k=k, max_repairs=max_repairs,
                    refine_llm=refine_llm, refine_every=refine_every, max_refinements=max_refinements, **extra)
+    ex.choices = dict(choices or {})
     save_execution(ws, ex)
     return ex
 
@@ -384,6 +388,44 @@ class Actions:
         self.flow, problem = flow_defaults(ws)
         if problem:
             self.flash("warning", problem)
+        f = self.flow  # the number boxes' first values (set here, not by the widgets: reopening sets them)
+        for key, value in (("aov_k", min(f.k, f.k_max)), ("aov_max_repairs", 3),
+                           ("aov_refine_every", max(f.refine_every, 1)), ("aov_max_refinements", f.max_refinements)):
+            state.setdefault(key, value)
+        if isinstance(state.get("aov_k"), int) and state["aov_k"] > f.k_max:  # K max lowered since
+            state["aov_k"] = f.k_max
+
+    def open_remembered(self, browser: str | None) -> None:
+        """A new session of this browser (a reload): reopen the execution it had open. Once per session."""
+        if self.s.get("aov_ex") is not None or self.s.get("aov_restored") or not browser:
+            return
+        self.s["aov_restored"] = True
+        if eid := open_of(self.ws, browser):
+            self.reopen(eid)
+
+    def remember(self, browser: str | None) -> None:
+        """After each run of the page: the execution open here is the one a reload of this browser reopens."""
+        ex = self.s.get("aov_ex")
+        if ex is not None and browser and self.s.get("aov_remembered") != (browser, ex.id):
+            remember_open(self.ws, browser, ex.id)
+            self.s["aov_remembered"] = (browser, ex.id)
+
+    def _adopt(self, ex: Execution) -> None:
+        """The settings the execution ran with onto the page's widgets (only before they are drawn: from a
+        callback or before the layout)."""
+        configured = self.llm() is not None
+        for key, value in ex.choices.items():
+            if key in CHOICE_KEYS and isinstance(value, str) and (value != "llm" or configured):
+                self.s[key] = value
+        self.s["aov_mode"] = ex.mode
+        self.s["aov_k"] = min(max(ex.k, 1), self.flow.k_max)
+        self.s["aov_max_repairs"] = min(max(ex.max_repairs, 0), 10)
+        if ex.refine_every >= 1:
+            self.s["aov_refine_every"] = min(ex.refine_every, 100)
+        self.s["aov_max_refinements"] = min(max(ex.max_refinements, 0), 50)
+
+    def _choices(self) -> dict[str, Any]:
+        return {k: self.s[k] for k in CHOICE_KEYS if isinstance(self.s.get(k), str)}
 
     def flash(self, kind: str, message: str) -> None:
         self.s["aov_flash"] = (kind, message)
@@ -419,6 +461,7 @@ class Actions:
         ex.refine_llm, ex.refine_every, ex.max_refinements = (self.refine_llm(), n["refine_every"],
                                                               n["max_refinements"])
         ex.context_chars = self.flow.context_chars
+        ex.choices = self._choices()
 
     def _set_candidates(self, cands: list[Labeled]) -> None:
         self.s["aov_cands"], self.s["aov_gen"] = cands, self.s.get("aov_gen", 0) + 1
@@ -465,7 +508,8 @@ class Actions:
     def start(self, graph: AOVGraph, note: str = "") -> None:
         try:
             self.s["aov_ex"] = start(self.ws, graph, *self.choices(), refine_llm=self.refine_llm(),
-                                     context_chars=self.flow.context_chars, **self.numbers())
+                                     context_chars=self.flow.context_chars, choices=self._choices(),
+                                     **self.numbers())
         except AOVError as e:
             return self.flash("error", f"Cannot start: {e}")
         self.s["aov_running"] = False
@@ -481,12 +525,16 @@ class Actions:
     def reopen(self, eid: str) -> None:
         if (running := live(eid)) is not None:  # still running in this server: the very same object
             self.s["aov_ex"], self.s["aov_running"] = running[1], True
+            self._adopt(running[1])
             return self.flash("info", f"Execution {eid} is running: its live view is below.")
         try:
-            self.s["aov_ex"] = load_execution(self.ws, eid, *self.choices(), refine_llm=self.refine_llm())
+            ex = load_execution(self.ws, eid)
+            self._adopt(ex)  # the agents, inspector, ... it ran with, then those backends
+            ex.agent, ex.inspector, ex.repair_llm = self.choices()
+            ex.refine_llm = self.refine_llm()
         except AOVError as e:
             return self.flash("error", f"Cannot reopen: {e}")
-        self.s["aov_running"] = False
+        self.s["aov_ex"], self.s["aov_running"] = ex, False
         self.flash("info", f"Reopened execution {eid}: it continues where it stopped.")
 
     def sync(self) -> None:

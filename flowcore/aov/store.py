@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +25,11 @@ CREATE TABLE IF NOT EXISTS aov_events (
     execution_id TEXT NOT NULL REFERENCES aov_executions(id) ON DELETE CASCADE,
     seq INTEGER NOT NULL, step INTEGER NOT NULL, kind TEXT NOT NULL, payload_json TEXT NOT NULL,
     PRIMARY KEY (execution_id, seq));
+"""
+
+
+OPEN_DDL = """
+CREATE TABLE IF NOT EXISTS aov_open (browser TEXT PRIMARY KEY, execution_id TEXT NOT NULL, updated REAL NOT NULL);
 """
 
 
@@ -87,6 +93,24 @@ class ExecutionStore:
         with self.ws.transaction() as conn:
             conn.execute("DELETE FROM aov_events WHERE execution_id = ?", (execution_id,))
             conn.execute("DELETE FROM aov_executions WHERE id = ?", (execution_id,))
+
+
+def remember_open(workspace: Workspace, browser: str, execution_id: str) -> None:
+    """The execution this browser has open on the AOV page: a reload reopens it."""
+    workspace.ensure_schema("aov_open", OPEN_DDL)
+    with workspace.transaction() as conn:
+        conn.execute("INSERT INTO aov_open (browser, execution_id, updated) VALUES (?, ?, ?) ON CONFLICT(browser) "
+                     "DO UPDATE SET execution_id=excluded.execution_id, updated=excluded.updated",
+                     (browser, execution_id, time.time()))
+
+
+def open_of(workspace: Workspace, browser: str) -> str | None:
+    """The execution this browser had open, if it is still saved."""
+    ExecutionStore(workspace)  # its tables, on a workspace that has none yet
+    workspace.ensure_schema("aov_open", OPEN_DDL)
+    rows = workspace.query("SELECT o.execution_id FROM aov_open o JOIN aov_executions e ON e.id = o.execution_id "
+                           "WHERE o.browser = ?", (browser,))
+    return rows[0][0] if rows else None
 
 
 def save_execution(workspace: Workspace, ex: Execution) -> str:

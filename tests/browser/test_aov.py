@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
+import time
 from contextlib import contextmanager
 
 import pytest
@@ -19,7 +23,16 @@ from flowcore import settings_store
 from flowcore.storage import Workspace
 from tests.fakellm import FakeLLMServer, message_text
 
-from .conftest import goto_page, no_exceptions, save_screenshot, wait_for_app
+from .conftest import (
+    REPO,
+    _free_port,
+    _healthy,
+    _stop,
+    goto_page,
+    no_exceptions,
+    save_screenshot,
+    wait_for_app,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -227,3 +240,69 @@ def test_event_driven_run_live_and_a_refinement_accepted(page, streamlit_app):
             "design", "board", "win", "ui", "tests", "assemble", "docs"}
         assert no_exceptions(page) == []
         assert js_errors == []
+
+
+def test_a_reload_mid_run_reopens_the_live_run_with_the_settings_it_runs_with(page, streamlit_app):
+    """A reload (or a second tab of the same browser) while the run goes on: the same live run on screen,
+    with the agents / inspector / refinement choices it was started with, not the page's defaults."""
+    RELEASE_WIN.clear()  # 'win' runs until this test has reloaded
+    try:
+        with flow_endpoint(streamlit_app.db_path):
+            goto_page(page, streamlit_app, "/aov")
+            _key(page, "aov_use").locator("button").click()
+            wait_for_app(page)
+            for key, option in [("aov_agents", "LLM agents"), ("aov_inspector", "Rules"),
+                                ("aov_repairs", "Rules"), ("aov_refine", "Off")]:
+                _choose(page, key, option)
+            _key(page, "aov_start").locator("button").click()
+            wait_for_app(page)
+            eid = page.get_by_text(re.compile(r"^Execution [0-9a-f]{12} · ")).inner_text().split()[1]
+            _key(page, "aov_run").locator("button").click()
+            running = page.get_by_text(re.compile(r"Running now: win \(coder(#\d)?, \d+\.\d s\)$"))
+            expect(running).to_be_visible(timeout=30_000)
+            page.wait_for_function("() => document.cookie.includes('mf_browser=')")
+            for view in (page, page.context.new_page()):  # a reload, then a second tab of this browser
+                if view is page:
+                    page.reload(wait_until="domcontentloaded")
+                else:
+                    view.goto(streamlit_app.url + "/aov", wait_until="domcontentloaded")
+                wait_for_app(view)
+                expect(view.get_by_text(f"Execution {eid} is running: its live view is below.")).to_be_visible()
+                expect(view.get_by_text(re.compile(r"Running now: win \("))).to_be_visible(timeout=30_000)
+                for key, option in [("aov_inspector", "Rules"), ("aov_repairs", "Rules"), ("aov_refine", "Off")]:
+                    expect(_key(view, key).get_by_role("radio", name=option)).to_be_checked()
+                assert no_exceptions(view) == []
+            RELEASE_WIN.set()
+            done = page.get_by_text(re.compile(r"The execution completed after 3 step\(s\)\."))
+            expect(done).to_be_visible(timeout=30_000)
+    finally:
+        RELEASE_WIN.set()
+
+
+@pytest.mark.parametrize("path", ["/aov", "/compare"])
+def test_a_link_to_the_page_on_a_fresh_server_opens_inside_the_app(browser, tmp_path, path):
+    """The first visit of a server that has just started is a copied link to the page: it opens inside the
+    app (its menu, the browser's cookie that a reload finds its work by), not as a lone script."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "MERMAIDFLOW_DB": str(tmp_path / "ws.db"), "PYTHONUNBUFFERED": "1"}
+    with open(tmp_path / "streamlit.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                                 "--server.address", "127.0.0.1", "--server.port", str(port),
+                                 "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+                                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    ctx = browser.new_context(viewport={"width": 1200, "height": 800})
+    try:
+        deadline = time.monotonic() + 90
+        while not _healthy(url):
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "streamlit.log").read_text()
+            time.sleep(0.1)
+        page = ctx.new_page()
+        page.goto(url + path, wait_until="domcontentloaded")
+        wait_for_app(page, timeout_ms=60_000, settle_ms=0)
+        expect(page.get_by_role("link", name="Editor")).to_be_visible()
+        page.wait_for_function("() => document.cookie.includes('mf_browser=')")
+        assert no_exceptions(page) == []
+    finally:
+        ctx.close()
+        _stop(proc)
