@@ -370,9 +370,9 @@ async def compare(entries: list[tuple[str, str]], benchmark: str, problems: list
 
         m = await measure(w, benchmark, problems, llm=llm, repeats=repeats, name=name, text=text,
                           concurrency=concurrency, progress=on_problem, cancel=cancel, timeout=timeout)
-        out.measurements.append(m)
-        if m.pooled.cancelled:
+        if m.pooled.cancelled:  # measured on only some problems: its score is not comparable, left out
             break
+        out.measurements.append(m)
     out.rank()
     return out
 
@@ -506,7 +506,7 @@ def _finish(ws: Workspace, cid: int, result: Comparison | None, status: str, err
 
 def run_compare(entries: list[tuple[str, str]], benchmark: str, problems: list[Problem], *, llm: Any,
                 split: dict, repeats: int = 1, concurrency: int = 8, progress: ProgressFn | None = None,
-                timeout: float | None = None) -> Comparison:
+                timeout: float | None = None, cancel: Any = None) -> Comparison:
     """``compare`` for synchronous callers (the command line)."""
     return asyncio.run(compare(entries, benchmark, problems, llm=llm, split=split, repeats=repeats,
-                               concurrency=concurrency, progress=progress, timeout=timeout))
+                               concurrency=concurrency, progress=progress, timeout=timeout, cancel=cancel))

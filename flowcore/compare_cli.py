@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 from .cli import CliError, JobFailed, emit, load_workflow, read_text
-from .run_cli import BENCHMARKS, _llm, _progress, seconds
+from .run_cli import BENCHMARKS, _llm, _progress, _stop_on_signals, seconds
 
 DEFAULT_MAX_ERROR_RATE = 0.1
 
@@ -100,21 +101,29 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         _schema(ws)
     llm = _llm(args.concurrency)
     show = None if args.json or not sys.stderr.isatty() else (lambda name, d, t, r: _progress(d, t, r))
-    result = run_compare(entries, args.benchmark, problems, llm=llm, split=info, repeats=args.repeats,
-                         concurrency=args.concurrency, progress=show, timeout=args.timeout)
+    cancel = threading.Event()
+    with _stop_on_signals(cancel):  # Ctrl-C / SIGTERM: the workflows measured in full are still reported
+        result = run_compare(entries, args.benchmark, problems, llm=llm, split=info, repeats=args.repeats,
+                             concurrency=args.concurrency, progress=show, timeout=args.timeout, cancel=cancel)
+    interrupted = len(result.measurements) < len(entries)
     doc = result.to_json()
+    if interrupted:
+        doc["interrupted"] = (f"stopped: {len(result.measurements)} of {len(entries)} workflows measured in full "
+                              "(a workflow measured on only part of the problems is left out)")
     unsaved = None
-    if ws is not None:
+    if ws is not None and result.measurements:
         try:
-            doc["stored_as"] = save_comparison(ws, result)
+            doc["stored_as"] = save_comparison(ws, result, "cancelled" if interrupted else "done")
         except (OSError, sqlite3.Error) as exc:  # the measurements are still printed: nothing paid for is lost
             unsaved = f"{args.db}: the comparison could not be stored ({exc}); its results are printed above"
     if args.json:
         emit(doc)
-    else:
+    elif result.measurements:
         print(format_table(doc))
     if unsaved:
         raise CliError(unsaved)
+    if interrupted:
+        raise JobFailed(f"interrupted: {doc['interrupted']}")
     bad = [(r["workflow"], r["errors"], r["error_rate"]) for r in doc["table"] if r["error_rate"] > args.max_error_rate]
     if bad:
         name, errors, rate = bad[0]

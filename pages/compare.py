@@ -99,6 +99,9 @@ def show(stored) -> None:
         st.error(f"The comparison {stored.status}: {stored.error}")
         return
     c = stored.result
+    if stored.status == "cancelled" and (c is None or not c.measurements):
+        st.warning("Cancelled before any workflow was measured on every problem: nothing to compare.")
+        return
     if c is None or not c.measurements:
         st.info("Still running: see the progress above.")
         return

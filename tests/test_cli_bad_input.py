@@ -240,3 +240,32 @@ def test_ctrl_c_during_repeats_prints_the_partial_report(tmp_path):
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1 and "SIGINT" in err and "Traceback" not in err, err
     assert "interrupted after 1 of 12 runs (a partial report)" in err and "1 problems × 1 repeats" in out, out
+
+
+def test_ctrl_c_during_compare_reports_the_workflows_measured_in_full(tmp_path):
+    """Ctrl-C during compare lost every measurement made ('interrupted', nothing printed or stored); and a
+    cancelled comparison ranked a workflow measured on only part of the problems against complete ones."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    db = tmp_path / "ws.db"
+    with FakeLLMServer("\\boxed{42}", latency=0.3) as srv:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MERMAIDFLOW_"))}
+        env.update(OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY="k")
+        proc = subprocess.Popen([sys.executable, "-m", "flowcore", "compare", "baseline:io", MATH_SEED,
+                                 "--benchmark", "gsm8k", "--limit", "3", "--concurrency", "1", "--db", str(db)],
+                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while len(srv.requests) < 4 and proc.poll() is None:  # baseline:io done (3 calls), math_seed under way
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert "interrupted: stopped: 1 of 2 workflows measured in full" in err
+    assert "baseline:io" in out and "math_seed" not in out
+    from flowcore.compare import list_comparisons
+    from flowcore.storage import Workspace
+
+    (stored,) = list_comparisons(Workspace(db))
+    assert stored.status == "cancelled" and stored.names == ["baseline:io"]
