@@ -135,6 +135,8 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     for opt, given in (("--test-limit", args.test_limit), ("--test-data", args.test_data)):
         if given is not None and not args.test_top:  # it would be ignored without a word
             raise CliError(f"{opt} applies to the test re-scoring: add --test-top N (the N best rounds)")
+    if args.budget is not None and not args.budget > 0:  # 0 is "none" on the Evolve page; here it stopped the run
+        raise CliError(f"--budget must be above 0 USD, got {args.budget:g} (leave it out for no cap)")
     if args.split_file and args.data:
         raise CliError("--split-file chooses problems of the bundled data; it cannot be used with --data")
     workflow = None
