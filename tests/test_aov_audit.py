@@ -186,3 +186,27 @@ def test_a_new_session_of_the_same_browser_reopens_its_execution_with_the_settin
     other = S.Actions({}, ws, lambda: None)
     other.open_remembered("c" * 32)  # another browser had nothing open
     assert "aov_ex" not in other.s
+
+
+def test_the_same_accept_typed_twice_names_the_decision_awaited_now_and_applies_nothing(tmp_path):
+    ws = Workspace(tmp_path / "ws.db")
+    eid, db = paused(ws).id, str(tmp_path / "ws.db")
+    args = ("aov", "resume", eid, "--db", db, "--schedule", "steps", "--for", "outline", "--accept", "1")
+    first = cli(*args)
+    assert "accepted proposal 1 for outline" in first.stderr
+    assert f"`aov resume {eid} --db ... --for sources --accept N` or --reject" in first.stderr
+    second = cli(*args)  # up-arrow, enter
+    assert second.returncode == 1 and second.stderr.strip().splitlines()[-1] == (
+        f"error: the decision awaited now is about 'sources', not 'outline' (that one was already taken): nothing "
+        f"was applied; read the proposals with `aov resume {eid} --db ...` first")
+    saved = load_execution(ws, eid)
+    assert [e["payload"]["subtask"] for e in saved.events if e["kind"] == "repair"] == ["outline"]
+
+
+def test_a_missing_or_empty_folder_of_task_files_is_an_error_not_an_empty_list(tmp_path):
+    for args in (["tasks", "--dir", str(tmp_path / "nope")], ["accept", "gobang", str(tmp_path),
+                                                               "--tasks-dir", str(tmp_path / "nope")]):
+        p = cli("aov", *args)
+        assert p.returncode == 1 and f"{tmp_path / 'nope'}: no such folder of task files" in p.stderr
+    p = cli("aov", "tasks", "--dir", str(tmp_path))
+    assert p.returncode == 1 and f"{tmp_path}: no task files (*.json) in this folder" in p.stderr

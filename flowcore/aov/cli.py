@@ -244,7 +244,8 @@ async def _drive(ex: Execution, as_json: bool) -> int:
             print(f"  proposal {i}: {p.summary}", file=out)
             for line in p.diff.lines(p.graph):
                 print(f"      {line}", file=out)
-        how = (f"`aov resume {ex.id} --db ... --accept N` or --reject" if ex.store is not None
+        about = rs.failed or "refinement"
+        how = (f"`aov resume {ex.id} --db ... --for {about} --accept N` or --reject" if ex.store is not None
                else "run again with --auto-repair, or with --db to decide later")
         what = (f"subtask {rs.failed!r} failed ({rs.reason}); the repair proposals" if rs.kind == "repair"
                 else f"{rs.reason}: the updates of the plan")
@@ -312,7 +313,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.accept is not None or args.reject:
         if ex.status != "paused":
             raise AOVError(f"execution {ex.id} is {ex.status}: there is nothing to accept or reject")
+        rs = ex.pending_failure
+        about = rs.failed or "refinement" if rs is not None else ""
+        if args.for_ is not None and args.for_ != about:  # e.g. the same command typed twice
+            raise AOVError(f"the decision awaited now is about {about!r}, not {args.for_!r} (that one was "
+                           f"already taken): nothing was applied; read the proposals with `aov resume {ex.id} "
+                           "--db ...` first")
         ex.accept(args.accept) if args.accept is not None else ex.reject()
+        print(f"{'accepted proposal ' + str(args.accept) if args.accept is not None else 'rejected the proposals'}"
+              f" for {about}", file=sys.stderr)
     return run_sync(_drive(ex, args.json))
 
 
@@ -467,6 +476,9 @@ def register(subparsers: Any) -> None:
             g.add_argument("--accept", type=int, metavar="N", help="accept proposal N of the pending failure")
             g.add_argument("--reject", action="store_true",
                            help="reject the proposals (the subtask stays failed)")
+            p.add_argument("--for", dest="for_", metavar="SUBTASK", help="the subtask the decision is about, "
+                           "as printed ('refinement' for a refinement): nothing is applied when the decision "
+                           "awaited now is another one")
         p.add_argument("--json", action="store_true", help="one JSON line per step on stdout")
         p.add_argument("--manual", metavar="OUTPUTS.json",
                        help="agents' outputs by hand: {subtask_id: text or [text per attempt]}; no LLM")

@@ -72,8 +72,15 @@ def read_task(doc: Any, where: str) -> FlowTask:
 
 
 def load_tasks(folder: Path = TASKS_DIR) -> list[FlowTask]:
+    """The task files of ``folder``; a folder that is missing or holds none is an error (a mistyped --dir
+    would otherwise list nothing and succeed)."""
+    if not Path(folder).is_dir():
+        raise AOVError(f"{folder}: no such folder of task files")
+    files = sorted(Path(folder).glob("*.json"))
+    if not files:
+        raise AOVError(f"{folder}: no task files (*.json) in this folder")
     tasks = []
-    for p in sorted(Path(folder).glob("*.json")):
+    for p in files:
         try:
             doc = json.loads(p.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
