@@ -271,3 +271,16 @@ def test_ctrl_c_during_compare_reports_the_workflows_measured_in_full(tmp_path):
 
     (stored,) = list_comparisons(Workspace(db))
     assert stored.status == "cancelled" and stored.names == ["baseline:io"]
+
+
+def test_a_test_split_that_cannot_be_had_is_said_before_a_run_is_stored(endpoint, capsys, tmp_path):
+    """--test-top with a split file whose test part is empty failed after storing a run left 'running'."""
+    srv = endpoint("\\boxed{42}")
+    split = tmp_path / "s.json"
+    split.write_text(json.dumps({"validation": ["gsm8k/2", "gsm8k/11"], "test": []}))
+    db = tmp_path / "e.db"
+    code, _, err = cli(capsys, "evolve", "--benchmark", "gsm8k", "--rounds", "1", "--split-file", str(split),
+                       "--test-top", "1", "--db", str(db))
+    assert code == 1 and "field 'test' is empty" in err and srv.requests == []
+    if db.exists():
+        assert sqlite3.connect(db).execute("SELECT count(*) FROM evo_runs").fetchone()[0] == 0

@@ -163,14 +163,14 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
         evo = Evolution(ws, config, progress=printer, cancel=threading.Event())
         if not evo.config.offline:
             require_sandbox()  # candidates may run code (Programmer/Test, hidden tests): refuse before starting
+        if config.test_top and not evo.config.offline:  # no test split: say so before a run is stored
+            from .testsplit import held_out_problems
+
+            held_out_problems(evo.config.to_dict(), limit=config.test_limit)
         resumed = evo.find_resumable()
         finished_before = resumed is not None and evo.history.run(resumed).status == "finished"
         run_id = evo.start(resume=True)
         evo.prepare()
-        if config.test_top and not evo.config.offline:
-            from .testsplit import held_out_problems
-
-            held_out_problems(evo.config.to_dict(), limit=config.test_limit)  # no test split: say so now
     except RunBusy as exc:  # the same run in another process: joining it would repeat its calls and rounds
         raise CliError(f"{exc}; wait for it to finish (or stop it), or start a separate run with another "
                        "--seed or --db") from None
