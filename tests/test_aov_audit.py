@@ -210,3 +210,10 @@ def test_a_missing_or_empty_folder_of_task_files_is_an_error_not_an_empty_list(t
         assert p.returncode == 1 and f"{tmp_path / 'nope'}: no such folder of task files" in p.stderr
     p = cli("aov", "tasks", "--dir", str(tmp_path))
     assert p.returncode == 1 and f"{tmp_path}: no task files (*.json) in this folder" in p.stderr
+
+
+def test_a_mistyped_subtask_id_in_the_manual_outputs_is_named_before_the_run(tmp_path):
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({"outlne": "1. Intro 2. End", "sources": "five sources"}))
+    p = cli("aov", "run", str(REPORT), "--manual", str(outputs), "--schedule", "steps")
+    assert p.stderr.splitlines()[0] == f"note: {outputs}: no subtask 'outlne' in the graph (did you mean 'outline'?)"

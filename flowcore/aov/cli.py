@@ -91,6 +91,20 @@ def _manual_outputs(path: str) -> dict[str, Any]:
     return doc
 
 
+def _note_unknown_outputs(path: str | None, graph: AOVGraph) -> None:
+    """A --manual file naming a subtask the graph lacks is most likely a typo: say so before the run (the
+    subtask meant would otherwise fail with "no manual output" and go through repairs). Only a note: a file
+    may hold outputs for subtasks a repair adds later."""
+    if not path:
+        return
+    import difflib
+    for sid in _manual_outputs(path):
+        if sid not in graph.subtasks:
+            near = difflib.get_close_matches(sid, list(graph.subtasks), n=1)
+            print(f"note: {path}: no subtask {sid!r} in the graph" + (f" (did you mean {near[0]!r}?)" if near
+                  else f" (subtasks: {', '.join(graph.subtasks)})"), file=sys.stderr)
+
+
 def _llm(ws: Any, run_id: str) -> Any:
     """The configured LLM client, or None (no endpoint); a malformed variable is a usage error."""
     try:
@@ -272,6 +286,7 @@ def _check_numbers(args: argparse.Namespace) -> FlowSettings:
 def cmd_run(args: argparse.Namespace) -> int:
     fs = _check_numbers(args)
     graph = _load(args.file)
+    _note_unknown_outputs(args.manual, graph)
     ws = _workspace(args.db)
     eid = uuid.uuid4().hex[:12]
     agent, inspector, repair_llm, llm = _backends(args, ws, eid)
@@ -298,6 +313,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from .store import load_execution
     agent, inspector, repair_llm, llm = _backends(args, ws, args.execution_id)
     ex = load_execution(ws, args.execution_id, agent, inspector, repair_llm, refine_llm=llm)
+    _note_unknown_outputs(args.manual, ex.graph)
     if args.auto_repair:
         ex.mode = "auto"
     if args.k is not None:
