@@ -147,7 +147,7 @@ def test_aov_on_an_unreachable_postgresql_workspace_is_a_usage_error_without_the
         assert "hunter2" not in p.stderr + p.stdout and "no LLM configured" not in p.stderr
     (tmp_path / "notes.txt").write_text("not a database")
     p = cli("aov", "run", str(REPORT), "--db", str(tmp_path / "notes.txt"))
-    assert p.returncode == 2 and "notes.txt: cannot open the database (not usable" in p.stderr
+    assert p.returncode == 2 and "notes.txt: not usable as the workspace database (file is not a" in p.stderr
 
 
 def test_worker_and_queue_on_a_missing_workspace_say_so_instead_of_waiting_on_a_new_one(tmp_path):

@@ -195,10 +195,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def _workspace(path: str | None) -> Any:
     if not path:
         return None
-    from ..storage import DatabaseError, Workspace, redact
+    from ..storage import DatabaseError, Workspace, WorkspaceError, redact
     try:
         ws = Workspace(path)
         ws.query("SELECT 1")  # reach it now: an unreachable server or a file that is no database, said plainly
+    except WorkspaceError:
+        raise  # the command line's own "PATH: not usable as the workspace database (...)"
     except (OSError, DatabaseError) as e:
         where = redact(path)
         raise UsageError(str(e) if where in str(e) else f"{where}: cannot open the database ({e})") from None
