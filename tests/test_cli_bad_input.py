@@ -284,3 +284,13 @@ def test_a_test_split_that_cannot_be_had_is_said_before_a_run_is_stored(endpoint
     assert code == 1 and "field 'test' is empty" in err and srv.requests == []
     if db.exists():
         assert sqlite3.connect(db).execute("SELECT count(*) FROM evo_runs").fetchone()[0] == 0
+
+
+def test_resuming_a_run_whose_seed_round_failed_says_so(endpoint, capsys, tmp_path):
+    """The second try of a run whose seed round failed (a wrong API key) said 'resuming run 1 after round -1'."""
+    endpoint(Fault(status=401, body="Incorrect API key provided"))
+    argv = ["evolve", "--benchmark", "gsm8k", "--rounds", "1", "--limit", "1", "--db", str(tmp_path / "e.db")]
+    code, _, err = cli(capsys, *argv)
+    assert code == 1 and "the seed round failed" in err and "HTTP 401" in err
+    code, _, err = cli(capsys, *argv)
+    assert code == 1 and "resuming run 1 from its seed round (no round was stored)" in err and "-1" not in err
