@@ -86,8 +86,15 @@ class _Ctx:
             if port is None and src == "PROBLEM" and label is not None:
                 port = self._problem_port(op, dst, e)
             add_port(port)
-            if port is not None:
-                fed.setdefault(dst, {}).setdefault(port.name, []).append(e)
+            if port is not None:  # (get before set: setdefault would build a dict and a list every edge)
+                by_port = fed.get(dst)
+                if by_port is None:
+                    by_port = fed[dst] = {}
+                feeders = by_port.get(port.name)
+                if feeders is None:
+                    by_port[port.name] = [e]
+                else:
+                    feeders.append(e)
         self.ins, self.outs, self.fed, self.ports = ins, outs, fed, ports
         self._types: dict[str, tuple[str, ...] | None] = {}
 
@@ -144,9 +151,11 @@ def _semantic(w: Workflow, task: str | None) -> list[Diagnostic]:
     d += _edges(ctx)
     d += _required(ctx)
     d += _return_fan_in(ctx)
-    if _has_cycle(ctx):
+    starts = [i for i in INPUT_INTERFACES if i in w.nodes]
+    acyclic, fwd = _acyclic_reach(ctx, starts)
+    if not acyclic:
         d += _cycles(w)
-    d += _reachability(ctx)
+    d += _reachability(ctx, starts, fwd)
     for n in w.nodes.values():
         if n.prompt and n.prompt not in w.prompts:
             d.append(_at(n, "M013", f"node {n.id} names prompt '{n.prompt}', which this workflow does not define "
@@ -205,10 +214,20 @@ def _interfaces(w: Workflow) -> list[Diagnostic]:
 
 def _task_rules(w: Workflow, task: str) -> list[Diagnostic]:
     out = []
+    interface, interface_nodes, tasks_of = cat.INTERFACE, cat.INTERFACE_NODES, cat.tasks_of
+    tasks_by_op: dict[str, tuple[str, ...]] = {}  # an operator's tasks depend on the node id only for Interface
     for n in w.nodes.values():
-        if n.op is None or (n.op == cat.INTERFACE and n.id not in cat.INTERFACE_NODES):
+        op = n.op
+        if op is None:
             continue
-        allowed = cat.tasks_of(n.op, n.id)
+        if op == interface:
+            if n.id not in interface_nodes:
+                continue
+            allowed = tasks_of(op, n.id)
+        else:
+            allowed = tasks_by_op.get(op)
+            if allowed is None:
+                allowed = tasks_by_op[op] = tasks_of(op, n.id)
         if task not in allowed:
             what = n.id if n.op == cat.INTERFACE else n.op
             out.append(_at(n, "M011", f"{what} (node {n.id}) is not allowed in {task} tasks; "
@@ -219,17 +238,18 @@ def _task_rules(w: Workflow, task: str) -> list[Diagnostic]:
 def _edges(ctx: _Ctx) -> list[Diagnostic]:
     out = []
     nodes, types_of, fits = ctx.w.nodes, ctx._types, {}
+    decision, interface = cat.DECISION, cat.INTERFACE
     for e, port in zip(ctx.w.edges, ctx.ports, strict=True):
         src, dst = nodes[e.src], nodes[e.dst]
         if src.op is None or dst.op is None:
             continue
-        if src.op == cat.DECISION:
+        if src.op == decision:
             if (e.label or "").strip().lower() not in ("passed", "failed"):
                 got = f"'{e.label}'" if e.label else "no label"
                 out.append(_edge_at(e, "M007", f"an edge out of Decision {src.id} must be labelled Passed or "
                                     f"Failed (got {got})"))
             continue
-        if src.op == cat.INTERFACE and src.id == "RETURN":
+        if src.op == interface and src.id == "RETURN":
             out.append(_edge_at(e, "M008", "RETURN is the workflow's output; nothing can flow out of it", e.src))
             continue
         if port is None:
@@ -258,11 +278,12 @@ def _kind(n: Node) -> str:
 
 def _required(ctx: _Ctx) -> list[Diagnostic]:
     out = []
+    interface, interface_nodes, inputs_of, fed_of = cat.INTERFACE, cat.INTERFACE_NODES, cat.inputs_of, ctx.fed
     for n in ctx.w.nodes.values():
-        if n.op is None or (n.op == cat.INTERFACE and n.id not in cat.INTERFACE_NODES):
+        if n.op is None or (n.op == interface and n.id not in interface_nodes):
             continue
-        fed = ctx.port_edges(n.id)
-        for p in cat.inputs_of(n.op, n.id):
+        fed = fed_of.get(n.id) or {}
+        for p in inputs_of(n.op, n.id):
             count = len(fed.get(p.name, ()))
             if n.id == "RETURN":
                 count += sum(1 for e in ctx.ins[n.id] if ctx.is_route(e))
@@ -312,19 +333,31 @@ def _return_fan_in(ctx: _Ctx) -> list[Diagnostic]:
                        e.line or None, e.column or None, "RETURN")]
 
 
-def _has_cycle(ctx: _Ctx) -> bool:
-    """Kahn's algorithm: cheap proof of acyclicity, so networkx is only needed to name a cycle."""
+def _acyclic_reach(ctx: _Ctx, starts: list[str]) -> tuple[bool, set[str] | None]:
+    """Kahn's algorithm: cheap proof of acyclicity, so networkx is only needed to name a cycle. On the way it
+    finds what ``starts`` reach: a node is taken only after all its predecessors, so it is reached when it is
+    a start or a reached predecessor feeds it (saves a separate walk of every edge). With a cycle, the nodes
+    on and after it are never taken: the reached set is then None (the caller walks the graph itself)."""
     indeg = {n: len(edges) for n, edges in ctx.ins.items()}
     todo = [n for n, k in indeg.items() if k == 0]
+    reached = set(starts)
+    outs = ctx.outs
     seen = 0
     while todo:
         n = todo.pop()
         seen += 1
-        for e in ctx.outs.get(n, ()):
-            indeg[e.dst] -= 1
-            if indeg[e.dst] == 0:
-                todo.append(e.dst)
-    return seen < len(indeg)
+        feeds = n in reached
+        for e in outs.get(n, ()):
+            dst = e.dst
+            left = indeg[dst] - 1
+            indeg[dst] = left
+            if left == 0:
+                todo.append(dst)
+            if feeds:
+                reached.add(dst)
+    if seen < len(indeg):
+        return False, None
+    return True, reached
 
 
 def _cycles(w: Workflow) -> list[Diagnostic]:
@@ -347,7 +380,9 @@ def _cycles(w: Workflow) -> list[Diagnostic]:
     return out
 
 
-def _reachability(ctx: _Ctx) -> list[Diagnostic]:
+def _reachability(ctx: _Ctx, starts: list[str], fwd: set[str] | None) -> list[Diagnostic]:
+    """M005 for nodes PROBLEM/ENTRY_POINT do not reach (``fwd``, when already known) or that do not reach
+    RETURN."""
     w = ctx.w
 
     def reach(starts: list[str], step: dict[str, list[Edge]], forward: bool) -> set[str]:
@@ -361,8 +396,8 @@ def _reachability(ctx: _Ctx) -> list[Diagnostic]:
         return seen
 
     out = []
-    starts = [i for i in INPUT_INTERFACES if i in w.nodes]
-    fwd = reach(starts, ctx.outs, True) if starts else set()
+    if fwd is None:
+        fwd = reach(starts, ctx.outs, True) if starts else set()
     back = reach(["RETURN"], ctx.ins, False) if "RETURN" in w.nodes else None
     for n in w.nodes.values():
         if starts and n.id not in fwd and n.id not in INPUT_INTERFACES:

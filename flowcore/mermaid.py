@@ -13,6 +13,7 @@ import gc
 import json
 import re
 from contextlib import contextmanager
+from itertools import compress, repeat
 
 from . import catalogue as cat
 from .mermaid_grammar import FlowDB, MermaidParseError, parse_flowchart
@@ -172,7 +173,9 @@ def _read_prompts(text: str, w: Workflow) -> None:
     so the canonical text (fmt, the Editor's Format) never drops a note its author wrote."""
     if "%%" not in text:
         return
-    for raw in text.splitlines():
+    lines = text.splitlines()
+    # only the lines holding '%%', picked out in C (a large workflow has thousands of other lines)
+    for raw in compress(lines, map(str.__contains__, lines, repeat("%%"))):
         line = raw.strip()
         if not line.startswith("%%") or line.startswith("%%{"):
             continue
@@ -208,10 +211,11 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
     position = pre.position
     verts = list(db.vertices.values())
     edges = db.edges
-    places = pre.positions([v.pos for v in verts] + [e.pos for e in edges])
+    lines, columns = pre.lines_columns([v.pos for v in verts] + [e.pos for e in edges])
+    nv = len(verts)
     nodes = w.nodes
     key_of_type, decode = _KEY_OF_TYPE, decode_entities
-    for v, (line, col) in zip(verts, places):
+    for v, line, col in zip(verts, lines, columns):
         vtype = v.type
         if vtype is None:
             shape = ""
@@ -254,7 +258,7 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
                 node.subgraph = k
     arrows: dict[tuple, str] = {}
     append = w.edges.append
-    for e, (line, col) in zip(edges, places[len(verts):]):
+    for e, line, col in zip(edges, lines[nv:], columns[nv:]):
         key = (e.type, e.stroke, e.length)
         arrow = arrows.get(key)
         if arrow is None:

@@ -816,10 +816,12 @@ def parse_flowchart(text: str, *, recover: bool = True, fast: bool = True) -> Fl
 
 # statement-level fast path: 'A --> B', 'A -->|x| B', 'A["x"]' with plain ids (no keyword, no x/o/v ending
 # or start that the lexer would read differently); the line must end the statement with a newline.
-_FAST_ID = r"(?!(?:style|linkStyle|classDef|class|click|call|href|subgraph|end|default|interpolate|graph|flowchart|accTitle|accDescr|direction|_self|_blank|_parent|_top|v)\b)[A-Za-z_][A-Za-z0-9_]*"
+# The id is possessive (*+): what follows an id (blank, arrow, bracket, newline) is never an id character,
+# so giving characters back could not make a line match; both forms share the first id, read once.
+_FAST_ID = r"(?!(?:style|linkStyle|classDef|class|click|call|href|subgraph|end|default|interpolate|graph|flowchart|accTitle|accDescr|direction|_self|_blank|_parent|_top|v)\b)[A-Za-z_][A-Za-z0-9_]*+"
 _FAST_LINE = re.compile(
-    r"[ \t]*(?:(" + _FAST_ID + r")[ \t]*(-->|---)[ \t]*(?:\|([^\"|\[\](){}~\n]+)\| ?)?(" + _FAST_ID + r")"
-    r"|(" + _FAST_ID + r')(\[|\(\[|\(\(|\(|\{)"([^"\n`][^"\n]*)"(\]|\]\)|\)\)|\)|\}))[ \t]*\n')
+    r"[ \t]*(" + _FAST_ID + r")(?:[ \t]*(-->|---)[ \t]*(?:\|([^\"|\[\](){}~\n]+)\| ?)?(" + _FAST_ID + r")"
+    r'|(\[|\(\[|\(\(|\(|\{)"([^"\n`][^"\n]*)"(\]|\]\)|\)\)|\)|\}))[ \t]*\n')
 _NO_CLASSES: tuple = ()  # shared by fast-path edges until a class statement gives one its own list
 _NO_DATA = MappingProxyType({})
 _FAST_SHAPES = {("[", "]"): "square", ("([", "])"): "stadium", ("((", "))"): "circle", ("(", ")"): "round",
@@ -937,8 +939,8 @@ class _Run:
             m = next_line()
             if m is None or (check_dir and "direction" in m.group(0)):
                 return pos
-            a, arrow, label, b, nid, opener, text, closer = m.groups()
-            if a is not None:  # an edge
+            a, arrow, label, b, opener, text, closer = m.groups()
+            if arrow is not None:  # an edge
                 if label is not None and label.strip() != label:
                     return pos
                 if a not in vertices or a in edge_ids:
@@ -966,7 +968,8 @@ class _Run:
                 shape = shapes.get((opener, closer))
                 if shape is None:
                     return pos
-                db.cur_pos = where = m.start(5)
+                nid = a
+                db.cur_pos = where = m.start(1)
                 if nid in vertices or nid in edge_ids:
                     add_vertex(nid, {"text": text, "type": "string"}, shape)
                 else:  # a new vertex: what add_vertex would make of it

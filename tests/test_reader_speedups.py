@@ -40,6 +40,22 @@ def test_line_starts_with_every_kind_of_line_break():
                                                    if ch == "\n" or (ch == "\r" and text[i + 1:i + 2] != "\n")]
 
 
+# texts that make Prepared rewrite (and so map offsets back): CRLF, comments, directives, front matter,
+# leading blanks, entities, a ';' after a style, blanks after '}'
+_REWRITES = ["flowchart TD\n", "\r\n", "\r", "  %% note\n", "%%{init: {}}%%\n", "---\ntitle: x\n---\n", "   ",
+             'A["a #quot; b"]\n', "style A fill:#f9f;\n", "B{x}   \n", "A --> B\n", "\n", "\u00a0", "C(c)\n"]
+
+
+def test_many_positions_at_once_are_each_position():
+    rng = random.Random(5)
+    for _ in range(300):
+        text = "".join(rng.choice(_REWRITES) for _ in range(rng.randint(0, 25)))
+        pre = Prepared(text)
+        offsets = [rng.randint(-2, len(pre.code) + 3) for _ in range(rng.randint(0, 40))]
+        # (a vertex never placed has offset -1: read as the start of the text)
+        assert pre.positions(offsets) == [pre.position(max(p, 0)) for p in offsets], (text, offsets)
+
+
 def test_fast_path_inside_subgraphs_keeps_the_members():
     text = "flowchart TD\n  A --> B\n  subgraph S\n    C --> D\n    E[\"e\"]\n  end\n  F --> C\n"
     fast, slow = parse_flowchart(text), parse_flowchart(text, fast=False)
