@@ -177,6 +177,11 @@ class Prepared:
         vals = poss if not poss or min(poss) >= 0 else [p if p > 0 else 0 for p in poss]
         bisect_right = bisect.bisect_right
         for segs in reversed(self._steps):
+            last_start, last_old, last_linear = segs[-1]
+            if vals and last_linear and min(vals) >= last_start:
+                # all in the last segment (as after the prompt comments at the top): one shift for all, in C
+                vals = list(map((last_old - last_start).__add__, vals))
+                continue
             # the segment holding p: the last whose new start is <= p (the first segment starts at 0)
             where = map(bisect_right, repeat([s[0] for s in segs]), vals)
             if all(lin for _, _, lin in segs):  # only text removed (comments, \r): each segment is a shift
