@@ -505,6 +505,10 @@ def to_mermaid(w: Workflow, *, styles: bool = False) -> str:  # noqa: C901
     for key, s in w.subgraphs.items():
         parent = s.parent if s.parent in w.subgraphs and s.parent != key else None
         subs_of.setdefault(parent, []).append((key, s))
+    # Mermaid finds a subgraph's classes by id, and a later subgraph with the same id takes the id over: the
+    # classes of an earlier one are printed right after its own `end`, before the id moves on
+    last = {s.id: s for s in w.subgraphs.values()}
+    shadowed = {id(s) for s in w.subgraphs.values() if last[s.id] is not s and s.classes and s.id not in w.nodes}
     order: list[Node] = []  # nodes in printed order, so class lines are a fixed point too
     # iterative depth-first walk: a thousand nested subgraphs must not exhaust Python's stack
     stack: list[tuple[str, Any, int]] = [("sub", None, 1)]
@@ -513,13 +517,15 @@ def to_mermaid(w: Workflow, *, styles: bool = False) -> str:  # noqa: C901
         pad = "    " * min(depth, 4)  # deeper nesting is not indented further (keeps the text linear)
         if kind == "end":
             out.append(pad + "end")
+            if id(item) in shadowed:  # classed now, while its id still finds it
+                out.extend(f"{pad}class {item.id} {c}" for c in item.classes)
             continue
         if kind == "open":
             key, s = item
             out.append(f"{pad}subgraph {_subgraph_head(s)}")
             if s.direction:
                 out.append(f"{pad}    direction {s.direction}")
-            stack.append(("end", None, depth))
+            stack.append(("end", s, depth))
             stack.append(("sub", key, depth + 1))
             continue
         sid = item
@@ -544,8 +550,8 @@ def to_mermaid(w: Workflow, *, styles: bool = False) -> str:  # noqa: C901
             for c in e.classes:
                 by_class.setdefault(c, []).append(e.id)
     for s in w.subgraphs.values():
-        if s.id not in w.nodes:  # a node with the same id draws the group with its own classes
-            for c in s.classes:
+        if s.id not in w.nodes and id(s) not in shadowed:  # a node with the same id draws the
+            for c in s.classes:  # group with its own classes
                 by_class.setdefault(c, []).append(s.id)
     for c, ids in by_class.items():
         out.append(f"    class {','.join(ids)} {c}")

@@ -37,3 +37,14 @@ def test_fmt_of_a_thousand_nested_subgraphs_does_not_recurse():
     w = parse(text)
     out = to_mermaid(w)  # (Mermaid itself is not asked here)
     assert out.count("subgraph ") == n and parse(out) == w
+
+
+def test_classes_of_a_subgraph_whose_id_a_later_subgraph_takes_over():
+    # Mermaid looks a subgraph's class up by id, and the last subgraph with that id wins: fmt prints the earlier
+    # one's class right after its `end` (printed at the bottom it would class the later one)
+    for text in ('flowchart TD\n  subgraph A10["solve"]\n    subgraph A10["solve"]\n    end\n'
+                 '    class A10 hot\n  end\n',
+                 "flowchart TD\n  subgraph X\n    A\n  end\n  class X c1\n  subgraph X\n    B\n  end\n  class X c2\n"):
+        agrees(text)
+        w = parse(text)
+        assert parse(to_mermaid(w)) == w
