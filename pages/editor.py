@@ -10,6 +10,7 @@ from streamlit_ace import st_ace
 from flowcore import WorkflowSyntaxError, check, is_valid, library, parse, parse_lenient, to_mermaid, view
 from flowcore import canvas as cv
 from flowcore import catalogue as cat
+from flowcore.export import file_stem
 from flowcore.mermaid_live import verdict as mermaid_verdict
 from flowcore.mermaid_live import with_mermaid
 from pages import common, widgets
@@ -124,7 +125,7 @@ with bar[3].popover("Open", icon=":material/folder_open:"):
 with bar[4].popover("Save", icon=":material/save:"):
     st.text_input("Name", value=wf["name"], key=name_key(), max_chars=80)
     st.button("Save version", on_click=save, key="ed_save", type="primary")
-bar[5].download_button(".mmd", live_text(), file_name=f"{wf['name'] or 'workflow'}.mmd",
+bar[5].download_button(".mmd", live_text(), file_name=f"{file_stem(wf['name'])}.mmd",
                        mime="text/plain", icon=":material/download:", key="ed_download",
                        on_click="ignore")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -92,3 +93,17 @@ def test_screenshot_of_an_example(page, streamlit_app):
     wait_for_app(page)
     save_screenshot(page, "editor.png")
     assert no_exceptions(page) == []
+
+
+def test_the_mmd_download_has_a_safe_file_name(page, streamlit_app):
+    from urllib.parse import urlencode
+
+    from flowcore.drafts import encode_text
+
+    odd = "../../My flow: v2*?"  # a name from a copied link can be any text
+    query = urlencode({"wf": odd, "task": "math", "code": encode_text(BASE + "RETURN([Return])\n")})
+    goto_page(page, streamlit_app, f"/editor?{query}")
+    with page.expect_download() as info:
+        page.get_by_role("button", name=".mmd").click()
+    assert info.value.suggested_filename == "My_flow_v2.mmd"  # the Export page's stem, not the raw name
+    assert Path(info.value.path()).read_text().startswith("flowchart TD")
