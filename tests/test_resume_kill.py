@@ -52,10 +52,12 @@ def _rows(db: Path) -> list[dict]:
     with sqlite3.connect(db) as c:
         c.row_factory = sqlite3.Row
         rows = [dict(r) for r in c.execute("SELECT * FROM evo_rounds ORDER BY run_id, round")]
-    for r in rows:  # what differs between two honest runs: wall-clock times, float sums in finishing order
-        r.pop("created")
-        r["cost"] = round(r["cost"], 12)
-        r["per_problem_json"] = [{k: v for k, v in p.items() if k != "latency"}
+    for r in rows:  # what differs between two honest runs: wall-clock times, float sums in finishing order,
+        r.pop("created")  # and in a failed round the cost of the calls that happened to finish before the failure
+        failed = r["status"] == "failed"
+        r["cost"] = None if failed else round(r["cost"], 12)
+        drop = {"latency", "cost"} if failed else {"latency"}
+        r["per_problem_json"] = [{k: v for k, v in p.items() if k not in drop}
                                  for p in json.loads(r["per_problem_json"])]
     return rows
 
