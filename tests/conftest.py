@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from flowcore.storage import Workspace
+from tests.fakellm import FakeLLMServer
 
 settings.register_profile("dev", deadline=None)  # no deadline: a first call into a warm engine may be slow
 # CI: the same examples on every run, so a failure reproduces.
@@ -67,3 +68,24 @@ def app_env(tmp_path, monkeypatch):
     monkeypatch.setenv("MERMAIDFLOW_DB", str(tmp_path / "ws.db"))
     for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "MERMAIDFLOW_CACHE"):
         monkeypatch.delenv(k, raising=False)
+
+
+@pytest.fixture
+def endpoint(monkeypatch):
+    """``endpoint(responder, **kw)`` starts a scripted OpenAI-compatible server and points a clean environment
+    at it (no retries, so a fault shows at once); every server started is stopped after the test."""
+    for var in [v for v in os.environ if v.startswith(("OPENAI_", "MERMAIDFLOW_"))]:
+        monkeypatch.delenv(var)
+    servers = []
+
+    def start(responder, **kw) -> FakeLLMServer:
+        srv = FakeLLMServer(responder, **kw).start()
+        servers.append(srv)
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("MERMAIDFLOW_MAX_RETRIES", "0")
+        return srv
+
+    yield start
+    for srv in servers:
+        srv.stop()

@@ -19,25 +19,6 @@ ROOT = Path(__file__).resolve().parent.parent
 MATH_SEED = str(ROOT / "assets" / "examples" / "math_seed.mmd")
 
 
-@pytest.fixture
-def endpoint(monkeypatch):
-    for var in [v for v in os.environ if v.startswith(("OPENAI_", "MERMAIDFLOW_"))]:
-        monkeypatch.delenv(var)
-    servers = []
-
-    def start(responder) -> FakeLLMServer:
-        srv = FakeLLMServer(responder).start()
-        servers.append(srv)
-        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        monkeypatch.setenv("MERMAIDFLOW_MAX_RETRIES", "0")
-        return srv
-
-    yield start
-    for srv in servers:
-        srv.stop()
-
-
 def cli(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import re
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from flowcore.compare_view import pareto_figure, table_frame
 from flowcore.llm import LLM, LLMSettings
 from flowcore.mermaid import parse
 from flowcore.stats import mcnemar_exact, paired_bootstrap, pareto_front
-from tests.fakellm import FakeLLMServer, Fault, message_text
+from tests.fakellm import Fault, message_text
 
 ROOT = Path(__file__).resolve().parent.parent
 N = 12
@@ -44,25 +43,6 @@ def scripted(request: dict) -> str:
                 return f"Step by step, the answer is {p.reference}."
             return "Step by step, the answer is -12345."
     return "no idea"
-
-
-@pytest.fixture
-def endpoint(monkeypatch):
-    for var in [v for v in os.environ if v.startswith(("OPENAI_", "MERMAIDFLOW_"))]:
-        monkeypatch.delenv(var)
-    servers = []
-
-    def start(responder, **kw) -> FakeLLMServer:
-        srv = FakeLLMServer(responder, **kw).start()
-        servers.append(srv)
-        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        monkeypatch.setenv("MERMAIDFLOW_MAX_RETRIES", "0")
-        return srv
-
-    yield start
-    for srv in servers:
-        srv.stop()
 
 
 @pytest.fixture

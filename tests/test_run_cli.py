@@ -22,26 +22,6 @@ NO_RETURN = "flowchart TD\n    PROBLEM([Problem])\n    C1[Custom]\n    PROBLEM -
 
 
 @pytest.fixture
-def endpoint(monkeypatch):
-    """Start a scripted server and point the environment at it."""
-    for var in [v for v in os.environ if v.startswith(("OPENAI_", "MERMAIDFLOW_"))]:
-        monkeypatch.delenv(var)
-    servers = []
-
-    def start(responder, **kw) -> FakeLLMServer:
-        srv = FakeLLMServer(responder, **kw).start()
-        servers.append(srv)
-        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        monkeypatch.setenv("MERMAIDFLOW_MAX_RETRIES", "0")
-        return srv
-
-    yield start
-    for srv in servers:
-        srv.stop()
-
-
-@pytest.fixture
 def no_endpoint(monkeypatch):
     for var in [v for v in os.environ if v.startswith(("OPENAI_", "MERMAIDFLOW_"))]:
         monkeypatch.delenv(var)
@@ -244,7 +224,6 @@ def test_evaluate_stops_on_sigterm_with_a_partial_report(tmp_path):
     import sys
     import time
 
-    from tests.fakellm import FakeLLMServer
 
     workflow, data, replies, _ = _gsm8k(tmp_path)
     with FakeLLMServer(by_keyword(replies, "no idea"), latency=0.4) as srv:
