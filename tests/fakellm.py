@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import random
 import select
 import socket
@@ -279,11 +280,18 @@ def garble(text: str, rng: random.Random) -> str:
     return data.decode("utf-8", errors="replace") + "\ufffd"
 
 
+def readable(conn: socket.socket, timeout: float) -> bool:
+    """Whether ``conn`` turns readable within ``timeout`` seconds. poll, not select: select refuses file
+    descriptors above 1023, which a long test session's process reaches (every reply then looked like a hang-up)."""
+    p = select.poll()
+    p.register(conn, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(p.poll(math.ceil(timeout * 1000) if timeout > 0 else 0))
+
+
 def client_gone(conn: socket.socket) -> bool:
     """True when the client has closed its end (readable, and a peek reads nothing)."""
     try:
-        ready, _, _ = select.select([conn], [], [], 0)
-        return bool(ready) and conn.recv(1, socket.MSG_PEEK) == b""
+        return readable(conn, 0) and conn.recv(1, socket.MSG_PEEK) == b""
     except (OSError, ValueError):
         return True
 
@@ -333,9 +341,9 @@ class _Handler(BaseHTTPRequestHandler):
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             try:  # wake when the socket turns readable (the client hung up) or the time is over
-                ready, _, _ = select.select([self.connection], [], [], left)
+                ready = readable(self.connection, left)
             except (OSError, ValueError):
-                ready = [self.connection]
+                ready = True
             if not ready:
                 break
             if client_gone(self.connection):
