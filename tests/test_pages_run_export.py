@@ -114,16 +114,23 @@ def test_run_benchmark_evaluation_runs_in_background_and_survives_a_reload(monke
     assert fresh.selectbox[-1].value == job.meta["eval_id"]
 
 
+def start_slow_benchmark():
+    """A Run page that has started a 10-problem benchmark, one problem at a time (1 s each with the server's
+    latency): long enough that a reload or a Cancel lands mid-run even on a loaded machine."""
+    at = app(RUN)
+    at.radio(key="run_mode").set_value("Benchmark").run()
+    at.number_input(key="run_limit").set_value(10).run()
+    at.number_input(key="run_conc").set_value(1).run()
+    at.button(key="run_start").click().run()
+    return at
+
+
 def test_a_reload_mid_evaluation_opens_on_its_progress(monkeypatch):
     """A reloaded Run page (a new session) opened in 'One problem' mode: the running evaluation was nowhere to
     be seen until the user found the Benchmark switch."""
     with FakeLLMServer("The answer is 3", latency=1.0) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-        at = app(RUN)
-        at.radio(key="run_mode").set_value("Benchmark").run()
-        at.number_input(key="run_limit").set_value(10).run()
-        at.number_input(key="run_conc").set_value(1).run()
-        at.button(key="run_start").click().run()
+        at = start_slow_benchmark()
         job = jobs.get(at.session_state["run_job_id"])
         try:
             reloaded = app(RUN)
@@ -136,14 +143,9 @@ def test_a_reload_mid_evaluation_opens_on_its_progress(monkeypatch):
 
 
 def test_run_benchmark_cancel_keeps_the_partial_evaluation(monkeypatch):
-    # 10 problems one at a time at 1 s each: the cancel lands well before the end even on a loaded machine
     with FakeLLMServer("The answer is 3", latency=1.0) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-        at = app(RUN)
-        at.radio(key="run_mode").set_value("Benchmark").run()
-        at.number_input(key="run_limit").set_value(10).run()
-        at.number_input(key="run_conc").set_value(1).run()
-        at.button(key="run_start").click().run()
+        at = start_slow_benchmark()
         assert buttons(at)["Start evaluation"] is True  # one evaluation at a time
         at.button(key="run_cancel").click().run()
         assert any("Cancelling" in i.value for i in at.info)
