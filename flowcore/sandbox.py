@@ -25,6 +25,7 @@ from __future__ import annotations
 import marshal
 import os
 import random
+import re
 import shutil
 import signal
 import site
@@ -59,6 +60,8 @@ class SandboxResult:
     memory_exceeded: bool
     error: str | None
     duration: float
+    cpu_time: float | None = None  # CPU seconds of all the run's processes, when the host can tell
+    overloaded: bool = False  # the wall clock ran out while the code had little CPU: the machine's fault
 
 
 # The code that runs first inside the sandbox (python -I -S -B -c BOOTSTRAP JOB_FD REPORT_FD): the job JSON comes
@@ -113,7 +116,7 @@ def where(tb):
 
 def print_tb(e):
     traceback = lines_for_tracebacks()
-    frames = [fs for fs in traceback.extract_tb(e.__traceback__) if fs.filename != "<string>"]
+    frames = [fs for fs in traceback.extract_tb(e.__traceback__) if fs.filename not in ("<string>", "<sandbox>")]
     text = "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(type(e), e))
     sys.stderr.write("Traceback (most recent call last):\n" + text)
 
@@ -126,24 +129,13 @@ def finish(code):
     os._exit(code)
 
 try:
-    before_tests = None
+    if mode in ("serve", "judge"):  # the two halves of a verdict: see _SERVE and _JUDGE
+        exec(compile(job["runner"], "<sandbox>", "exec"), {"job": job, "report": report, "finish": finish,
+                                                             "where": where, "print_tb": print_tb})
     for name, src in job["parts"]:
-        if name == "tests.py":
-            before_tests = ns.get("check")  # a solution may define its own check(); only the tests' counts
         exec(compile(src, name, "exec"), ns)
     if mode == "program" and callable(ns.get("solve")):
         print(ns["solve"]())
-    elif mode == "tests":
-        entry = job["entry_point"]
-        if entry and entry not in ns:
-            report("error", "the solution does not define %r" % entry)
-            finish(1)
-        if callable(ns.get("check")) and ns.get("check") is not before_tests:
-            if not entry:
-                report("error", "the tests define check(candidate) but no entry point was given")
-                finish(1)
-            ns["check"](ns[entry])
-        report("done")
 except SystemExit as e:
     code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     if not isinstance(e.code, (int, type(None))):
@@ -161,6 +153,8 @@ except BaseException as e:
     print_tb(e)
     fs = where(e.__traceback__)
     at = " (%s line %s)" % (fs.filename, fs.lineno) if fs else ""
+    if getattr(e, "sbx_where", None):  # raised in the solution, across the judge's pipe
+        at = " (%s%s)" % (e.sbx_where, ", called from " + at[2:-1] if at else "")
     if isinstance(e, AssertionError):
         src = (fs.line or "").strip() if fs else ""
         msg = "assertion failed" + (": " + src if src else "") + (" -- " + str(e) if str(e) else "") + at
@@ -172,16 +166,288 @@ finish(0)
 '''
 
 
+# -- the verdict: the candidate and the tests in two sandboxes --------------------------------------------
+#
+# A verdict never shares an interpreter or a writable channel with the code it judges. The candidate's program
+# runs in one sandbox (_SERVE) and answers calls; the tests run in a second (_JUDGE), which alone reports
+# "done" to us. Between them is one pipe pair that carries plain data: tagged JSON, decoded strictly into
+# builtin values by the judge, so an object the candidate built (one that equals anything, say) never reaches
+# the tests; a value that is not plain data crosses as an opaque handle that compares by identity. The hidden
+# tests are never inside the candidate's sandbox, and nothing the candidate prints, patches or leaves behind
+# (atexit and signal handlers, threads, children) can reach the judge's report.
+
+_WIRE = r"""
+import json, os
+MAX_MESSAGE = 64 << 20
+
+class WireError(BaseException):  # not an Exception: a test's `except Exception` must not swallow it
+    pass
+
+def _read(fd, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+def send(fd, obj):
+    data = json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
+    data = len(data).to_bytes(4, "big") + data
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+def recv(fd):
+    head = _read(fd, 4)
+    if head is None:
+        return None
+    n = int.from_bytes(head, "big")
+    if n > MAX_MESSAGE:
+        raise WireError("a message of %d bytes from the other side (limit %d)" % (n, MAX_MESSAGE))
+    body = _read(fd, n)
+    if body is None:
+        return None
+    def no_constants(name):
+        raise ValueError("bare %s" % name)
+    return json.loads(body.decode("utf-8"), parse_constant=no_constants)
+
+def enc(x, handle, depth=0):
+    # Plain data by its builtin base type (a Counter crosses as a dict, a namedtuple as a tuple): the other
+    # side rebuilds plain builtins, so no method of the sender's classes (__eq__, __bool__...) goes with it.
+    if depth > 100:
+        raise ValueError("a value nested more than 100 levels deep")
+    if x is None:
+        return ["n"]
+    if isinstance(x, bool):
+        return ["b", bool(x)]
+    if isinstance(x, int):
+        return ["i", int.__index__(x)]
+    if isinstance(x, float):
+        x = float.__float__(x)
+        return ["f", x if x == x and x not in (float("inf"), float("-inf")) else repr(x)]
+    if isinstance(x, complex):
+        return ["c", enc(x.real, handle), enc(x.imag, handle)]
+    if isinstance(x, str):
+        return ["s", str.__str__(x)]
+    if isinstance(x, (bytes, bytearray)):
+        return ["y", bytes(x).decode("latin-1")]
+    for base, tag in ((list, "l"), (tuple, "t"), (set, "S"), (frozenset, "F")):
+        if isinstance(x, base):
+            return [tag, [enc(v, handle, depth + 1) for v in base.__iter__(x)]]
+    if isinstance(x, dict):
+        return ["d", [[enc(k, handle, depth + 1), enc(v, handle, depth + 1)] for k, v in dict.items(x)]]
+    if type(x).__module__ == "numpy" and hasattr(x, "item") and getattr(x, "shape", None) == ():
+        return enc(x.item(), handle, depth + 1)  # a numpy scalar compares as its Python value
+    return ["h", handle(x)]
+
+def dec(v, remote, depth=0):
+    # strict: only the tags above, each with a payload of exactly its type; anything else is a WireError
+    if depth > 200 or type(v) is not list or not v or type(v[0]) is not str:
+        raise WireError("a malformed value from the other side")
+    tag, rest = v[0], v[1:]
+    if tag == "n" and not rest:
+        return None
+    if len(rest) == 1:
+        x = rest[0]
+        if tag == "b" and type(x) is bool or tag == "s" and type(x) is str or tag == "i" and type(x) is int:
+            return x
+        if tag == "f" and type(x) is float:
+            return x
+        if tag == "f" and x in ("nan", "inf", "-inf"):
+            return float(x)
+        if tag == "y" and type(x) is str:
+            return x.encode("latin-1")
+        if tag == "h" and type(x) is int:
+            return remote(x)
+        if type(x) is list and tag in ("l", "t", "S", "F", "d"):
+            if tag == "d":
+                out = {}
+                for pair in x:
+                    if type(pair) is not list or len(pair) != 2:
+                        raise WireError("a malformed mapping from the other side")
+                    out[dec(pair[0], remote, depth + 1)] = dec(pair[1], remote, depth + 1)
+                return out
+            items = [dec(i, remote, depth + 1) for i in x]
+            return items if tag == "l" else (tuple, set, frozenset)["tSF".index(tag)](items)
+    if tag == "c" and len(rest) == 2:
+        re_, im = dec(rest[0], remote, depth + 1), dec(rest[1], remote, depth + 1)
+        if type(re_) is float and type(im) is float:
+            return complex(re_, im)
+    raise WireError("a malformed value from the other side")
+"""
+
+# The candidate's side: load the program, then answer the judge's requests until its pipe closes.
+_SERVE = _WIRE + r"""
+import sys
+REQ, RSP = job["req_fd"], job["rsp_fd"]
+ns = {"__name__": "__sandbox__", "__builtins__": __builtins__}
+handles = []
+def handle(obj):
+    handles.append(obj)
+    return len(handles) - 1
+
+def describe(e):
+    fs = where(e.__traceback__)
+    at = " (%s line %s)" % (fs.filename, fs.lineno) if fs else ""
+    return "%s: %s%s" % (type(e).__name__, e, at)
+
+try:
+    for name, src in job["parts"]:
+        exec(compile(src, name, "exec"), ns)
+except SyntaxError as e:
+    send(RSP, {"load_error": "SyntaxError: %s (%s line %s)" % (e.msg, e.filename, e.lineno)})
+    finish(1)
+except SystemExit:
+    finish(0)  # an exit while loading: the judge sees the pipe close before "ready"
+except BaseException as e:
+    print_tb(e)
+    send(RSP, {"load_error": describe(e)})
+    finish(1)
+send(RSP, {"ready": True})
+while True:
+    msg = recv(REQ)
+    if msg is None:
+        finish(0)
+    try:
+        if msg.get("op") == "names":
+            send(RSP, {"names": {n: enc(ns[n], handle) if n in ns else None for n in msg["names"]}})
+            continue
+        target = handles[msg["h"]]
+        if msg.get("op") == "getattr":
+            value = getattr(target, msg["name"])
+            send(RSP, {"ok": enc(value, handle)})
+            continue
+        args = [dec(a, handles.__getitem__) for a in msg["args"]]
+        kwargs = {k: dec(v, handles.__getitem__) for k, v in msg["kwargs"].items()}
+        result = target(*args, **kwargs)
+        send(RSP, {"ok": enc(result, handle), "args": [enc(a, handle) for a in args]})
+    except BaseException as e:  # the candidate's exception travels back as a name, a message and a place
+        try:
+            fs = where(e.__traceback__)
+            send(RSP, {"raise": [type(e).__name__, str(e)[:2000]],
+                       "at": "%s line %s" % (fs.filename, fs.lineno) if fs else ""})
+        except BaseException:
+            send(RSP, {"raise": ["Exception", "an exception that cannot be described"]})
+"""
+
+# The judge's side: the tests, with the candidate's names bound to proxies that call across the pipe.
+_JUDGE = _WIRE + r"""
+import builtins
+REQ, RSP = job["req_fd"], job["rsp_fd"]
+
+class Remote:
+    # a value of the candidate's that is not plain data: callable, attributes readable, equal only to itself
+    __slots__ = ("_h",)
+    def __init__(self, h):
+        object.__setattr__(self, "_h", h)
+    def __call__(self, *args, **kwargs):
+        return call(self._h, args, kwargs)
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return exchange({"op": "getattr", "h": self._h, "name": name})[0]
+    def __repr__(self):
+        return "<a value of the solution's (not plain data)>"
+
+def handle(obj):
+    if type(obj) is Remote:
+        return object.__getattribute__(obj, "_h")
+    raise TypeError("cannot pass a %s to the solution" % type(obj).__name__)
+
+def exchange(msg, args=()):
+    send(REQ, msg)
+    reply = recv(RSP)
+    if reply is None:
+        raise WireError("the solution's process ended during a call")
+    if type(reply) is not dict:
+        raise WireError("a malformed reply from the solution")
+    if "raise" in reply:
+        info = reply["raise"]
+        if type(info) is not list or len(info) != 2 or not all(type(i) is str for i in info):
+            raise WireError("a malformed reply from the solution")
+        kind = getattr(builtins, info[0], None)
+        error = RuntimeError("%s: %s" % tuple(info))
+        if isinstance(kind, type) and issubclass(kind, Exception) and kind.__module__ == "builtins":
+            try:
+                error = kind(info[1])
+            except Exception:
+                pass
+        if type(reply.get("at")) is str and reply["at"]:
+            error.sbx_where = reply["at"][:200]
+        raise error
+    if "ok" not in reply:
+        raise WireError("a malformed reply from the solution")
+    value = dec(reply["ok"], Remote)
+    back = reply.get("args")
+    if type(back) is list and len(back) == len(args):  # arguments the solution changed in place
+        for a, sent, now in zip(args, msg["args"], back):
+            if now != sent and type(a) in (list, dict, set):
+                new = dec(now, Remote)
+                if type(new) is not type(a):
+                    raise WireError("a malformed reply from the solution")
+                if type(a) is list:
+                    a[:] = new
+                else:
+                    a.clear()
+                    a.update(new)
+    return value, reply
+
+def call(h, args, kwargs):
+    msg = {"op": "call", "h": h, "args": [enc(a, handle) for a in args],
+           "kwargs": {str(k): enc(v, handle) for k, v in kwargs.items()}}
+    return exchange(msg, args)[0]
+
+first = recv(RSP)
+if first is None:
+    report("error", "the code exited before the tests finished")
+    finish(1)
+if type(first) is not dict or "ready" not in first:
+    report("error", str(first.get("load_error", "the solution did not start")) if type(first) is dict
+           else "the solution did not start")
+    finish(1)
+ns = {"__name__": "__sandbox__", "__builtins__": builtins}
+if job["context"]:  # the problem's own text (HumanEval's prompt: imports, helpers, the stub): trusted
+    exec(compile(job["context"], "prompt.py", "exec"), ns)
+for module in job["imports"]:  # stdlib modules the tests use without importing (the solution did)
+    try:
+        ns[module] = __import__(module)
+    except ImportError:
+        pass
+send(REQ, {"op": "names", "names": job["names"]})
+reply = recv(RSP)
+names = reply.get("names") if type(reply) is dict else None
+if type(names) is not dict:
+    report("error", "the code exited before the tests finished" if reply is None else
+           "a malformed reply from the solution")
+    finish(1)
+for name in job["names"]:
+    if names.get(name) is not None:
+        ns[name] = dec(names[name], Remote)
+entry = job["entry_point"]
+if entry and names.get(entry) is None:
+    report("error", "the solution does not define %r" % entry)
+    finish(1)
+exec(compile(job["tests"], "tests.py", "exec"), ns)
+if job["harness"]:
+    ns["check"](ns[entry])
+report("done")
+finish(0)
+"""
+
 def run_untrusted(code: str, *, tests: str | list[str] | None = None, entry_point: str | None = None,
                   call_solve: bool = False, stdin: str | None = None, timeout: float = 10.0,
-                  memory_mb: int = 512) -> SandboxResult:
+                  memory_mb: int = 512, context: str | None = None) -> SandboxResult:
     """Run ``code`` in the sandbox. Raises SandboxUnavailable (nothing was run) when bubblewrap is missing.
 
     - plain: ``code`` runs as ``__main__``; ok when it exits 0 within the limits (``stdin`` is its input);
     - ``call_solve``: then ``solve()`` is called and its result printed (ProgrammerOp's contract);
-    - ``tests``: ok iff the tests run to the end without failing. HumanEval style, they define
+    - ``tests``: ok iff the tests run to the end without failing, judged in a sandbox of their own that calls
+      the solution's functions across a pipe (see _SERVE/_JUDGE). HumanEval style, they define
       ``check(candidate)``, called with ``entry_point``; MBPP style, they are plain ``assert`` lines (a list is
-      joined). Exiting early counts as a failure.
+      joined). ``context`` is trusted code of the problem's (HumanEval's prompt) that the tests may use.
+      Exiting early counts as a failure.
     """
     start = time.monotonic()
     parts, mode = [("main.py", code)], "code"
@@ -191,6 +457,8 @@ def run_untrusted(code: str, *, tests: str | list[str] | None = None, entry_poin
         if isinstance(tests, str) and not tests.strip():
             return _sbx_failure("no tests given")
         parts, mode = [("solution.py", code), ("tests.py", tests)], "tests"
+        if context is not None:
+            parts.append(("prompt.py", context))
     elif call_solve:
         parts, mode = [("program.py", code)], "program"
     for name, src in parts:
@@ -201,15 +469,102 @@ def run_untrusted(code: str, *, tests: str | list[str] | None = None, entry_poin
     except (TypeError, ValueError):
         return _sbx_failure(f"bad sandbox limits: timeout={timeout!r}, memory_mb={memory_mb!r}")
     layout = _sbx_layout()  # raises SandboxUnavailable
+    if mode == "tests":
+        return _sbx_verdict(layout, code, tests, entry_point, context or "", timeout, memory_mb, start)
+    return _sbx_run(layout, {"parts": parts, "mode": mode, "entry_point": entry_point}, timeout, memory_mb,
+                    stdin, start)
+
+
+def _sbx_run(layout: dict, job: dict, timeout: float, memory_mb: int, stdin: str | None, start: float,
+             extra_fds: tuple[int, ...] = (), on_spawn=None) -> SandboxResult:
     uid = _sbx_claim_uid() if layout["root"] else None
-    job = {"parts": parts, "mode": mode, "entry_point": entry_point, "site": layout["site"], "uid": uid,
-           "memory": memory_mb << 20, "fsize": FILE_SIZE_LIMIT, "nofile": NOFILE_LIMIT, "nproc": NPROC_LIMIT,
-           "cpu": int(timeout) + 2}
+    job = {**job, "site": layout["site"], "uid": uid, "memory": memory_mb << 20, "fsize": FILE_SIZE_LIMIT,
+           "nofile": NOFILE_LIMIT, "nproc": NPROC_LIMIT, "cpu": int(timeout) + 2}
     try:
-        return _sbx_execute(layout, job, timeout, memory_mb, stdin, start)
+        return _sbx_execute(layout, job, timeout, memory_mb, stdin, start, extra_fds, on_spawn)
     finally:
         if uid is not None:
             _sbx_release_uid(uid)
+
+
+def _sbx_verdict(layout: dict, code: str, tests: str, entry: str | None, context: str, timeout: float,
+                 memory_mb: int, start: float) -> SandboxResult:
+    """The tests' verdict on ``code``: the candidate serves calls in one sandbox, the judge runs the tests in
+    another; only the judge's report decides ``ok``."""
+    harness = bool(re.search(r"^def\s+check\s*\(", tests, re.MULTILINE))
+    if harness and not entry:
+        return _sbx_failure("the tests define check(candidate) but no entry point was given")
+    names, imports = _sbx_free_names(tests, context, entry, harness)
+    req_r, req_w = os.pipe()  # judge -> candidate
+    rsp_r, rsp_w = os.pipe()  # candidate -> judge
+    serve = {"parts": [("solution.py", code)], "mode": "serve", "runner": _SERVE, "entry_point": None,
+             "req_fd": req_r, "rsp_fd": rsp_w}
+    judge = {"parts": [("prompt.py", context), ("tests.py", tests)], "mode": "judge", "runner": _JUDGE,
+             "entry_point": entry, "req_fd": req_w, "rsp_fd": rsp_r, "tests": tests, "context": context,
+             "names": names, "imports": imports, "harness": harness}
+    spawned: list = []
+    served: dict = {}
+
+    def candidate() -> None:
+        try:
+            served["result"] = _sbx_run(layout, serve, timeout, memory_mb, None, start, (req_r, rsp_w),
+                                        spawned.append)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            served["error"] = exc
+
+    thread = threading.Thread(target=candidate, daemon=True)
+    thread.start()
+    try:
+        verdict = _sbx_run(layout, judge, timeout, memory_mb, None, start, (req_w, rsp_r))
+    finally:
+        for proc in spawned:  # the verdict is in: nothing the candidate left running goes on
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        thread.join()
+    if "error" in served:
+        raise served["error"]
+    cand = served["result"]
+    cpu = [r.cpu_time for r in (verdict, cand) if r.cpu_time is not None]
+    overloaded = verdict.timed_out and len(cpu) == 2 and sum(cpu) < timeout / 2
+    error = verdict.error
+    if overloaded:
+        error = (f"timed out after {timeout:g}s with only {sum(cpu):.2f}s of CPU used: the machine was too "
+                 f"busy (not the code's fault)")
+    return SandboxResult(verdict.ok, cand.stdout, cand.stderr + verdict.stderr, verdict.returncode,
+                         verdict.timed_out, cand.memory_exceeded or verdict.memory_exceeded, error,
+                         round(time.monotonic() - start, 4), sum(cpu) if len(cpu) == 2 else None, overloaded)
+
+
+def _sbx_free_names(tests: str, context: str, entry: str | None, harness: bool) -> tuple[list[str], list[str]]:
+    """(names the judge takes from the solution, stdlib modules it imports itself) for these tests: the
+    names the tests read but neither define nor get from builtins or the problem's own text."""
+    import ast
+    import builtins
+
+    defined: set[str] = set(dir(builtins)) | {"candidate"}
+    used: set[str] = set()
+    for src in (context, tests):
+        try:
+            tree = ast.parse(src)
+        except (SyntaxError, ValueError):
+            continue  # the judge reports it
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.add(node.name)
+            elif isinstance(node, ast.Name):
+                (used if isinstance(node.ctx, ast.Load) else defined).add(node.id)
+            elif isinstance(node, ast.arg):
+                defined.add(node.arg)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+    free = sorted(used - defined)
+    imports = [n for n in free if n in sys.stdlib_module_names]
+    names = [n for n in free if n not in sys.stdlib_module_names]
+    if entry and entry not in names:
+        names.insert(0, entry)
+    return names, imports
 
 
 def sandbox_status() -> tuple[bool, str]:
@@ -345,7 +700,9 @@ def _sbx_compute_layout() -> dict:
 
 
 def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin: str | None,
-                 start: float) -> SandboxResult:
+                 start: float, extra_fds: tuple[int, ...] = (), on_spawn=None) -> SandboxResult:
+    """One sandboxed process. ``extra_fds`` are handed to it at the same numbers (and closed here once it has
+    them); ``on_spawn(proc)`` lets a caller kill it early."""
     job_r, job_w = os.pipe()
     rep_r, rep_w = os.pipe()
     # bwrap keeps inherited fds open for the command, at the same numbers
@@ -355,15 +712,17 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
         proc = subprocess.Popen(
             argv, env={"PATH": "/usr/bin:/bin"}, cwd="/",
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(job_r, rep_w),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(job_r, rep_w, *extra_fds),
             start_new_session=True)
     except OSError as e:
-        for fd in (job_r, job_w, rep_r, rep_w):
+        for fd in (job_r, job_w, rep_r, rep_w, *extra_fds):
             os.close(fd)
         raise SandboxUnavailable(f"generated code was not run: cannot start bubblewrap ({e}); "
                                  f"{INSTALL_HINT}") from None
-    os.close(job_r)
-    os.close(rep_w)
+    for fd in (job_r, rep_w, *extra_fds):
+        os.close(fd)
+    if on_spawn is not None:
+        on_spawn(proc)
     readers = [_Reader(proc.stdout.fileno()), _Reader(proc.stderr.fileno()), _Reader(rep_r, limit=1 << 20)]
     threading.Thread(target=_sbx_write, args=(job_w, marshal.dumps(job)), daemon=True).start()
     if stdin is not None:
@@ -414,7 +773,7 @@ def _sbx_result(mode, reports, out, err, returncode, timed_out, timeout, memory_
             error += " (CPU time limit exceeded)"
     elif returncode:
         error = f"exit code {returncode}"
-    elif mode == "tests" and "done" not in kinds:
+    elif mode == "judge" and "done" not in kinds:
         error = "the code exited before the tests finished"
     else:
         error = None

@@ -80,14 +80,15 @@ def test_mbpp_style_pass_and_fail():
     r = run_tests(BAD, tests)
     assert not r.ok and r.error == "assertion failed: assert add(2, 3) == 5 (tests.py line 1)"
     r = run_tests("def add(a, b):\n    return undefined_name\n", tests)
-    assert r.error == "NameError: name 'undefined_name' is not defined (solution.py line 2)"
+    assert r.error == ("NameError: name 'undefined_name' is not defined "
+                       "(solution.py line 2, called from tests.py line 1)")
 
 
 def test_exiting_early_does_not_pass_the_tests():
     for escape in ("import sys\nsys.exit(0)", "import os\nos._exit(0)", "raise SystemExit"):
         r = run_tests(escape + "\n" + GOOD, ["assert add(1, 1) == 3"])
         assert not r.ok, escape
-        assert r.returncode == 0 and r.error == "the code exited before the tests finished"
+        assert r.error == "the code exited before the tests finished"  # the judge saw the pipe close
 
 
 def test_infinite_loop_is_killed_near_the_timeout():

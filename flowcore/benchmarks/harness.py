@@ -1,9 +1,11 @@
 """Evaluation harness: run a workflow over problems with bounded concurrency, score each answer, report the
 solve rate with a bootstrap confidence interval. A failing problem never aborts the run.
 
-A problem that could not be run because the LLM endpoint failed (an LLMError anywhere in its exception's
-chain: no connection, HTTP errors, garbled replies, the budget) is *errored*, not wrong: it is left out of
-the score and counted in ``errors``, so a server outage never reads as a bad workflow."""
+A problem that has no answer to judge is *errored*, not wrong: the LLM endpoint failed (an LLMError anywhere in
+its exception's chain: no connection, HTTP errors, garbled replies, the budget), the problem timed out, a node
+or the engine raised, or the hidden tests could not reach a verdict (the sandbox ran out of wall-clock time
+while the code had little CPU: the machine was too busy). It is left out of the score and counted in
+``errors``, so an outage, a bug of ours or a loaded machine never reads as a bad workflow."""
 from __future__ import annotations
 
 import asyncio
@@ -36,7 +38,7 @@ class ProblemResult:
     cost: float
     latency: float
     error: str | None
-    errored: bool = False  # the endpoint failed: not a wrong answer, not in the score
+    errored: bool = False  # no answer to judge (endpoint, engine or sandbox failed): not in the score
     transient: bool = False  # ... and for a reason that may pass (connection, 5xx, garbling)
 
 
@@ -122,17 +124,22 @@ async def _solve(runner: Runner, problem: Problem, timeout: float | None) -> Pro
         timed_out = timeout is not None and isinstance(exc, TimeoutError) and time.perf_counter() - start >= timeout
         msg = f"timed out after {timeout:g}s" if timed_out else str(exc)
         cost = float(getattr(exc, "cost", 0.0) or 0.0)  # what a failed run had already spent, when it says
-        errored, transient = endpoint_failure(exc)
+        # An endpoint failure, a timeout or an exception in a node or the engine leaves no answer to judge: the
+        # problem is errored (left out of the score, counted against --max-error-rate), never a wrong answer.
+        transient = endpoint_failure(exc)[1] or timed_out
         return ProblemResult(problem.id, False, answer, None, cost, time.perf_counter() - start,
-                             f"{type(exc).__name__}: {msg}", errored, transient)
+                             f"{type(exc).__name__}: {msg}", True, transient)
     latency = time.perf_counter() - start
     try:
         # Code scoring runs the sandbox and math scoring may call sympy: keep both off the event loop.
         res = await asyncio.to_thread(score, problem.benchmark, answer, problem)
     except SandboxUnavailable:
         raise  # hidden tests cannot run confined: that is no wrong answer, the evaluation stops
-    except Exception as exc:  # noqa: BLE001 - scorer bug: record it, keep going
-        return ProblemResult(problem.id, False, answer, None, cost, latency, f"score {type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - scorer bug: record it as errored, keep going
+        return ProblemResult(problem.id, False, answer, None, cost, latency, f"score {type(exc).__name__}: {exc}",
+                             True)
+    if res.errored:  # the hidden tests could not give a verdict (the machine was too busy): not a wrong answer
+        return ProblemResult(problem.id, False, answer, res.extracted, cost, latency, res.detail, True, True)
     return ProblemResult(problem.id, res.correct, answer, res.extracted, cost, latency, None)
 
 

@@ -24,6 +24,7 @@ class ScoreResult:
     correct: bool
     extracted: str | None
     detail: str = ""
+    errored: bool = False  # no verdict could be had (the sandbox timed out under load): not a wrong answer
 
 
 # ---------------------------------------------------------------- GSM8K
@@ -407,19 +408,25 @@ def _code(benchmark: str, prediction: str, problem: Problem | None, tests: str, 
     code = extract_code(prediction, entry)
     if not code.strip():
         return ScoreResult(False, None, "empty program")
-    program = code
+    program, context = code, None
     if benchmark == "humaneval" and problem is not None:
         program = humaneval_program(problem.question, code)
-    # The sandbox calls check(entry) when `check` exists; plain-assert tests (MBPP) get no entry point so a
-    # solution whose own function is named `check` (mbpp/56) is not called on itself.
-    if not re.search(r"^def\s+check\s*\(", tests, re.MULTILINE):
-        entry = None
-    elif entry is None:
+        try:  # the prompt's helpers and imports, for the tests: the judge runs its own copy, not the answer's
+            ast.parse(problem.question)
+            context = problem.question
+        except SyntaxError:
+            pass
+    # The judge calls check(entry) when the tests define `check` (HumanEval); plain-assert tests (MBPP) call
+    # the entry point by name, even one that shadows a builtin (mbpp/126 defines `sum`).
+    if entry is None and re.search(r"^def\s+check\s*\(", tests, re.MULTILINE):
         m = re.search(r"^def\s+([A-Za-z_]\w*)\s*\(", code, re.MULTILINE)
         entry = m.group(1) if m else None
-    res = sandbox.run_untrusted(program, tests=tests, entry_point=entry, timeout=timeout)  # raises if no bwrap
+    # The tests judge from a sandbox of their own, calling the answer's functions in another (raises if no bwrap)
+    res = sandbox.run_untrusted(program, tests=tests, entry_point=entry, timeout=timeout, context=context)
     if res.ok:
         return ScoreResult(True, code)
+    if getattr(res, "overloaded", False):
+        return ScoreResult(False, code, str(res.error), errored=True)
     detail = "timed out" if res.timed_out else (res.error or "tests failed")
     return ScoreResult(False, code, str(detail)[-2000:])
 
