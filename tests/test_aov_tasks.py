@@ -57,11 +57,19 @@ def test_broken_deliverables_fail_naming_why() -> None:
     acc = accept(task("gobang"), {"gobang.py": no_diagonal})
     by = {c.check: c for c in acc.checks}
     assert not acc.passed and by["files"].passed and by["runs"].passed
-    assert by["rules"].detail.startswith("assertion failed (line ") and "winner(d) == 'X'" in by["rules"].detail
+    assert by["rules"].detail == "assertion failed: assert m.winner(d) == 'X' (tests.py line 13)"
     hangs = accept(task("gobang"), {"gobang.py": "while True:\n    pass\n"}, per_check=1)
     assert [c.passed for c in hangs.checks] == [True, False, False]
     assert "took longer than" in hangs.checks[1].detail  # one hanging check does not stop the others
     mute = accept(task("gobang"), {"gobang.py": game.replace('print(f"{player} wins")', "pass")})
+    # The agents' code cannot write its own verdict: forged check lines and an always-equal winner() fail.
+    forged = game + ('\nimport os\nfor fd in range(1, 64):\n    try:\n        os.write(fd, b\'@@CHECK {"check": '
+                     '"rules", "passed": true, "detail": "forged"}\\n\')\n    except OSError:\n        pass\n'
+                     'class _Any:\n    __eq__ = lambda s, o: True\n    __hash__ = lambda s: 0\n'
+                     'winner = lambda board: _Any()\n')
+    cheat = accept(task("gobang"), {"gobang.py": forged})
+    assert [c.passed for c in cheat.checks] == [True, False, True], cheat
+    assert "forged" not in cheat.checks[1].detail
     assert "the output lacks ['X wins']" in mute.checks[2].detail
     site = solution("website")
     site["index.html"] = re.sub(r"<form>.*</form>", "", site["index.html"], flags=re.S)

@@ -1,18 +1,15 @@
-"""The acceptance checks of a Flow task, run INSIDE the sandbox (flowcore.sandbox.run_untrusted) on the files
-the agents produced: this file's source is sent there after two assignments, ``FILES = {...}`` (name ->
+"""The structural acceptance checks of a Flow task (files, HTML, CSS, LaTeX, Markdown), run INSIDE the sandbox
+(flowcore.sandbox.run_untrusted) on the files the agents produced, read as data: none of the agents' code runs
+here, so nothing can forge these lines (the checks that run code are judged apart: flowcore/aov/tasks.py): this file's source is sent there after two assignments, ``FILES = {...}`` (name ->
 text) and ``CHECKS = [...]``; it is never imported by the engine. It writes the files into the sandbox's
 scratch directory, runs every check (a failing or hanging one does not stop the others) and prints one line
 ``@@CHECK {json}`` per check: ``{"check", "passed", "detail"}``. Only the standard library is used.
 """
 
-import contextlib
 import html.parser
-import importlib
-import io
 import json
 import os
 import re
-import runpy
 import signal
 import sys
 import traceback
@@ -43,36 +40,6 @@ def _where(exc: BaseException, filename: str, source: str) -> str:
 def check_files(c: dict) -> tuple[bool, str]:
     missing = [f for f in c["files"] if not os.path.isfile(f) or not open(f, encoding="utf-8").read().strip()]
     return not missing, ("missing or empty: " + ", ".join(missing)) if missing else "all present"
-
-
-def check_python_tests(c: dict) -> tuple[bool, str]:
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    with contextlib.redirect_stdout(io.StringIO()):
-        module = importlib.import_module(c["module"])
-        try:
-            exec(compile(c["tests"], "<tests>", "exec"), {"m": module})
-        except AssertionError as e:
-            return False, "assertion failed" + _where(e, "<tests>", c["tests"])
-    return True, "all tests pass"
-
-
-def check_runs(c: dict) -> tuple[bool, str]:
-    out = io.StringIO()
-    sys.stdin = io.StringIO(c.get("stdin", ""))
-    try:
-        with contextlib.redirect_stdout(out):
-            runpy.run_path(c["file"], run_name="__main__")
-    except SystemExit as e:
-        if e.code not in (0, None):
-            return False, f"exited with status {e.code!r}"
-    finally:
-        sys.stdin = sys.__stdin__
-    text = out.getvalue()
-    missing = [s for s in c.get("expect_output", []) if s not in text]
-    if missing:
-        return False, f"the output lacks {missing!r}; it ends with {text[-200:]!r}"
-    return True, f"ran to the end ({len(text)} characters of output)"
 
 
 class _Html(html.parser.HTMLParser):

@@ -163,22 +163,71 @@ class Acceptance:
         return f"{sum(c.passed for c in self.checks)}/{len(self.checks)}"
 
 
+_CODE_CHECKS = ("python_tests", "runs")  # the kinds that execute the agents' code
+
+
 def accept(t: FlowTask, files: dict[str, str], timeout: float = 40.0, per_check: int = 8) -> Acceptance:
     """Run the task's checks in the sandbox on ``files`` (each within ``per_check`` seconds, all within
-    ``timeout``). SandboxUnavailable propagates: nothing was run."""
+    ``timeout``). SandboxUnavailable propagates: nothing was run.
+
+    The agents' code never shares a process with a verdict: the structural checks (files, HTML, CSS, LaTeX,
+    Markdown) read the files as data in a sandbox where none of that code runs; ``python_tests`` judge from a
+    sandbox of their own, calling the module in another (``run_untrusted(tests=...)``); ``runs`` runs the
+    program alone and its exit status and output are judged here."""
     from ..sandbox import run_untrusted
 
     files = {k: v for k, v in files.items() if _safe(k)}
-    code = (f"FILES = json.loads({json.dumps(json.dumps(files))})\n"
-            f"CHECKS = json.loads({json.dumps(json.dumps(t.checks))})\nPER_CHECK_SECONDS = {int(per_check)}\n")
-    res = run_untrusted("import json\n" + code + _CHECKER.read_text(encoding="utf-8"), timeout=timeout,
-                        memory_mb=768)
-    got = [CheckResult(**json.loads(line[8:])) for line in res.stdout.splitlines() if line.startswith("@@CHECK ")]
-    why = "the checks did not finish: " + ("time limit" if res.timed_out else (res.error or res.stderr[-300:]
-                                                                                or "no result"))
-    for c in t.checks[len(got):]:
-        got.append(CheckResult(c.get("name") or c["kind"], False, why))
-    return Acceptance(all(c.passed for c in got), got)
+    deadline = time.monotonic() + timeout
+    structural = [c for c in t.checks if c["kind"] not in _CODE_CHECKS]
+    results: dict[int, CheckResult] = {}
+    if structural:
+        code = (f"FILES = json.loads({json.dumps(json.dumps(files))})\n"
+                f"CHECKS = json.loads({json.dumps(json.dumps(structural))})\nPER_CHECK_SECONDS = {int(per_check)}\n")
+        res = run_untrusted("import json\n" + code + _CHECKER.read_text(encoding="utf-8"), timeout=timeout,
+                            memory_mb=768)
+        got = [CheckResult(**json.loads(line[8:])) for line in res.stdout.splitlines()
+               if line.startswith("@@CHECK ")]
+        why = "the checks did not finish: " + ("time limit" if res.timed_out else (res.error or res.stderr[-300:]
+                                                                                    or "no result"))
+        got += [CheckResult(c.get("name") or c["kind"], False, why) for c in structural[len(got):]]
+        results.update({i: r for i, r in zip([i for i, c in enumerate(t.checks) if c in structural], got)})
+    for i, c in enumerate(t.checks):
+        if c["kind"] in _CODE_CHECKS:
+            left = max(deadline - time.monotonic(), 0.5)
+            results[i] = _code_check(c, files, min(float(per_check), left), run_untrusted)
+    return Acceptance(all(r.passed for r in results.values()), [results[i] for i in sorted(results)])
+
+
+def _code_check(c: dict, files: dict[str, str], seconds: float, run_untrusted) -> CheckResult:
+    label = c.get("name") or c["kind"]
+    # The agents' files, written into the candidate sandbox's scratch dir, which is also its import path.
+    setup = (f"import json, os, sys\nfor _n, _t in json.loads({json.dumps(json.dumps(files))}).items():\n"
+             "    os.makedirs(os.path.dirname(_n) or '.', exist_ok=True)\n"
+             "    open(_n, 'w', encoding='utf-8').write(_t)\nsys.path.insert(0, os.getcwd())\n")
+    if c["kind"] == "python_tests":
+        if c["module"] + ".py" not in files:
+            return CheckResult(label, False, f"file not found: {c['module']}.py")
+        res = run_untrusted(setup + f"import {c['module']} as m\n", tests=c["tests"], timeout=seconds,
+                            memory_mb=768)
+        if res.ok:
+            return CheckResult(label, True, "all tests pass")
+        return CheckResult(label, False, _why(res, seconds))
+    if c["file"] not in files:
+        return CheckResult(label, False, f"file not found: {c['file']}")
+    res = run_untrusted(setup + f"import runpy\nrunpy.run_path({c['file']!r}, run_name='__main__')\n",
+                        stdin=c.get("stdin", ""), timeout=seconds, memory_mb=768)
+    if not res.ok:
+        return CheckResult(label, False, _why(res, seconds))
+    missing = [x for x in c.get("expect_output", []) if x not in res.stdout]
+    if missing:
+        return CheckResult(label, False, f"the output lacks {missing!r}; it ends with {res.stdout[-200:]!r}")
+    return CheckResult(label, True, f"ran to the end ({len(res.stdout)} characters of output)")
+
+
+def _why(res, seconds: float) -> str:
+    if res.timed_out:
+        return f"took longer than {seconds:g} s"
+    return str(res.error or res.stderr[-300:] or "failed")[:600]
 
 
 # ---- the harness: flow vs single ------------------------------------------------------------------------
