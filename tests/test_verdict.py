@@ -292,3 +292,51 @@ def test_the_test_operator_and_an_exported_module_see_through_a_cheat(endpoint, 
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
         assert len(srv.requests) - before == 1 + fixes
+
+
+_DRIVER = '''
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("sandbox", sys.argv[1])
+sandbox = importlib.util.module_from_spec(spec)
+sys.modules["sandbox"] = sandbox  # dataclasses look their module up
+spec.loader.exec_module(sandbox)
+for name, code, tests, entry in json.load(open(sys.argv[2])):
+    res = sandbox.run_untrusted(code, tests=tests, entry_point=entry, timeout=5)
+    print(json.dumps({"name": name, "ok": res.ok, "error": res.error}))
+'''
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_every_cheat_fails_as_root_and_as_an_unprivileged_user(user):
+    """The same cheats against a standalone copy of sandbox.py (what an exported module carries), from root and
+    from uid 65534 with Debian's own Python, as the hostile table runs."""
+    import os
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root (to act as both users)")
+    setpriv, python = shutil.which("setpriv"), "/usr/bin/python3"
+    if user == "nobody" and (setpriv is None or not os.access(python, os.X_OK)):
+        pytest.skip("needs setpriv and /usr/bin/python3")
+    work = Path(tempfile.mkdtemp(prefix="mermaidflow-verdict-"))  # not under pytest's 0700 tmp: uid 65534 reads it
+    os.chmod(work, 0o755)
+    shutil.copy(ROOT / "flowcore" / "sandbox.py", work / "sandbox.py")
+    (work / "driver.py").write_text(_DRIVER)
+    he = "def check(candidate):\n    assert candidate(2) == 6\n    assert candidate(-1) == -3\n"
+    cases = [[name, code.format(f="triple"), tests, entry] for name, code in CHEATS.items()
+             for tests, entry in ((he, "triple"), ("assert triple(2) == 6\n", "triple"))]
+    cases.append(["honest", _honest("triple"), he, "triple"])
+    (work / "cases.json").write_text(json.dumps(cases))
+    for f in work.iterdir():
+        os.chmod(f, 0o644)
+    cmd = [sys.executable, "driver.py", "sandbox.py", "cases.json"]
+    if user == "nobody":
+        cmd = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", python, *cmd[1:]]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=work, timeout=600,
+                          env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+    shutil.rmtree(work, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(rows) == len(cases)
+    assert [r["name"] for r in rows if r["ok"]] == ["honest"], rows
