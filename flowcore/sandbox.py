@@ -22,6 +22,7 @@ code is never run unconfined. Any other outcome, bad code included, is a ``Sandb
 
 from __future__ import annotations
 
+import ctypes
 import marshal
 import os
 import random
@@ -41,6 +42,7 @@ SCRATCH_LIMIT = 64 * 1024 * 1024  # size of the /tmp tmpfs (the scratch dir)
 FILE_SIZE_LIMIT = 32 * 1024 * 1024  # RLIMIT_FSIZE: one file
 NPROC_LIMIT = 64  # processes + threads of the sandbox (its own uid, or its own user namespace)
 NOFILE_LIMIT = 256
+FALLBACK_NPROC = 2  # without a cgroup: bwrap's init and the interpreter, no more (see _sbx_execute)
 SANDBOX_PYTHON = "/sbx/python"
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: sudo apt-get install -y bubblewrap; `make run` and "
                 "`make test` do it when run as root)")
@@ -64,9 +66,9 @@ class SandboxResult:
     overloaded: bool = False  # the wall clock ran out while the code had little CPU: the machine's fault
 
 
-# The code that runs first inside the sandbox (python -I -S -B -c BOOTSTRAP JOB_FD REPORT_FD): the job JSON comes
-# in on one pipe, reports go out on another. The
-# limits are set here, inside the sandbox's own user namespace, so RLIMIT_NPROC counts only its processes.
+# The code that runs first inside the sandbox (python -I -S -B -c BOOTSTRAP JOB_FD REPORT_FD): the job comes in
+# on one pipe, reports go out on another. The limits are set here, inside the sandbox's own user namespace, so
+# RLIMIT_NPROC counts only its processes.
 # The reports are a convenience for messages (what failed, where), not a security channel.
 _BOOTSTRAP = r'''
 import sys, os, marshal, resource
@@ -78,15 +80,12 @@ def report(kind, detail=""):
         os.write(REP, (kind + "\t" + str(detail)[:500].replace("\n", " ") + "\n").encode())
     except OSError:
         pass
-if job["uid"] is not None:  # started by root: drop to a throwaway uid (see _sbx_compute_layout)
-    os.setgroups([])
-    os.setresgid(job["uid"], job["uid"], job["uid"])
-    os.setresuid(job["uid"], job["uid"], job["uid"])
-    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
-    if 0 in os.getresuid() or status["NoNewPrivs"].strip() != "1" or any(
-            status[k].strip().strip("0") for k in ("CapPrm", "CapEff", "CapAmb")):
-        report("error", "sandbox: could not drop privileges")
-        os._exit(70)
+# Defence in depth: the code must start with no capability and no way to regain one (bwrap gives both).
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+if 0 in os.getresuid() or status["NoNewPrivs"].strip() != "1" or any(
+        status[k].strip().strip("0") for k in ("CapPrm", "CapEff", "CapAmb")):
+    report("error", "sandbox: the code would have started with privileges")
+    os._exit(70)
 report("started")
 sys.path.extend(job["site"])
 lim = lambda r, soft, hard=None: resource.setrlimit(r, (soft, soft if hard is None else hard))
@@ -476,12 +475,12 @@ def run_untrusted(code: str, *, tests: str | list[str] | None = None, entry_poin
 
 
 def _sbx_run(layout: dict, job: dict, timeout: float, memory_mb: int, stdin: str | None, start: float,
-             extra_fds: tuple[int, ...] = (), on_spawn=None) -> SandboxResult:
+             extra_fds: tuple[int, ...] = (), on_spawn=None, waited=None) -> SandboxResult:
     uid = _sbx_claim_uid() if layout["root"] else None
     job = {**job, "site": layout["site"], "uid": uid, "memory": memory_mb << 20, "fsize": FILE_SIZE_LIMIT,
            "nofile": NOFILE_LIMIT, "nproc": NPROC_LIMIT, "cpu": int(timeout) + 2}
     try:
-        return _sbx_execute(layout, job, timeout, memory_mb, stdin, start, extra_fds, on_spawn)
+        return _sbx_execute(layout, job, timeout, memory_mb, stdin, start, extra_fds, on_spawn, waited)
     finally:
         if uid is not None:
             _sbx_release_uid(uid)
@@ -506,18 +505,23 @@ def _sbx_verdict(layout: dict, code: str, tests: str, entry: str | None, context
     served: dict = {}
 
     def candidate() -> None:
-        try:
-            served["result"] = _sbx_run(layout, serve, timeout, memory_mb, None, start, (req_r, rsp_w),
-                                        spawned.append)
+        try:  # the judge decides when this ends: its own clock is only a backstop
+            served["result"] = _sbx_run(layout, serve, timeout * LOAD_GRACE, memory_mb, None, start,
+                                        (req_r, rsp_w), lambda proc, tasks: spawned.append((proc, tasks)))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             served["error"] = exc
 
+    def waited() -> float:  # both sides' time without a CPU: the candidate does the judge's waiting
+        return sum(_sbx_sched(tasks())[1] for _, tasks in spawned) + _sbx_sched(own[0]())[1] if own else 0.0
+
+    own: list = []
     thread = threading.Thread(target=candidate, daemon=True)
     thread.start()
     try:
-        verdict = _sbx_run(layout, judge, timeout, memory_mb, None, start, (req_w, rsp_r))
+        verdict = _sbx_run(layout, judge, timeout, memory_mb, None, start, (req_w, rsp_r),
+                           lambda proc, tasks: own.append(tasks), waited)
     finally:
-        for proc in spawned:  # the verdict is in: nothing the candidate left running goes on
+        for proc, _ in spawned:  # the verdict is in: nothing the candidate left running goes on
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -526,15 +530,10 @@ def _sbx_verdict(layout: dict, code: str, tests: str, entry: str | None, context
     if "error" in served:
         raise served["error"]
     cand = served["result"]
-    cpu = [r.cpu_time for r in (verdict, cand) if r.cpu_time is not None]
-    overloaded = verdict.timed_out and len(cpu) == 2 and sum(cpu) < timeout / 2
-    error = verdict.error
-    if overloaded:
-        error = (f"timed out after {timeout:g}s with only {sum(cpu):.2f}s of CPU used: the machine was too "
-                 f"busy (not the code's fault)")
+    cpu = None if verdict.cpu_time is None or cand.cpu_time is None else verdict.cpu_time + cand.cpu_time
     return SandboxResult(verdict.ok, cand.stdout, cand.stderr + verdict.stderr, verdict.returncode,
-                         verdict.timed_out, cand.memory_exceeded or verdict.memory_exceeded, error,
-                         round(time.monotonic() - start, 4), sum(cpu) if len(cpu) == 2 else None, overloaded)
+                         verdict.timed_out, cand.memory_exceeded or verdict.memory_exceeded, verdict.error,
+                         round(time.monotonic() - start, 4), cpu, verdict.overloaded)
 
 
 def _sbx_free_names(tests: str, context: str, entry: str | None, harness: bool) -> tuple[list[str], list[str]]:
@@ -579,8 +578,18 @@ def sandbox_status() -> tuple[bool, str]:
         return False, str(exc)
     if res.stdout.strip() != "ok":
         return False, f"the sandbox starts but a trivial program failed: {res.error or res.stderr[-300:]}"
-    _status_ok = f"bubblewrap sandbox ready ({_sbx_layout()['bwrap']})"
+    _status_ok = f"bubblewrap sandbox ready ({_sbx_layout()['bwrap']}); {budget_mode()}"
     return True, _status_ok
+
+
+def budget_mode() -> str:
+    """One line for people: how a run's memory and processes are bounded here."""
+    roots = _sbx_layout()["cgroups"]
+    if roots:
+        return (f"seccomp filter on; one budget per run across all its processes: a cgroup "
+                f"({'v1' if 'v1' in roots else 'v2'}) with its memory cap and {NPROC_LIMIT} processes")
+    return ("seccomp filter on; no cgroup can be made here (not root, or none delegated), so the fallback "
+            "holds: one process with no threads, its address space capped at the run's memory")
 
 
 def require_sandbox() -> None:
@@ -634,13 +643,42 @@ def _sbx_layout() -> dict:
     return layout
 
 
+STAGE = "/mnt"  # where root stages unreachable sources, under a tmpfs of the run's own mount namespace
+
+
+def _sbx_reachable(path: str) -> bool:
+    """Whether any uid (not owner, not in the group) can reach and read ``path``."""
+    import stat
+
+    parts = path.rstrip("/").split("/")
+    for i in range(1, len(parts) + 1):
+        try:
+            mode = os.stat("/".join(parts[:i]) or "/").st_mode
+        except OSError:
+            return False
+        if not mode & stat.S_IXOTH and stat.S_ISDIR(mode):
+            return False
+    return bool(mode & stat.S_IROTH)
+
+
 def _sbx_compute_layout() -> dict:
     bwrap = (os.environ.get("MERMAIDFLOW_BWRAP") or shutil.which("bwrap")  # the variable: a bwrap elsewhere
              or shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin") or "/usr/bin/bwrap")
     base = os.path.realpath(sys.base_prefix)
     exe = os.path.realpath(sys.executable)
-    # Folders bwrap would make for the mount points below are 0700: a uid the bootstrap switches to could
-    # not enter them, so make them 0755 first.
+    root = os.geteuid() == 0
+    staged: list[tuple[str, str]] = []
+
+    def bind(src: str, dest: str) -> list[str]:
+        # bwrap runs as a throwaway uid, which may not be able to walk to a source (an interpreter under a
+        # 0700 /root). Root then binds such a source, read-only, at a reachable stage path first, inside a
+        # mount namespace of the run's own (see _sbx_execute): nothing on the host changes.
+        if root and not _sbx_reachable(src) and not _sbx_under(src, STAGE):
+            staged.append((src, f"{STAGE}/{len(staged)}"))
+            src = staged[-1][1]
+        return ["--ro-bind", src, dest]
+
+    # Folders bwrap makes for the mount points below would be 0700: make them 0755 first.
     args = ["--ro-bind", "/usr", "/usr"]
     for d in ("/etc", "/sbx", "/sbx/site", "/sbx/bin"):
         args += ["--perms", "0755", "--dir", d]
@@ -659,13 +697,13 @@ def _sbx_compute_layout() -> dict:
         python = exe if any(_sbx_under(exe, s) for s in system) else None
         inner_base = base
     else:
-        args += ["--ro-bind", base, SANDBOX_PYTHON]
+        args += bind(base, SANDBOX_PYTHON)
         python = SANDBOX_PYTHON + exe[len(base):] if _sbx_under(exe, base) else None
         inner_base = SANDBOX_PYTHON
         env["LD_LIBRARY_PATH"] = SANDBOX_PYTHON + "/lib"  # its libpython (RUNPATH names the outside path)
     if python is None:  # an interpreter outside its prefix: bind the binary alone
         python = "/sbx/bin/python3"
-        args += ["--ro-bind", exe, python]
+        args += bind(exe, python)
     # The interpreter runs with -S (no site module: .pth files are code, and this machine's base site-packages
     # holds one that imports certifi on every start); its package folders go on sys.path as plain entries.
     sites: list[str] = []
@@ -679,60 +717,341 @@ def _sbx_compute_layout() -> dict:
             sites.append(d)
         else:
             inner = f"/sbx/site/{len(sites)}"
-            args += ["--ro-bind", d, inner]
+            args += bind(d, inner)
             sites.append(inner)
+    # One path for root and for an ordinary user: bwrap always runs unprivileged (root drops to a throwaway uid
+    # first, see _sbx_execute) and maps that uid to 65534 in a user namespace of its own, in which no further
+    # user namespace can be made (--disable-userns; seccomp denies the calls as well). Only /tmp is writable;
+    # /proc is read-only.
     args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(SCRATCH_LIMIT),
-             "--tmpfs", "/tmp", "--remount-ro", "/dev", "--remount-ro", "/",  # only /tmp stays writable
-             "--chdir", "/tmp", "--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
-    root = os.geteuid() == 0
-    if root:
-        # bwrap run by root: no user namespace (inside one, the code would still be kernel uid 0, which
-        # RLIMIT_NPROC does not limit). Every namespace but the user one; all capabilities dropped except the
-        # two the bootstrap needs to switch to a throwaway uid before any of the code runs. bwrap sets
-        # no_new_privs, so no later exec can regain a capability (the bootstrap checks both).
-        args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-                 "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    else:  # an ordinary user: bwrap maps the user into a fresh user namespace with no capabilities
-        args += ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534"]
+             "--tmpfs", "/tmp", "--remount-ro", "/dev", "--remount-ro", "/proc", "--remount-ro", "/",
+             "--chdir", "/tmp", "--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv",
+             "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534"]
     for k, v in env.items():
         args += ["--setenv", k, v]
-    return {"bwrap": bwrap, "args": args, "python": python, "site": sites, "base": inner_base, "root": root}
+    return {"bwrap": bwrap, "args": args, "staged": staged, "python": python, "site": sites,
+            "base": inner_base, "root": root, "seccomp": _sbx_seccomp_bpf(),
+            "setpriv": shutil.which("setpriv", path="/usr/bin:/bin") if root else None,
+            "unshare": shutil.which("unshare", path="/usr/bin:/bin") if root else None,
+            "cgroups": _sbx_cgroup_roots() if root else None}
+
+
+# -- seccomp (libseccomp, through ctypes) ----------------------------------------------------------------------
+
+# What a solution has no use for, after Docker's default profile: the kernel keyrings (which would reach the
+# host's session keyring), io_uring, bpf, perf, userfaultfd, tracing other processes, mounting, namespaces
+# (unshare, setns, the CLONE_NEW* flags of clone; clone3 reads its flags from memory a filter cannot see, so
+# it answers ENOSYS and the C library falls back to clone), kernel modules, kexec, and personalities other
+# than the usual ones.
+_DENY = ("keyctl", "add_key", "request_key", "io_uring_setup", "io_uring_enter", "io_uring_register", "bpf",
+         "perf_event_open", "userfaultfd", "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
+         "mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick",
+         "mount_setattr", "unshare", "setns", "chroot", "kexec_load", "kexec_file_load", "init_module",
+         "finit_module", "delete_module", "reboot", "swapon", "swapoff", "acct", "quotactl", "lookup_dcookie",
+         "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm", "settimeofday", "clock_settime",
+         "clock_adjtime", "adjtimex", "syslog", "uselib", "fanotify_init", "pidfd_getfd", "vhangup")
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (NEWTIME only exists for clone3/unshare)
+_CLONE_NEW = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
+# ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC, MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT, ADDR_LIMIT_32BIT/3GB, FDPIC_FUNCPTRS,
+# SHORT_INODE, WHOLE_SECONDS, STICKY_TIMEOUTS: what personality() can weaken
+_PERSONA_FLAGS = (0x0040000, 0x0400000, 0x0100000, 0x0200000, 0x0800000, 0x8000000, 0x0080000, 0x1000000,
+                  0x2000000, 0x4000000)
+SECCOMP_HINT = "install libseccomp2 (Debian/Ubuntu: sudo apt-get install -y libseccomp2)"
+
+
+class _ArgCmp(ctypes.Structure):  # libseccomp's struct scmp_arg_cmp
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+                ("datum_b", ctypes.c_uint64)]
+
+
+def _sbx_seccomp_bpf() -> bytes:
+    """The filter, compiled to BPF by libseccomp itself (its C API through ctypes, so an exported module
+    needs nothing beyond the standard library) for bwrap's --seccomp. Raises SandboxUnavailable without it."""
+    from ctypes.util import find_library
+
+    try:
+        lib = ctypes.CDLL(find_library("seccomp") or "libseccomp.so.2", use_errno=True)
+    except OSError as e:
+        raise SandboxUnavailable(f"generated code was not run: no seccomp filter can be built here ({e}); "
+                                 f"{SECCOMP_HINT}") from None
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+                                           ctypes.POINTER(_ArgCmp)]
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SCMP_ACT_ALLOW, SCMP_ACT_ERRNO(EPERM)
+    ctx = lib.seccomp_init(allow)
+    if not ctx:
+        raise SandboxUnavailable("generated code was not run: libseccomp could not start a filter")
+
+    def rule(action: int, name: str, *cmps: tuple[int, int, int, int]) -> None:
+        nr = lib.seccomp_syscall_resolve_name(name.encode())
+        if nr < 0:
+            return  # a call this kernel/architecture does not have
+        arr = (_ArgCmp * max(len(cmps), 1))(*[_ArgCmp(*c) for c in cmps])
+        rc = lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), arr)
+        if rc < 0:
+            raise SandboxUnavailable(f"generated code was not run: libseccomp refused the rule for {name} "
+                                     f"({os.strerror(-rc)})")
+
+    masked_eq = 7  # SCMP_CMP_MASKED_EQ: (arg & datum_a) == datum_b
+    try:
+        for name in _DENY:
+            rule(deny, name)
+        for flag in _CLONE_NEW:  # rules for one call are or-ed: any namespace flag is refused
+            rule(deny, "clone", (0, masked_eq, flag, flag))
+        rule(0x00050000 | 38, "clone3")  # ENOSYS
+        for flag in _PERSONA_FLAGS:  # with bit 31 in the mask, the query personality(0xffffffff) stays allowed
+            rule(deny, "personality", (0, masked_eq, flag | 0x80000000, flag))
+        fd = os.memfd_create("seccomp", os.MFD_CLOEXEC)
+        try:
+            rc = lib.seccomp_export_bpf(ctx, fd)
+            if rc < 0:
+                raise SandboxUnavailable(f"generated code was not run: libseccomp could not export its filter "
+                                         f"({os.strerror(-rc)})")
+            return os.pread(fd, 1 << 20, 0)
+        finally:
+            os.close(fd)
+    finally:
+        lib.seccomp_release(ctx)
+
+
+# -- cgroups: one memory, process and CPU budget per run ------------------------------------------------------
+
+def _sbx_cgroup_roots() -> dict | None:
+    """Where this process may make a run's cgroups: {"v1": {controller: dir}} or {"v2": dir}; None when the
+    host gives no writable memory and pids controllers (then the rlimit fallback holds, see sandbox_status)."""
+    try:
+        lines = _sbx_read("/proc/self/cgroup").splitlines()
+    except OSError:
+        return None
+    v1: dict[str, str] = {}
+    v2 = None
+    for line in lines:
+        _, ctrls, path = line.split(":", 2)
+        for ctrl in ctrls.split(","):
+            if ctrl in ("memory", "pids", "cpuacct"):
+                v1[ctrl] = f"/sys/fs/cgroup/{ctrl}{path.rstrip('/')}"
+        if ctrls == "":
+            v2 = path
+    if {"memory", "pids", "cpuacct"} <= set(v1) and all(os.access(d, os.W_OK) for d in v1.values()):
+        return {"v1": v1}
+    for top in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        d = top + (v2 or "/").rstrip("/")
+        try:
+            have = _sbx_read(f"{top}/cgroup.controllers").split()
+        except OSError:
+            continue
+        if {"memory", "pids"} <= set(have) and os.access(d, os.W_OK):
+            return {"v2": d}
+    return None
+
+
+_cg_counter = iter(range(1 << 62))
+
+
+class _Cgroup:
+    """A run's cgroup(s), made before it starts and removed after: memory and pids limits, CPU usage."""
+
+    def __init__(self, roots: dict, memory_mb: int) -> None:
+        name = f"mermaidflow-{os.getpid()}-{next(_cg_counter)}"
+        self.dirs: list[str] = []
+        if "v1" in roots:
+            self.mem, self.pids, self.cpu = (f"{roots['v1'][c]}/{name}" for c in ("memory", "pids", "cpuacct"))
+            for d in (self.mem, self.pids, self.cpu):
+                os.mkdir(d)
+                self.dirs.append(d)
+            _sbx_put(self.mem + "/memory.limit_in_bytes", memory_mb << 20)
+            try:
+                _sbx_put(self.mem + "/memory.memsw.limit_in_bytes", memory_mb << 20)
+            except OSError:
+                pass  # no swap accounting
+            _sbx_put(self.pids + "/pids.max", NPROC_LIMIT)
+        else:
+            d = f"{roots['v2']}/{name}"
+            os.mkdir(d)
+            self.dirs.append(d)
+            self.mem = self.pids = self.cpu = d
+            _sbx_put(d + "/memory.max", memory_mb << 20)
+            _sbx_put(d + "/memory.swap.max", 0) if os.path.exists(d + "/memory.swap.max") else None
+            _sbx_put(d + "/pids.max", NPROC_LIMIT)
+        self.v1 = "v1" in roots
+
+    @property
+    def procs(self) -> list[str]:
+        return [d + "/cgroup.procs" for d in self.dirs]
+
+    def cpu_time(self) -> float | None:
+        try:
+            if self.v1:
+                return int(_sbx_read(self.cpu + "/cpuacct.usage")) / 1e9
+            stat = dict(line.split() for line in _sbx_read(self.cpu + "/cpu.stat").splitlines())
+            return int(stat["usage_usec"]) / 1e6
+        except (OSError, KeyError, ValueError):
+            return None
+
+    def tasks(self) -> list[int]:
+        try:
+            return [int(t) for t in _sbx_read(self.mem + ("/tasks" if self.v1 else "/cgroup.threads")).split()]
+        except (OSError, ValueError):
+            return []
+
+    def oom_killed(self) -> bool:
+        try:
+            if self.v1:
+                ctl = dict(line.split() for line in _sbx_read(self.mem + "/memory.oom_control").splitlines())
+                return int(ctl.get("oom_kill", 0)) > 0 or int(_sbx_read(self.mem + "/memory.failcnt")) > 0
+            ev = dict(line.split() for line in _sbx_read(self.mem + "/memory.events").splitlines())
+            return int(ev.get("oom_kill", 0)) > 0 or int(ev.get("max", 0)) > 0
+        except (OSError, ValueError):
+            return False
+
+    def remove(self) -> None:
+        for d in self.dirs:
+            for _ in range(50):  # the last tasks may take a moment to be reaped after the kill
+                try:
+                    os.rmdir(d)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.01)
+
+
+def _sbx_read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _sbx_put(path: str, value: object) -> None:
+    with open(path, "w") as f:
+        f.write(str(value))
+
+
+def _sbx_sched(pids: list[int]) -> tuple[float, float]:
+    """(CPU seconds, seconds waiting for a CPU while runnable) of these tasks, from /proc/<tid>/schedstat."""
+    cpu = wait = 0
+    for tid in pids:
+        try:
+            on, queued, _ = _sbx_read(f"/proc/{tid}/schedstat").split()
+        except (OSError, ValueError):
+            continue
+        cpu += int(on)
+        wait += int(queued)
+    return cpu / 1e9, wait / 1e9
+
+
+def _sbx_tree(pid: int) -> list[int]:
+    """The threads of ``pid`` and of all its descendants (when there is no cgroup to ask)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = _sbx_read(f"/proc/{entry}/stat")
+                ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            out += [int(t) for t in os.listdir(f"/proc/{p}/task")]
+        except OSError:
+            pass
+        todo += children.get(p, [])
+    return out
+
+
+# Run by root before bwrap: enter the cgroups, stage the unreachable sources read-only, exec the rest.
+# Run by root before bwrap: enter the cgroups ("$1"... up to --), then, when a source needs staging, mount a small
+# tmpfs over the stage folder (this run's mount namespace only: the host's folder is untouched) and bind each
+# source ("$1" -> "$2" pairs, up to --) read-only under it; then exec the rest.
+_SHIM = ('while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; '
+         'if [ "$1" != -- ]; then mount -t tmpfs -o size=64k,mode=755 sbx "$STAGE" || exit 125; fi; '
+         'while [ "$1" != -- ]; do mkdir -p "$2" && mount --bind "$1" "$2" && '
+         'mount -o remount,bind,ro "$2" || exit 125; shift 2; done; shift; exec "$@"')
+LOAD_GRACE = 3.0  # a run starved of CPU gets back the time it waited, up to this many times its timeout
 
 
 def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin: str | None,
-                 start: float, extra_fds: tuple[int, ...] = (), on_spawn=None) -> SandboxResult:
+                 start: float, extra_fds: tuple[int, ...] = (), on_spawn=None, waited=None) -> SandboxResult:
     """One sandboxed process. ``extra_fds`` are handed to it at the same numbers (and closed here once it has
-    them); ``on_spawn(proc)`` lets a caller kill it early."""
+    them); ``on_spawn(proc, tasks)`` lets a caller kill it early and see its threads; ``waited()`` says how
+    long the run's processes waited for a CPU (default: this sandbox's own)."""
     job_r, job_w = os.pipe()
     rep_r, rep_w = os.pipe()
+    bpf_r, bpf_w = os.pipe()
+    os.write(bpf_w, layout["seccomp"])  # a few KB: fits the pipe
+    os.close(bpf_w)
+    cgroup = None
+    try:
+        if layout["cgroups"]:
+            cgroup = _Cgroup(layout["cgroups"], memory_mb)
+    except OSError:
+        cgroup = None  # the host refused: the rlimit fallback below still bounds the run
+    # Without a cgroup the budget is the rlimits': room for no process or thread beyond the code's own (bwrap's
+    # init and the interpreter are the two), so the address-space cap is the whole run's memory.
+    job = {**job, "nproc": NPROC_LIMIT if cgroup else FALLBACK_NPROC}
     # bwrap keeps inherited fds open for the command, at the same numbers
-    argv = [layout["bwrap"], *layout["args"], layout["python"], "-I", "-S", "-B", "-c", _BOOTSTRAP, str(job_r),
-            str(rep_w)]
+    argv = [layout["bwrap"], *layout["args"], "--seccomp", str(bpf_r), layout["python"], "-I", "-S", "-B",
+            "-c", _BOOTSTRAP, str(job_r), str(rep_w)]
+    if layout["root"]:
+        # Root enters the run's cgroups, stages what the throwaway uid could not reach (in a mount namespace of
+        # this run's own), becomes that uid (no account, no other run has it) and only then starts bwrap,
+        # unprivileged: the same sandbox an ordinary user gets.
+        uid = job["uid"]
+        stage = [x for pair in layout["staged"] for x in pair]
+        argv = ["/bin/sh", "-c", f"STAGE={STAGE}; {_SHIM}", "sh", *(cgroup.procs if cgroup else ()), "--", *stage, "--",
+                layout["setpriv"] or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+                *argv]
+        if stage:
+            argv = [layout["unshare"], "--mount", "--propagation", "private", *argv]
+    fds = (job_r, rep_w, bpf_r, *extra_fds)
     try:
         proc = subprocess.Popen(
             argv, env={"PATH": "/usr/bin:/bin"}, cwd="/",
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(job_r, rep_w, *extra_fds),
-            start_new_session=True)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=fds, start_new_session=True)
     except OSError as e:
-        for fd in (job_r, job_w, rep_r, rep_w, *extra_fds):
+        for fd in (job_r, job_w, rep_r, rep_w, bpf_r, *extra_fds):
             os.close(fd)
+        if cgroup:
+            cgroup.remove()
         raise SandboxUnavailable(f"generated code was not run: cannot start bubblewrap ({e}); "
                                  f"{INSTALL_HINT}") from None
-    for fd in (job_r, rep_w, *extra_fds):
+    for fd in (job_r, rep_w, bpf_r, *extra_fds):
         os.close(fd)
+    tasks = cgroup.tasks if cgroup else (lambda: _sbx_tree(proc.pid))
     if on_spawn is not None:
-        on_spawn(proc)
+        on_spawn(proc, tasks)
     readers = [_Reader(proc.stdout.fileno()), _Reader(proc.stderr.fileno()), _Reader(rep_r, limit=1 << 20)]
     threading.Thread(target=_sbx_write, args=(job_w, marshal.dumps(job)), daemon=True).start()
     if stdin is not None:
         threading.Thread(target=_sbx_write, args=(proc.stdin.fileno(), stdin.encode(), proc.stdin),
                          daemon=True).start()
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+    timed_out = overloaded = False
+    began = time.monotonic()
+    deadline, cap = began + timeout, began + timeout * LOAD_GRACE
+    while True:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0))
+            break
+        except subprocess.TimeoutExpired:
+            # Load never flips a verdict: the time the code spent runnable but without a CPU is given back,
+            # so it is judged on its own time; past the cap that is the machine's fault, not a wrong answer.
+            owed = waited() if waited is not None else _sbx_sched(tasks())[1]
+            now = time.monotonic()
+            if began + timeout + owed > now + 0.01 and now < cap:
+                deadline = min(began + timeout + owed, cap)
+                continue
+            timed_out, overloaded = True, now >= cap - 0.01 and owed > 0.25 * timeout
+            break
+    cpu = cgroup.cpu_time() if cgroup else None
+    if cpu is None:
+        cpu = _sbx_sched(tasks())[0] if proc.poll() is None else None
     try:  # bwrap's group; the PID namespace (and all it started, setsid or not) dies with its init
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -744,12 +1063,24 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
     proc.stdout.close()
     proc.stderr.close()
     os.close(rep_r)
+    oom = cgroup.oom_killed() if cgroup else False
+    if cgroup:
+        cgroup.remove()
     out, err = readers[0].text(), readers[1].text()
     reports = _sbx_reports(readers[2].data)
-    if not any(k == "started" for k, _ in reports) and not timed_out and err.startswith("bwrap:"):
+    if returncode == 125 and not reports and not timed_out:
+        raise SandboxUnavailable("generated code was not run: the run's cgroup could not be entered")
+    if not any(k == "started" for k, _ in reports) and not timed_out and err.startswith(("bwrap:", "setpriv:")):
         raise SandboxUnavailable(f"generated code was not run: bubblewrap cannot create its sandbox here "
                                  f"({err.strip().splitlines()[0]})")
-    return _sbx_result(job["mode"], reports, out, err, returncode, timed_out, timeout, memory_mb, duration)
+    if oom:
+        reports.append(("memory", ""))
+    res = _sbx_result(job["mode"], reports, out, err, returncode, timed_out, timeout, memory_mb, duration)
+    res.cpu_time, res.overloaded = cpu, overloaded
+    if overloaded:
+        res.error = (f"timed out after {timeout:g}s of its own time within {timeout * LOAD_GRACE:g}s: the "
+                     f"machine was too busy to give it a CPU (not the code's fault)")
+    return res
 
 
 def _sbx_result(mode, reports, out, err, returncode, timed_out, timeout, memory_mb, duration) -> SandboxResult:

@@ -28,6 +28,7 @@ FAKE_KEY = "sk-test-hostile-9d2e41"  # OPENAI_API_KEY in the app's environment
 class Attack:
     name: str
     code: str  # str.format fields: {secret_file} {secret_dir} {db} {ppid} {tcp} {udp} {unix} {abstract} {marker}
+    #            {keyname} (a key holding SECRET in the app's session keyring)
     refusal: str  # what must happen instead (the test checks it)
     timeout: float = 3.0
 
@@ -124,6 +125,68 @@ ATTACKS = [
         "    try:\n        got.append(open(path, 'rb').read())\n    except OSError as e:\n"
         "        got.append(str(e))\nraise RuntimeError('leak: ' + repr(got))\n"),
            "RuntimeError whose text holds no secret: nothing secret can be read"),
+    # -- the kernel surface: namespaces, keyrings, io_uring and the rest (#17), each by the call it names ---------
+    Attack("unshare(CLONE_NEWUSER)", (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "r = libc.unshare(0x10000000)\nprint(r, ctypes.get_errno())\nassert r == -1, 'a nested user namespace'\n"),
+           "-1 EPERM: no nested user namespace (--disable-userns, and seccomp denies unshare)"),
+    Attack("unshare(CLONE_NEWUSER|CLONE_NEWNS), uid_map, a 300 MB tmpfs", (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "r = libc.unshare(0x10000000 | 0x00020000)\nprint('unshare', r, ctypes.get_errno(), flush=True)\n"
+        "if r == 0:\n    open('/proc/self/uid_map', 'w').write('0 65534 1')\n"
+        "    os.makedirs('/tmp/big', exist_ok=True)\n"
+        "    libc.mount(b'none', b'/tmp/big', b'tmpfs', 0, b'size=4g')\n"
+        "    with open('/tmp/big/fill', 'wb') as f:\n        for _ in range(300):\n"
+        "            f.write(b'x' * (1 << 20))\n    print('WROTE 300 MB')\n"),
+           "unshare -1 EPERM: no namespace of its own, no tmpfs past the scratch cap"),
+    Attack("clone(CLONE_NEWUSER)", (
+        "import ctypes, os, platform\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "nr = {{'x86_64': 56, 'aarch64': 220}}[platform.machine()]\n"
+        "r = libc.syscall(nr, ctypes.c_long(0x10000000 | 17), 0, 0, 0, 0)\n"
+        "if r == 0:\n    os._exit(0)\nprint(r, ctypes.get_errno())\nassert r == -1, 'cloned into a user namespace'\n"),
+           "-1 EPERM: seccomp refuses clone with any CLONE_NEW* flag"),
+    Attack("clone3(CLONE_NEWUSER)", (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "args = (ctypes.c_uint64 * 11)(0x10000000, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0)\n"
+        "r = libc.syscall(435, ctypes.byref(args), ctypes.c_size_t(88))\n"
+        "if r == 0:\n    os._exit(0)\nprint(r, ctypes.get_errno())\nassert r == -1, 'clone3 made a user namespace'\n"),
+           "-1 ENOSYS: clone3 is refused outright (its flags are out of a filter's sight)"),
+    Attack("the host's session keyring", (
+        "import ctypes, platform\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "nr = {{'x86_64': (249, 250), 'aarch64': (218, 219)}}[platform.machine()]\n"
+        "key = libc.syscall(nr[0], b'user', b'{keyname}', None, 0)\nprint('request_key', key, ctypes.get_errno())\n"
+        "buf = ctypes.create_string_buffer(256)\n"
+        "for k in (key, -3, -2):  # the key found, the session keyring, the process keyring\n"
+        "    n = libc.syscall(nr[1], 11, ctypes.c_long(k), buf, 256)\n"
+        "    print('read', k, n, ctypes.get_errno(), buf.raw[:max(n, 0)])\n"),
+           "request_key and keyctl -1 EPERM: seccomp denies the keyring calls; the secret is not read"),
+    Attack("io_uring, bpf, perf_event_open, userfaultfd, ptrace, personality", (
+        "import ctypes, platform\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "nrs = {{'x86_64': dict(io_uring_setup=425, bpf=321, perf_event_open=298, userfaultfd=323, ptrace=101,"
+        " personality=135, mount=165),\n"
+        "       'aarch64': dict(io_uring_setup=425, bpf=280, perf_event_open=241, userfaultfd=282, ptrace=117,"
+        " personality=92, mount=40)}}[platform.machine()]\n"
+        "params = ctypes.create_string_buffer(120)\n"
+        "args = dict(io_uring_setup=(1, params), bpf=(0, params, 48), perf_event_open=(params, 0, -1, -1, 0),"
+        " userfaultfd=(0,), ptrace=(0, 0, 0, 0), personality=(0x0040000,),"
+        " mount=(b'none', b'/tmp', b'tmpfs', 0, None))\n"
+        "res = {{n: (libc.syscall(nrs[n], *args[n]), ctypes.get_errno()) for n in nrs}}\nprint(res)\n"
+        "assert all(r == -1 and e == 1 for r, e in res.values()), res\n"),
+           "each -1 EPERM, from the seccomp filter"),
+    Attack("/proc is read-only", (
+        "res = {{}}\nfor p in ['/proc/self/comm', '/proc/self/oom_score_adj', '/proc/sys/kernel/hostname',"
+        " '/proc/self/attr/current']:\n"
+        "    try:\n        open(p, 'w').write('1')\n        res[p] = 'WROTE'\n"
+        "    except OSError as e:\n        res[p] = e.errno\nprint(res)\nassert 'WROTE' not in res.values(), res\n"),
+           "every write fails (EROFS): /proc is mounted read-only"),
+    Attack("10 forked children of 400 MB each", (
+        "import os, time\nkids = []\nfor i in range(10):\n    try:\n        pid = os.fork()\n"
+        "    except OSError as e:\n        print('fork refused after', i, e, flush=True)\n        break\n"
+        "    if pid == 0:\n        b = bytearray(400 << 20)\n        for j in range(0, len(b), 4096):\n"
+        "            b[j] = 1\n        time.sleep(2)\n        os._exit(0)\n    kids.append(pid)\n"
+        "print([os.waitpid(k, 0)[1] for k in kids], flush=True)\n"), "root: the run's cgroup holds all of "
+           "them to 512 MB (the OOM killer ends the excess); unprivileged: the fallback refuses the first fork",
+           timeout=15.0),
 ]
 
 
@@ -159,6 +222,18 @@ def _drain(listener: socket.socket) -> list[bytes]:
             return got
 
 
+def _plant_key(name: str) -> None:
+    """Put SECRET in this process's session keyring (what the sandboxed code must not read)."""
+    import ctypes
+    import platform
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    add_key = {"x86_64": 248, "aarch64": 217}[platform.machine()]
+    session = -3  # KEY_SPEC_SESSION_KEYRING
+    if libc.syscall(add_key, b"user", name.encode(), SECRET.encode(), len(SECRET), session) < 0:
+        raise OSError(ctypes.get_errno(), "add_key failed: the keyring attack would test nothing")
+
+
 def main(argv: list[str]) -> int:
     import importlib.util
 
@@ -171,6 +246,8 @@ def main(argv: list[str]) -> int:
     secret_file = os.path.join(home, "secret.txt")
     with open(os.open(secret_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
         f.write(SECRET)
+    keyname = f"mermaidflow-test-{os.getpid()}"
+    _plant_key(keyname)
     db = os.path.join(home, "workspace.db")
     con = sqlite3.connect(db)
     con.execute("PRAGMA journal_mode=WAL")
@@ -200,7 +277,7 @@ def main(argv: list[str]) -> int:
             marker = _marker()
             code = attack.code.format(secret_file=secret_file, secret_dir=home, db=db, ppid=os.getpid(),
                                       tcp=tcp.getsockname()[1], udp=udp.getsockname()[1], unix=unix_path,
-                                      abstract=abstract, marker=marker)
+                                      abstract=abstract, marker=marker, keyname=keyname)
             start = time.monotonic()
             res = sandbox.run_untrusted(code, timeout=attack.timeout)
             elapsed = time.monotonic() - start
