@@ -8,6 +8,7 @@ from pathlib import Path
 
 from . import catalogue as cat
 from .cli import CliError, JobFailed, emit, load_workflow
+from .files import write_file
 
 FORMATS = ("py", "mmd", "json", "svg", "png")
 
@@ -43,10 +44,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         for fname, data in files.items():
             if fname in wanted:
-                (out / fname).write_bytes(data)
-                written.append(str(out / fname))
+                target = out / fname
+                write_file(target, data)
+                written.append(str(target))
     except OSError as exc:
-        raise CliError(f"{args.out}: cannot write ({exc})") from None
+        raise CliError(f"{exc.filename or args.out}: cannot write ({exc.strerror or exc})") from None
     if args.json:
         emit({"files": written, "name": name, "task": args.task})
     else:

@@ -17,6 +17,7 @@ from typing import Any
 
 from . import catalogue as cat
 from .cli import CliError, JobFailed, emit, load_workflow, read_text
+from .files import write_file
 
 # The engine (openai client, networkx, sympy) is imported inside the commands, so registering them keeps
 # `check` and `fmt` quick to start.
@@ -136,9 +137,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if out.exists() and out.resolve() == Path(args.file).resolve():  # `-o my.mmd` would replace the workflow
         raise CliError(f"{args.out}: is the workflow file itself; choose another output file (e.g. workflow.py)")
     try:
-        out.write_text(source, encoding="utf-8")
+        write_file(out, source)
     except OSError as exc:
-        raise CliError(f"{args.out}: cannot write ({exc})") from None
+        raise CliError(f"{args.out}: cannot write ({exc.strerror or exc})") from None
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cli import CliError, emit, guarded, read_text
+from ..files import write_file
 from . import metrics as M
 from .execute import SCHEDULES, EchoAgent, Execution, LLMAgent, ManualAgent, run_sync
 from .generate import generate_candidates
@@ -164,10 +165,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
         name = f"candidate_{c.index + 1}"
         path = out / (f"{name}.json" if c.graph is not None else f"{name}.invalid.txt")
         try:  # an invalid reply is kept as it came, for reading; it is never a candidate
-            path.write_text(c.graph.to_json() + "\n" if c.graph is not None else c.raw or (c.error or ""),
-                            encoding="utf-8")
+            write_file(path, c.graph.to_json() + "\n" if c.graph is not None else c.raw or (c.error or ""))
         except OSError as e:
-            raise UsageError(f"{path}: cannot write ({e})") from None
+            raise UsageError(f"{path}: cannot write ({e.strerror or e})") from None
         row = {"file": str(path), "valid": c.valid, "error": c.error, "repairs": c.repairs}
         if c.metrics is not None:
             row.update(P_avg=c.metrics.P_avg, C_dependency=c.metrics.C_dependency, T=c.metrics.T)

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..files import write_file
 from . import metrics as M
 from .execute import Execution, LLMAgent
 from .generate import generate_candidates
@@ -312,7 +313,7 @@ def _write(folder: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         p = folder / name
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
+        write_file(p, text)
 
 
 def summary(runs: list[TaskRun]) -> list[dict[str, Any]]:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..files import write_file
+
 BENCHMARKS = ("gsm8k", "math", "humaneval", "mbpp")
 TASK_OF = {"gsm8k": "math", "math": "math", "humaneval": "code", "mbpp": "code"}
 SPLITS = ("validation", "test")
@@ -480,5 +482,5 @@ def write_split_file(benchmark: str, path: str | Path, seed: int = 42) -> dict[s
     ids = [p.id for p in read_problems(benchmark, datasets_dir() / DEFAULT_FILES[benchmark])]
     val, test = split_ids(ids, seed)
     doc = {"benchmark": benchmark, "seed": seed, "validation": val, "test": test}
-    Path(path).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    write_file(path, json.dumps(doc, indent=1) + "\n")
     return doc

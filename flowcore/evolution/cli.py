@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .. import catalogue as cat
 from ..cli import CliError, JobFailed, emit, load_workflow
+from ..files import write_file
 from ..mermaid import to_mermaid
 from ..model import Workflow
 from ..sandbox import require_sandbox
@@ -52,7 +53,7 @@ def _out_dir(path: str) -> Path:
 def _write(out: Path, name: str, text: str) -> Path:
     path = out / name
     try:
-        path.write_text(text, encoding="utf-8")
+        write_file(path, text)
     except OSError as exc:
         raise CliError(f"{path}: cannot write ({exc.strerror or exc})") from None
     return path

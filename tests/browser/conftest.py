@@ -37,6 +37,8 @@ from pathlib import Path
 
 import pytest
 
+from flowcore.files import write_file
+
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("MERMAIDFLOW_CHROMIUM", "/usr/bin/chromium")  # env: only to test the skip
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -199,8 +201,7 @@ def save_screenshot(page, name: str, min_bytes: int = 20_000, **kwargs) -> Path:
     folder. Either way the picture must be a real one (not an empty page)."""
     folder = SCREENSHOTS if os.environ.get("MERMAIDFLOW_SCREENSHOTS") == "1" else ARTIFACTS
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    page.screenshot(path=str(path), **kwargs)
+    path = write_file(folder / name, page.screenshot(**kwargs))  # never through a link planted at the name
     assert path.stat().st_size > min_bytes, f"{name}: {path.stat().st_size} bytes, an empty page?"
     return path
 
