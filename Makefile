@@ -42,14 +42,17 @@ browser-deps:
 	else echo "note: $(CHROMIUM) is missing and this is not root: browser tests will be skipped" \
 	  "(install it with: sudo apt-get install -y chromium)"; fi
 
-# Generated code runs only inside bubblewrap (flowcore/sandbox.py); without it the app refuses to run it. The
-# hostile-program tests also run the sandbox as an unprivileged user, from Debian's /usr/bin/python3.
+# Generated code runs only inside bubblewrap with a libseccomp filter (flowcore/sandbox.py); root drops to a
+# throwaway uid with util-linux's setpriv/unshare first. Without them the app refuses to run generated code.
+# The hostile-program tests also run the sandbox as an unprivileged user, from Debian's /usr/bin/python3.
+SANDBOX_PKGS := bubblewrap libseccomp2 util-linux
 sandbox-deps:
-	@if command -v bwrap >/dev/null; then :; \
+	@if command -v bwrap >/dev/null && command -v setpriv >/dev/null && command -v unshare >/dev/null \
+	  && { ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2'; }; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  apt-get update && apt-get install -y bubblewrap; \
-	else echo "note: bubblewrap (bwrap) is missing and this is not root: generated code will not run" \
-	  "(install it with: sudo apt-get install -y bubblewrap)"; fi
+	  apt-get update && apt-get install -y $(SANDBOX_PKGS); \
+	else echo "note: one of bubblewrap, libseccomp2, util-linux is missing and this is not root: generated" \
+	  "code will not run (install them with: sudo apt-get install -y $(SANDBOX_PKGS))"; fi
 
 sandbox-test-deps: sandbox-deps
 	@if [ -x /usr/bin/python3 ] || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then :; \

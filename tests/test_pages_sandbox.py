@@ -47,3 +47,17 @@ def test_without_bubblewrap_the_page_says_generated_code_is_refused(no_bwrap, na
     shown = [e.value for e in at.error if "Generated code will not run here" in e.value]
     assert shown, [e.value for e in at.error]
     assert "bubblewrap (bwrap) is not installed" in shown[0] and "apt-get install -y bubblewrap" in shown[0]
+
+
+def test_settings_states_how_a_runs_budget_is_held(monkeypatch):
+    """The budget line of `python -m flowcore sandbox` is on the Settings page: the cgroup here, and the rlimit
+    fallback where no cgroup can be made."""
+    if not Path("/usr/bin/bwrap").exists():
+        pytest.skip("bubblewrap is not installed")
+    line = sandbox.budget_mode()
+    assert [s.value for s in _page("settings").success if line in s.value]
+    monkeypatch.setattr(sandbox, "_status_ok", None)
+    monkeypatch.setattr(sandbox, "_layout_cache", {**sandbox._sbx_layout(), "cgroups": None})
+    fallback = [s.value for s in _page("settings").success if "the fallback holds" in s.value]
+    assert fallback and "address space capped at the run's memory" in fallback[0]
+    sandbox._status_ok = None

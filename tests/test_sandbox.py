@@ -177,3 +177,36 @@ def test_a_sandbox_that_cannot_start_is_refused_not_run(monkeypatch):
     monkeypatch.setattr(sandbox, "_sbx_layout", lambda: layout)
     with pytest.raises(SandboxUnavailable, match="bubblewrap cannot create its sandbox here"):
         run_code("print(1)")
+
+
+def test_the_status_line_names_the_budget_in_both_modes():
+    """As root here a cgroup holds each run; an ordinary user (Debian's python, a copy of sandbox.py) gets the
+    rlimit fallback, and both say so."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    p = subprocess.run([sys.executable, "-m", "flowcore", "sandbox"], capture_output=True, text=True, timeout=60,
+                       cwd=Path(__file__).resolve().parents[1])
+    assert p.returncode == 0 and "seccomp filter on" in p.stdout, p.stdout + p.stderr
+    if os.geteuid() != 0:
+        assert "fallback holds" in p.stdout or "a cgroup" in p.stdout
+        return
+    if os.path.isdir("/sys/fs/cgroup/memory"):
+        assert "a cgroup (v1) with its memory cap and 64 processes" in p.stdout, p.stdout
+    if shutil.which("setpriv") is None or not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("needs setpriv and /usr/bin/python3 to act as an unprivileged user")
+    import tempfile
+
+    work = Path(tempfile.mkdtemp(prefix="mermaidflow-status-"))  # under /tmp: pytest's tmp_path is 0700 root's
+    try:
+        shutil.copy(sandbox.__file__, work / "sandbox.py")
+        os.chmod(work, 0o755)
+        os.chmod(work / "sandbox.py", 0o644)
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+                            "-c", "import sandbox; print(sandbox.sandbox_status())"], capture_output=True,
+                           text=True, timeout=60, cwd=work, env={"PATH": "/usr/bin:/bin"})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert p.returncode == 0 and "True" in p.stdout and "the fallback holds" in p.stdout, p.stdout + p.stderr
