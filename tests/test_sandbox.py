@@ -210,3 +210,19 @@ def test_the_status_line_names_the_budget_in_both_modes():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     assert p.returncode == 0 and "True" in p.stdout and "the fallback holds" in p.stdout, p.stdout + p.stderr
+
+
+def test_mountinfo_shows_host_paths_only_of_what_was_bound():
+    """A known, minor leak (README): /proc/self/mountinfo names the host folders bound in (the interpreter,
+    site-packages); nothing else of the host's tree appears."""
+    import sys
+    import sysconfig
+
+    res = run_code("print(open('/proc/self/mountinfo').read())")
+    assert res.ok, res.error
+    roots = {line.split()[3] for line in res.stdout.splitlines() if line.strip()}
+    bound = {"/", "/usr", "/etc/ld.so.cache", "/newroot", os.path.realpath(sys.base_prefix),
+             *(os.path.realpath(p) for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})}
+    odd = {r for r in roots if r not in bound and not r.startswith(("/null", "/zero", "/full", "/random",
+                                                                     "/urandom", "/tty", "/newroot"))}
+    assert not odd, odd
