@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:  # `flowcore` and `pages.common` import from the repository root
     sys.path.insert(0, str(ROOT))
 
-from flowcore import check, is_valid, library, parse_lenient  # noqa: E402
-from pages import common, widgets  # noqa: E402
+from flowcore import check, is_valid, parse_lenient
+from flowcore.workspace import library
+from pages import common, widgets
 
 # (file, title, url path, icon): the order of the navigation
 PAGES = [

@@ -26,8 +26,8 @@ import networkx as nx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowcore.aov import AOVGraph  # noqa: E402
-from flowcore.aov import metrics as M  # noqa: E402
+from flowcore.aov import AOVGraph
+from flowcore.aov import metrics as M
 
 
 def fan(n: int) -> dict:

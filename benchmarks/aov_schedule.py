@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowcore.aov import AOVGraph, Execution, LLMAgent, RuleInspector, run_sync  # noqa: E402
-from flowcore.aov import metrics as M  # noqa: E402
-from flowcore.llm import LLM, LLMSettings  # noqa: E402
-from tests.fakellm import FakeLLMServer  # noqa: E402
+from flowcore.aov import AOVGraph, Execution, LLMAgent, RuleInspector, run_sync
+from flowcore.aov import metrics as M
+from flowcore.llm.client import LLM, LLMSettings
+from tests.fakellm import FakeLLMServer
 
 
 def doc(parents: dict[str, list[str]]) -> AOVGraph:

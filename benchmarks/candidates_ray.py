@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from flowcore.evolution import ops  # noqa: E402
-from flowcore.mermaid import parse, to_mermaid  # noqa: E402
+from flowcore.evolution import ops
+from flowcore.mermaid.reader import parse, to_mermaid
 
 SEEDS = {"math": ROOT / "assets" / "examples" / "math_case_study.mmd",
          "code": ROOT / "assets" / "examples" / "humaneval_case_study.mmd"}
@@ -89,7 +89,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--k", default="4,8")
     args = ap.parse_args()
-    from flowcore import cluster
+    from flowcore.execution import cluster
 
     t = time.perf_counter()
     ray = cluster.connect("local", num_cpus=2)

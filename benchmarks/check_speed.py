@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowcore import check, is_valid  # noqa: E402
+from flowcore import check, is_valid
 
 
 def generated_workflow(n: int, width: int = 10) -> str:
@@ -83,9 +83,9 @@ def main() -> None:
     if "--soft-only" in sys.argv:
         return
     try:
-        from flowcore.mermaid_js import backend, parse_check
+        from flowcore.mermaid.engines.js import backend, parse_check
     except ImportError:
-        print("hard check: flowcore.mermaid_js not available")
+        print("hard check: flowcore.mermaid.engines.js not available")
         return
     print(f"hard check engine: {backend('parse')} (benchmarks/mermaid_backends.py compares the engines); "
           "goals: <= 50 ms median for a typical workflow, <= 150 ms for 100 nodes")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowcore.compiler import compile_workflow  # noqa: E402
-from flowcore.mermaid import parse  # noqa: E402
-from flowcore.runtime import prepare  # noqa: E402
+from flowcore.execution.compiler import compile_workflow
+from flowcore.execution.runtime import prepare
+from flowcore.mermaid.reader import parse
 
 
 def big_workflow_text(n: int, chain: int = 10) -> str:

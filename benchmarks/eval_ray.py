@@ -24,14 +24,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from flowcore import cluster  # noqa: E402
-from flowcore.benchmarks import load  # noqa: E402
-from flowcore.evaluation import evaluate_workflow  # noqa: E402
-from flowcore.evolution.loop import default_seed  # noqa: E402
-from flowcore.llm import LLM, LLMSettings  # noqa: E402
-from flowcore.mermaid import parse  # noqa: E402
-from flowcore.storage import Workspace  # noqa: E402
-from tests.fakellm import FakeLLMServer  # noqa: E402
+from flowcore.benchmarks import load
+from flowcore.evaluation.evaluate import evaluate_workflow
+from flowcore.evolution.loop import default_seed
+from flowcore.execution import cluster
+from flowcore.llm.client import LLM, LLMSettings
+from flowcore.mermaid.reader import parse
+from flowcore.workspace.store import Workspace
+from tests.fakellm import FakeLLMServer
 
 
 def fields(report) -> list[tuple]:

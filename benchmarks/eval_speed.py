@@ -24,10 +24,10 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from flowcore import parse  # noqa: E402
-from flowcore.benchmarks import Problem  # noqa: E402
-from flowcore.evaluation import evaluate_workflow  # noqa: E402
-from flowcore.llm import LLM, LLMSettings  # noqa: E402
+from flowcore import parse
+from flowcore.benchmarks import Problem
+from flowcore.evaluation.evaluate import evaluate_workflow
+from flowcore.llm.client import LLM, LLMSettings
 
 TARGET = 1.25
 

@@ -21,10 +21,10 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from flowcore import check, parse, to_mermaid  # noqa: E402
-from flowcore.evolution import ops  # noqa: E402
-from flowcore.evolution.loop import Evolution, EvolutionConfig  # noqa: E402
-from flowcore.storage import Workspace  # noqa: E402
+from flowcore import check, parse, to_mermaid
+from flowcore.evolution import ops
+from flowcore.evolution.loop import Evolution, EvolutionConfig
+from flowcore.workspace.store import Workspace
 
 try:
     from tests import independent_checker

@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from flowcore import check, is_valid, parse, to_mermaid  # noqa: E402
-from flowcore.evolution import ops  # noqa: E402
-from tests import independent_checker  # noqa: E402
+from flowcore import check, is_valid, parse, to_mermaid
+from flowcore.evolution import ops
+from tests import independent_checker
 
 EXAMPLES = {"math_seed": "math", "math_case_study": "math", "gsm8k_case_study": "math",
             "code_seed": "code", "humaneval_case_study": "code", "mbpp_case_study": "code"}
@@ -53,7 +53,7 @@ def main() -> None:
     args = ap.parse_args()
     parse_check = None
     if not args.no_hard:
-        from flowcore.mermaid_js import parse_check
+        from flowcore.mermaid.engines.js import parse_check
     seeds = unseen_seeds(args.seeds)
     print(f"{len(seeds)} unseen seeds (random walks from the examples), {args.tries} tries per seed and operator")
     print("| operator | children | ours valid | independent valid | Mermaid 11 valid | ms/child |")

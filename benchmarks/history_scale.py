@@ -29,11 +29,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from flowcore.evolution import historyview as hv  # noqa: E402
-from flowcore.evolution import session as evs  # noqa: E402
-from flowcore.evolution.history import History, RunBuffer, sample_from_pool, sample_parents  # noqa: E402
-from flowcore.evolution.testsplit import validation_vs_test  # noqa: E402
-from flowcore.storage import Workspace  # noqa: E402
+from flowcore.evolution import session as evs
+from flowcore.evolution.history import History, RunBuffer, sample_from_pool, sample_parents
+from flowcore.evolution.testsplit import validation_vs_test
+from flowcore.ui import history as hv
+from flowcore.workspace.store import Workspace
 
 SEED = (ROOT / "assets" / "examples" / "math_seed.mmd").read_text(encoding="utf-8")
 OPS = ["insert", "delete", "prompt", "crossover", "optimizer"]

@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from flowcore.mermaid_agreement import compare  # noqa: E402
-from tests.flowchart_gen import text_from_random  # noqa: E402
+from flowcore.mermaid.agreement import compare
+from tests.flowchart_gen import text_from_random
 
 
 def main() -> int:

@@ -21,9 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from check_speed import generated_workflow, load_line  # noqa: E402
+from check_speed import generated_workflow, load_line
 
-from flowcore import mermaid_js, mermaid_v8  # noqa: E402
+from flowcore.mermaid.engines import js as mermaid_js
+from flowcore.mermaid.engines import v8 as mermaid_v8
 
 MMDC = {"parse 10": 16.0, "parse 100": 90.0, "render 100": 2400.0}
 
@@ -101,7 +102,7 @@ def main() -> None:  # noqa: C901, PLR0915
             med, best, cpu = timed(lambda i, t=text, e=eng: e.parse(t + f"%% {i} {time.time()}\n"), args.repeats)
             row(f"hard check, {name}, {n} nodes", med, best, cpu, ref_of(f"parse {n}", med))
     if v8:  # how the parse grows: FlowDB or the line mapping being quadratic would show here
-        from flowcore.mermaid_text import to_error
+        from flowcore.mermaid.text import to_error
 
         eng = engines[1][1]
         for n in (200, 400, 800):

@@ -30,8 +30,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from flowcore import check, is_valid, library  # noqa: E402
-from flowcore.storage import Workspace  # noqa: E402
+from flowcore import check, is_valid
+from flowcore.workspace import library
+from flowcore.workspace.store import Workspace
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowcore.sandbox import require_sandbox, run_untrusted  # noqa: E402
+from flowcore.execution.sandbox import require_sandbox, run_untrusted
 
 
 def _humaneval():

@@ -11,17 +11,18 @@ import importlib
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~3 ms of every start-up
 if TYPE_CHECKING:
-    from .catalogue import CATALOGUE
-    from .checker import check, is_valid
-    from .mermaid import WorkflowSyntaxError, parse, parse_lenient, to_mermaid
-    from .model import Diagnostic, Edge, Node, Workflow
+    from flowcore.catalogue import CATALOGUE
+    from flowcore.checker.check import check, is_valid
+    from flowcore.mermaid.reader import WorkflowSyntaxError, parse, parse_lenient, to_mermaid
+    from flowcore.model import Diagnostic, Edge, Node, Workflow
 
 __all__ = ["CATALOGUE", "Diagnostic", "Edge", "Node", "Workflow", "WorkflowSyntaxError", "check", "compile",
            "is_valid", "parse", "parse_lenient", "to_mermaid"]
 
 # public name -> the module that defines it
-_LAZY = {"CATALOGUE": "catalogue", "check": "checker", "is_valid": "checker", "WorkflowSyntaxError": "mermaid",
-         "parse": "mermaid", "parse_lenient": "mermaid", "to_mermaid": "mermaid", "Diagnostic": "model",
+_LAZY = {"CATALOGUE": "catalogue", "check": "checker.check", "is_valid": "checker.check",
+         "WorkflowSyntaxError": "mermaid.reader", "parse": "mermaid.reader", "parse_lenient": "mermaid.reader",
+         "to_mermaid": "mermaid.reader", "Diagnostic": "model",
          "Edge": "model", "Node": "model", "Workflow": "model"}
 
 
@@ -40,7 +41,7 @@ def __dir__() -> list[str]:
 
 def compile(workflow: Workflow | str) -> str:  # noqa: A001 - the documented name (DESIGN §10)
     """Deterministic Python source for a workflow (no LLM involved)."""
-    from .compiler import compile_workflow
-    from .mermaid import parse
+    from flowcore.execution.compiler import compile_workflow
+    from flowcore.mermaid.reader import parse
 
     return compile_workflow(parse(workflow) if isinstance(workflow, str) else workflow)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from . import catalogue as cat
+from flowcore import catalogue as cat
 
 # Node shapes written with brackets: key -> closer. The key is the opener, except for the two trapezoids
 # (whose openers are those of the leaning shapes): "[/\\" is [/x\] and "[\\/" is [\x/]. "[|" is a rectangle

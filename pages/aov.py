@@ -18,11 +18,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
-from flowcore.aov import session as S  # noqa: E402
-from flowcore.aov import to_mermaid  # noqa: E402
-from flowcore.aov.session import md  # noqa: E402
-from flowcore.llm import LLM  # noqa: E402
-from pages import common  # noqa: E402
+from flowcore.aov import session as S
+from flowcore.aov import to_mermaid
+from flowcore.aov.session import md
+from flowcore.llm.client import LLM
+from pages import common
 
 common.app_shell()  # a link to this page on a fresh server: run inside the app (menu, workspace memory)
 ss = st.session_state

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from flowcore import drafts, sandbox, settings_store
-from flowcore.llm import LLMSettings, public_url
-from flowcore.storage import Workspace, is_postgres
+from flowcore.execution import sandbox
+from flowcore.llm.client import LLMSettings, public_url
+from flowcore.workspace import drafts
+from flowcore.workspace import settings as settings_store
+from flowcore.workspace.store import Workspace, is_postgres
 
 APP_PATH = Path(__file__).resolve().parent.parent / "app.py"
 
@@ -89,7 +91,7 @@ def llm_settings() -> LLMSettings:
 
 
 # -- the open workflow, shared by Editor, Run, Export and Evolve ------------------------------------------
-# Session state holds it while the browser tab lives; flowcore.drafts keeps it in the URL and in this
+# Session state holds it while the browser tab lives; flowcore.workspace.drafts keeps it in the URL and in this
 # browser's draft row, so a reload, a copied link or the back button reopens it.
 
 COOKIE = "mf_browser"

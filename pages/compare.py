@@ -1,7 +1,7 @@
 """Compare page (the stakeholder view): pick workflows (baselines, examples, saved ones, evolved rounds), a
 benchmark and a split; measure them on the same problems in the background; see the table with intervals and
 paired tests against the best, score vs cost with the Pareto front, and which problems each one solves.
-The work is done by flowcore.compare and flowcore.compare_view."""
+The work is done by flowcore.evaluation.compare and flowcore.ui.compare."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
-from flowcore import compare_view as cv  # noqa: E402
-from flowcore import eval_store as es  # noqa: E402
-from flowcore import jobs  # noqa: E402
-from flowcore.benchmarks import DataError, load, split_info  # noqa: E402
-from flowcore.compare import list_comparisons, load_comparison, start_comparison  # noqa: E402
-from pages import common  # noqa: E402
+from flowcore.benchmarks import DataError, load, split_info
+from flowcore.evaluation import store as es
+from flowcore.evaluation.compare import list_comparisons, load_comparison, start_comparison
+from flowcore.ui import compare as cv
+from flowcore.workspace import jobs
+from pages import common
 
 common.app_shell()  # a link to this page on a fresh server: run inside the app (menu, workspace memory)
 ss = st.session_state

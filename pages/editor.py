@@ -7,12 +7,14 @@ import hashlib
 import streamlit as st
 from streamlit_ace import st_ace
 
-from flowcore import WorkflowSyntaxError, check, is_valid, library, parse, parse_lenient, to_mermaid, view
-from flowcore import canvas as cv
+from flowcore import WorkflowSyntaxError, check, is_valid, parse, parse_lenient, to_mermaid
 from flowcore import catalogue as cat
-from flowcore.export import file_stem
-from flowcore.mermaid_live import verdict as mermaid_verdict
-from flowcore.mermaid_live import with_mermaid
+from flowcore.export.bundle import file_stem
+from flowcore.mermaid.live import verdict as mermaid_verdict
+from flowcore.mermaid.live import with_mermaid
+from flowcore.ui import canvas as cv
+from flowcore.ui import view
+from flowcore.workspace import library
 from pages import common, widgets
 from pages.common import md
 

@@ -13,14 +13,16 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
-from flowcore import check, is_valid, jobs, story  # noqa: E402
-from flowcore import eval_store as es  # noqa: E402
-from flowcore.evolution import OPERATORS, EvolutionConfig, History, Review  # noqa: E402
-from flowcore.evolution import session as evs  # noqa: E402
-from flowcore.results import money as _money  # noqa: E402
-from pages import common, widgets  # noqa: E402
-from pages.export import pick_workflow  # noqa: E402
-from pages.protocol_parts import after_run, run_options  # noqa: E402
+from flowcore import check, is_valid
+from flowcore.evaluation import store as es
+from flowcore.evaluation.results import money as _money
+from flowcore.evolution import OPERATORS, EvolutionConfig, History, Review
+from flowcore.evolution import session as evs
+from flowcore.ui import story
+from flowcore.workspace import jobs
+from pages import common, widgets
+from pages.export import pick_workflow
+from pages.protocol_parts import after_run, run_options
 
 ss = st.session_state
 JOB_KEY, LAST_KEY = "evo_job_id", "evo_last_run"

@@ -16,10 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
-from flowcore import check, is_valid, library, mermaid_js, parse, to_mermaid, view  # noqa: E402
-from flowcore import export as fx  # noqa: E402
-from flowcore.compiler import compile_workflow  # noqa: E402
-from pages import common  # noqa: E402
+from flowcore import check, is_valid, parse, to_mermaid
+from flowcore.execution.compiler import compile_workflow
+from flowcore.export import bundle as fx
+from flowcore.mermaid.engines import js as mermaid_js
+from flowcore.ui import view
+from flowcore.workspace import library
+from pages import common
 
 CURRENT = ("current", "")
 

@@ -17,13 +17,13 @@ if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
 
-from flowcore import jobs  # noqa: E402
-from flowcore import results as rs  # noqa: E402
-from flowcore.evolution import History  # noqa: E402
-from flowcore.evolution import historyview as hv  # noqa: E402
-from flowcore.evolution import session as evs  # noqa: E402
-from pages import common, widgets  # noqa: E402
-from pages.protocol_parts import rescore_controls, test_section  # noqa: E402
+from flowcore.evaluation import results as rs
+from flowcore.evolution import History
+from flowcore.evolution import session as evs
+from flowcore.ui import history as hv
+from flowcore.workspace import jobs
+from pages import common, widgets
+from pages.protocol_parts import rescore_controls, test_section
 
 ss = st.session_state
 RUN_KEY, REEVAL_KEY = "hist_run", "hist_reeval_job"

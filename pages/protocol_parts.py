@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from flowcore import compare_view as cv
-from flowcore import jobs
 from flowcore.evolution import session as evs
 from flowcore.evolution.testsplit import start_test_rescore
+from flowcore.ui import compare as cv
+from flowcore.workspace import jobs
 from pages import common
 
 ss = st.session_state

@@ -2,7 +2,7 @@
 background with progress and cancel; scores with their 95% bootstrap interval and cost; past evaluations.
 
 Without an LLM endpoint the page says so and the Run buttons are disabled; viewing stored evaluations still
-works. The work is done by flowcore.eval_store and flowcore.jobs.
+works. The work is done by flowcore.evaluation.store and flowcore.workspace.jobs.
 """
 
 from __future__ import annotations
@@ -17,17 +17,18 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
-from flowcore import check, is_valid, jobs  # noqa: E402
-from flowcore import eval_store as es  # noqa: E402
-from flowcore import results as rs  # noqa: E402
-from flowcore.benchmarks import load  # noqa: E402
-from flowcore.llm import LLMError  # noqa: E402
-from flowcore.mermaid import WorkflowSyntaxError  # noqa: E402
-from flowcore.runtime import NodeError, WorkflowInvalid  # noqa: E402
-from flowcore.sandbox import SandboxUnavailable  # noqa: E402
-from pages import common  # noqa: E402
-from pages.export import pick_workflow  # noqa: E402
-from pages.run_results import show_evaluation, trace_table  # noqa: E402
+from flowcore import check, is_valid
+from flowcore.benchmarks import load
+from flowcore.evaluation import results as rs
+from flowcore.evaluation import store as es
+from flowcore.execution.runtime import NodeError, WorkflowInvalid
+from flowcore.execution.sandbox import SandboxUnavailable
+from flowcore.llm.client import LLMError
+from flowcore.mermaid.reader import WorkflowSyntaxError
+from flowcore.workspace import jobs
+from pages import common
+from pages.export import pick_workflow
+from pages.run_results import show_evaluation, trace_table
 
 JOB_KEY, SHOW_KEY, ONE_KEY = "run_job_id", "run_show_eval", "run_one_result"
 NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."

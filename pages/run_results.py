@@ -1,7 +1,7 @@
 """The Run page's results (a plain module, not a page): an evaluation's score, its interval with n, whether
 its answers came from the cache (and a fresh measurement), the per-problem table with the verdict, the
 extracted answer and the reference, filterable to the failures, and a click-through to one problem's trace.
-What is shown comes from flowcore.results."""
+What is shown comes from flowcore.evaluation.results."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import time
 import pandas as pd
 import streamlit as st
 
-from flowcore import eval_store as es
-from flowcore import results as rs
 from flowcore.benchmarks import load
-from flowcore.llm import LLMError
-from flowcore.mermaid import WorkflowSyntaxError
-from flowcore.runtime import NodeError, WorkflowInvalid
+from flowcore.evaluation import results as rs
+from flowcore.evaluation import store as es
+from flowcore.execution.runtime import NodeError, WorkflowInvalid
+from flowcore.llm.client import LLMError
+from flowcore.mermaid.reader import WorkflowSyntaxError
 
 JOB_KEY, SHOW_KEY = "run_job_id", "run_show_eval"
 NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."

@@ -8,8 +8,8 @@ import os
 import pandas as pd
 import streamlit as st
 
-from flowcore import settings_store
-from flowcore.llm import LLM, ROLES, LLMError, LLMSettings, public_url
+from flowcore.llm.client import LLM, ROLES, LLMError, LLMSettings, public_url
+from flowcore.workspace import settings as settings_store
 from pages import common
 
 common.app_shell()

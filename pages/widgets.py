@@ -1,5 +1,5 @@
 """Widgets the pages share (a plain module, not a page): the Mermaid drawing with zoom and safe labels, a
-big graph's overview, and the drawing canvas adapter. What is drawn comes from flowcore.view/canvas."""
+big graph's overview, and the drawing canvas adapter. What is drawn comes from flowcore.ui.view/canvas."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from streamlit_flow.layouts import ManualLayout
 from streamlit_flow.state import StreamlitFlowState
 from streamlit_mermaid import st_mermaid
 
-from flowcore import canvas as cv
 from flowcore import catalogue as cat
-from flowcore import parse_lenient, view
+from flowcore import parse_lenient
 from flowcore.model import Workflow
+from flowcore.ui import canvas as cv
+from flowcore.ui import view
 from pages.common import md
 
 ss = st.session_state

@@ -5,7 +5,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-from flowcore.storage import Workspace
+from flowcore.workspace.store import Workspace
 from tests.fakellm import FakeLLMServer
 
 settings.register_profile("dev", deadline=None)  # no deadline: a first call into a warm engine may be slow

@@ -1,7 +1,7 @@
 """An independent implementation of the DESIGN §4 rules, for property tests of the evolution operators.
 
 It shares no code with flowcore: its own operator/port table (from DESIGN §3), its own regex reading of the
-canonical text that ``flowcore.mermaid.to_mermaid`` prints, and its own graph walk. ``errors(text, task)``
+canonical text that ``flowcore.mermaid.reader.to_mermaid`` prints, and its own graph walk. ``errors(text, task)``
 returns the error codes it finds (empty list = valid).
 """
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from flowcore import parse, parse_lenient, to_mermaid
-from flowcore.mermaid_agreement import compare, fmt_problem
-from flowcore.mermaid_js import mermaid_graph
+from flowcore.mermaid.agreement import compare, fmt_problem
+from flowcore.mermaid.engines.js import mermaid_graph
 
 
 def agrees(text: str) -> None:

@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from flowcore.aov import AOVGraph, Execution, ManualAgent, run_sync
 from flowcore.aov import session as S
 from flowcore.aov.store import ExecutionConflict, ExecutionStore, load_execution, save_execution
-from flowcore.storage import Workspace
+from flowcore.workspace.store import Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "assets" / "aov" / "report.json"

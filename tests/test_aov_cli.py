@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from flowcore.aov import AOVGraph, compute
-from flowcore.aov.cli import main
+from flowcore.cli.aov import main
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "aov"
 
@@ -129,7 +129,7 @@ def test_render(capsys) -> None:
 
 
 def test_top_level_cli_wires_the_aov_group(capsys) -> None:
-    from flowcore.cli import main as top
+    from flowcore.cli.main import main as top
     assert top(["aov", "metrics", str(ASSETS / "gobang.json"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["P_avg"] == 2.0
 

@@ -26,7 +26,7 @@ from flowcore.aov import (
 )
 from flowcore.aov.inspector import rule_verdict
 from flowcore.aov.store import ExecutionStore
-from flowcore.storage import Workspace
+from flowcore.workspace.store import Workspace
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "aov"
 

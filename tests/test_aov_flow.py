@@ -15,8 +15,8 @@ import pytest
 from flowcore.aov import AOVError, AOVGraph, Execution, LLMAgent, ManualAgent, RuleInspector, run_sync
 from flowcore.aov.refine import merge_update
 from flowcore.aov.store import ExecutionStore, load_execution
-from flowcore.llm import LLM, LLMSettings
-from flowcore.storage import Workspace
+from flowcore.llm.client import LLM, LLMSettings
+from flowcore.workspace.store import Workspace
 from tests.fakellm import FakeLLMServer, message_text
 
 

@@ -8,18 +8,10 @@ import threading
 
 import pytest
 
-from flowcore.aov import (
-    AOVGraph,
-    Execution,
-    LLMAgent,
-    LLMInspector,
-    generate_candidates,
-    run_sync,
-    select,
-)
-from flowcore.aov.cli import main
+from flowcore.aov import AOVGraph, Execution, LLMAgent, LLMInspector, generate_candidates, run_sync, select
 from flowcore.aov.inspector import parse_verdict
-from flowcore.llm import LLM, LLMSettings
+from flowcore.cli.aov import main
+from flowcore.llm.client import LLM, LLMSettings
 from tests.fakellm import FakeLLMServer, Fault, message_text
 
 MODELS = {"executor": "exec-model", "judge": "judge-model", "optimizer": "opt-model"}

@@ -9,7 +9,7 @@ import networkx as nx
 import pytest
 
 from flowcore.aov import AOVError, AOVGraph, c_dependency, choose, compute, p_avg, rank, steps
-from flowcore.aov.cli import main
+from flowcore.cli.aov import main
 
 
 def graph(edges: list[tuple[str, str]], nodes: list[str] | None = None) -> AOVGraph:

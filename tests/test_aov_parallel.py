@@ -11,7 +11,7 @@ import pytest
 
 from flowcore.aov import AOVError, AOVGraph, generate_candidates, propose_repairs, run_sync
 from flowcore.aov.context import event_line, log_text
-from flowcore.llm import LLM, LLMSettings
+from flowcore.llm.client import LLM, LLMSettings
 from tests.fakellm import FakeLLMServer, message_text
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from flowcore.aov import AOVError, run_sync
-from flowcore.aov.cli import main
 from flowcore.aov.tasks import accept, extract_files, load_tasks, read_task, run_task, summary, task
-from flowcore.llm import LLM, LLMSettings
+from flowcore.cli.aov import main
+from flowcore.llm.client import LLM, LLMSettings
 from tests.fakellm import FakeLLMServer, Fault, message_text
 
 SOLUTIONS = Path(__file__).resolve().parent / "data" / "aov_tasks"

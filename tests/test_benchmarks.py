@@ -335,7 +335,7 @@ def test_harness_records_exceptions_and_bounds_concurrency():
 
 
 def test_harness_leaves_endpoint_errors_out_of_the_score():
-    from flowcore.llm import LLMError
+    from flowcore.llm.client import LLMError
 
     async def runner(p):
         i = int(p.id[1:])
@@ -407,8 +407,8 @@ def test_bootstrap_ci():
 def test_a_failed_problem_keeps_what_it_spent():
     import asyncio
 
-    from flowcore.benchmarks.data import Problem
     from flowcore.benchmarks.harness import evaluate
+    from flowcore.benchmarks.problem import Problem
 
     async def runner(problem):
         exc = RuntimeError("node C1 failed")

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flowcore import canvas as cv
 from flowcore import check, parse, to_mermaid
-from flowcore.library import examples
+from flowcore.ui import canvas as cv
+from flowcore.workspace.library import examples
 
 EXAMPLES = examples()
 SEED = next(t for n, _, t in EXAMPLES if n == "math_seed")

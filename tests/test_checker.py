@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from flowcore import check, is_valid, parse, to_mermaid
-from flowcore.mermaid import WorkflowSyntaxError
+from flowcore.mermaid.reader import WorkflowSyntaxError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "assets" / "examples"
 
@@ -217,7 +217,7 @@ def test_round_trip_examples():
 
 
 def test_hard_check_maps_mermaid_error_to_line():
-    pytest.importorskip("flowcore.mermaid_js")
+    pytest.importorskip("flowcore.mermaid.engines.js")
     text = MATH_OK.replace('C1 --> RETURN', 'C1 --> RETURN\n    C1 --> (')
     diags = check(text, hard=True)
     assert any(d.code == "M001" and d.line == 8 for d in diags)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flowcore import parse, to_mermaid
-from flowcore.cli import main
+from flowcore.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "assets" / "examples" / "math_seed.mmd"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from flowcore.benchmarks import bootstrap_ci
-from flowcore.cli import main
+from flowcore.cli.main import main
 from tests.fakellm import FakeLLMServer, Fault
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,7 +133,7 @@ def test_compare_checks_its_workspace_before_measuring_and_keeps_the_results(end
                          "--db", str(garbage))
     assert code == 2 and "garbage.db" in err and out == "" and srv.requests == []
     # the store fails only at the end (disk full, file locked away): the table is still printed
-    from flowcore import compare
+    from flowcore.evaluation import compare
 
     def fail(*_a, **_k):
         raise sqlite3.OperationalError("database or disk is full")
@@ -247,8 +247,8 @@ def test_ctrl_c_during_compare_reports_the_workflows_measured_in_full(tmp_path):
     assert proc.returncode == 1 and "Traceback" not in err, err
     assert "interrupted: stopped: 1 of 2 workflows measured in full" in err
     assert "baseline:io" in out and "math_seed" not in out
-    from flowcore.compare import list_comparisons
-    from flowcore.storage import Workspace
+    from flowcore.evaluation.compare import list_comparisons
+    from flowcore.workspace.store import Workspace
 
     (stored,) = list_comparisons(Workspace(db))
     assert stored.status == "cancelled" and stored.names == ["baseline:io"]

@@ -9,13 +9,14 @@ import sys
 
 import pytest
 
-from flowcore import cluster
 from flowcore.benchmarks import load
-from flowcore.evaluation import evaluate_workflow
+from flowcore.evaluation.evaluate import evaluate_workflow
+from flowcore.evolution import remote
 from flowcore.evolution.history import History
 from flowcore.evolution.loop import EvolutionConfig, default_seed
-from flowcore.llm import LLM, LLMSettings
-from flowcore.mermaid import parse
+from flowcore.execution import cluster
+from flowcore.llm.client import LLM, LLMSettings
+from flowcore.mermaid.reader import parse
 from tests.fakellm import FakeLLMServer
 
 ray = pytest.importorskip("ray", reason="ray is installed by `make test` (requirements-dev.txt)")
@@ -48,7 +49,7 @@ def _fields(report) -> list[tuple]:
 
 def test_without_ray_configured_nothing_imports_it(monkeypatch):
     monkeypatch.delenv(cluster.ENV, raising=False)
-    code = ("import sys, asyncio; from flowcore import cluster, evaluation; assert not cluster.enabled(); "
+    code = ("import sys, asyncio; from flowcore.execution import cluster; from flowcore.evaluation import evaluate; assert not cluster.enabled(); "
             "print('ray' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -83,15 +84,15 @@ def test_ray_evaluation_matches_local(local_ray, ws, monkeypatch):
 
 
 def test_evolution_as_a_detached_ray_job(local_ray, tmp_path):
-    from flowcore.storage import Workspace
+    from flowcore.workspace.store import Workspace
 
     ws = Workspace(tmp_path / "cluster.db")
-    run_id, ref = cluster.submit_evolution(ws, EvolutionConfig(benchmark="gsm8k", rounds=2, seed=3, offline=True,
+    run_id, ref = remote.submit_evolution(ws, EvolutionConfig(benchmark="gsm8k", rounds=2, seed=3, offline=True,
                                                                 mode="programmatic"))
     out = ray.get(ref, timeout=240)
     assert out["status"] == "finished" and out["run_id"] == run_id
     h = History(ws)
     assert [r["round"] for r in h.rounds(run_id)] == [0, 1, 2] and h.run(run_id).status == "finished"
     with pytest.raises(cluster.ClusterError, match="workspace the cluster can open"):
-        cluster.submit_evolution(Workspace(":memory:"), EvolutionConfig(benchmark="gsm8k", rounds=1, offline=True))
+        remote.submit_evolution(Workspace(":memory:"), EvolutionConfig(benchmark="gsm8k", rounds=1, offline=True))
     ws.close_all()

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from flowcore.benchmarks import load, split_info
-from flowcore.cli import main
-from flowcore.compare import Comparison, baselines, list_comparisons, load_comparison, measure
-from flowcore.compare_view import pareto_figure, table_frame
-from flowcore.llm import LLM, LLMSettings
-from flowcore.mermaid import parse
-from flowcore.stats import mcnemar_exact, paired_bootstrap, pareto_front
+from flowcore.cli.main import main
+from flowcore.evaluation.compare import Comparison, baselines, list_comparisons, load_comparison, measure
+from flowcore.evaluation.stats import mcnemar_exact, paired_bootstrap, pareto_front
+from flowcore.llm.client import LLM, LLMSettings
+from flowcore.mermaid.reader import parse
+from flowcore.ui.compare import pareto_figure, table_frame
 from tests.fakellm import Fault, message_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,8 +132,8 @@ def test_compare_gives_exact_outcomes_mcnemar_and_an_interval_with_the_true_diff
     # the split is said in the exported result
     assert doc["split"]["split"] == "test" and doc["split"]["test_n"] == 1055 and "seed 42" in doc["split"]["source"]
     # stored for the Compare page, and read back identically
-    (stored,) = list_comparisons(__import__("flowcore.storage").storage.Workspace(db))
-    loaded = load_comparison(__import__("flowcore.storage").storage.Workspace(db), stored.id).result
+    (stored,) = list_comparisons(__import__("flowcore.workspace.store").workspace.store.Workspace(db))
+    loaded = load_comparison(__import__("flowcore.workspace.store").workspace.store.Workspace(db), stored.id).result
     assert [r["score"] for r in loaded.rows()] == [r["score"] for r in doc["table"]]
     assert loaded.tests[1].mcnemar.p_value == pytest.approx(test["mcnemar"]["p_value"])
 
@@ -157,7 +157,7 @@ def test_compare_with_repeats_makes_r_times_n_calls_and_reports_sd(endpoint, wor
 
 def test_repeats_bypass_the_cache_counted_at_the_server(endpoint, tmp_path):
     srv = endpoint(scripted)
-    from flowcore.storage import Workspace
+    from flowcore.workspace.store import Workspace
 
     ws = Workspace(tmp_path / "cache.db")
     llm = LLM(LLMSettings(base_url=srv.base_url, api_key="k", max_retries=0), ws, run_id="t")
@@ -331,7 +331,7 @@ def test_comparison_rows_and_agreement_from_json_roundtrip():
 
 def test_pooled_repeats_leave_endpoint_failures_out_of_the_score():
     from flowcore.benchmarks import EvalReport, ProblemResult
-    from flowcore.compare import pool_reports
+    from flowcore.evaluation.compare import pool_reports
 
     def res(pid, ok, errored=False):
         return ProblemResult(pid, ok, "", None, 0.0, 0.0, "LLMError: down" if errored else None, errored)

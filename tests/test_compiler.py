@@ -16,9 +16,9 @@ import pytest
 
 import flowcore
 from flowcore import parse, to_mermaid
-from flowcore.compiler import compile_workflow
-from flowcore.llm import LLM, LLMSettings
-from flowcore.runtime import WorkflowInvalid, run_workflow
+from flowcore.execution.compiler import compile_workflow
+from flowcore.execution.runtime import WorkflowInvalid, run_workflow
+from flowcore.llm.client import LLM, LLMSettings
 from tests.fakellm import FakeLLMServer, by_keyword
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "assets" / "examples"

@@ -1,4 +1,4 @@
-"""The open workflow's link and draft row (flowcore.drafts): round trips, what a link may hold, bad links."""
+"""The open workflow's link and draft row (flowcore.workspace.drafts): round trips, what a link may hold, bad links."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowcore import drafts, library
-from flowcore.drafts import DraftError, OpenWorkflow
+from flowcore.workspace import drafts, library
+from flowcore.workspace.drafts import DraftError, OpenWorkflow
 
 SEED = dict((n, (t, x)) for n, t, x in library.examples())["math_seed"]
 

@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flowcore import check, parse, parse_lenient, to_mermaid
-from flowcore.cli import main
+from flowcore.cli.main import main
 from flowcore.evolution import ops
 from tests import independent_checker as ic
 
 try:
-    from flowcore.mermaid_js import parse_check
+    from flowcore.mermaid.engines.js import parse_check
 except ImportError:  # the hard check is another module's; skip that part only when it is absent
     parse_check = None
 

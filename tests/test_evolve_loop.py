@@ -21,12 +21,12 @@ from types import SimpleNamespace
 import pytest
 
 from flowcore import check, parse, to_mermaid
-from flowcore.cli import main
+from flowcore.cli.main import main
 from flowcore.evolution import ops
 from flowcore.evolution.loop import Evolution, EvolutionConfig, Review
 from flowcore.evolution.optimizer import Optimizer, extract_mermaid, guidance
-from flowcore.llm import LLM, LLMSettings
-from flowcore.storage import Workspace
+from flowcore.llm.client import LLM, LLMSettings
+from flowcore.workspace.store import Workspace
 from tests.fakellm import FakeLLMServer, Fault, message_text
 
 ROOT = Path(__file__).resolve().parent.parent

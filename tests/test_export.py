@@ -8,8 +8,10 @@ import py_compile
 
 import pytest
 
-from flowcore import export, library, parse
-from flowcore.runtime import WorkflowInvalid
+from flowcore import parse
+from flowcore.execution.runtime import WorkflowInvalid
+from flowcore.export import bundle as export
+from flowcore.workspace import library
 
 MARKER = "sk-test-MARKER-0123456789abcdef"
 

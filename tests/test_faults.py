@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from flowcore.evolution.loop import Evolution, EvolutionConfig
-from flowcore.llm import LLM, LLMError, LLMSettings, _garbled
-from flowcore.storage import Workspace
+from flowcore.llm.client import LLM, LLMError, LLMSettings, _garbled
+from flowcore.workspace.store import Workspace
 from tests.fakellm import FakeLLMServer, garble, message_text
 
 QUESTIONS = [("What is 40 + 2?", "42"), ("What is 6 * 7?", "42"), ("What is 10 - 3?", "7"),

@@ -1,4 +1,4 @@
-"""No write follows a symlink: every file the command line writes goes through flowcore.files.write_file (temp
+"""No write follows a symlink: every file the command line writes goes through flowcore.workspace.files.write_file (temp
 file in the target folder + rename), and a link planted at the target is refused by name (issue 17.5)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flowcore.files import SymlinkRefused, write_file
+from flowcore.workspace.files import SymlinkRefused, write_file
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "assets" / "examples" / "math_seed.mmd"

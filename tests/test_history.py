@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from flowcore.evolution.history import History, sample_parents, selection_probabilities, top_k
-from flowcore.storage import Workspace
+from flowcore.workspace.store import Workspace
 
 
 def test_selection_probabilities_match_a_hand_computation():

@@ -6,9 +6,9 @@ from __future__ import annotations
 import gc
 import random
 
-from flowcore.evolution import historyview as hv
 from flowcore.evolution.history import History, RunBuffer, sample_from_pool, sample_parents, top_k
-from flowcore.storage import Workspace
+from flowcore.ui import history as hv
+from flowcore.workspace.store import Workspace
 
 OPS = ["insert", "delete", "prompt", "crossover"]
 

@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from flowcore import eval_store as es
-from flowcore import jobs
 from flowcore.benchmarks import DataError, Problem, load
-from flowcore.llm import LLMSettings
-from flowcore.runtime import WorkflowInvalid
-from flowcore.storage import Workspace
+from flowcore.evaluation import store as es
+from flowcore.execution.runtime import WorkflowInvalid
+from flowcore.llm.client import LLMSettings
+from flowcore.workspace import jobs
+from flowcore.workspace.store import Workspace
 from tests.fakellm import FakeLLMServer, message_text
 
 MATH_SEED = """flowchart TD

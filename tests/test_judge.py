@@ -13,8 +13,8 @@ import pytest
 from flowcore import parse
 from flowcore.evolution import ops
 from flowcore.evolution.judge import CRITERIA, Candidate, LLMJudge, RuleJudge, parse_scores
-from flowcore.llm import LLM, LLMSettings
-from flowcore.storage import Workspace
+from flowcore.llm.client import LLM, LLMSettings
+from flowcore.workspace.store import Workspace
 from tests.fakellm import FakeLLMServer, Fault
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "assets" / "examples"
@@ -101,7 +101,7 @@ def test_llm_judge_falls_back_to_rules_on_a_bad_reply(tmp_path, reply, why):
 def test_llm_judge_lets_an_endpoint_outage_through(tmp_path, reply, why):
     """A transient endpoint failure is not judged by the rules: the evolution loop retries the round after a
     back-off, so an outage does not change which candidate wins."""
-    from flowcore.llm import LLMError
+    from flowcore.llm.client import LLMError
 
     with FakeLLMServer([reply]) as srv, pytest.raises(LLMError, match=why) as info:
         asyncio.run(LLMJudge(_llm(srv, tmp_path), "math").ascore(_cands(), SEED))

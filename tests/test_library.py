@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flowcore import check, is_valid, parse
-from flowcore.library import (
+from flowcore.workspace.library import (
     LibraryError,
     examples,
     list_workflows,
@@ -16,7 +16,7 @@ from flowcore.library import (
     validate_name,
     versions,
 )
-from flowcore.storage import Workspace
+from flowcore.workspace.store import Workspace
 
 SEED = 'flowchart TD\n    PROBLEM(["Problem"])\n    C1["Custom"]\n    RETURN(["Return"])\n' \
        "    PROBLEM --> C1\n    C1 --> RETURN\n"

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from flowcore import drafts
-from flowcore.cli import main
+from flowcore.cli.main import main
+from flowcore.workspace import drafts
 
 SEED = "assets/examples/math_seed.mmd"
 
@@ -35,7 +35,7 @@ def test_bad_links_and_files_exit_with_a_message(capsys, tmp_path):
 
 
 def test_a_link_opens_what_the_pages_open(ws):
-    from flowcore.link_cli import studio_link, workflow_of_link
+    from flowcore.cli.link import studio_link, workflow_of_link
 
     link = studio_link("flowchart LR\n    A --> B\n", "code", "ab")
     assert workflow_of_link(link, ws) == drafts.OpenWorkflow("ab", "code", "flowchart LR\n    A --> B\n")

@@ -1,4 +1,4 @@
-"""flowcore.llm through the real openai client against a scripted OpenAI-compatible server on 127.0.0.1."""
+"""flowcore.llm.client through the real openai client against a scripted OpenAI-compatible server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from flowcore.llm import (
+from flowcore.llm.client import (
     LLM,
     ROLES,
     BudgetExceeded,

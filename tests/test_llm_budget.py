@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from flowcore import llm_context as lc
-from flowcore.llm import LLM, ContextOverflow, LLMError, LLMSettings
+from flowcore.llm import context as lc
+from flowcore.llm.client import LLM, ContextOverflow, LLMError, LLMSettings
 from tests.fakellm import FakeLLMServer
 
 
@@ -103,7 +103,7 @@ def test_an_optimizer_prompt_over_the_context_falls_back_to_the_operators(tmp_pa
 
     from flowcore.evolution import ops
     from flowcore.evolution.loop import Evolution, EvolutionConfig
-    from flowcore.storage import Workspace
+    from flowcore.workspace.store import Workspace
     from tests.fakellm import Fault, message_text
 
     data = tmp_path / "g.jsonl"

@@ -12,9 +12,9 @@ import random
 
 from hypothesis import HealthCheck, given, settings
 
-from flowcore import mermaid_js
-from flowcore.mermaid_agreement import compare
-from flowcore.mermaid_grammar import _TABLES, graph_json, parse_flowchart, runtime_tables
+from flowcore.mermaid.agreement import compare
+from flowcore.mermaid.engines import js as mermaid_js
+from flowcore.mermaid.grammar import _TABLES, graph_json, parse_flowchart, runtime_tables
 from tests.flowchart_gen import flowchart_texts, text_from_random
 
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowcore import mermaid_js
-from flowcore.mermaid_js import (
+from flowcore.mermaid.engines import js as mermaid_js
+from flowcore.mermaid.engines.js import (
     MermaidError,
     MermaidRenderError,
     humanize,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from flowcore import check
-from flowcore.mermaid_js import MAX_CHECK_CHARS
-from flowcore.mermaid_live import verdict, wait, with_mermaid
+from flowcore.mermaid.engines.js import MAX_CHECK_CHARS
+from flowcore.mermaid.live import verdict, wait, with_mermaid
 
 OK = "flowchart TD\n  PROBLEM([Problem]) --> C1[\"Custom\"] --> RETURN([Return])\n"
 

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from flowcore import mermaid_js, mermaid_v8
-from flowcore.mermaid_js import parse_check
+from flowcore.mermaid.engines import js as mermaid_js
+from flowcore.mermaid.engines import v8 as mermaid_v8
+from flowcore.mermaid.engines.js import parse_check
 
 pytestmark = pytest.mark.skipif(not mermaid_v8.available(), reason="mini-racer is not installed")
 

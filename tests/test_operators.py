@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from flowcore import catalogue as cat
-from flowcore._standalone_ops import (
+from flowcore.execution._standalone_ops import (
     examples_from_problem,
     extract_code,
     guess_entry_point,
@@ -16,8 +16,8 @@ from flowcore._standalone_ops import (
     parse_choice,
     program_for,
 )
-from flowcore.llm import LLM, LLMSettings
-from flowcore.operators import OPERATORS, NodeError, Value, required_ports, run_operator
+from flowcore.execution.operators import OPERATORS, NodeError, Value, required_ports, run_operator
+from flowcore.llm.client import LLM, LLMSettings
 from tests.fakellm import FakeLLMServer, Fault, by_keyword, message_text
 
 ADD_STUB = 'def add(a, b):\n    """Add two numbers.\n    >>> add(1, 2)\n    3\n    """\n'

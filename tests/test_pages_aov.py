@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from flowcore.aov import AOVError, AOVGraph, EchoAgent, Execution, ManualAgent, RuleInspector, run_sync
 from flowcore.aov import session as S
 from flowcore.aov.store import ExecutionStore
-from flowcore.storage import Workspace
+from flowcore.workspace.store import Workspace
 from tests.fakellm import FakeLLMServer, by_keyword, message_text
 
 PAGE = "../pages/aov.py"

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from flowcore import jobs
-from flowcore.compare import COMPARE_JOB, list_comparisons
-from flowcore.compare_view import short_name, split_caption, workflow_sources
+from flowcore.evaluation.compare import COMPARE_JOB, list_comparisons
 from flowcore.evolution import History
-from flowcore.storage import Workspace
+from flowcore.ui.compare import short_name, split_caption, workflow_sources
+from flowcore.workspace import jobs
+from flowcore.workspace.store import Workspace
 from tests.fakellm import FakeLLMServer
 from tests.test_compare import PROBLEMS, hand_mcnemar, scripted, seed_variant
 
@@ -60,7 +60,7 @@ def test_a_comparison_runs_and_shows_table_plot_and_agreement(db, monkeypatch):
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "k")
         ws = Workspace(db)
-        from flowcore import library
+        from flowcore.workspace import library
 
         library.save_workflow(ws, "mark-a", seed_variant("MARK-A"), "math")
         library.save_workflow(ws, "mark-b", seed_variant("MARK-B"), "math")
@@ -119,10 +119,10 @@ def test_evolve_options_reach_the_run_and_a_finished_run_can_continue(db):
 
 
 def test_a_page_run_with_test_top_reports_the_test_phase_and_history_shows_both(db, monkeypatch):
-    from flowcore.compare_view import validation_test_frame
     from flowcore.evolution import EvolutionConfig
     from flowcore.evolution import session as evs
-    from flowcore.llm import LLMSettings
+    from flowcore.llm.client import LLMSettings
+    from flowcore.ui.compare import validation_test_frame
     from tests.test_protocol_evolve import answer
 
     with FakeLLMServer(answer) as srv:

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from flowcore import mermaid_live, parse
-from flowcore.library import examples, list_workflows, save_workflow
-from flowcore.storage import Workspace
+from flowcore import parse
+from flowcore.mermaid import live as mermaid_live
+from flowcore.workspace.library import examples, list_workflows, save_workflow
+from flowcore.workspace.store import Workspace
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 BROKEN = 'flowchart TD\n    PROBLEM(["Problem"])\n    C1["Custom"]\n    PROBLEM --> C1 -->\n'

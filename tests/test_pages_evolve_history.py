@@ -16,14 +16,15 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from flowcore import jobs, mermaid_js
 from flowcore.benchmarks import load
 from flowcore.evolution import Evolution, EvolutionConfig, History, Review
 from flowcore.evolution import session as evs
 from flowcore.evolution.judge import Candidate, Verdict
 from flowcore.evolution.loop import Cancelled
-from flowcore.mermaid import parse
-from flowcore.storage import Workspace
+from flowcore.mermaid.engines import js as mermaid_js
+from flowcore.mermaid.reader import parse
+from flowcore.workspace import jobs
+from flowcore.workspace.store import Workspace
 from tests.fakellm import FakeLLMServer, message_text
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -384,7 +385,7 @@ def test_curves_never_score_a_failed_round_and_lineage_parses_in_mermaid():
 
 
 def test_resume_guards_and_interrupted_runs(db, monkeypatch):
-    from flowcore.llm import LLMSettings
+    from flowcore.llm.client import LLMSettings
 
     ws = Workspace(db)
     cancel = threading.Event()

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from flowcore import jobs
 from flowcore.benchmarks import load
+from flowcore.workspace import jobs
 from tests.fakellm import FakeLLMServer, message_text
 
 RUN, EXPORT = "../pages/run.py", "../pages/export.py"
@@ -186,7 +186,7 @@ def test_export_shows_code_and_downloads():
 
 
 def test_export_shows_an_odd_workflow_name_as_written_not_as_markdown():
-    from flowcore.library import examples
+    from flowcore.workspace.library import examples
 
     seed = next(t for n, _, t in examples() if n == "math_seed")
     odd = "**B** [link](javascript:alert(1)) $x^2$ <b>h</b>"

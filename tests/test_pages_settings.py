@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from flowcore import settings_store as store
-from flowcore.llm import LLMSettings
-from flowcore.storage import Workspace
+from flowcore.llm.client import LLMSettings
+from flowcore.workspace import settings as store
+from flowcore.workspace.store import Workspace
 from tests.fakellm import FakeLLMServer, Fault
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

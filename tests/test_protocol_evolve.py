@@ -10,7 +10,7 @@ import os
 import pytest
 
 from flowcore.benchmarks import load
-from flowcore.cli import main
+from flowcore.cli.main import main
 from flowcore.evolution import History
 from flowcore.evolution import session as evs
 from flowcore.evolution.testsplit import (
@@ -19,8 +19,8 @@ from flowcore.evolution.testsplit import (
     stored_test_scores,
     validation_vs_test,
 )
-from flowcore.llm import LLMSettings
-from flowcore.storage import Workspace
+from flowcore.llm.client import LLMSettings
+from flowcore.workspace.store import Workspace
 from tests.fakellm import FakeLLMServer, message_text
 
 VAL = load("gsm8k", "validation", limit=4)

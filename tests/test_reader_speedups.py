@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flowcore import check
-from flowcore.mermaid import gc_paused, parse_lenient
-from flowcore.mermaid_grammar import graph_json, parse_flowchart
-from flowcore.mermaid_text import _COMMENT, Prepared, _CommentFinder
+from flowcore.mermaid.grammar import graph_json, parse_flowchart
+from flowcore.mermaid.reader import gc_paused, parse_lenient
+from flowcore.mermaid.text import _COMMENT, Prepared, _CommentFinder
 
 # the characters that decide what a '%%' comment line is: '%', '{', line breaks, JS and non-JS blanks
 _PIECES = ["%", "%%", "{", "\n", " ", "\t", "a", "\u00a0", "\u2028", "\r", "\x1c", "%%{", "\n%%", "}%%", "x\n"]

@@ -1,15 +1,15 @@
-"""Results that explain themselves (flowcore.results): verdicts with references, the failure filter, intervals
+"""Results that explain themselves (flowcore.evaluation.results): verdicts with references, the failure filter, intervals
 that say n, cache use of a repeated evaluation, a fresh measurement, and one problem's trace replayed."""
 
 from __future__ import annotations
 
 import pytest
 
-from flowcore import eval_store as es
-from flowcore import results as rs
 from flowcore.benchmarks import load
-from flowcore.library import examples
-from flowcore.llm import LLMSettings
+from flowcore.evaluation import results as rs
+from flowcore.evaluation import store as es
+from flowcore.llm.client import LLMSettings
+from flowcore.workspace.library import examples
 from tests.fakellm import FakeLLMServer, message_text
 
 SEED = next(t for n, _, t in examples() if n == "math_seed")

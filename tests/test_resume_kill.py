@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from flowcore.cli import main
+from flowcore.cli.main import main
 from tests.fakellm import FakeLLMServer, Fault, message_text
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flowcore.cli import main
+from flowcore.cli.main import main
 from tests.fakellm import FakeLLMServer, Fault, by_keyword, message_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -275,8 +275,8 @@ def test_exit_codes_from_a_real_process(tmp_path):
 
 
 def test_the_benchmark_choices_match_the_loaders():
-    from flowcore import run_cli
     from flowcore.benchmarks import BENCHMARKS
+    from flowcore.cli import run as run_cli
 
     assert run_cli.BENCHMARKS == BENCHMARKS
 
@@ -284,7 +284,7 @@ def test_the_benchmark_choices_match_the_loaders():
 # -- what the CLI records (issue #9 item 7) --------------------------------------------------------------------
 
 def test_run_and_evaluate_log_and_cache_in_a_workspace_and_report_tokens_and_trace(endpoint, capsys, tmp_path):
-    from flowcore.storage import Workspace
+    from flowcore.workspace.store import Workspace
 
     srv = endpoint("6*7 = 42, so \\boxed{42}")
     db = tmp_path / "ws.db"

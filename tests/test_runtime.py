@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from flowcore import parse
-from flowcore.llm import LLM, LLMSettings
-from flowcore.runtime import NodeError, WorkflowInvalid, note_of, prepare, run_workflow
+from flowcore.execution.runtime import NodeError, WorkflowInvalid, note_of, prepare, run_workflow
+from flowcore.llm.client import LLM, LLMSettings
 from tests.fakellm import FakeLLMServer, Fault, by_keyword, message_text
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "assets" / "examples"

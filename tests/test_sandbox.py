@@ -1,4 +1,4 @@
-"""flowcore.sandbox: generated code runs contained, and every containment is reported."""
+"""flowcore.execution.sandbox: generated code runs contained, and every containment is reported."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from flowcore import sandbox
-from flowcore.sandbox import OUTPUT_LIMIT, SandboxUnavailable, run_untrusted
+from flowcore.execution import sandbox
+from flowcore.execution.sandbox import OUTPUT_LIMIT, SandboxUnavailable, run_untrusted
 
 
 def run_code(code, **kw):

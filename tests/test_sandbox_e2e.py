@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flowcore.cli import main
+from flowcore.cli.main import main
 from tests.fakellm import FakeLLMServer, message_text
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,7 @@ import pytest
 from tests.hostile_programs import ATTACKS, FAKE_KEY, SECRET
 
 ROOT = Path(__file__).resolve().parent.parent
-SANDBOX_PY = ROOT / "flowcore" / "sandbox.py"
+SANDBOX_PY = ROOT / "flowcore" / "execution" / "sandbox.py"
 NOBODY = 65534
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed "
                                 "(make test installs it when run as root)")

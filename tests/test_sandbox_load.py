@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from flowcore import sandbox
+from flowcore.execution import sandbox
 from tests.hostile_programs import ATTACKS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,9 +89,9 @@ def test_an_infinite_loop_still_fails_under_load(both_cores_busy):
 STARVED = r'''
 import asyncio, functools, json, os, sys
 sys.path.insert(0, sys.argv[1])
-from flowcore import sandbox
+from flowcore.execution import sandbox
 from flowcore.benchmarks import harness
-from flowcore.benchmarks.data import Problem
+from flowcore.benchmarks.problem import Problem
 from flowcore.benchmarks.scoring import score
 n, want = int(sys.argv[2]), sys.argv[3]
 answer = "```python\ndef work(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n```"

@@ -11,11 +11,11 @@ from streamlit.testing.v1 import AppTest
 from benchmarks.compile_speed import big_workflow_text
 from flowcore.aov import AOVError, AOVGraph
 from flowcore.aov import session as S
-from flowcore.cli import main
-from flowcore.compiler import compile_workflow
-from flowcore.mermaid import parse
+from flowcore.cli.main import main
+from flowcore.execution.compiler import compile_workflow
+from flowcore.execution.runtime import prepare
+from flowcore.mermaid.reader import parse
 from flowcore.model import Workflow
-from flowcore.runtime import prepare
 
 
 def test_prepare_and_compile_index_the_edges_once(monkeypatch):

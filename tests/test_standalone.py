@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from flowcore.compiler import compile_workflow
-from flowcore.library import examples
-from flowcore.mermaid import parse
+from flowcore.execution.compiler import compile_workflow
+from flowcore.mermaid.reader import parse
+from flowcore.workspace.library import examples
 from tests.fakellm import FakeLLMServer, Fault, by_keyword
 
 CASE = {"Several candidate": "Candidates B-F agree. Answer: C",
@@ -107,7 +107,7 @@ def test_an_unreachable_endpoint_is_named(bare_python, tmp_path):
 
 def test_urllib_can_be_chosen_in_process(monkeypatch):
     """MERMAIDFLOW_HTTP=urllib: the same reply object shape as the client's (usage and cost included)."""
-    from flowcore._standalone_ops import OpenAIChat
+    from flowcore.execution._standalone_ops import OpenAIChat
 
     with FakeLLMServer("hello") as srv:
         chat = OpenAIChat(prices={"m": (1.0, 2.0)}, env={"OPENAI_BASE_URL": srv.base_url, "OPENAI_MODEL": "m",

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import flowcore
-from flowcore import mermaid
-from flowcore.mermaid_grammar import _TABLES, _ConditionRegexes, grammar, parse_flowchart
+from flowcore.mermaid import reader as mermaid
+from flowcore.mermaid.grammar import _TABLES, _ConditionRegexes, grammar, parse_flowchart
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "assets" / "examples" / "math_seed.mmd"
@@ -32,16 +32,18 @@ def test_check_from_the_command_line_imports_only_the_reader_and_checker():
                           "    runpy.run_module('flowcore', run_name='__main__')\nexcept SystemExit as e:\n"
                           "    assert e.code == 0, e.code")
     ours = {m for m in mods if m.startswith("flowcore")}
-    assert ours == {"flowcore", "flowcore.catalogue", "flowcore.checker", "flowcore.cli",
-                    "flowcore.mermaid", "flowcore.mermaid_grammar", "flowcore.mermaid_text", "flowcore.model"}
+    assert ours == {"flowcore", "flowcore.catalogue", "flowcore.checker", "flowcore.checker.check",
+                    "flowcore.cli", "flowcore.cli.common", "flowcore.cli.main", "flowcore.cli.check",
+                    "flowcore.mermaid", "flowcore.mermaid.reader", "flowcore.mermaid.grammar",
+                    "flowcore.mermaid.text", "flowcore.model"}, ours
     for heavy in ("networkx", "pandas", "numpy", "plotly", "openai", "sqlite3", "subprocess", "difflib"):
         assert heavy not in mods, heavy
 
 
 def test_import_flowcore_loads_its_names_on_first_use():
-    assert _modules_after("import flowcore") & {"flowcore.mermaid", "flowcore.checker", "flowcore.model"} == set()
-    from flowcore.checker import check
-    from flowcore.mermaid import parse
+    assert _modules_after("import flowcore") & {"flowcore.mermaid.reader", "flowcore.checker.check", "flowcore.model"} == set()
+    from flowcore.checker.check import check
+    from flowcore.mermaid.reader import parse
 
     assert flowcore.check is check and flowcore.parse is parse
     assert set(flowcore.__all__) <= set(dir(flowcore))

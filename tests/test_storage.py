@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from flowcore import eval_store, library, settings_store
 from flowcore.aov.model import AOVGraph
+from flowcore.evaluation import store as eval_store
 from flowcore.evolution.history import History
-from flowcore.llm import LLM, LLMSettings
-from flowcore.storage import IntegrityError, OperationalError, Workspace
-from flowcore.storage_pg import translate, translate_ddl
+from flowcore.llm.client import LLM, LLMSettings
+from flowcore.workspace import library
+from flowcore.workspace import settings as settings_store
+from flowcore.workspace.pg import translate, translate_ddl
+from flowcore.workspace.store import IntegrityError, OperationalError, Workspace
 from tests.fakellm import FakeLLMServer
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets" / "aov"

@@ -1,8 +1,8 @@
-"""The Evolve page's wording (flowcore.story): one unambiguous progress phrase; missing candidates say why."""
+"""The Evolve page's wording (flowcore.ui.story): one unambiguous progress phrase; missing candidates say why."""
 
 from __future__ import annotations
 
-from flowcore.story import candidate_rows, progress_phrase
+from flowcore.ui.story import candidate_rows, progress_phrase
 
 
 def test_the_progress_phrase_counts_rounds_one_way():

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from flowcore import sandbox
 from flowcore.benchmarks import data
 from flowcore.benchmarks.scoring import score
-from flowcore.cli import main
+from flowcore.cli.main import main
+from flowcore.execution import sandbox
 from tests.fakellm import by_keyword
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -321,7 +321,7 @@ def test_every_cheat_fails_as_root_and_as_an_unprivileged_user(user):
         pytest.skip("needs setpriv and /usr/bin/python3")
     work = Path(tempfile.mkdtemp(prefix="mermaidflow-verdict-"))  # not under pytest's 0700 tmp: uid 65534 reads it
     os.chmod(work, 0o755)
-    shutil.copy(ROOT / "flowcore" / "sandbox.py", work / "sandbox.py")
+    shutil.copy(ROOT / "flowcore" / "execution" / "sandbox.py", work / "sandbox.py")
     (work / "driver.py").write_text(_DRIVER)
     he = "def check(candidate):\n    assert candidate(2) == 6\n    assert candidate(-1) == -3\n"
     cases = [[name, code.format(f="triple"), tests, entry] for name, code in CHEATS.items()

@@ -1,12 +1,13 @@
-"""What the browser is given to draw (flowcore.view): labels that load nothing, zoom, cycles that get room,
+"""What the browser is given to draw (flowcore.ui.view): labels that load nothing, zoom, cycles that get room,
 big graphs shown as an overview or a partial drawing."""
 
 from __future__ import annotations
 
 import json
 
-from flowcore import canvas as cv
-from flowcore import parse, view
+from flowcore import parse
+from flowcore.ui import canvas as cv
+from flowcore.ui import view
 
 CYCLE = "flowchart TD\n    A --> B\n    B --> C\n    C --> A\n    C --> D\n"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from flowcore import workqueue as wq
 from flowcore.evolution.history import History
 from flowcore.evolution.loop import EvolutionConfig
-from flowcore.storage import Workspace
+from flowcore.workspace import queue as wq
+from flowcore.workspace.store import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,7 +91,7 @@ def test_worker_killed_mid_run_is_replaced(any_ws, tmp_path):
 
 
 def test_cli_submit_worker_queue_and_bad_input(tmp_path, capsys, monkeypatch):
-    from flowcore.cli import main
+    from flowcore.cli.main import main
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     db = str(tmp_path / "q.db")

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from flowcore import eval_store as es
 from flowcore.benchmarks import ProblemResult
-from flowcore.cli import main
-from flowcore.storage import Workspace, WorkspaceError
+from flowcore.cli.main import main
+from flowcore.evaluation import store as es
+from flowcore.workspace.store import Workspace, WorkspaceError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,7 +76,7 @@ def test_a_harness_killed_mid_run_leaves_no_scratch_and_no_process():
             f"subprocess.Popen(['/usr/bin/setsid', '/usr/bin/sleep', '{marker}'])\n"
             "import time\ntime.sleep(60)\n")
     harness = subprocess.Popen(
-        [sys.executable, "-c", "import sys\nfrom flowcore.sandbox import run_untrusted\n"
+        [sys.executable, "-c", "import sys\nfrom flowcore.execution.sandbox import run_untrusted\n"
          "print('go', flush=True)\nrun_untrusted(sys.argv[1], timeout=120)", code],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert harness.stdout.readline() == "go\n"

@@ -3,7 +3,7 @@ localized repairs, periodic refinement, and a task set with checkable acceptance
 
 from __future__ import annotations
 
-from .execute import (
+from flowcore.aov.execute import (
     SCHEDULES,
     EchoAgent,
     Execution,
@@ -14,15 +14,15 @@ from .execute import (
     run_sync,
     step_view,
 )
-from .generate import Candidate, generate_candidates, select
-from .inspector import LLMInspector, RuleInspector, Verdict
-from .metrics import Metrics, c_dependency, choose, compute, p_avg, rank, steps
-from .model import STATUSES, Agent, AOVError, AOVGraph, Subtask
-from .refine import merge_update, propose_refinements
-from .render import to_mermaid
-from .repair import Diff, Op, Proposal, RepairSet, apply_ops, diff, propose_repairs
-from .settings import FlowSettings
-from .store import ExecutionStore, load_execution, save_execution
+from flowcore.aov.generate import Candidate, generate_candidates, select
+from flowcore.aov.inspector import LLMInspector, RuleInspector, Verdict
+from flowcore.aov.metrics import Metrics, c_dependency, choose, compute, p_avg, rank, steps
+from flowcore.aov.model import STATUSES, Agent, AOVError, AOVGraph, Subtask
+from flowcore.aov.refine import merge_update, propose_refinements
+from flowcore.aov.render import to_mermaid
+from flowcore.aov.repair import Diff, Op, Proposal, RepairSet, apply_ops, diff, propose_repairs
+from flowcore.aov.settings import FlowSettings
+from flowcore.aov.store import ExecutionStore, load_execution, save_execution
 
 __all__ = ["SCHEDULES", "STATUSES", "AOVError", "AOVGraph", "Agent", "Candidate", "Diff", "EchoAgent", "Execution",
            "ExecutionStore", "FlowSettings", "LLMAgent", "LLMInspector", "ManualAgent", "Metrics", "MissingOutput",

@@ -1,5 +1,5 @@
 """The structural acceptance checks of a Flow task (files, HTML, CSS, LaTeX, Markdown), run INSIDE the sandbox
-(flowcore.sandbox.run_untrusted) on the files the agents produced, read as data: none of the agents' code runs
+(flowcore.execution.sandbox.run_untrusted) on the files the agents produced, read as data: none of the agents' code runs
 here, so nothing can forge these lines (the checks that run code are judged apart: flowcore/aov/tasks.py): this file's source is sent there after two assignments, ``FILES = {...}`` (name ->
 text) and ``CHECKS = [...]``; it is never imported by the engine. It writes the files into the sandbox's
 scratch directory, runs every check (a failing or hanging one does not stop the others) and prints one line

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .model import AOVGraph
+from flowcore.aov.model import AOVGraph
 
 DEFAULT_BUDGET = 24_000  # characters of log (~6,000 tokens); FlowSettings.context_chars overrides it
 MIN_LINE = 80  # below this a cut line says too little to be worth keeping

@@ -32,20 +32,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from . import context
-from . import metrics as M
-from .inspector import Inspector, RuleInspector, Verdict
-from .model import AOVError, AOVGraph, Subtask
-from .refine import check_frozen_kept, propose_refinements
-from .repair import (
-    Op,
-    Proposal,
-    RepairSet,
-    check_completed_kept,
-    diff,
-    propose_repairs,
-    rule_ops,
-)
+from flowcore.aov import context
+from flowcore.aov import metrics as M
+from flowcore.aov.inspector import Inspector, RuleInspector, Verdict
+from flowcore.aov.model import AOVError, AOVGraph, Subtask
+from flowcore.aov.refine import check_frozen_kept, propose_refinements
+from flowcore.aov.repair import Op, Proposal, RepairSet, check_completed_kept, diff, propose_repairs, rule_ops
 
 MODES = ("auto", "interactive")
 SCHEDULES = ("event", "steps")
@@ -71,7 +63,7 @@ ENDPOINT_ERROR = "endpoint error: "
 
 
 def _endpoint_down(exc: BaseException) -> bool:
-    from ..benchmarks import endpoint_failure
+    from flowcore.benchmarks import endpoint_failure
 
     return endpoint_failure(exc)[1]
 

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import metrics as M
-from .model import AOVError, AOVGraph
+from flowcore.aov import metrics as M
+from flowcore.aov.model import AOVError, AOVGraph
 
 DEFAULT_AGENTS = [{"id": "planner", "role": "breaks work down and writes plans"},
                   {"id": "worker", "role": "carries out a subtask and reports the result"},

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .model import AOVGraph, Subtask
+from flowcore.aov.model import AOVGraph, Subtask
 
 _MARKERS = re.compile(r"(?m)^\s*(ERROR|FAILED)\b|\b(ERROR|FAILED):|Traceback \(most recent call last\)")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from .model import AOVError, AOVGraph, cycle_message
+from flowcore.aov.model import AOVError, AOVGraph, cycle_message
 
 TIE = 1e-9
 

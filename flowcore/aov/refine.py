@@ -14,11 +14,11 @@ import asyncio
 import json
 from typing import Any
 
-from . import context
-from . import metrics as M
-from .generate import extract_json
-from .model import AOVError, AOVGraph, Subtask
-from .repair import Proposal, RepairSet, diff
+from flowcore.aov import context
+from flowcore.aov import metrics as M
+from flowcore.aov.generate import extract_json
+from flowcore.aov.model import AOVError, AOVGraph, Subtask
+from flowcore.aov.repair import Proposal, RepairSet, diff
 
 REFINE_PROMPT = """You supervise a multi-agent workflow, an Activity-on-Vertex graph of subtasks (JSON below),
 while it runs. {done} of its {total} subtasks are completed. Re-plan the part that has NOT started yet

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .model import STATUSES, AOVGraph
+from flowcore.aov.model import STATUSES, AOVGraph
 
 CLASS_STYLES = {
     "pending": "fill:#e5e7eb,stroke:#6b7280,color:#111827",

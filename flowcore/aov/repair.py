@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import context
-from . import metrics as M
-from .model import AOVError, AOVGraph, Subtask
+from flowcore.aov import context
+from flowcore.aov import metrics as M
+from flowcore.aov.model import AOVError, AOVGraph, Subtask
 
 OPS = ("rerun", "edit", "add", "delete", "reassign")
 
@@ -290,7 +290,9 @@ def ops_from_graph(old: AOVGraph, doc: Any, failed: str) -> list[Op]:
     """The localized operations that turn ``old`` into a whole proposed graph (as Flow's optimizer writes
     them); AOVError when the proposal changes more than those operations can. Statuses and data in the
     proposal are ignored: completed work always keeps its own."""
-    from .generate import repair_document  # a model's usual slips (one-sided links, list of records)
+    from flowcore.aov.generate import (
+        repair_document,  # a model's usual slips (one-sided links, list of records)
+    )
 
     doc, notes = repair_document(doc, [a.to_dict() for a in old.agents])
     unknown = [n for n in notes if "unknown agent" in n]

@@ -12,16 +12,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import jobs
-from . import metrics as M
-from . import settings as flow_settings
-from .execute import EchoAgent, Execution, LLMAgent, ManualAgent, run_sync
-from .generate import Candidate, generate_candidates
-from .inspector import LLMInspector, RuleInspector
-from .model import AOVError, AOVGraph
-from .repair import Proposal
-from .settings import FlowSettings
-from .store import ExecutionConflict, ExecutionStore, load_execution, open_of, remember_open, save_execution
+from flowcore.aov import metrics as M
+from flowcore.aov import settings as flow_settings
+from flowcore.aov.execute import EchoAgent, Execution, LLMAgent, ManualAgent, run_sync
+from flowcore.aov.generate import Candidate, generate_candidates
+from flowcore.aov.inspector import LLMInspector, RuleInspector
+from flowcore.aov.model import AOVError, AOVGraph
+from flowcore.aov.repair import Proposal
+from flowcore.aov.settings import FlowSettings
+from flowcore.aov.store import (
+    ExecutionConflict,
+    ExecutionStore,
+    load_execution,
+    open_of,
+    remember_open,
+    save_execution,
+)
+from flowcore.workspace import jobs
 
 CHOICE_KEYS = ("aov_agents", "aov_inspector", "aov_repairs", "aov_refine")  # radios kept with an execution
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "aov"
@@ -233,7 +240,7 @@ def timeline(events: list[dict], running: Sequence[str] = (), now: float | None 
     """A Gantt chart of the runs (plotly): subtasks that overlap ran at the same time."""
     import plotly.graph_objects as go
 
-    from .render import CLASS_STYLES
+    from flowcore.aov.render import CLASS_STYLES
 
     rows = [r for r in spans(events, now) if r["status"] != "running" or r["subtask"] in running]
     colour = {k: v.split(",")[0].split(":")[1] for k, v in CLASS_STYLES.items()}
@@ -315,20 +322,20 @@ def md(text: Any) -> str:
 
 def task_titles() -> dict[str, str]:
     """The task set for the page: id -> "title (kind)"."""
-    from .tasks import load_tasks
+    from flowcore.aov.tasks import load_tasks
     return {t.id: f"{t.title} ({t.kind})" for t in load_tasks()}
 
 
 def task_of(ex: Execution) -> Any:
     """The task of the task set this execution works on (its goal is the task's), or None."""
-    from .tasks import load_tasks
+    from flowcore.aov.tasks import load_tasks
     goal = ex.graph.goal.strip()
     return next((t for t in load_tasks() if goal in (t.prompt_goal.strip(), t.goal.strip())), None)
 
 
 def acceptance_rows(ex: Execution) -> tuple[bool, list[dict[str, Any]]]:
     """The task's acceptance checks, run in the sandbox on the files the completed subtasks delivered."""
-    from .tasks import accept, files_from
+    from flowcore.aov.tasks import accept, files_from
     t = task_of(ex)
     if t is None:
         raise AOVError("this execution is not on a task of the task set")
@@ -485,7 +492,7 @@ class Actions:
 
     def use_task(self) -> None:
         """The chosen task of the task set becomes the text to generate candidate plans for."""
-        from .tasks import task
+        from flowcore.aov.tasks import task
         if tid := self.s.get("aov_taskset"):
             self.s["aov_task"] = task(tid).prompt_goal
 

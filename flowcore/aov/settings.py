@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from .context import DEFAULT_BUDGET
+from flowcore.aov.context import DEFAULT_BUDGET
 
 K_CEILING = 50  # what K_max itself may be set to; the authors use K up to 10
 _ENV = {"k": "MERMAIDFLOW_AOV_K", "k_max": "MERMAIDFLOW_AOV_K_MAX", "refine_every": "MERMAIDFLOW_AOV_REFINE_EVERY",

@@ -11,11 +11,11 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from ..storage import Workspace
-from .context import DEFAULT_BUDGET
-from .execute import AgentBackend, EchoAgent, Execution
-from .inspector import Inspector
-from .model import AOVError, AOVGraph
+from flowcore.aov.context import DEFAULT_BUDGET
+from flowcore.aov.execute import AgentBackend, EchoAgent, Execution
+from flowcore.aov.inspector import Inspector
+from flowcore.aov.model import AOVError, AOVGraph
+from flowcore.workspace.store import Workspace
 
 DDL = """
 CREATE TABLE IF NOT EXISTS aov_executions (

@@ -21,12 +21,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..files import write_file
-from . import metrics as M
-from .execute import Execution, LLMAgent
-from .generate import generate_candidates
-from .inspector import LLMInspector, RuleInspector
-from .model import AOVError, AOVGraph
+from flowcore.aov import metrics as M
+from flowcore.aov.execute import Execution, LLMAgent
+from flowcore.aov.generate import generate_candidates
+from flowcore.aov.inspector import LLMInspector, RuleInspector
+from flowcore.aov.model import AOVError, AOVGraph
+from flowcore.workspace.files import write_file
 
 TASKS_DIR = Path(__file__).resolve().parents[2] / "assets" / "aov" / "tasks"
 CHECK_KINDS = ("files", "python_tests", "runs", "html", "css", "latex", "markdown")
@@ -175,7 +175,7 @@ def accept(t: FlowTask, files: dict[str, str], timeout: float = 40.0, per_check:
     Markdown) read the files as data in a sandbox where none of that code runs; ``python_tests`` judge from a
     sandbox of their own, calling the module in another (``run_untrusted(tests=...)``); ``runs`` runs the
     program alone and its exit status and output are judged here."""
-    from ..sandbox import run_untrusted
+    from flowcore.execution.sandbox import run_untrusted
 
     files = {k: v for k, v in files.items() if _safe(k)}
     deadline = time.monotonic() + timeout

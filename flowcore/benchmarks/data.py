@@ -11,14 +11,12 @@ import json
 import os
 import random
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..files import write_file
+from flowcore.benchmarks.problem import BENCHMARKS, Problem
+from flowcore.workspace.files import write_file
 
-BENCHMARKS = ("gsm8k", "math", "humaneval", "mbpp")
-TASK_OF = {"gsm8k": "math", "math": "math", "humaneval": "code", "mbpp": "code"}
 SPLITS = ("validation", "test")
 DEFAULT_FILES = {
     "gsm8k": "gsm8k_test.jsonl",
@@ -30,18 +28,6 @@ DEFAULT_FILES = {
 
 class DataError(ValueError):
     """A benchmark file or row that cannot be read; the message names the file, line and field."""
-
-
-@dataclass
-class Problem:
-    id: str
-    benchmark: str
-    question: str  # the text given to a workflow as PROBLEM
-    reference: str  # math: final answer string; code: canonical solution
-    entry_point: str | None = None
-    tests: str = ""  # hidden benchmark tests: only the scorer may run them
-    public_tests: str = ""  # asserts taken from the problem statement: all a TestOp may use
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def datasets_dir() -> Path:
@@ -151,7 +137,7 @@ def _gsm8k(r: _Row, index: int) -> Problem:
 
 
 def _math(r: _Row, index: int) -> Problem:
-    from .scoring import last_boxed
+    from flowcore.benchmarks.scoring import last_boxed
 
     solution = r.str("solution")
     answer = last_boxed(solution)

@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..sandbox import SandboxUnavailable, require_sandbox
-from .data import Problem
-from .scoring import score
+from flowcore.benchmarks.problem import Problem
+from flowcore.benchmarks.scoring import score
+from flowcore.execution.sandbox import SandboxUnavailable, require_sandbox
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class EvalReport:
 
 def endpoint_failure(exc: BaseException | None) -> tuple[bool, bool]:
     """(errored, transient) for a problem's exception: is an LLMError in its cause/context chain?"""
-    from ..llm import LLMError
+    from flowcore.llm.client import LLMError
 
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:

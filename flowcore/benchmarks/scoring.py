@@ -9,10 +9,12 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._standalone_ops import extract_code  # one implementation, shared with compiled workflows
+from flowcore.execution._standalone_ops import (
+    extract_code,  # one implementation, shared with compiled workflows
+)
 
 if TYPE_CHECKING:
-    from .data import Problem
+    from flowcore.benchmarks.problem import Problem
 
 CODE_TIMEOUT = 15.0  # seconds per hidden-test run
 SYMPY_TIMEOUT = 3.0  # seconds per symbolic comparison
@@ -403,7 +405,7 @@ def humaneval_program(prompt: str, code: str) -> str:
 
 def _code(benchmark: str, prediction: str, problem: Problem | None, tests: str, entry: str | None,
           timeout: float) -> ScoreResult:
-    from flowcore import sandbox
+    from flowcore.execution import sandbox
 
     code = extract_code(prediction, entry)
     if not code.strip():
@@ -437,7 +439,7 @@ def score(benchmark: str, prediction: str, reference: str | Problem, *, timeout:
           entry_point: str | None = None) -> ScoreResult:
     """Score one prediction. reference: a Problem (preferred) or, for gsm8k/math, the gold answer or solution
     text; for humaneval/mbpp a string reference is the test code (entry_point names the function)."""
-    from .data import BENCHMARKS, Problem
+    from flowcore.benchmarks.problem import BENCHMARKS, Problem
 
     if benchmark not in BENCHMARKS:
         raise ValueError(f"unknown benchmark '{benchmark}' (choose from {', '.join(BENCHMARKS)})")

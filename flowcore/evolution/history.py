@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..storage import Workspace
+from flowcore.workspace.store import Workspace
 
 DDL = """
 CREATE TABLE IF NOT EXISTS evo_runs(

@@ -13,11 +13,11 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .. import catalogue as cat
-from ..checker import check
-from ..mermaid import to_mermaid
-from ..model import Workflow
-from . import prompts as lib
+from flowcore import catalogue as cat
+from flowcore.checker.check import check
+from flowcore.evolution import prompts as lib
+from flowcore.mermaid.reader import to_mermaid
+from flowcore.model import Workflow
 
 CRITERIA = ("coherence", "innovation", "complexity_balance", "prompt_quality", "rationale")
 SIZE_BAND = {"math": (2, 8), "code": (2, 9)}  # non-interface nodes that are "enough but not too much"
@@ -171,7 +171,7 @@ class LLMJudge:
                 score="not evaluated" if parent_score is None else f"{100 * parent_score:.1f}%",
                 parent=to_mermaid(parent), experience=exp, candidates=blocks)},
         ]
-        from ..llm import LLMError
+        from flowcore.llm.client import LLMError
 
         try:
             reply = await self.llm.chat(messages, role="judge", json_mode=True,  # type: ignore[attr-defined]

@@ -16,7 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from ..storage import Workspace
+from flowcore.workspace.store import Workspace
 
 DDL = """
 CREATE TABLE IF NOT EXISTS evo_leases(

@@ -26,15 +26,15 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..checker import check
-from ..mermaid import WorkflowSyntaxError, parse, to_mermaid
-from ..model import Workflow
-from ..storage import Workspace
-from . import ops
-from .history import History, RunBuffer, sample_from_pool
-from .judge import Candidate, LLMJudge, RuleJudge, Verdict
-from .lease import Lease
-from .optimizer import Optimizer, rewrite_prompt
+from flowcore.checker.check import check
+from flowcore.evolution import ops
+from flowcore.evolution.history import History, RunBuffer, sample_from_pool
+from flowcore.evolution.judge import Candidate, LLMJudge, RuleJudge, Verdict
+from flowcore.evolution.lease import Lease
+from flowcore.evolution.optimizer import Optimizer, rewrite_prompt
+from flowcore.mermaid.reader import WorkflowSyntaxError, parse, to_mermaid
+from flowcore.model import Workflow
+from flowcore.workspace.store import Workspace
 
 log = logging.getLogger(__name__)
 EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples"
@@ -57,7 +57,7 @@ class EndpointDown(Exception):
 
 def _transient(exc: BaseException | None) -> bool:
     """Did the endpoint fail (anywhere in the exception's chain) for a reason that may pass?"""
-    from ..benchmarks import endpoint_failure
+    from flowcore.benchmarks import endpoint_failure
 
     return endpoint_failure(exc)[1]
 
@@ -80,7 +80,7 @@ class EvolutionConfig:
     concurrency: int = 8
     offline: bool = False  # structure-only: no evaluation
     max_error_rate: float = 0.1  # a round fails when more problems than this could not be run (LLM errors)
-    # The evaluation protocol (flowcore.compare, .testsplit): repeats of each validation evaluation (AFlow's
+    # The evaluation protocol (flowcore.evaluation.compare, .testsplit): repeats of each validation evaluation (AFlow's
     # validation_rounds; the cache is bypassed), the top-N re-scored on the held-out test split at the end.
     validation_rounds: int = 1
     test_top: int = 0
@@ -175,7 +175,7 @@ class Evolution:
         cfg.validate()
         self._settings = None
         if llm is None and not cfg.offline:
-            from ..llm import LLMSettings
+            from flowcore.llm.client import LLMSettings
 
             settings = LLMSettings.from_env()
             if settings.configured:
@@ -237,7 +237,7 @@ class Evolution:
                                                   cfg.task, cfg.offline)
         self.lease()
         if self.llm is None and self._settings is not None:
-            from ..llm import LLM
+            from flowcore.llm.client import LLM
 
             spent = self.history.spent(self.run_id)
             settings = self._settings
@@ -321,7 +321,7 @@ class Evolution:
 
     async def _rescore_on_test(self) -> tuple[str, str | None]:
         """Validation → test: the top-N rounds re-scored on the held-out test split (stored per run)."""
-        from .testsplit import rescore_top
+        from flowcore.evolution.testsplit import rescore_top
 
         cfg = self.config
         if self.llm is None:
@@ -486,7 +486,7 @@ class Evolution:
                      salt: str) -> ops.Child | ops.Declined:
         """One graph operator; with an LLM at hand the prompt operator lets the optimizer write the prompt."""
         if name == "prompt" and self.llm is not None and not self.config.offline:
-            from ..llm import LLMError
+            from flowcore.llm.client import LLMError
 
             try:
                 return await rewrite_prompt(self.llm, pws[0], self.config.task, rng, salt=salt)
@@ -540,7 +540,7 @@ class Evolution:
 
     def _load_problems(self) -> list:
         if self._problems is None:
-            from ..benchmarks import load
+            from flowcore.benchmarks import load
 
             cfg = self.config
             self._problems = load(cfg.benchmark, "validation", data_path=cfg.data_path, limit=cfg.limit,
@@ -560,7 +560,7 @@ class Evolution:
                 if self.evaluator is not None:
                     report = await self.evaluator(w, problems)
                 else:
-                    from ..evaluation import evaluate_workflow
+                    from flowcore.evaluation.evaluate import evaluate_workflow
 
                     report = await evaluate_workflow(w, self.config.benchmark, problems, llm=self.llm,
                                                      concurrency=self.config.concurrency, cancel=self.cancel)
@@ -568,7 +568,7 @@ class Evolution:
                     raise Cancelled
                 reports.append(report)
             if len(reports) > 1:
-                from ..compare import pool_reports
+                from flowcore.evaluation.compare import pool_reports
 
                 report = pool_reports(reports)
             results = list(report.results)

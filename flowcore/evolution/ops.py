@@ -15,11 +15,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from .. import catalogue as cat
-from ..checker import check
-from ..mermaid import parse_lenient, to_mermaid
-from ..model import Edge, Node, Workflow
-from . import prompts as lib
+from flowcore import catalogue as cat
+from flowcore.checker.check import check
+from flowcore.evolution import prompts as lib
+from flowcore.mermaid.reader import parse_lenient, to_mermaid
+from flowcore.model import Edge, Node, Workflow
 
 MAX_TRIES = 12  # sites tried per operator call before declining
 MAX_NODES = 40  # children larger than this are declined (bloat)

@@ -11,13 +11,13 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from .. import catalogue as cat
-from ..checker import check
-from ..mermaid import parse, to_mermaid
-from ..model import Diagnostic, Workflow
-from . import ops
-from . import prompts as lib
-from .judge import format_experience
+from flowcore import catalogue as cat
+from flowcore.checker.check import check
+from flowcore.evolution import ops
+from flowcore.evolution import prompts as lib
+from flowcore.evolution.judge import format_experience
+from flowcore.mermaid.reader import parse, to_mermaid
+from flowcore.model import Diagnostic, Workflow
 
 _FENCE = re.compile(r"```[ \t]*(mermaid)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _HEADER = re.compile(r"^\s*(flowchart|graph)\b", re.MULTILINE)
@@ -133,7 +133,7 @@ class Optimizer:
                 parents=_parents_block(parents), experience=format_experience(experience or []),
                 failures=_failures_block(failures or []))},
         ]
-        from ..llm import ContextOverflow
+        from flowcore.llm.client import ContextOverflow
 
         cost, text, rationale, errors = 0.0, "", "", []
         task = messages[:2]  # a repair turn carries only the latest reply and its diagnostics (bounded context)

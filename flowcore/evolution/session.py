@@ -1,5 +1,5 @@
 """What the Evolve and History pages need from the engine, without any layout: an evolution run started or
-resumed as a background job (flowcore.jobs) with per-round and per-problem progress, a review gate that
+resumed as a background job (flowcore.workspace.jobs) with per-round and per-problem progress, a review gate that
 pauses a run before evaluation until the page decides, and the tables, figures, lineage and diffs the
 pages draw from the history buffer.
 
@@ -17,16 +17,16 @@ from typing import Any
 
 import pandas as pd
 
-from .. import eval_store as es
-from .. import jobs
-from ..benchmarks import TASK_OF, load
-from ..checker import check
-from ..llm import LLM, LLMSettings
-from ..storage import Workspace
-from .history import History, RunInfo
-from .judge import CRITERIA, Candidate, Verdict
-from .lease import holder as lease_holder
-from .loop import Cancelled, Evolution, EvolutionConfig, Review
+from flowcore.benchmarks import TASK_OF, load
+from flowcore.checker.check import check
+from flowcore.evaluation import store as es
+from flowcore.evolution.history import History, RunInfo
+from flowcore.evolution.judge import CRITERIA, Candidate, Verdict
+from flowcore.evolution.lease import holder as lease_holder
+from flowcore.evolution.loop import Cancelled, Evolution, EvolutionConfig, Review
+from flowcore.llm.client import LLM, LLMSettings
+from flowcore.workspace import jobs
+from flowcore.workspace.store import Workspace
 
 __all__ = ["EVOLVE_JOB", "PendingReview", "ReviewGate", "active_job", "candidates_frame", "continue_run", "cost_figure", "diagram_height",
            "curve_frame", "filter_rounds", "fork_name", "gate_of", "judge_total", "lineage_edges", "lineage_height",
@@ -197,7 +197,7 @@ def _spawn(evo: Evolution, llm: LLM | None, gate: ReviewGate | None) -> jobs.Job
         llm.run_id = f"evo-{run_id}"  # LLM call log rows name the run
 
     async def target(ctx: jobs.JobContext) -> dict:
-        from ..evaluation import evaluate_workflow
+        from flowcore.evaluation.evaluate import evaluate_workflow
 
         evo.cancel = ctx.cancelled
         if gate is not None:
@@ -400,8 +400,8 @@ def text_diff(before: str, after: str, before_name: str = "parent", after_name: 
 def diagram_height(*texts: str, lo: int = 260, hi: int = 760) -> str:
     """A drawing height (CSS) that fits the deepest workflow's layers, as the Editor sizes its diagram
     (several texts: drawings side by side get the same height)."""
-    from ..canvas import depth
-    from ..mermaid import parse_lenient
+    from flowcore.mermaid.reader import parse_lenient
+    from flowcore.ui.canvas import depth
 
     layers = max((depth(parse_lenient(t)[0]) for t in texts if t), default=1)
     return f"{min(max(90 * layers + 60, lo), hi)}px"
@@ -476,7 +476,7 @@ def reeval_name(run_id: int, rnd: int) -> str:
 def start_reevaluation(ws: Workspace, settings: LLMSettings, run_id: int, rnd: int,
                        concurrency: int = 4) -> jobs.Job:
     """Evaluate a round's workflow again on the run's validation problems (stored as an evaluation, see
-    flowcore.eval_store, under ``reeval_name``). ValueError without an endpoint or a workflow."""
+    flowcore.evaluation.store, under ``reeval_name``). ValueError without an endpoint or a workflow."""
     if not settings.configured:
         raise ValueError("no LLM endpoint is configured, so nothing can be evaluated")
     info = History(ws).run(run_id)

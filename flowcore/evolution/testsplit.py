@@ -12,11 +12,11 @@ from typing import Any
 
 import pandas as pd
 
-from .. import jobs
-from ..benchmarks import load, split_info
-from ..mermaid import parse
-from ..storage import Workspace
-from .history import History
+from flowcore.benchmarks import load, split_info
+from flowcore.evolution.history import History
+from flowcore.mermaid.reader import parse
+from flowcore.workspace import jobs
+from flowcore.workspace.store import Workspace
 
 __all__ = ["TEST_JOB", "disjoint", "start_test_rescore", "held_out_problems", "stored_test_scores", "top_rounds",
            "validation_vs_test"]
@@ -72,7 +72,7 @@ async def rescore_top(ws: Workspace, run_id: int, top: int, *, llm: Any, limit: 
                       progress: Any = None) -> list[dict]:
     """Evaluate the run's top-``top`` rounds on the test split and store each score (a round already scored
     on that split is kept, so a resumed or repeated call finishes what is missing). Returns the stored rows."""
-    from ..compare import measure
+    from flowcore.evaluation.compare import measure
 
     h = History(ws)
     info = h.run(run_id)
@@ -136,7 +136,7 @@ def start_test_rescore(ws: Workspace, settings: Any, run_id: int, top: int, *, l
     """Re-score a run's top-N on the test split as a background job (History's on-demand button)."""
     from dataclasses import replace
 
-    from ..llm import LLM
+    from flowcore.llm.client import LLM
 
     if not settings.configured:
         raise ValueError("no LLM endpoint is configured, so nothing can be evaluated")

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from flowcore.files import write_file
+from flowcore.workspace.files import write_file
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("MERMAIDFLOW_CHROMIUM", "/usr/bin/chromium")  # env: only to test the skip

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 import pytest
 from playwright.sync_api import expect
 
-from flowcore import settings_store
-from flowcore.storage import Workspace
+from flowcore.workspace import settings as settings_store
+from flowcore.workspace.store import Workspace
 from tests.fakellm import FakeLLMServer, message_text
 
 from .conftest import (

@@ -98,7 +98,7 @@ def test_screenshot_of_an_example(page, streamlit_app):
 def test_the_mmd_download_has_a_safe_file_name(page, streamlit_app):
     from urllib.parse import urlencode
 
-    from flowcore.drafts import encode_text
+    from flowcore.workspace.drafts import encode_text
 
     odd = "../../My flow: v2*?"  # a name from a copied link can be any text
     query = urlencode({"wf": odd, "task": "math", "code": encode_text(BASE + "RETURN([Return])\n")})

@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import expect
 
 from flowcore.evolution import History
-from flowcore.storage import Workspace
+from flowcore.workspace.store import Workspace
 
 from .conftest import goto_page, no_exceptions, save_screenshot, wait_for_app
 

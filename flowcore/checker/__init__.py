@@ -1,0 +1,1 @@
+"""The checker: a workflow's diagnostics (DESIGN §5 codes) before anything runs."""

@@ -1,0 +1,1 @@
+"""``python -m flowcore``: one COMMANDS table (cli/main.py), one module per group of commands."""

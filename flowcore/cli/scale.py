@@ -1,0 +1,167 @@
+"""Commands for a team on one shared workspace (PostgreSQL via MERMAIDFLOW_DB or --db) and a Ray cluster:
+
+    python -m flowcore submit --benchmark gsm8k --rounds 20 [--ray]   store a run; queue it (or hand it to Ray)
+    python -m flowcore worker [--once]                                claim queued runs and evolve them
+    python -m flowcore queue                                          what is queued, running, done
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+
+from flowcore.cli.common import CliError, JobFailed, emit, positive
+
+
+def _workspace(args: argparse.Namespace, existing: bool = False):  # noqa: ANN202
+    """The workspace of --db (else $MERMAIDFLOW_DB); ``existing``: a SQLite file must be there already (a worker
+    or a listing on a mistyped path would otherwise make a new empty workspace and wait on it forever)."""
+    import os
+
+    from flowcore.workspace.store import DatabaseError, Workspace, default_target, is_postgres, redact
+
+    target = args.db or default_target()
+    if existing and not is_postgres(target) and not os.path.exists(target):
+        raise CliError(f"{target}: no such workspace database (`submit` creates it; give the --db or "
+                       "MERMAIDFLOW_DB the app and `submit` use)")
+    try:
+        ws = Workspace(args.db) if args.db else Workspace()
+        ws.query("SELECT 1")  # reach the database now: a bad URL or file is a usage error, said plainly
+    except (OSError, DatabaseError) as exc:
+        where = redact(args.db or "$MERMAIDFLOW_DB")
+        raise CliError(str(exc) if where in str(exc) else f"cannot open the workspace {where}: {exc}") from None
+    return ws
+
+
+def _config(args: argparse.Namespace):  # noqa: ANN202
+    from flowcore.evolution import ops
+    from flowcore.evolution.loop import EvolutionConfig
+
+    try:
+        operators = ops.parse_operator_list(args.operators) if args.operators else list(ops.OPERATORS)
+    except ValueError as exc:
+        raise CliError(f"--operators: {exc}") from None
+    cfg = EvolutionConfig(benchmark=args.benchmark, rounds=args.rounds, candidates=args.candidates, seed=args.seed,
+                          limit=args.limit, mode=args.mode, offline=args.offline, operators=operators)
+    try:
+        cfg.validate()
+    except ValueError as exc:
+        raise JobFailed(str(exc)) from None
+    return cfg
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    ws = _workspace(args)
+    cfg = _config(args)
+    try:
+        if args.ray:
+            from flowcore.evolution.remote import submit_evolution
+            from flowcore.llm.client import LLMSettings
+
+            settings = None if args.offline else LLMSettings.from_env()
+            if settings is not None and not settings.configured:
+                settings = None
+            run_id, _ = submit_evolution(ws, cfg, settings)
+            out = {"run_id": run_id, "where": f"ray actor mermaidflow-evolve-{run_id}"}
+        else:
+            from flowcore.workspace import queue as workqueue
+
+            run_id, item = workqueue.submit_evolution(ws, cfg)
+            out = {"run_id": run_id, "item": item, "where": "work queue"}
+    except ValueError as exc:
+        raise JobFailed(str(exc)) from None
+    except RuntimeError as exc:  # ClusterError: Ray missing or unreachable
+        raise CliError(str(exc)) from None
+    if args.json:
+        emit(out)
+    else:
+        print(f"run {out['run_id']} submitted to the {out['where']}; follow it on the History page")
+    return 0
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from flowcore.workspace import queue as workqueue
+
+    ws = _workspace(args, existing=True)
+    name = args.name or workqueue.worker_name()
+    if not args.once:  # otherwise a waiting worker says nothing at all
+        print(f"{name}: waiting for queued runs in {ws.path} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+
+    def said(item: workqueue.Item) -> None:
+        msg = {"worker": name, "item": item.id, "kind": item.kind, "attempt": item.attempts, **item.payload}
+        emit(msg) if args.json else print(f"{name}: finished item {item.id} ({item.kind} {item.payload}, "
+                                          f"attempt {item.attempts})", flush=True)
+
+    stop = threading.Event()
+    try:
+        n = workqueue.run_worker(ws, worker=name, once=args.once, poll=args.poll, stale_after=args.stale_after,
+                                 stop=stop, on_item=said)
+    except KeyboardInterrupt:
+        stop.set()
+        return 1
+    if not args.json:
+        print(f"{name}: {n} item(s) done; the queue is empty" if args.once else f"{name}: stopped")
+    return 0
+
+
+def _cmd_queue(args: argparse.Namespace) -> int:
+    from flowcore.workspace import queue as workqueue
+
+    rows = workqueue.items(_workspace(args, existing=True))
+    if args.json:
+        emit({"items": rows})
+        return 0
+    if not rows:
+        print("the work queue is empty")
+    for r in rows:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"]))
+        print(f"#{r['id']} {r['kind']} {r['payload_json']} · {r['status']} · attempts {r['attempts']} · "
+              f"{r['worker'] or '—'} · {when}" + (f" · {r['error']}" if r["error"] else ""))
+    return 0
+
+
+
+
+def _seconds(v: str) -> float:
+    try:
+        n = float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {v!r}") from None
+    if not n > 0 or n == float("inf"):  # 0 would make an idle worker spin on the CPU
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {v}")
+    return n
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from flowcore.evolution.loop import TASK_OF
+
+    s = sub.add_parser("submit", help="store an evolution run and queue it for workers (or --ray: a Ray job)")
+    s.add_argument("--benchmark", choices=sorted(TASK_OF), required=True)
+    s.add_argument("--rounds", type=positive, required=True)
+    s.add_argument("--candidates", type=positive, default=4)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--limit", type=positive, help="first N problems of the validation split")
+    s.add_argument("--mode", choices=("llm", "programmatic"), default="llm")
+    s.add_argument("--operators", help="comma-separated subset of the graph operators")
+    s.add_argument("--offline", action="store_true", help="structure-only: never call an LLM, store no scores")
+    s.add_argument("--ray", action="store_true", help="run it in a detached Ray actor ($MERMAIDFLOW_RAY)")
+    s.add_argument("--db", help="workspace (file or postgresql:// URL; default: $MERMAIDFLOW_DB)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_cmd_submit)
+
+    w = sub.add_parser("worker", help="claim queued evolution runs from the workspace and evolve them")
+    w.add_argument("--db", help="workspace (file or postgresql:// URL; default: $MERMAIDFLOW_DB)")
+    w.add_argument("--once", action="store_true", help="stop when the queue is empty")
+    w.add_argument("--poll", type=_seconds, default=1.0, help="seconds between looks at an empty queue")
+    w.add_argument("--stale-after", type=_seconds, default=30.0,
+                   help="seconds without a heartbeat after which another worker's item is taken over")
+    w.add_argument("--name", help="worker name in the queue (default: host:pid)")
+    w.add_argument("--json", action="store_true")
+    w.set_defaults(func=_cmd_worker)
+
+    q = sub.add_parser("queue", help="list the work queue")
+    q.add_argument("--db", help="workspace (file or postgresql:// URL; default: $MERMAIDFLOW_DB)")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=_cmd_queue)

@@ -1,0 +1,180 @@
+"""Results that explain themselves (the Run and History pages; no Streamlit here).
+
+- a per-problem table with the verdict, the extracted answer, the reference and the error, filterable to the
+  failures;
+- a score's interval that says n, and an exact one when every problem had the same outcome (the bootstrap
+  of 0/10 is "0-0%", which says nothing);
+- whether an evaluation's answers came from the LLM cache (then it cost $0 and repeated an earlier
+  measurement), from the call log;
+- one problem's trace again (the workflow re-run on it: free and identical when its calls are cached), and
+  the verdict of a single run whose problem has a reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from flowcore.benchmarks import TASK_OF, Problem, load, score
+from flowcore.evaluation.store import EvalRecord, run_problem
+from flowcore.llm.client import LLMSettings, run_usage
+from flowcore.workspace.store import Workspace
+
+__all__ = ["FILTERS", "CacheUse", "Verdict", "cache_use", "find_problem", "fresh", "interval_text",
+           "judge_answer", "money", "past_rows", "pct", "result_rows", "single_verdict", "trace_problem",
+           "verdict_of"]
+
+FILTERS = {"all": "All problems", "failures": "Failures (wrong or error)", "wrong": "Wrong answers",
+           "errors": "Errors"}
+ALPHA = 0.05
+
+
+def money(x: float | None) -> str:
+    x = x or 0.0
+    return f"${x:.6f}" if 0 < x < 0.01 else f"${x:.4f}"  # fractions of a cent still show
+
+
+def pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def past_rows(past: list[EvalRecord]) -> list[dict]:
+    import time
+
+    return [{"id": r.id, "when": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created)),
+             "workflow": r.workflow_name, "benchmark": r.benchmark, "split": r.split, "n": f"{r.n}/{r.total}",
+             "score": r.score, "ci_low": r.ci_low, "ci_high": r.ci_high, "cost": r.cost, "status": r.status}
+            for r in past]
+
+
+def verdict_of(r: dict) -> str:
+    if r.get("error"):
+        return "error"
+    return "correct" if r.get("correct") else "wrong"
+
+
+def result_rows(rec: EvalRecord, which: str = "all", problems: dict[str, Problem] | None = None) -> list[dict]:
+    """One row per problem: verdict, extracted answer, reference, error, cost, latency and the start of the
+    model's text. ``which``: a key of FILTERS. References come from the stored results, else from
+    ``problems`` (older evaluations did not store them)."""
+    if which not in FILTERS:
+        raise ValueError(f"unknown filter {which!r}: use one of {', '.join(FILTERS)}")
+    rows = []
+    for r in rec.results:
+        v = verdict_of(r)
+        if which == "failures" and v == "correct" or which == "wrong" and v != "wrong" or \
+                which == "errors" and v != "error":
+            continue
+        ref = r.get("reference")
+        if ref is None and problems and r.get("id") in problems:
+            ref = problems[r["id"]].reference
+        code = TASK_OF.get(rec.benchmark) == "code"
+        rows.append({"id": r.get("id"), "verdict": v, "extracted": r.get("extracted") or "",
+                     "reference": ("hidden tests" if code else (ref or "")), "error": r.get("error") or "",
+                     "cost": float(r.get("cost") or 0.0), "latency": r.get("latency"),
+                     "answer": _first_line(r.get("prediction") or "")})
+    return rows
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def interval_text(rec: EvalRecord) -> str:
+    """'95% interval 12–48% (n = 10)'; with every problem solved or every one failed the bootstrap has no
+    spread, so the exact (Clopper-Pearson) interval is given and named."""
+    n = rec.n
+    if not n:
+        return "no problem finished"
+    solved = sum(bool(r.get("correct")) for r in rec.results) if rec.results else round((rec.score or 0) * n)
+    if solved in (0, n):
+        edge = 1 - (ALPHA / 2) ** (1 / n)  # the exact bound when k = 0 (mirrored for k = n)
+        lo, hi = (0.0, edge) if solved == 0 else (1 - edge, 1.0)
+        return f"95% interval {100 * lo:.0f}–{100 * hi:.0f}% (exact, n = {n}: all {n} {'failed' if solved == 0 else 'solved'})"
+    if rec.ci_low is None:
+        return f"n = {n}"
+    return f"95% interval {100 * rec.ci_low:.0f}–{100 * rec.ci_high:.0f}% (bootstrap, n = {n})"
+
+
+@dataclass(frozen=True)
+class CacheUse:
+    calls: int
+    cached: int
+
+    @property
+    def all_cached(self) -> bool:
+        return self.calls > 0 and self.cached == self.calls
+
+    def text(self) -> str:
+        if not self.calls:
+            return "No LLM call was logged for this evaluation."
+        if self.all_cached:
+            return (f"All {self.calls} LLM answers came from the cache ($0): this repeats an earlier "
+                    "measurement rather than making a new one.")
+        if self.cached:
+            return f"{self.cached} of {self.calls} LLM answers came from the cache (those cost $0)."
+        return f"All {self.calls} LLM answers are fresh (none from the cache)."
+
+
+def cache_use(ws: Workspace, eval_id: int) -> CacheUse:
+    u = run_usage(ws, f"eval-{eval_id}")
+    return CacheUse(int(u.calls), int(u.cached))
+
+
+def fresh(settings: LLMSettings) -> LLMSettings:
+    """Settings that bypass the cache (a new measurement; its answers are not cached either)."""
+    return replace(settings, cache=False)
+
+
+def find_problem(rec: EvalRecord, problem_id: str) -> Problem | None:
+    """The benchmark problem behind a result row (None for an uploaded file, which is not kept)."""
+    split = rec.split or "validation"
+    if split.startswith("file:"):
+        return None
+    try:
+        return next((p for p in load(rec.benchmark, split) if p.id == problem_id), None)
+    except (ValueError, OSError):
+        return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    correct: bool
+    extracted: str | None
+    reference: str
+
+    def text(self) -> str:
+        got = self.extracted if self.extracted is not None else "no answer found"
+        return (f"{'Correct' if self.correct else 'Wrong'}: extracted answer `{got}`, reference "
+                f"`{self.reference}`.")
+
+
+def judge_answer(benchmark: str, answer: str, reference: str | Problem) -> Verdict:
+    """Score a single run's answer against a reference (the expected answer, or the benchmark problem)."""
+    res = score(benchmark, answer, reference)
+    ref = reference.reference if isinstance(reference, Problem) else str(reference)
+    if isinstance(reference, Problem) and TASK_OF.get(benchmark) == "code":
+        ref = "the problem's hidden tests"
+    return Verdict(bool(res.correct), res.extracted, ref)
+
+
+def single_verdict(benchmark: str, answer: str, problem_text: str, reference: str = "",
+                   sample: dict | None = None) -> Verdict | None:
+    """The verdict of a single run: scored by the benchmark's own scorer when the problem is the sample that
+    was filled in (``sample``: {"benchmark", "id", "question"}), else against the typed ``reference``; None
+    when there is nothing to compare with."""
+    if sample and sample.get("question") == problem_text and sample.get("benchmark") == benchmark:
+        problem = next((p for p in load(benchmark, "validation") if p.id == sample.get("id")), None)
+        if problem is not None:
+            return judge_answer(benchmark, answer, problem)
+    if reference.strip():
+        return judge_answer(benchmark, answer, reference.strip())
+    return None
+
+
+def trace_problem(settings: LLMSettings, ws: Workspace, rec: EvalRecord, problem: Problem) -> Any:
+    """Run the evaluated workflow on one of its problems again and return the RunResult (its per-node trace).
+    With the cache on, every call the evaluation made is answered from it: no cost, the same answer."""
+    return run_problem(settings, ws, rec.workflow_text, TASK_OF.get(rec.benchmark), problem.question,
+                       problem.entry_point, problem.public_tests)

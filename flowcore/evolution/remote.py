@@ -1,0 +1,52 @@
+"""An evolution run as a detached Ray actor: it keeps evolving after the browser session or the app process that
+started it is gone (on a cluster started with `ray start`); its rounds land in the workspace as usual."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flowcore.execution import cluster
+
+
+class _Evolver:
+    """A detached actor evolving one stored run (resuming after its last stored round)."""
+
+    def run(self, workspace: str, run_id: int, settings: dict | None, api_key: str | None) -> dict:
+        from flowcore.evolution.loop import Evolution
+        from flowcore.llm.client import LLM, LLMSettings
+        from flowcore.workspace.store import Workspace
+
+        ws = Workspace(workspace)
+        llm = None
+        if settings is not None:
+            llm = LLM(LLMSettings.from_public_dict(settings, api_key=api_key), ws, run_id=f"evo-{run_id}")
+        try:
+            return Evolution.resume(ws, run_id, llm=llm).run()
+        finally:
+            ws.close_all()
+
+
+def submit_evolution(ws: Any, config: Any, settings: Any | None = None) -> tuple[int, Any]:
+    """Store a new evolution run and hand it to a detached Ray actor named ``mermaidflow-evolve-<run>``.
+    Returns (run id, the ObjectRef of its result). The run's rounds land in the workspace as usual, so every
+    app process on that workspace shows its progress; the driver may exit."""
+    from flowcore.evolution.loop import Evolution
+
+    target = cluster._workspace_target(ws)
+    if target is None or target == ":memory:":
+        raise cluster.ClusterError("a Ray evolution job needs a workspace the cluster can open (a file or postgresql://)")
+    from flowcore.llm.client import LLM
+
+    cluster.connect()  # Ray missing or unreachable: said before anything is stored
+    llm = None if settings is None else LLM(settings, ws)
+    evo = Evolution(ws, config, llm=llm)  # validates the config before anything is stored
+    evo.prepare()  # a bad data file is reported here, not on the cluster
+    run_id = evo.start(resume=False)
+    evo.release()  # the actor takes the run's lease
+    actor_cls = cluster._remote_fn("evolver", _Evolver, num_cpus=1)
+    actor = actor_cls.options(name=f"mermaidflow-evolve-{run_id}", namespace="mermaidflow",
+                              lifetime="detached").remote()
+    public = None if settings is None else settings.to_public_dict()
+    ref = actor.run.remote(target, run_id, public, None if settings is None else settings.api_key)
+    actor.__ray_terminate__.remote()  # queued behind run(): the actor exits once the run is over
+    return run_id, ref

@@ -1,0 +1,1 @@
+"""The LLM client (OpenAI-compatible), its settings, prices, cache and context-window fitting."""

@@ -1,0 +1,816 @@
+"""LLM access through the ``openai`` client against any OpenAI-compatible endpoint.
+
+One model per role (optimizer, judge, executor); per-call tokens, cost (editable price table) and latency;
+a per-run budget cap; a response cache in the workspace database (a re-run is free and reproducible, even
+with no endpoint configured); a concurrency limit; retries and timeouts done by the client itself.
+The API key lives only in memory: it is never persisted, logged, put in an error message or a repr.
+
+Replies are checked before anyone sees them: a body that is not JSON, a reply with no choice or no content,
+garbled text (invalid UTF-8 decoded as U+FFFD, control characters) is retried like a 5xx; a caller may add
+its own check (``accept``: the judge wants its JSON, a Programmer a code block) and a rejected reply is
+retried too. Only a reply that passed every check is cached, so a fault is never replayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import os
+import re
+import ssl
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+try:  # the HTTP library the openai client itself runs on (openai 3.x: httpx2)
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover - older openai releases
+    import httpx  # type: ignore[no-redef]
+import openai
+
+from flowcore.llm import context as lc
+
+if TYPE_CHECKING:
+    from flowcore.workspace.store import Workspace
+
+ROLES = ("optimizer", "judge", "executor")
+# Completion caps per role (tokens). Without one a JSON-mode call on a weak model runs to the end of the
+# context (1,800 tokens, two minutes on a slow machine). MERMAIDFLOW_MAX_TOKENS[_<ROLE>] or Settings change them.
+DEFAULT_MAX_TOKENS = {"optimizer": 1536, "judge": 512, "executor": 1024}
+MIN_COMPLETION = 64  # a prompt that leaves less room than this in the context is trimmed
+DEFAULT_MODEL = "gpt-4o-mini"
+OPENAI_URL = "https://api.openai.com/v1"
+
+# USD per 1M (input, output) tokens. Editable in Settings or with MERMAIDFLOW_PRICES='{"model": [in, out]}'.
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-3.5-turbo": (0.50, 1.50),
+    "o3-mini": (1.10, 4.40),
+    "o4-mini": (1.10, 4.40),
+    "deepseek-chat": (0.27, 1.10),
+}
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS llm_cache(
+    key TEXT PRIMARY KEY, model TEXT NOT NULL, response_json TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS llm_calls(
+    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, ts REAL NOT NULL, role TEXT, model TEXT,
+    prompt_tokens INTEGER, completion_tokens INTEGER, cost REAL, latency REAL, cached INTEGER, error TEXT);
+CREATE INDEX IF NOT EXISTS llm_calls_run ON llm_calls(run_id);
+"""
+
+
+class LLMError(Exception):
+    """The endpoint failed after the client's retries, or answered something that is not a completion.
+    ``transient``: the endpoint was unreachable, overloaded or garbling (worth retrying later), as opposed to
+    a request it refuses (HTTP 4xx) or a setting."""
+
+    transient = False
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+class BudgetExceeded(LLMError):
+    pass
+
+
+class NotConfigured(LLMError):
+    pass
+
+
+class ContextOverflow(LLMError):
+    """The prompt does not fit the model's context (even trimmed), or the server said so (HTTP 400): a
+    property of this request, handled like an invalid answer, never a lost round."""
+
+
+# HTTP statuses that say "not now" rather than "not this request" (as the openai client retries them).
+TRANSIENT_STATUS = frozenset({408, 409, 429})
+Accept = Callable[[str], "str | None"]  # a reply's text -> None when usable, else the reason it is not
+
+
+# -- settings -----------------------------------------------------------------------------------------------
+
+
+def _default_models() -> dict[str, str]:
+    return {r: DEFAULT_MODEL for r in ROLES}
+
+
+@dataclass
+class LLMSettings:
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    models: dict[str, str] = field(default_factory=_default_models)
+    prices: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_PRICES))
+    timeout: float = 60.0
+    max_retries: int = 2
+    concurrency: int = 8
+    budget_usd: float | None = None
+    cache: bool = True
+    max_tokens: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
+    context_tokens: int | None = None  # the model's context window when the server does not say (tokens)
+    stream: bool = False  # stream replies: the timeout is then a silence timeout, not a total one
+
+    def __post_init__(self) -> None:
+        self.base_url = check_base_url(self.base_url)
+        # a blank (or all-spaces) model name means the default, never a model called "   "
+        names = {k: v.strip() if isinstance(v, str) else v for k, v in (self.models or {}).items()}
+        self.models = {**_default_models(), **{k: v for k, v in names.items() if v}}
+        caps = {**DEFAULT_MAX_TOKENS, **(self.max_tokens or {})}
+        bad = {r: v for r, v in caps.items() if r not in ROLES or not isinstance(v, int) or v < 1}
+        if bad:
+            raise ValueError(f"LLM settings: max_tokens must map a role ({', '.join(ROLES)}) to a whole number "
+                             f">= 1, got {bad}")
+        self.max_tokens = caps
+        if self.context_tokens is not None and (not isinstance(self.context_tokens, int) or self.context_tokens < 256):
+            raise ValueError(f"LLM settings: context_tokens must be a whole number >= 256, got {self.context_tokens!r}")
+        self.prices = _parse_prices(self.prices, "prices")
+        if not math.isfinite(self.timeout):  # nan compares False with everything: it passed the check below
+            raise ValueError(f"LLM settings: timeout must be a number of seconds above 0, got {self.timeout}")
+        if self.budget_usd is not None and not math.isfinite(self.budget_usd):
+            raise ValueError(f"LLM settings: budget_usd must be a number of USD >= 0, got {self.budget_usd}")
+        if self.timeout <= 0 or self.max_retries < 0 or self.concurrency < 1:
+            raise ValueError(f"LLM settings: timeout must be > 0, max_retries >= 0, concurrency >= 1 "
+                             f"(got {self.timeout}, {self.max_retries}, {self.concurrency})")
+        if self.budget_usd is not None and self.budget_usd < 0:
+            raise ValueError(f"LLM settings: budget_usd must be >= 0 (got {self.budget_usd})")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> LLMSettings:
+        """OPENAI_BASE_URL, OPENAI_API_KEY, MERMAIDFLOW_MODEL_<ROLE> (else OPENAI_MODEL), MERMAIDFLOW_TIMEOUT,
+        MERMAIDFLOW_MAX_RETRIES, MERMAIDFLOW_CONCURRENCY, MERMAIDFLOW_BUDGET_USD, MERMAIDFLOW_CACHE (0 = off),
+        MERMAIDFLOW_PRICES (JSON). A bad value raises ValueError naming the variable."""
+        env = os.environ if env is None else env
+
+        def num(name: str, kind: type, default: Any) -> Any:
+            raw = (env.get(name) or "").strip()
+            if not raw:
+                return default
+            try:
+                return kind(raw)
+            except ValueError:
+                msg = f"environment variable {name}={raw!r} is not a valid {kind.__name__}"
+                raise ValueError(msg) from None
+
+        def url(name: str) -> str | None:
+            try:
+                return check_base_url(env.get(name))
+            except ValueError as e:
+                raise ValueError(f"environment variable {name}: {str(e).removeprefix('LLM settings: ')}") from None
+
+        fallback = (env.get("OPENAI_MODEL") or "").strip() or DEFAULT_MODEL
+        models = {r: (env.get(f"MERMAIDFLOW_MODEL_{r.upper()}") or "").strip() or fallback for r in ROLES}
+        prices = dict(DEFAULT_PRICES)
+        if (env.get("MERMAIDFLOW_PRICES") or "").strip():
+            try:
+                extra = json.loads(env["MERMAIDFLOW_PRICES"])
+            except ValueError as e:
+                raise ValueError(f"environment variable MERMAIDFLOW_PRICES is not JSON: {e}") from None
+            try:
+                prices.update(_parse_prices(extra, "environment variable MERMAIDFLOW_PRICES"))
+            except TypeError as e:
+                raise ValueError(str(e)) from None
+        cache = (env.get("MERMAIDFLOW_CACHE") or "1").strip().lower() not in ("0", "false", "no", "off")
+        every = num("MERMAIDFLOW_MAX_TOKENS", int, None)
+        caps = {r: num(f"MERMAIDFLOW_MAX_TOKENS_{r.upper()}", int, every or DEFAULT_MAX_TOKENS[r]) for r in ROLES}
+        stream = (env.get("MERMAIDFLOW_STREAM") or "0").strip().lower() in ("1", "true", "yes", "on")
+        return cls(max_tokens=caps, context_tokens=num("MERMAIDFLOW_CONTEXT_TOKENS", int, None), stream=stream,
+                   base_url=url("OPENAI_BASE_URL"),
+                   api_key=(env.get("OPENAI_API_KEY") or "").strip() or None,
+                   models=models, prices=prices,
+                   timeout=num("MERMAIDFLOW_TIMEOUT", float, 60.0),
+                   max_retries=num("MERMAIDFLOW_MAX_RETRIES", int, 2),
+                   concurrency=num("MERMAIDFLOW_CONCURRENCY", int, 8),
+                   budget_usd=num("MERMAIDFLOW_BUDGET_USD", float, None), cache=cache)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url or self.api_key)
+
+    def model_for(self, role: str) -> str:
+        if role not in ROLES:
+            raise ValueError(f"unknown LLM role {role!r}; expected one of {', '.join(ROLES)}")
+        return self.models.get(role) or DEFAULT_MODEL
+
+    def price_for(self, model: str) -> tuple[float, float]:
+        """Exact name, else the longest known prefix (``gpt-4o-mini-2024-07-18``); unknown models cost 0."""
+        for name in (model, model.rsplit("/", 1)[-1]):
+            if name in self.prices:
+                return self.prices[name]
+            prefixes = [k for k in self.prices if name.startswith(k)]
+            if prefixes:
+                return self.prices[max(prefixes, key=len)]
+        return (0.0, 0.0)
+
+    def price_known(self, model: str) -> bool:
+        """Whether ``price_for`` knows this model (else its cost shows as 'price unknown', never as $0)."""
+        return any(name in self.prices or any(name.startswith(k) for k in self.prices)
+                   for name in (model, model.rsplit("/", 1)[-1]))
+
+    def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+        pin, pout = self.price_for(model)
+        return (prompt_tokens * pin + completion_tokens * pout) / 1_000_000
+
+    def to_public_dict(self) -> dict:
+        """Everything but the key (safe to save)."""
+        return {"base_url": self.base_url, "models": dict(self.models),
+                "prices": {m: list(p) for m, p in self.prices.items()}, "timeout": self.timeout,
+                "max_retries": self.max_retries, "concurrency": self.concurrency,
+                "budget_usd": self.budget_usd, "cache": self.cache, "max_tokens": dict(self.max_tokens),
+                "context_tokens": self.context_tokens, "stream": self.stream}
+
+    @classmethod
+    def from_public_dict(cls, d: dict, api_key: str | None = None) -> LLMSettings:
+        if not isinstance(d, dict):
+            raise TypeError(f"LLM settings must be a mapping, got {type(d).__name__}")
+        d = {k: v for k, v in d.items() if k != "api_key"}  # a key in saved settings is ignored, never used
+        unknown = set(d) - set(cls().to_public_dict())
+        if unknown:
+            raise ValueError(f"LLM settings: unknown field(s) {', '.join(sorted(unknown))}")
+        models = d.get("models") or {}
+        if not isinstance(models, dict) or not all(isinstance(v, str) for v in models.values()):
+            raise ValueError("LLM settings: models must map role -> model name")
+        bad_roles = set(models) - set(ROLES)
+        if bad_roles:
+            raise ValueError(f"LLM settings: unknown role(s) {', '.join(sorted(bad_roles))}")
+        try:
+            budget = d.get("budget_usd")
+            return cls(base_url=d.get("base_url") or None, api_key=api_key or None, models=dict(models),
+                       prices=_parse_prices(d.get("prices", DEFAULT_PRICES), "prices"),
+                       timeout=float(d.get("timeout", 60.0)), max_retries=int(d.get("max_retries", 2)),
+                       concurrency=int(d.get("concurrency", 8)),
+                       budget_usd=None if budget in (None, "") else float(budget),
+                       cache=bool(d.get("cache", True)),
+                       max_tokens={k: int(v) for k, v in (d.get("max_tokens") or {}).items()},
+                       context_tokens=None if d.get("context_tokens") in (None, "") else int(d["context_tokens"]),
+                       stream=bool(d.get("stream", False)))
+        except (TypeError, ValueError) as e:  # one exception type for the Settings page
+            raise ValueError(f"LLM settings: {str(e).removeprefix('LLM settings: ')}") from None
+
+
+def _parse_prices(prices: Any, where: str) -> dict[str, tuple[float, float]]:
+    if not isinstance(prices, Mapping):
+        raise TypeError(f"{where}: expected a mapping model -> [input, output] USD per 1M tokens")
+    out = {}
+    for model, pair in prices.items():
+        try:
+            pin, pout = (float(x) for x in pair)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: price of {model!r} must be [input, output] USD per 1M tokens, "
+                             f"got {pair!r}") from None
+        if pin < 0 or pout < 0:
+            raise ValueError(f"{where}: price of {model!r} is negative")
+        out[str(model)] = (pin, pout)
+    return out
+
+
+def check_base_url(url: str | None) -> str | None:
+    """The endpoint URL stripped (None when blank); ValueError saying what is wrong with it otherwise, so a
+    typo is refused where it is typed instead of failing later as a connection error or a crash."""
+    if url is None:
+        return None
+    if not isinstance(url, str):
+        raise ValueError(f"LLM settings: base_url must be text, got {type(url).__name__}")
+    url = url.strip()
+    if not url:
+        return None
+    example = "such as http://127.0.0.1:8000/v1"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError when out of range or not a number
+    except ValueError as e:
+        raise ValueError(f"LLM settings: the endpoint URL (base_url) {url!r} is not a valid URL ({e}); write one "
+                         f"{example}") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"LLM settings: the endpoint URL (base_url) {url!r} must start with http:// or https:// "
+                         f"({example})")
+    if not parts.hostname or any(c.isspace() for c in url) or port == 0:
+        raise ValueError(f"LLM settings: the endpoint URL (base_url) {url!r} names no valid host ({example})")
+    return url
+
+
+def public_url(url: str | None) -> str:
+    """The endpoint as it may be shown: no user:password, query or fragment."""
+    if not url:
+        return OPENAI_URL
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+# -- results ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    latency: float
+    cached: bool
+    accepted: bool = True  # False: every attempt was rejected by the caller's check (this one is not cached)
+
+
+@dataclass
+class Usage:
+    """Running totals. Tokens and cost count what was paid for: cache hits add to ``calls`` and ``cached``
+    only. Failed calls add to ``errors`` only."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    latency: float = 0.0
+    cached: int = 0
+    errors: int = 0
+    gen_latency: float = 0.0  # seconds spent on calls that produced completion tokens (not cache hits)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Completion tokens per second of generation (what a slow local model is measured by)."""
+        return self.completion_tokens / self.gen_latency if self.gen_latency > 0 else None
+
+
+def run_usage(workspace: Workspace, run_id: str) -> Usage:
+    """Totals of one run from the call log."""
+    workspace.ensure_schema("llm", _DDL)
+    row = workspace.query(
+        "SELECT COUNT(*) AS n, SUM(CASE WHEN cached=0 AND error IS NULL THEN prompt_tokens ELSE 0 END) AS pt,"
+        " SUM(CASE WHEN cached=0 AND error IS NULL THEN completion_tokens ELSE 0 END) AS ct,"
+        " SUM(cost) AS cost, SUM(latency) AS lat, SUM(cached) AS hits,"
+        " SUM(CASE WHEN error IS NULL THEN 0 ELSE 1 END) AS errs"
+        " FROM llm_calls WHERE run_id = ?", (run_id,))[0]
+    errs = row["errs"] or 0
+    return Usage(calls=(row["n"] or 0) - errs, prompt_tokens=row["pt"] or 0, completion_tokens=row["ct"] or 0,
+                 cost=row["cost"] or 0.0, latency=row["lat"] or 0.0, cached=row["hits"] or 0, errors=errs)
+
+
+# -- the client ---------------------------------------------------------------------------------------------
+
+
+class _Shared:
+    """What an LLM and its children share: per-event-loop clients and semaphores, the totals lock."""
+
+    def __init__(self, settings: LLMSettings) -> None:
+        self.settings = settings
+        self.lock = threading.Lock()
+        # AsyncOpenAI (its httpx pool) and asyncio.Semaphore belong to one event loop, and callers may run
+        # asyncio.run() many times: one client per loop, closed when that loop shuts down.
+        self.per_loop: dict[asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, asyncio.Semaphore, Any]] = {}
+        self.tokenizer = lc.Tokenizer(settings.base_url)
+        self.learned: dict[str, int] = {}  # model -> context window the server named in an overflow error
+        self.json_ok = True  # False once the server refused response_format json_object: ask in words only
+
+    async def for_loop(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
+        loop = asyncio.get_running_loop()
+        closer = None
+        with self.lock:
+            entry = self.per_loop.get(loop)
+            if entry is None:
+                for old in [lp for lp in self.per_loop if lp.is_closed()]:
+                    del self.per_loop[old]
+                s = self.settings
+                client = openai.AsyncOpenAI(
+                    base_url=s.base_url or OPENAI_URL, api_key=s.api_key or "not-needed", timeout=s.timeout,
+                    max_retries=s.max_retries, http_client=openai.DefaultAsyncHttpxClient(verify=_ssl_context()))
+                closer = _close_at_shutdown(client)
+                entry = self.per_loop[loop] = (client, asyncio.Semaphore(s.concurrency), closer)
+        if closer is not None:
+            await closer.__anext__()  # now the loop tracks it and will aclose() it at shutdown
+        return entry[0], entry[1]
+
+
+_ssl_lock = threading.Lock()
+_ssl_ctx: ssl.SSLContext | None = None
+
+
+def _ssl_context() -> ssl.SSLContext:
+    """Built once: loading the CA bundle costs ~90 ms, and a client is made per event loop."""
+    global _ssl_ctx
+    with _ssl_lock:
+        if _ssl_ctx is None:
+            cafile = None
+            if not (os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR")):
+                try:
+                    import certifi
+
+                    cafile = certifi.where()
+                except ImportError:
+                    pass
+            _ssl_ctx = ssl.create_default_context(cafile=cafile)
+        return _ssl_ctx
+
+
+async def _close_at_shutdown(client: openai.AsyncOpenAI) -> AsyncIterator[None]:
+    """An async generator parked at ``yield``: loop.shutdown_asyncgens() (run by asyncio.run) closes it,
+    which closes the client while its loop still runs (otherwise its sockets are torn down after)."""
+    try:
+        yield
+    finally:
+        await client.close()
+
+
+_bg_lock = threading.Lock()
+_bg_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    """One long-lived loop on a daemon thread for chat_sync, so sync callers reuse clients and connections."""
+    global _bg_loop
+    with _bg_lock:
+        if _bg_loop is None or _bg_loop.is_closed():
+            _bg_loop = asyncio.new_event_loop()
+            threading.Thread(target=_bg_loop.run_forever, name="flowcore-llm", daemon=True).start()
+        return _bg_loop
+
+
+class LLM:
+    def __init__(self, settings: LLMSettings, workspace: Workspace | None = None, run_id: str | None = None):
+        self.settings = settings
+        self.workspace = workspace
+        self.run_id = run_id
+        self.usage = Usage()
+        self.calls: list[dict] = []
+        self._parent: LLM | None = None
+        self._shared = _Shared(settings)
+        if workspace is not None:
+            workspace.ensure_schema("llm", _DDL)
+
+    def child(self) -> LLM:
+        """Same settings, cache, budget and concurrency limit; own usage/calls that also add to this one's."""
+        c = LLM.__new__(LLM)
+        c.settings, c.workspace, c.run_id = self.settings, self.workspace, self.run_id
+        c.usage, c.calls, c._parent, c._shared = Usage(), [], self, self._shared
+        return c
+
+    def _root(self) -> LLM:
+        node = self
+        while node._parent is not None:
+            node = node._parent
+        return node
+
+    # -- public calls -------------------------------------------------------------------------------------
+    async def chat(self, messages: list[dict] | str, *, role: str = "executor", temperature: float = 0.0,
+                   json_mode: bool = False, max_tokens: int | None = None, cache_salt: str = "",
+                   accept: Accept | None = None) -> Reply:
+        """One chat completion. ``cache_salt`` separates otherwise identical calls (e.g. ensemble samples).
+        A cached answer is served even when no endpoint is configured (replaying a run).
+
+        ``accept(text)`` returns None for a usable reply or the reason it is not; a rejected reply is asked
+        again (up to ``max_retries`` more times) and never cached. When every attempt is rejected the last
+        reply comes back with ``accepted=False`` for the caller to handle as an unusable answer.
+        A malformed or garbled reply is retried the same way, and raises a transient LLMError at the end."""
+        msgs = _normalize(messages)
+        s = self.settings
+        model = s.model_for(role)
+        key = _cache_key(model, msgs, temperature, json_mode, max_tokens, cache_salt)
+        hit = self._cache_get(key)
+        if hit is not None and _garbled(hit["text"]) is None and (accept is None or accept(hit["text"]) is None):
+            reply = Reply(hit["text"], model, int(hit.get("prompt_tokens", 0)),
+                          int(hit.get("completion_tokens", 0)), 0.0, 0.0, True)
+            self._record(role, reply, None)
+            return reply
+        if not s.configured:
+            raise NotConfigured("no LLM endpoint configured: set OPENAI_BASE_URL (any OpenAI-compatible "
+                                "server, e.g. vLLM, Ollama, llama.cpp) and/or OPENAI_API_KEY, or enter them on "
+                                "the Settings page")
+        where = f"{role}, model {model!r} at {public_url(s.base_url)}"
+        sent, cap, counted = await self._fit(msgs, model, role, max_tokens, where)
+        rejected: Reply | None = None
+        refits = 0
+        attempt = 0
+        while attempt <= s.max_retries:
+            if attempt:
+                await asyncio.sleep(min(2.0, 0.1 * 2 ** attempt))  # a short backoff, as the client's own
+            kwargs: dict[str, Any] = {"model": model, "messages": sent, "temperature": temperature,
+                                      "max_tokens": cap}
+            if json_mode and self._shared.json_ok:
+                kwargs["response_format"] = {"type": "json_object"}
+            resp, latency, error = await self._request(kwargs)
+            if error is not None:  # the client already retried what is worth retrying
+                if error.overflow and refits == 0 and self._learn_window(model, error.message):
+                    refits += 1  # the server named its window: fit the prompt to it and ask again
+                    sent, cap, counted = await self._fit(msgs, model, role, max_tokens, where)
+                    continue
+                if json_mode and self._shared.json_ok and error.refuses_json:
+                    self._shared.json_ok = False  # e.g. a server without JSON mode: the prompt asks for JSON
+                    continue
+                message = self._redact(f"LLM call failed ({where}): {error.message}")
+                self._record(role, Reply("", model, 0, 0, 0.0, latency, False), message)
+                kind = ContextOverflow if error.overflow else LLMError
+                raise kind(message, transient=error.transient)
+            attempt += 1
+            text, pt, ct, problem = _extract(resp, sent, counted)
+            paid = Reply(text, model, pt, ct, s.cost(model, pt, ct) if problem is None else 0.0, latency, False)
+            problem = problem or _garbled(text)
+            if problem is not None:
+                last = f"malformed reply after {attempt} attempt(s): {problem}"
+                self._record(role, paid, self._redact(f"LLM call failed ({where}): {problem}"))
+                continue
+            why = accept(text) if accept is not None else None
+            if why is None:
+                self._cache_put(key, model, {"text": text, "prompt_tokens": pt, "completion_tokens": ct})
+                self._record(role, paid, None)
+                return paid
+            rejected = replace(paid, accepted=False)
+            self._record(role, paid, None)  # a good call the caller could not use: paid, not cached
+        if rejected is not None:
+            return rejected
+        message = self._redact(f"LLM call failed ({where}): {last}")
+        raise LLMError(message, transient=True)
+
+    async def _request(self, kwargs: dict) -> tuple[Any, float, _Failure | None]:
+        """One request through the client (which retries connection errors, timeouts, 408/409/429/5xx).
+        Returns (response, latency, failure or None). The whole call, retries included, is bounded: when it
+        runs out the request is cancelled and its connection closed (the server stops working on it). A
+        streamed call is bounded by silence instead (no token for ``timeout`` seconds) and by its token cap."""
+        s = self.settings
+        client, sem = await self._shared.for_loop()
+        async with sem:
+            self._check_budget()  # others may have spent while this call waited for a slot
+            start = time.perf_counter()
+            error: _Failure | None = None
+            resp = None
+            try:
+                if s.stream:
+                    resp = await _streamed(client, kwargs)
+                else:
+                    async with asyncio.timeout(s.timeout * (s.max_retries + 1) + 8.0 * s.max_retries):
+                        resp = await client.chat.completions.create(**kwargs)
+            except (openai.APITimeoutError, TimeoutError, httpx.TimeoutException):
+                silent = " of silence" if s.stream else ""
+                error = _Failure(f"timed out after {s.timeout:g}s{silent} (after {s.max_retries} retries)", True)
+            except openai.APIStatusError as e:
+                detail = _status_detail(e)
+                code = (e.body.get("code") if isinstance(e.body, dict) else None) or \
+                    ((e.body.get("error") or {}).get("code") if isinstance(e.body, dict)
+                     and isinstance(e.body.get("error"), dict) else None)
+                transient = e.status_code in TRANSIENT_STATUS or e.status_code >= 500
+                error = _Failure(f"HTTP {e.status_code}: {detail}", transient,
+                                 overflow=lc.is_overflow(e.status_code, detail, code),
+                                 refuses_json="response_format" in kwargs and e.status_code in (400, 422, 500)
+                                 and re.search(r"response_format|json", detail, re.I) is not None)
+            except (openai.APIConnectionError, httpx.TransportError) as e:
+                error = _Failure(f"cannot connect ({getattr(e, '__cause__', None) or e})", True)
+            except openai.OpenAIError as e:
+                error = _Failure(f"{type(e).__name__}: {e}", False)
+            except ValueError as e:  # json.JSONDecodeError from a body that is not JSON: a garbled transfer
+                resp = _Malformed(f"body is not JSON: {e}")
+            return resp, time.perf_counter() - start, error
+
+    async def _window(self, model: str) -> int | None:
+        """The model's context window: the server's metadata, else the setting, else what an error said."""
+        sh, s = self._shared, self.settings
+        stated = await sh.tokenizer.window((await sh.for_loop())[0], model) if s.base_url else None
+        return stated or s.context_tokens or sh.learned.get(model)
+
+    def _learn_window(self, model: str, message: str) -> bool:
+        n = lc.window_from_error(message)
+        if n is None or self._shared.learned.get(model) == n:
+            return False
+        self._shared.learned[model] = n
+        return True
+
+    async def _fit(self, msgs: list[dict], model: str, role: str, max_tokens: int | None,
+                   where: str) -> tuple[list[dict], int, int | None]:
+        """(messages, completion cap, prompt tokens when the server counted them) that fit the context window: the role's cap (or the caller's, when
+        smaller), lowered to the room left; a prompt that leaves less than a quarter of the window (at most
+        the cap) is trimmed; ContextOverflow when even that cannot make it fit."""
+        cap = min(x for x in (max_tokens, self.settings.max_tokens.get(role)) if x)
+        sh = self._shared
+        known = self.settings.context_tokens or sh.learned.get(model) or sh.tokenizer.windows.get(model)
+        rough = lc.estimate(lc.prompt_text(msgs)) + lc.MESSAGE_OVERHEAD * len(msgs) + lc.MARGIN + cap
+        if known is None and rough <= lc.SMALLEST_WINDOW:
+            return msgs, cap, None  # fits any model we expect to meet: no need to ask the server (saves a round trip)
+        window = await self._window(model)
+        if window is None:
+            return msgs, cap, None
+        want = min(cap, max(MIN_COMPLETION, window // 4))
+        n = 0
+        for _ in range(8):
+            client = (await self._shared.for_loop())[0]
+            n, _how = await self._shared.tokenizer.count(client, lc.prompt_text(msgs), model)
+            n += lc.MESSAGE_OVERHEAD * len(msgs)
+            room = window - n - lc.MARGIN
+            if room >= want:
+                return msgs, min(cap, room), (n if _how == "server" else None)  # for a reply without usage
+            shorter = lc.trim(msgs, want - room, n)
+            if shorter is None:
+                break
+            msgs = shorter
+        raise ContextOverflow(self._redact(f"LLM call not sent ({where}): the prompt needs ~{n} tokens and the "
+                                           f"model's context is {window} (with {want} left for the reply), even "
+                                           f"trimmed"))
+
+    def chat_sync(self, *args: Any, **kw: Any) -> Reply:
+        """``chat`` for non-async callers (also from inside another running loop): runs on a shared
+        background loop."""
+        loop = _background_loop()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise RuntimeError("chat_sync called from the LLM background loop; await chat() instead")
+        return asyncio.run_coroutine_threadsafe(self.chat(*args, **kw), loop).result()
+
+    # -- internals ----------------------------------------------------------------------------------------
+    def _check_budget(self) -> None:
+        budget = self.settings.budget_usd
+        spent = self._root().usage.cost
+        if budget is not None and spent >= budget:
+            raise BudgetExceeded(f"LLM budget of ${budget:.4f} for this run is used up (spent ${spent:.4f})")
+
+    def _redact(self, text: str) -> str:
+        key = self.settings.api_key
+        return text.replace(key, "***") if key and len(key) >= 4 else text
+
+    def _record(self, role: str, reply: Reply, error: str | None) -> None:
+        """Log one attempt. A failed one counts as an error; a paid one (even a malformed or rejected reply)
+        adds its cost, since the endpoint charged for it."""
+        rec = {"role": role, "model": reply.model, "prompt_tokens": reply.prompt_tokens,
+               "completion_tokens": reply.completion_tokens, "cost": reply.cost, "latency": reply.latency,
+               "cached": reply.cached, "error": error}
+        with self._shared.lock:
+            node: LLM | None = self
+            while node is not None:
+                u = node.usage
+                if error is not None:
+                    u.errors += 1
+                    u.cost += reply.cost
+                else:
+                    u.calls += 1
+                    u.cached += reply.cached
+                    if not reply.cached:
+                        u.prompt_tokens += reply.prompt_tokens
+                        u.completion_tokens += reply.completion_tokens
+                        u.cost += reply.cost
+                        u.gen_latency += reply.latency
+                u.latency += reply.latency
+                node.calls.append(dict(rec))
+                node = node._parent
+        if self.workspace is not None:
+            with self.workspace.transaction() as conn:
+                conn.execute("INSERT INTO llm_calls(run_id, ts, role, model, prompt_tokens,"
+                             " completion_tokens, cost, latency, cached, error) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                             (self.run_id, time.time(), role, reply.model, reply.prompt_tokens,
+                              reply.completion_tokens, reply.cost, reply.latency, int(reply.cached), error))
+
+    def _cache_get(self, key: str) -> dict | None:
+        if self.workspace is None or not self.settings.cache:
+            return None
+        rows = self.workspace.query("SELECT response_json FROM llm_cache WHERE key = ?", (key,))
+        if not rows:
+            return None
+        try:
+            data = json.loads(rows[0]["response_json"])
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) and isinstance(data.get("text"), str) else None
+
+    def _cache_put(self, key: str, model: str, data: dict) -> None:
+        if self.workspace is None or not self.settings.cache:
+            return
+        with self.workspace.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO llm_cache(key, model, response_json, created)"
+                         " VALUES (?,?,?,?)", (key, model, json.dumps(data), time.time()))
+
+
+def _normalize(messages: list[dict] | str) -> list[dict]:
+    if isinstance(messages, str):
+        return [{"role": "user", "content": messages}]
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages must be a prompt string or a non-empty list of {role, content} dicts")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or "content" not in m:
+            raise ValueError(f"message {i} must be a dict with 'role' and 'content', got {m!r:.80}")
+        out.append(dict(m))
+    return out
+
+
+def _cache_key(model: str, msgs: list[dict], temperature: float, json_mode: bool, max_tokens: int | None,
+               salt: str) -> str:
+    blob = json.dumps([model, msgs, float(temperature), bool(json_mode), max_tokens, salt], sort_keys=True,
+                      ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4) if text else 0
+
+
+@dataclass
+class _Failure:
+    message: str
+    transient: bool
+    overflow: bool = False
+    refuses_json: bool = False
+
+
+async def _streamed(client: openai.AsyncOpenAI, kwargs: dict) -> Any:
+    """A streamed completion gathered into the shape of a plain one. The client's timeout is then a read
+    timeout: it fires on ``timeout`` seconds of silence, not on a long answer that keeps coming."""
+    from types import SimpleNamespace
+
+    stream = await client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True})
+    parts: list[str] = []
+    usage, finish, seen = None, None, False
+    async with stream:
+        async for chunk in stream:
+            usage = getattr(chunk, "usage", None) or usage
+            for choice in getattr(chunk, "choices", None) or []:
+                seen = True
+                delta = getattr(choice, "delta", None)
+                if delta is not None and isinstance(getattr(delta, "content", None), str) and delta.content:
+                    parts.append(delta.content)
+                finish = getattr(choice, "finish_reason", None) or finish
+    if usage is None:  # a server that does not report usage when streaming (llama-cpp-python): a chunk is a token
+        usage = SimpleNamespace(prompt_tokens=None, completion_tokens=len(parts))
+    if not seen:
+        return SimpleNamespace(choices=[], usage=usage)
+    message = SimpleNamespace(content="".join(parts), refusal=None)
+    return SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason=finish)], usage=usage)
+
+
+@dataclass
+class _Malformed:
+    """A 200 whose body could not be read as a completion."""
+
+    problem: str
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffd\ud800-\udfff]")
+
+
+def _garbled(text: str) -> str | None:
+    """Why a reply's text cannot be what a model wrote (None when it can): bytes that were not UTF-8 (decoded
+    as U+FFFD), control characters, lone surrogates: signs of a broken transfer, not of a bad answer."""
+    m = _CONTROL.search(text or "")
+    if m is None:
+        return None
+    return f"garbled text (character U+{ord(m.group(0)):04X} at offset {m.start()})"
+
+
+def _extract(resp: Any, msgs: list[dict], counted: int | None = None) -> tuple[str, int, int, str | None]:
+    """(text, prompt_tokens, completion_tokens, error)."""
+    if isinstance(resp, _Malformed):
+        return "", 0, 0, resp.problem
+    choices = getattr(resp, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        return "", 0, 0, "malformed reply: no choices"
+    message = getattr(choices[0], "message", None)
+    text = getattr(message, "content", None)
+    if not isinstance(text, str):
+        reason = getattr(choices[0], "finish_reason", None)
+        refusal = getattr(message, "refusal", None)
+        detail = f"refusal: {refusal}" if refusal else f"finish_reason={reason}"
+        return "", 0, 0, f"malformed reply: no message content ({detail})"
+    usage = getattr(resp, "usage", None)
+    pt = getattr(usage, "prompt_tokens", None)
+    ct = getattr(usage, "completion_tokens", None)
+    if not isinstance(pt, int):
+        pt = counted if counted is not None else _estimate_tokens("\n".join(str(m.get("content", "")) for m in msgs))
+    if not isinstance(ct, int):
+        ct = _estimate_tokens(text)
+    return text, pt, ct, None
+
+
+def _status_detail(e: openai.APIStatusError) -> str:
+    body = e.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        msg = err.get("message") if isinstance(err, dict) else err
+        if msg:
+            return str(msg)[:300]
+    return str(e.message)[:300]
+
+
+def list_models(settings: LLMSettings) -> list[str]:
+    """Model ids the endpoint offers (a connection test for the Settings page). Raises LLMError."""
+    if not settings.configured:
+        raise NotConfigured("no LLM endpoint configured: set OPENAI_BASE_URL and/or OPENAI_API_KEY")
+    client = openai.OpenAI(base_url=settings.base_url or OPENAI_URL, api_key=settings.api_key or "not-needed",
+                           timeout=min(settings.timeout, 15.0), max_retries=0)
+    try:
+        return sorted(m.id for m in client.models.list())
+    except (openai.OpenAIError, ValueError) as e:
+        msg = str(e)
+        if settings.api_key:
+            msg = msg.replace(settings.api_key, "***")
+        raise LLMError(f"cannot list models at {public_url(settings.base_url)}: {msg}") from None
+    finally:
+        client.close()

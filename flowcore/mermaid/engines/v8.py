@@ -1,0 +1,221 @@
+"""Mermaid 11 in V8 (the `mini-racer` wheel): the hard check and the SVG export, without Node or a browser.
+
+The same mermaid.js, DOM shim and fonts as mermaidx's QuickJS engine (``mermaid_js``), run by V8's JIT. What makes
+it fast, measured with ``benchmarks/mermaid_backends.py`` (see README):
+
+- The DOM shim replaces ``RegExp.prototype.exec`` to fill the legacy ``RegExp.$1``... statics that QuickJS lacks.
+  V8 has them natively, and a replaced ``exec`` takes every regex operation in V8 off its fast path (100-node
+  render 2.3 s -> 1.7 s, parse 79 -> 26 ms): the V8 contexts load the shim without that wrapper.
+- The shim's ``querySelector`` walks the whole document even after a match, and every label measurement looks up
+  the ``<style>`` element that way and re-parses the stylesheet's selectors: quadratic in the drawing's size.
+  ``SHIM_SPEEDUPS_JS`` (in ``mermaid_js``, used by both engines) stops at the first match and parses each selector
+  once (1.7 s -> 0.8 s). Renders give the same SVG byte for byte (a test draws with a seeded ``Math.random``).
+- Parse-only: one combined regex per lexer state and no label sanitising, as in the QuickJS parse context.
+
+mini-racer's default flag ``--single-threaded`` is kept: background compilation threads use more CPU than they
+save on two shared cores. Parsing runs in this process (one context, kept warm, behind a lock); drawing runs in a
+child process, as mermaidx's V8 engine does, so that a diagram whose JS never stops can be killed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from functools import lru_cache
+
+_EXEC_SHIM = "(function () {\n  const origExec = RegExp.prototype.exec;"
+
+
+def available() -> bool:
+    """Whether the V8 wheel (mini-racer) is installed."""
+    try:
+        import py_mini_racer  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=1)
+def context_scripts() -> tuple[str, ...]:
+    """mermaidx's scripts for a fresh context, with the DOM shim's ``RegExp.prototype.exec`` wrapper left out."""
+    from mermaidx.engines._common import context_scripts as mx_scripts
+
+    scripts = list(mx_scripts())
+    shim = scripts[1]
+    start = shim.find(_EXEC_SHIM)
+    if start >= 0:
+        end = shim.index("})();", start) + len("})();")
+        scripts[1] = shim[:start] + shim[end:]
+    return tuple(scripts)
+
+
+def build_context(*, speedups: bool = True):
+    """A V8 context with Mermaid loaded, as mermaidx's V8 engine makes it (text measured from font tables)."""
+    from mermaidx.engines import v8_engine
+    from py_mini_racer import MiniRacer
+
+    from flowcore.mermaid.engines.sources import SHIM_SPEEDUPS_JS
+
+    ctx = MiniRacer()
+    ctx.eval("globalThis.__log = (s) => {};")
+    ctx.eval(v8_engine._measure_text_js())
+    for script in context_scripts():
+        ctx.eval(script)
+    if speedups:
+        ctx.eval(SHIM_SPEEDUPS_JS)
+    return ctx
+
+
+class V8ParseEngine:
+    """One warm V8 context for `mermaid.parse` (and the FlowDB read-out used by the differential tests)."""
+
+    def __init__(self) -> None:
+        self._ctx = None
+        self._lock = threading.Lock()
+        self.fast_ready = False
+
+    def start(self) -> None:
+        with self._lock:
+            if self._ctx is None:
+                self._init_context()
+
+    def _init_context(self) -> None:
+        from flowcore.mermaid.engines.sources import _FAST_FLOWCHART_JS, _FAST_LEXER_JS, MERMAID_CONFIG
+
+        if self._ctx is not None:  # a dropped context must be closed, or V8 can hang the interpreter's exit
+            self._ctx.close()
+            self._ctx = None
+        ctx = build_context()
+        ctx.eval(f"mermaid.initialize({json.dumps(MERMAID_CONFIG)});")
+        ctx.eval("globalThis.__mfNativeExec = RegExp.prototype.exec;")
+        ctx.eval(_FAST_LEXER_JS)
+        ctx.eval(_FAST_FLOWCHART_JS)
+        self._ctx = ctx
+        out = self._settle()
+        self.fast_ready = bool(out and json.loads(out).get("ok"))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._ctx is not None:
+                self._ctx.close()
+                self._ctx = None
+
+    def _settle(self) -> str | None:
+        """V8 runs promise jobs at the end of every eval; run the shim's timers until `__mfOut` is set."""
+        ctx = self._ctx
+        for _ in range(10_000):
+            out = ctx.eval("globalThis.__mfOut")
+            if out is not None or not ctx.eval("__runNextTimer()"):
+                return out
+        return None
+
+    def _eval_settled(self, js: str) -> dict:
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    if self._ctx is None:
+                        self._init_context()
+                    self._ctx.eval(js)
+                    out = self._settle()
+                    break
+                except Exception:  # a broken context (out of memory, stack): rebuild once and retry
+                    if attempt == 2:
+                        raise
+                    self._init_context()
+        if not out:
+            raise RuntimeError("mermaid did not finish")
+        return json.loads(out)
+
+    def parse(self, text: str) -> dict:
+        from flowcore.mermaid.engines.sources import _PARSE_JS
+
+        return self._eval_settled(_PARSE_JS % json.dumps(text))
+
+    def graph(self, text: str) -> dict:
+        from flowcore.mermaid.engines.sources import _GRAPH_JS
+
+        return self._eval_settled(_GRAPH_JS % json.dumps(text))
+
+    def grammar_tables(self) -> dict:
+        from flowcore.mermaid.engines.sources import _GRAMMAR_JS
+
+        with self._lock:
+            if self._ctx is None:
+                self._init_context()
+            return json.loads(self._ctx.eval(_GRAMMAR_JS))
+
+
+# ------------------------------------------------------------------------------------------------ drawing
+
+def _child_main(conn) -> None:  # pragma: no cover - runs in the child process
+    """mermaidx's V8 child loop (one isolate, requests over a pipe), with this module's contexts, and one spare
+    context kept ready: a diagram whose label sizes are not known yet is drawn twice (the first pass only learns
+    them, see mermaidx's v8_engine._render), and the second pass needs a fresh context too."""
+    from mermaidx.engines import v8_engine
+    from mermaidx.engines._common import MermaidRenderError, TextMeasurer
+
+    known: dict = {}
+    measurer = TextMeasurer()
+    ready: list = []
+    used: list = []  # the contexts the current request has drawn in
+
+    def take():
+        ctx = ready.pop(0) if ready else build_context()
+        used.append(ctx)
+        return ctx
+
+    try:
+        ready += [build_context(), build_context()]
+        conn.send(("ready", None))
+    except Exception as exc:  # noqa: BLE001 - any boot failure goes to the parent
+        conn.send(("boot_error", f"{type(exc).__name__}: {exc}"))
+        return
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        code, theme, config, css = msg
+        try:
+            svg = v8_engine._render(take(), code, theme, config, css, known, measurer.foreign_object, take)
+            conn.send(("ok", svg))
+        except MermaidRenderError as exc:
+            conn.send(("render_error", str(exc)))
+        except Exception as exc:  # noqa: BLE001
+            conn.send(("render_error", f"{type(exc).__name__}: {exc}"))
+        # mermaid.js numbers ids from module-level counters: every diagram gets fresh contexts (as a browser
+        # opens a page per diagram), built now so that they are ready by the next request
+        for ctx in used:
+            ctx.close()
+        used.clear()
+        try:
+            while len(ready) < 2:
+                ready.append(build_context())
+        except Exception as exc:  # noqa: BLE001
+            conn.send(("boot_error", f"{type(exc).__name__}: {exc}"))
+            return
+
+
+def render_engine(timeout_ms: int = 60_000):
+    """mermaidx's V8 render engine (a child process, killed and replaced when a render overruns ``timeout_ms``)
+    running this module's contexts."""
+    from mermaidx.engines import v8_engine
+
+    class _Engine(v8_engine.Engine):
+        def _spawn(self) -> None:  # mermaidx's, with this module's child loop as the target
+            parent_conn, child_conn = v8_engine._MP_CONTEXT.Pipe()
+            process = v8_engine._MP_CONTEXT.Process(target=_child_main, args=(child_conn,), daemon=True)
+            process.start()
+            child_conn.close()
+            if not parent_conn.poll(timeout=v8_engine._BOOT_TIMEOUT_MS / 1000):
+                process.kill()
+                raise v8_engine.MermaidRenderError("the V8 engine did not start in time")
+            status, payload = parent_conn.recv()
+            if status != "ready":
+                process.kill()
+                raise v8_engine.MermaidRenderError(f"the V8 engine failed to start: {payload}")
+            self._process, self._parent_conn = process, parent_conn
+
+    return _Engine(render_timeout_ms=timeout_ms)

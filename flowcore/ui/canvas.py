@@ -1,0 +1,246 @@
+"""A drawing canvas view of a workflow, and back (no Streamlit here; the Editor page adapts it to its widget).
+
+Canvas dict: ``{"nodes": [{"id", "op", "label", "x", "y", "kind"}], "edges": [{"id", "source", "target",
+"label"}]}``. ``to_canvas`` lays the nodes out in layers (topological generations along the flowchart's
+direction); ``apply_canvas`` takes an edited canvas and applies what a drawing can change (nodes added from
+the palette, nodes deleted, connections added or removed, edge labels) to the workflow, keeping everything
+else (prompts, classes, subgraphs, labels) as it was. ``apply_canvas(w, to_canvas(w)) == w``.
+"""
+
+from __future__ import annotations
+
+from flowcore import catalogue as cat
+from flowcore.model import Edge, Node, Workflow
+
+X_GAP, Y_GAP = 230, 110  # canvas pixels between layers / between nodes of a layer (top-down)
+CANVAS_WIDTH, CANVAS_HEIGHT = 900, 480  # below this extent the canvas shows the graph at zoom 1 (no fit)
+NODE_W, NODE_H = 190, 70
+PREFIX = {"CustomOp": "C", "AnswerGenerateOp": "A", "ProgrammerOp": "P", "ScEnsembleOp": "E",
+          "CustomCodeGenerateOp": "G", "TestOp": "T", "ReviewOp": "R", "ReviseOp": "V", "FormatOp": "F",
+          cat.DECISION: "D"}
+INTERFACE_LABELS = {"PROBLEM": "Problem", "ENTRY_POINT": "Entry point", "RETURN": "Return"}
+PROMPT_WORD = {"CustomOp": "role", "CustomCodeGenerateOp": "instruction"}
+NEW_PREFIX = "new"  # ids of canvas nodes not yet in the workflow
+
+
+def kind_of(node_id: str, op: str | None) -> str:
+    """'input' (no incoming handle), 'output' (no outgoing handle) or 'default'."""
+    if op == cat.INTERFACE and node_id in ("PROBLEM", "ENTRY_POINT"):
+        return "input"
+    if op == cat.INTERFACE and node_id == "RETURN":
+        return "output"
+    return "default"
+
+
+def _layers(w: Workflow) -> list[list[str]]:
+    """Nodes by layer along the flow (a cycle is broken where Mermaid breaks it, so its nodes do not pile up
+    in one layer). A node with no edge at all (just added from the palette) goes to the middle layer, at its
+    end, where connecting it from above and to below is one short drag each."""
+    from flowcore.ui.view import layers as flow_layers
+
+    linked = {e.src for e in w.edges} | {e.dst for e in w.edges}
+    alone = [n for n in w.nodes if n not in linked] if len(w.nodes) > 1 else []
+    layers = flow_layers(w)
+    if alone and len(alone) < len(w.nodes):
+        layers = [[n for n in layer if n not in alone] for layer in layers]
+        layers = [layer for layer in layers if layer]
+        layers[len(layers) // 2].extend(alone) if layers else layers.append(alone)
+    return layers
+
+
+def depth(w: Workflow) -> int:
+    """How many layers the layout has (for sizing a rendered diagram)."""
+    return len(_layers(w))
+
+
+def layout(w: Workflow) -> dict[str, tuple[float, float]]:
+    """Stable positions: layers along the flowchart direction, each layer centred across it."""
+    layers = _layers(w)
+    widest = max((len(layer) for layer in layers), default=1)
+    horizontal = w.direction in ("LR", "RL")
+    pos = {}
+    for depth, layer in enumerate(layers):
+        along = depth if w.direction not in ("RL", "BT") else len(layers) - 1 - depth
+        for i, nid in enumerate(layer):
+            across = i + (widest - len(layer)) / 2
+            if horizontal:
+                pos[nid] = (float(along * X_GAP), float(across * Y_GAP))
+            else:
+                pos[nid] = (float(across * X_GAP), float(along * Y_GAP * 1.2))
+    return pos
+
+
+def to_canvas(w: Workflow, positions: dict[str, tuple[float, float]] | None = None) -> dict:
+    """The canvas dict of a workflow; ``positions`` (where the user dragged nodes) win over the layout."""
+    pos = layout(w)
+    pos.update({k: (float(v[0]), float(v[1])) for k, v in (positions or {}).items() if k in w.nodes})
+    nodes = [{"id": n.id, "op": n.op, "label": n.label if n.label is not None else n.id,
+              "x": pos[n.id][0], "y": pos[n.id][1], "kind": kind_of(n.id, n.op)} for n in w.nodes.values()]
+    edges = [{"id": f"e{i}", "source": e.src, "target": e.dst, "label": e.label or ""}
+             for i, e in enumerate(w.edges)]
+    return {"nodes": nodes, "edges": edges}
+
+
+def extent(canvas: dict) -> tuple[float, float]:
+    """Width and height the canvas's nodes span (pixels at zoom 1)."""
+    xs = [float(n["x"]) for n in canvas.get("nodes", [])] or [0.0]
+    ys = [float(n["y"]) for n in canvas.get("nodes", [])] or [0.0]
+    return max(xs) - min(xs) + NODE_W, max(ys) - min(ys) + NODE_H
+
+
+def palette(task: str | None, w: Workflow | None = None) -> list[str]:
+    """What can be added: the task's operators, then the interface nodes the workflow lacks."""
+    items = cat.operators_for(task)
+    for nid, (_, _, tasks) in cat.INTERFACE_NODES.items():
+        if (task is None or task in tasks) and (w is None or nid not in w.nodes):
+            items.append(nid)
+    return items
+
+
+def add_palette_node(canvas: dict, item: str) -> dict:
+    """A copy of ``canvas`` with one new node for a palette item (operator name or interface id),
+    placed below/right of the existing nodes. Its id is temporary until ``apply_canvas``."""
+    nodes = list(canvas.get("nodes", []))
+    if item in cat.INTERFACE_NODES:
+        node_id, op = item, cat.INTERFACE
+    elif item in cat.CATALOGUE and item != cat.INTERFACE:
+        taken = {n["id"] for n in nodes}
+        k = 1
+        while f"{NEW_PREFIX}{k}" in taken:
+            k += 1
+        node_id, op = f"{NEW_PREFIX}{k}", item
+    else:
+        raise ValueError(f"unknown palette item {item!r}: use an operator name "
+                         f"({', '.join(cat.operators_for(None))}) or an interface "
+                         f"({', '.join(cat.INTERFACE_NODES)})")
+    x = max((float(n.get("x", 0)) for n in nodes), default=-X_GAP) + X_GAP
+    y = max((float(n.get("y", 0)) for n in nodes), default=0.0)
+    nodes.append({"id": node_id, "op": op, "label": None, "x": x, "y": y, "kind": kind_of(node_id, op)})
+    return {"nodes": nodes, "edges": list(canvas.get("edges", []))}
+
+
+def new_node(w: Workflow, op: str, node_id: str | None = None) -> Node:
+    """A fresh typed node for ``w`` (not yet inserted): id with the operator's prefix, label naming the
+    operator and, for prompt-driven operators, a new prompt name."""
+    if op == cat.INTERFACE:
+        if node_id not in cat.INTERFACE_NODES:
+            raise ValueError(f"an Interface node is one of {', '.join(cat.INTERFACE_NODES)}, not {node_id!r}")
+        return Node(node_id, INTERFACE_LABELS[node_id], "([", cat.INTERFACE)
+    if op not in cat.CATALOGUE:
+        raise ValueError(f"unknown operator {op!r}")
+    nid = w.new_id(PREFIX.get(op, "N"))
+    word = op[:-2] if op.endswith("Op") else op
+    if op in PROMPT_WORD:
+        used = set(w.prompts) | {n.prompt for n in w.nodes.values() if n.prompt}
+        name = nid.lower()
+        while name in used:
+            name += "_"
+        return Node(nid, f"{word}<br/>({PROMPT_WORD[op]}: {name})", "[", op, prompt=name)
+    if op == cat.DECISION:
+        return Node(nid, "Decision<br/>tests passed?", "{", op)
+    return Node(nid, word, "[", op)
+
+
+def _out_types(w: Workflow, nid: str) -> tuple[str, ...]:
+    n = w.nodes[nid]
+    if n.op == cat.INTERFACE:
+        return cat.INTERFACE_NODES.get(nid, ((), (), ()))[1]
+    if n.op is None:
+        return ()
+    out = cat.CATALOGUE[n.op].output
+    return out if isinstance(out, tuple) else (cat.TEXT,)
+
+
+def port_for(w: Workflow, src: str, dst: str) -> str | None:
+    """The label for a new edge src -> dst: None (the target's default port) when that port takes what the
+    source emits, else the first port that does; Decision sources get the route not yet used."""
+    s, d = w.nodes[src], w.nodes[dst]
+    if s.op == cat.DECISION:
+        used = {(e.label or "").lower() for e in w.out_edges(src)}
+        return next((r for r in cat.ROUTES if r.lower() not in used), cat.ROUTES[0])
+    if d.op is None:
+        return None
+    types = _out_types(w, src)
+    ports = cat.inputs_of(d.op, d.id)
+    default = next((p for p in ports if p.default), None)
+    if not types or default is None or any(cat.is_assignable(t, default.types) for t in types):
+        return None
+    fed = {(e.label or "").lower() for e in w.in_edges(dst)}
+    fitting = [p for p in ports if any(cat.is_assignable(t, p.types) for t in types)]
+    free = [p for p in fitting if p.name.lower() not in fed]
+    return (free or fitting)[0].name if fitting else None
+
+
+def apply_canvas(w: Workflow, canvas: dict) -> Workflow:
+    """A new workflow: ``w`` with the canvas's node additions/deletions and edge changes applied."""
+    out = w.copy()
+    cnodes = [n for n in canvas.get("nodes", []) if isinstance(n, dict) and n.get("id")]
+    present = {str(n["id"]) for n in cnodes}
+    for nid in [nid for nid in out.nodes if nid not in present]:
+        del out.nodes[nid]
+    rename: dict[str, str] = {nid: nid for nid in out.nodes}
+    for cn in cnodes:
+        cid = str(cn["id"])
+        if cid in rename:
+            continue
+        op = cn.get("op") or cat.resolve((cn.get("label") or "").split("<", 1)[0].strip())
+        if op is None:
+            continue  # nothing says what this node is; a drawing cannot add untyped nodes
+        node = new_node(out, op, cid if op == cat.INTERFACE else None)
+        if node.id in out.nodes:
+            continue
+        out.nodes[node.id] = node
+        rename[cid] = node.id
+    by_id = {f"e{i}": e for i, e in enumerate(w.edges)}
+    edges: list[Edge] = []
+    out.edges = edges  # filled below; port_for reads the edges kept so far
+    seen: set[str] = set()
+    for ce in canvas.get("edges", []):
+        eid = str(ce.get("id", ""))
+        src, dst = rename.get(str(ce.get("source"))), rename.get(str(ce.get("target")))
+        if src is None or dst is None or eid in seen:
+            continue
+        seen.add(eid)
+        label = (ce.get("label") or "").strip() or None
+        old = by_id.get(eid)
+        if old is not None and (old.src, old.dst) == (src, dst):
+            same = old.label == label
+            edges.append(old if same else Edge(src, dst, label, old.arrow, old.line, old.column))
+            continue
+        if src == dst or kind_of(dst, out.nodes[dst].op) == "input" \
+                or kind_of(src, out.nodes[src].op) == "output":  # no handle there to draw it with
+            continue
+        if label is None:
+            label = port_for(out, src, dst)
+        if any((e.src, e.dst, e.label) == (src, dst, label) for e in edges):
+            continue
+        edges.append(Edge(src, dst, label))
+    return out
+
+
+# -- edits the Editor page makes to the text itself (kept here so the page stays layout only) ----------------
+
+def set_prompt_text(text: str, name: str, prompt: str) -> str:
+    """``text`` with the ``%% @prompt name:`` line set to ``prompt`` (added after the header when missing);
+    every other line, comments included, is kept as written."""
+    from flowcore.mermaid.reader import _PROMPT, _escape
+
+    line = f"%% @prompt {name}: {_escape(prompt.strip())}"
+    rows = text.split("\n")
+    for i, row in enumerate(rows):
+        m = _PROMPT.match(row.strip())
+        if m and m["name"] == name:
+            rows[i] = row[:len(row) - len(row.lstrip())] + line
+            return "\n".join(rows)
+    header = next((i for i, row in enumerate(rows) if row.strip().startswith(("flowchart", "graph"))), None)
+    if header is None:
+        return "\n".join([line, *rows])
+    rows.insert(header + 1, "    " + line)
+    return "\n".join(rows)
+
+
+def annotations(diags: list) -> list[dict]:
+    """Ace editor gutter annotations (0-based rows) for diagnostics; those without a line go on the first."""
+    return [{"row": max((d.line or 1) - 1, 0), "column": max((d.column or 1) - 1, 0),
+             "type": "error" if d.severity == "error" else "warning", "text": f"{d.code} {d.message}"}
+            for d in diags]

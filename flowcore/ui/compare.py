@@ -1,0 +1,135 @@
+"""What the Compare page (and the test-split sections of Evolve and History) need from the engine, without
+any layout: the workflows one can pick, the stakeholder table, the score-vs-cost figure with its Pareto front,
+the per-problem agreement, and a caption saying whose split the problems are."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from flowcore.evaluation.compare import Comparison, baseline_title, baselines
+from flowcore.evolution.history import History
+from flowcore.workspace import library
+from flowcore.workspace.store import Workspace
+
+__all__ = ["agreement_frame", "pareto_figure", "split_caption", "table_frame", "validation_test_frame", "workflow_sources"]
+
+
+def workflow_sources(ws: Workspace, task: str, per_run: int = 5) -> dict[str, str]:
+    """label -> workflow text for one task: the baselines, the bundled examples (seeds and case studies), the
+    saved workflows, and each evolution run's best measured rounds (top ``per_run`` by validation score)."""
+    out: dict[str, str] = {}
+    for name, _, text in baselines(task):
+        out[f"baseline · {baseline_title(name)}"] = text
+    for name, t, text in library.examples():
+        if t == task:
+            out[f"example · {name}"] = text
+    for entry in library.list_workflows(ws):
+        if entry.task == task and entry.valid:
+            out[f"saved · {entry.name} v{entry.version}"] = library.load_workflow(ws, entry.name)[0]
+    h = History(ws)
+    for info in reversed(h.runs()):
+        if info.task != task or info.offline:
+            continue
+        best = sorted((r for r in h.summaries(info.id) if r["status"] == "ok" and r["score"] is not None),
+                      key=lambda r: (-r["score"], r["round"]))[:per_run]
+        for r in best:  # only these rounds are read in full
+            text = (h.get_round(info.id, r["round"]) or {}).get("workflow_text")
+            if text:
+                out[f"run #{info.id} · round {r['round']} · validation {100 * r['score']:.1f}%"] = text
+    return out
+
+
+def short_name(label: str) -> str:
+    """A table column name for a picked label ('baseline · CoT (math)' -> 'CoT (math)')."""
+    head, _, rest = label.partition(" · ")
+    return rest if head in ("baseline", "example", "saved") else label.split(" · validation")[0]
+
+
+def split_caption(split: dict) -> str:
+    s = split or {}
+    text = f"**{s.get('split', '?')}** problems"
+    if s.get("test_n") is not None:
+        text += f" of {s['validation_n']} validation / {s['test_n']} test — {s.get('source')}"
+    elif s.get("source"):
+        text += f" — {s['source']}"
+    if s.get("limit"):
+        text += f" (first {s['limit']})"
+    if s.get("papers"):
+        text += f". The papers' files: {s['papers']['validation_n']} / {s['papers']['test_n']}"
+    return text + (f". {s['note'][0].upper()}{s['note'][1:]}." if s.get("note") else ".")
+
+
+def table_frame(c: Comparison) -> pd.DataFrame:
+    """The stakeholder table: percentages and points, the best marked, p-values as numbers."""
+    rows = []
+    for r in c.rows():
+        none = r["score"] is None  # every run errored: no score
+        rows.append({"workflow": r["workflow"], "best": "★" if r["best"] else "",
+                     "score %": None if none else 100 * r["score"],
+                     "95% CI": "no problem scored" if none else f"{100 * r['ci_low']:.1f} – {100 * r['ci_high']:.1f}",
+                     "sd %": None if r["sd"] is None else 100 * r["sd"], "errors": r["errors"], "cost/problem $": r["cost_per_problem"], "tokens": r["tokens"],
+                     "calls": r["calls"],
+                     "Δ vs best (pts)": None if r["diff_vs_best"] is None else 100 * r["diff_vs_best"],
+                     "Δ 95% CI": "" if r["diff_low"] is None else
+                     f"{100 * r['diff_low']:+.1f} – {100 * r['diff_high']:+.1f}",
+                     "McNemar p": r["mcnemar_p"], "Pareto": "yes" if r["pareto"] else ""})
+    return pd.DataFrame(rows)
+
+
+def agreement_frame(c: Comparison) -> pd.DataFrame:
+    """Which problems each workflow solves (solve rate with repeats), disagreements first."""
+    df = pd.DataFrame(c.agreement())
+    if df.empty:
+        return df
+    return df.sort_values("agree", kind="stable").reset_index(drop=True)
+
+
+def pareto_figure(c: Comparison) -> Any:
+    """Score (percent) against cost per problem; the Pareto front drawn as a step line, the best starred."""
+    import plotly.graph_objects as go
+
+    every = c.rows()
+    keep = [i for i, r in enumerate(every) if r["score"] is not None]  # nothing scored: nothing to plot
+    rows = [every[i] for i in keep]
+    front = [keep.index(i) for i in c.pareto()]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(
+        x=[r["cost_per_problem"] for r in rows], y=[100 * r["score"] for r in rows], mode="markers+text",
+        text=[r["workflow"] for r in rows], textposition="top center", name="workflows",
+        marker={"size": [16 if r["best"] else 11 for r in rows],
+                "symbol": ["star" if r["best"] else "circle" for r in rows],
+                "color": ["#1565c0" if r["pareto"] else "#90a4ae" for r in rows]},
+        error_y={"type": "data", "symmetric": False, "array": [100 * (r["ci_high"] - r["score"]) for r in rows],
+                 "arrayminus": [100 * (r["score"] - r["ci_low"]) for r in rows], "color": "#b0bec5"},
+        hovertext=[f"{r['workflow']}: {100 * r['score']:.1f}% [{100 * r['ci_low']:.1f}, {100 * r['ci_high']:.1f}]"
+                   f", ${r['cost_per_problem']:.6f}/problem" for r in rows], hoverinfo="text"))
+    fig.add_trace(go.Scatter(x=[rows[i]["cost_per_problem"] for i in front], y=[100 * rows[i]["score"] for i in front],
+                             mode="lines", line={"shape": "hv", "dash": "dash", "color": "#1565c0"},
+                             name="Pareto front"))
+    fig.update_layout(title="Score vs cost per problem (blue: Pareto front; bars: 95% interval)",
+                      xaxis_title="cost per problem (USD)", yaxis_title="score (%)", height=400,
+                      margin={"l": 40, "r": 10, "t": 50, "b": 40}, legend={"orientation": "h", "y": -0.2})
+    fig.update_yaxes(range=[0, 105])
+    return fig
+
+
+def validation_test_frame(ws: Workspace, run_id: int) -> pd.DataFrame:
+    """Validation and test side by side (percent, with intervals) for a run's test-scored rounds."""
+    from flowcore.evolution.testsplit import validation_vs_test
+
+    df = validation_vs_test(ws, run_id)
+    if df.empty:
+        return df
+
+    def pct(v: Any) -> float | None:
+        return None if v is None or pd.isna(v) else 100 * float(v)
+
+    return pd.DataFrame([{"round": r["round"], "operator": r["operator"], "validation %": pct(r["validation"]),
+                          "validation 95% CI": "—" if pct(r["val_low"]) is None else
+                          f"{pct(r['val_low']):.1f} – {pct(r['val_high']):.1f}", "val n": r["val_n"],
+                          "test %": pct(r["test"]), "test 95% CI": f"{pct(r['test_low']):.1f} – {pct(r['test_high']):.1f}",
+                          "test n": r["test_n"], "repeats": r["repeats"], "test sd %": pct(r["test_sd"]),
+                          "errors": r["errors"], "test cost $": r["test_cost"], "split": r["split"]}
+                         for r in df.to_dict("records")])

@@ -1,0 +1,46 @@
+"""How an evolution run reads on the Evolve page (no Streamlit here): one unambiguous progress phrase, and
+candidate rows that say why a candidate the optimizer could not produce is missing."""
+
+from __future__ import annotations
+
+from flowcore.evolution.judge import CRITERIA
+
+__all__ = ["candidate_rows", "progress_phrase"]
+
+
+def progress_phrase(rounds: int, data: dict | None, stored: int, message: str = "") -> str:
+    """E.g. 'Round 2 of 3: evaluating the chosen candidate, problem 1 of 5 · 1 of 3 rounds done'.
+
+    ``rounds``: the rounds planned (the seed is round 0 and not counted); ``stored``: round records stored
+    so far (the seed's included); ``data``: the job's progress data {"round", "phase", "done", "n"}."""
+    data = data or {}
+    done = max(0, min(stored - 1, rounds))
+    tail = f"{done} of {rounds} round{'s' * (rounds != 1)} done"
+    rnd, phase = data.get("round"), data.get("phase")
+    if phase == "evaluating" and rnd is not None:
+        what = "the seed workflow" if rnd == 0 else "the chosen candidate"
+        where = "Seed" if rnd == 0 else f"Round {rnd} of {rounds}"
+        return f"{where}: evaluating {what}, problem {data.get('done', 0)} of {data.get('n', '?')} · {tail}"
+    if stored == 0:
+        return f"Starting: scoring the seed workflow · {tail}"
+    if done >= rounds:
+        return f"All {rounds} round{'s' * (rounds != 1)} done · finishing"
+    return f"Round {done + 1} of {rounds}: making and judging candidates · {tail}"
+
+
+def candidate_rows(row: dict) -> list[dict]:
+    """The round's candidates: chosen or not, operator, the judge's scores, and in 'what happened' the
+    operator's detail or, for a candidate that could not be produced, the reason (never a row of blanks)."""
+    out = []
+    for i, c in enumerate(row.get("candidates") or []):
+        s = c.get("scores") or {}
+        reason = c.get("reason") or ""
+        produced = bool(c.get("text")) or bool(s)
+        status = "chosen" if i == row.get("chosen") else ("not produced" if not produced else
+                                                           "dropped" if reason else "candidate")
+        out.append({"#": i, "status": status, "operator": c.get("operator") or "—",
+                    "judge total": s.get("total"),
+                    "what happened": (f"not produced: {reason}" if not produced and reason else
+                                      f"dropped: {reason}" if reason else c.get("detail") or ""),
+                    **{k: s.get(k) for k in CRITERIA}})
+    return out

@@ -1,0 +1,248 @@
+"""The open workflow of each browser, kept where a reload, a copied link and the back button find it.
+
+Two places, as Mermaid Live Editor does it:
+
+- the **URL**: the workflow's name, library version and task, plus its text compressed (``z:`` + URL-safe
+  base64 of zlib) whenever the text differs from what the name and version already say. A saved or an
+  untouched example workflow therefore has a short link; an edited one carries its own text.
+- a **draft row** per browser in the workspace (``drafts``), written on every change: opening the app
+  without a link in the same browser reopens what was open, unsaved text included.
+
+The pages call :func:`resolve` once per browser session and :func:`remember` after every run; nothing here
+imports Streamlit.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import re
+import time
+import uuid
+import zlib
+from dataclasses import dataclass
+
+from flowcore import catalogue as cat
+from flowcore.workspace import library
+from flowcore.workspace.store import Workspace
+
+__all__ = ["DraftError", "OpenWorkflow", "MAX_TEXT_BYTES", "MAX_URL_CODE", "decode_text", "default_workflow",
+           "encode_text", "forget_draft", "from_params", "load_draft", "new_browser_id", "remember",
+           "resolve", "save_draft", "saved_state", "to_params", "valid_browser_id"]
+
+PREFIX = "z:"
+MAX_TEXT_BYTES = 8 * 1024 * 1024  # a decoded link never expands past this (a zip bomb stops here)
+MAX_URL_CODE = 24_000  # longer compressed texts stay out of the URL (the draft row still has them)
+DEFAULT_EXAMPLE = "math_seed"
+_B64_RE = re.compile(r"^[A-Za-z0-9_-]*={0,2}$")
+_BROWSER_RE = re.compile(r"^[0-9a-f]{32}$")
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS drafts(
+    browser TEXT PRIMARY KEY, name TEXT NOT NULL, version INTEGER, task TEXT NOT NULL, text TEXT NOT NULL,
+    updated REAL NOT NULL);
+"""
+
+
+class DraftError(ValueError):
+    """A link or draft that cannot be opened; the message says which part is wrong."""
+
+
+@dataclass(frozen=True)
+class OpenWorkflow:
+    name: str
+    task: str
+    text: str
+    version: int | None = None  # the library version it was opened from or last saved as
+
+
+def _schema(ws: Workspace) -> None:
+    ws.ensure_schema("drafts", _DDL)
+
+
+# -- the compressed text -------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=16)  # every page run asks again for the same text
+def encode_text(text: str) -> str:
+    raw = zlib.compress(text.encode("utf-8"), 9)
+    return PREFIX + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_text(code: str) -> str:
+    """The text of a ``z:`` code; DraftError naming what is wrong (prefix, base64, zlib, size, UTF-8)."""
+    if not isinstance(code, str) or not code.startswith(PREFIX):
+        cut = isinstance(code, str) and ("z%3a".startswith(code.lower()) or PREFIX.startswith(code))
+        raise DraftError(f"the link's 'code' must start with {PREFIX!r}" + (" (was the link cut short?)" * cut))
+    body = code[len(PREFIX):].strip()
+    if not _B64_RE.match(body):
+        raise DraftError("the link's 'code' is not URL-safe base64 (was the link cut short?)")
+    try:
+        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+    except (binascii.Error, ValueError):
+        raise DraftError("the link's 'code' is not URL-safe base64 (was the link cut short?)") from None
+    d = zlib.decompressobj()
+    try:
+        data = d.decompress(raw, MAX_TEXT_BYTES + 1)
+    except zlib.error:
+        raise DraftError("the link's 'code' does not decompress (was the link cut short?)") from None
+    if len(data) > MAX_TEXT_BYTES or d.unconsumed_tail:
+        raise DraftError(f"the link's text is larger than {MAX_TEXT_BYTES // (1024 * 1024)} MB")
+    if not d.eof:
+        raise DraftError("the link's 'code' is incomplete (was the link cut short?)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DraftError("the link's text is not UTF-8") from None
+
+
+# -- what a name and version already say ---------------------------------------------------------------------------
+
+def _example(name: str) -> tuple[str, str] | None:
+    return next(((text, task) for n, task, text in library.examples() if n == name), None)
+
+
+def baseline(ws: Workspace, wf: OpenWorkflow) -> str | None:
+    """The text the name and version stand for (a stored version, or an untouched example), if any."""
+    if wf.version is not None:
+        try:
+            return library.load_workflow(ws, wf.name, wf.version)[0]
+        except library.LibraryError:
+            return None
+    ex = _example(wf.name)
+    return ex[0] if ex else None
+
+
+def saved_state(ws: Workspace, wf: OpenWorkflow) -> str:
+    """One phrase for the page header: 'saved as version 3', 'unsaved changes to version 3',
+    'example, unchanged', 'not saved yet'."""
+    base = baseline(ws, wf)
+    if wf.version is not None:
+        if base is None:
+            return f"version {wf.version} is no longer in the workspace; not saved"
+        return f"saved as version {wf.version}" if base == wf.text else f"unsaved changes to version {wf.version}"
+    if base is not None:
+        return "example, unchanged" if base == wf.text else "edited example, not saved yet"
+    return "not saved yet"
+
+
+def default_workflow() -> OpenWorkflow:
+    ex = _example(DEFAULT_EXAMPLE)
+    if ex:
+        return OpenWorkflow(DEFAULT_EXAMPLE, ex[1], ex[0])
+    return OpenWorkflow("untitled", "math", "flowchart TD\n")
+
+
+# -- the URL ---------------------------------------------------------------------------------------------------------
+
+def to_params(ws: Workspace, wf: OpenWorkflow) -> dict[str, str]:
+    """Query parameters that reopen ``wf``: name, version, task, and the text when it differs from what they
+    say and is small enough for a link (else the draft row keeps it)."""
+    out = {"wf": wf.name, "task": wf.task}
+    if wf.version is not None:
+        out["v"] = str(wf.version)
+    if baseline(ws, wf) != wf.text:
+        code = encode_text(wf.text)
+        if len(code) <= MAX_URL_CODE:
+            out["code"] = code
+    return out
+
+
+def from_params(ws: Workspace, params: dict[str, str]) -> OpenWorkflow | None:
+    """The workflow a link names, or None when the link names none. DraftError (naming the parameter) for a
+    link that names one but cannot be opened."""
+    name, code, version, task = (params.get(k) for k in ("wf", "code", "v", "task"))
+    if not name and not code:
+        return None
+    name = (name or "untitled").strip()[:80] or "untitled"
+    if task is not None and task not in cat.TASKS:
+        raise DraftError(f"the link's task {task!r} is not one of {', '.join(cat.TASKS)}")
+    ver: int | None = None
+    if version:
+        try:
+            ver = int(version)
+        except ValueError:
+            raise DraftError(f"the link's version {version!r} is not a number") from None
+    text = decode_text(code) if code else None
+    if text is None:  # the name (and version) must say what the text is
+        if ver is not None:
+            try:
+                text, stored_task = library.load_workflow(ws, name, ver)
+            except library.LibraryError as e:
+                raise DraftError(str(e)) from None
+            task = task or stored_task
+        elif (ex := _example(name)) is not None:
+            text, task = ex[0], task or ex[1]
+        else:
+            try:
+                text, stored_task = library.load_workflow(ws, name)
+            except library.LibraryError:
+                raise DraftError(f"the link names the workflow {name!r}, which is neither saved in this "
+                                 "workspace nor an example, and carries no text") from None
+            ver = library.versions(ws, name)[0][0]
+            task = task or stored_task
+    if task is None:
+        ex = _example(name)
+        task = ex[1] if ex else "math"
+    return OpenWorkflow(name, task, text, ver)
+
+
+# -- the draft row ---------------------------------------------------------------------------------------------------
+
+def new_browser_id() -> str:
+    return uuid.uuid4().hex
+
+
+def valid_browser_id(value: object) -> bool:
+    return isinstance(value, str) and bool(_BROWSER_RE.match(value))
+
+
+def save_draft(ws: Workspace, browser: str, wf: OpenWorkflow) -> None:
+    if not valid_browser_id(browser):
+        raise DraftError("a browser id is 32 hexadecimal digits")
+    _schema(ws)
+    with ws.transaction() as conn:
+        conn.execute("INSERT INTO drafts(browser, name, version, task, text, updated) VALUES (?,?,?,?,?,?) "
+                     "ON CONFLICT(browser) DO UPDATE SET name=excluded.name, version=excluded.version, "
+                     "task=excluded.task, text=excluded.text, updated=excluded.updated",
+                     (browser, wf.name, wf.version, wf.task, wf.text, time.time()))
+
+
+def load_draft(ws: Workspace, browser: str) -> OpenWorkflow | None:
+    if not valid_browser_id(browser):
+        return None
+    _schema(ws)
+    rows = ws.query("SELECT name, version, task, text FROM drafts WHERE browser=?", (browser,))
+    if not rows:
+        return None
+    r = rows[0]
+    task = r["task"] if r["task"] in cat.TASKS else "math"
+    return OpenWorkflow(r["name"], task, r["text"], None if r["version"] is None else int(r["version"]))
+
+
+def forget_draft(ws: Workspace, browser: str) -> None:
+    _schema(ws)
+    with ws.transaction() as conn:
+        conn.execute("DELETE FROM drafts WHERE browser=?", (browser,))
+
+
+# -- one call per page run -------------------------------------------------------------------------------------------
+
+def resolve(ws: Workspace, params: dict[str, str], browser: str | None) -> tuple[OpenWorkflow, str | None]:
+    """What a new browser session opens: the link's workflow, else this browser's draft, else the default
+    example. Returns it with a message when the link could not be opened (the draft or default is used)."""
+    problem = None
+    try:
+        wf = from_params(ws, params)
+    except DraftError as e:
+        wf, problem = None, f"The link could not be opened: {e}."
+    if wf is None and browser:
+        wf = load_draft(ws, browser)
+    return wf or default_workflow(), problem
+
+
+def remember(ws: Workspace, browser: str | None, wf: OpenWorkflow, last: OpenWorkflow | None) -> dict[str, str]:
+    """Store ``wf`` as this browser's draft when it changed since ``last``; returns its URL parameters."""
+    if browser and wf != last:
+        save_draft(ws, browser, wf)
+    return to_params(ws, wf)

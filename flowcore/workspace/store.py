@@ -1,0 +1,230 @@
+"""The workspace: one database for workflows, history, runs, evaluations, LLM logs, AOV executions, settings.
+
+Embedded SQLite by default (a file); ``MERMAIDFLOW_DB=postgresql://user@host:port/db`` (or a ``postgresql://``
+target passed to ``Workspace``) puts the same tables in PostgreSQL so several app processes and workers share
+one workspace. Engine modules keep writing SQLite-flavoured SQL (``?`` placeholders, ``INSERT OR REPLACE``,
+``INTEGER PRIMARY KEY AUTOINCREMENT`` in their DDL, ``cursor.lastrowid``): ``flowcore.workspace.pg`` translates it
+in this one place, so no module needs a second dialect.
+
+Each engine module owns its tables and registers their DDL with ``ensure_schema``; the workspace guarantees
+transactional writes (a crash loses nothing that was committed), safe use from threads (one connection per
+thread), and one writer at a time (SQLite's BEGIN IMMEDIATE; a transaction-scoped advisory lock in
+PostgreSQL), so read-then-write code behaves the same on both.
+
+Errors: both backends raise ``sqlite3`` exception types (``IntegrityError``, ``OperationalError``, …; the
+PostgreSQL adapter maps psycopg's), re-exported here as ``DatabaseError``/``IntegrityError``/``OperationalError``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from flowcore.workspace.target import redact
+
+DB_ENV = "MERMAIDFLOW_DB"
+DEFAULT_FILE = "workspace.db"
+DatabaseError = sqlite3.DatabaseError
+IntegrityError = sqlite3.IntegrityError
+OperationalError = sqlite3.OperationalError
+# Where applied DDL is recorded (the "migration table"): a module's DDL re-runs only when its text changed.
+_SCHEMA_TABLE = ("CREATE TABLE IF NOT EXISTS mf_schema(name TEXT PRIMARY KEY, ddl_hash TEXT NOT NULL, "
+                 "applied REAL NOT NULL)")
+
+
+def is_postgres(target: object) -> bool:
+    return str(target).startswith(("postgresql://", "postgres://"))
+
+
+def default_target() -> str:
+    """``$MERMAIDFLOW_DB`` (a file path or a postgresql:// URL), else ``workspace.db``."""
+    return os.environ.get(DB_ENV) or DEFAULT_FILE
+
+
+class WorkspaceError(OSError):
+    """The workspace file cannot be used (not a SQLite database, unreadable, a folder...): an I/O error.
+    ``str()`` says what is wrong; ``path`` says where (callers usually prefix it)."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class Workspace:
+    """The engine's database. Thread-safe: one connection per thread.
+
+    ``path`` is the SQLite file, or the PostgreSQL URL without its password (for messages)."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        target = default_target() if path is None else path
+        self.backend = "postgresql" if is_postgres(target) else "sqlite"
+        self.url: str | None = None
+        if self.backend == "postgresql":
+            self.url = str(target)
+            self.path: Path | str = redact(self.url)
+        else:
+            self.path = Path(target)
+            if str(self.path) != ":memory:":
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._schemas: set[str] = set()
+        self._lock = threading.Lock()
+        self._conns: list[Any] = []  # every thread's connection, so close_all() can reach them
+        self._conns_lock = threading.Lock()
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.backend == "postgresql"
+
+    @property
+    def conn(self) -> Any:
+        """This thread's connection: a ``sqlite3.Connection`` or the PostgreSQL adapter with the same calls
+        (``execute`` returning a cursor with ``fetchone/fetchall/lastrowid/rowcount``, ``executescript``)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and self.is_postgres and conn.broken:
+            conn.close()  # the server restarted or the connection dropped: start a fresh one
+            conn = None
+        if conn is None:
+            if self.is_postgres:
+                from flowcore.workspace.pg import PgConnection
+
+                conn = PgConnection(self.url or "")
+            else:
+                conn = self._open_sqlite()
+                if conn is None:
+                    return self.conn  # another thread or process created the file first
+            self._local.conn = conn
+            with self._conns_lock:
+                self._conns.append(conn)
+        return conn
+
+    def _open_sqlite(self) -> sqlite3.Connection | None:
+        """Connect to the SQLite file, creating it 0600 (it holds prompts, history and logs; SQLite gives the
+        -wal/-shm files the same mode). A file that is not a database is a WorkspaceError (an I/O error)."""
+        path = Path(self.path)
+        try:
+            if str(path) != ":memory:" and not path.exists():
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+        except FileExistsError:
+            return None
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise WorkspaceError(path, f"not usable as the workspace database ({exc})") from None
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    def check_usable(self) -> None:
+        """Open the workspace and write to it once (its schema record), so a file that is not a database, a
+        folder or a read-only file is a WorkspaceError naming the problem before a page or command uses it."""
+        try:
+            self.ensure_schema("workspace", "")
+        except sqlite3.DatabaseError as exc:  # e.g. "attempt to write a readonly database"
+            raise WorkspaceError(Path(str(self.path)), f"not usable as the workspace database ({exc})") from None
+
+    def ensure_schema(self, name: str, ddl: str) -> None:
+        """Create a module's tables once per process (DDL must use IF NOT EXISTS). The DDL's hash is recorded
+        in ``mf_schema``; another process (or a restart) skips DDL that is already applied."""
+        if name in self._schemas:
+            return
+        with self._lock:
+            if name in self._schemas:
+                return
+            import hashlib
+
+            digest = hashlib.sha256(ddl.encode()).hexdigest()[:16]
+            conn = self.conn
+            if self.is_postgres:
+                conn.apply_ddl(name, ddl, digest, _SCHEMA_TABLE)
+            else:
+                conn.executescript(ddl + ";\n" + _SCHEMA_TABLE)
+                conn.execute("INSERT OR REPLACE INTO mf_schema(name, ddl_hash, applied) VALUES (?,?,?)",
+                             (name, digest, time.time()))
+            self._schemas.add(name)
+
+    def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
+        """A small migration: add the columns ``{name: declaration}`` that ``table`` lacks (both backends)."""
+        have = set(self.columns(table))
+        missing = {c: d for c, d in columns.items() if c not in have}
+        if not missing:
+            return
+        with self.transaction() as c:
+            for col, decl in missing.items():
+                if self.is_postgres:
+                    c.execute(f'ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS "{col}" {decl}')
+                else:
+                    c.execute(f'ALTER TABLE "{table}" ADD COLUMN "{col}" {decl}')
+
+    def columns(self, table: str) -> list[str]:
+        if self.is_postgres:
+            return self.conn.columns(table)
+        return [r["name"] for r in self.query(f'PRAGMA table_info("{table}")')]
+
+    def tables(self) -> list[str]:
+        """The workspace's tables (the migration table excluded), sorted."""
+        if self.is_postgres:
+            names = self.conn.tables()
+        else:
+            names = [r["name"] for r in self.query(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
+        return sorted(n for n in names if n != "mf_schema")
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """BEGIN IMMEDIATE ... COMMIT (SQLite) or BEGIN + the workspace write lock ... COMMIT (PostgreSQL);
+        rolls back on any exception so partial writes never land."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")  # the PostgreSQL adapter turns this into BEGIN + advisory lock
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def query(self, sql: str, params: tuple | dict = ()) -> list[Any]:
+        """Rows that read like ``sqlite3.Row``: ``row["col"]``, ``row[0]``, ``dict(row)``."""
+        return self.conn.execute(sql, params).fetchall()
+
+    def query_columns(self, sql: str, params: tuple | dict, width: int) -> list[list]:
+        """The result column by column (``width`` lists, one per selected column): a wide read of many rows
+        without a row object per row (10,000 ``sqlite3.Row`` cost ~20 ms more to unpack than tuples)."""
+        if self.is_postgres:
+            rows = [tuple(r) for r in self.query(sql, params)]
+        else:
+            cur = self.conn.cursor()
+            cur.row_factory = None
+            rows = cur.execute(sql, params).fetchall()
+        return [list(c) for c in zip(*rows)] if rows else [[] for _ in range(width)]
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+            with self._conns_lock:
+                if conn in self._conns:
+                    self._conns.remove(conn)
+
+    def close_all(self) -> None:
+        """Close every thread's connection (tests, shutdown)."""
+        with self._conns_lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - closing is best effort (another thread may be using it)
+                pass
+        self._local = threading.local()
