@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from flowcore.workspace.store import Workspace
-from tests.fakellm import FakeLLMServer
+from tests.helpers.fakellm import FakeLLMServer
 
 settings.register_profile("dev", deadline=None)  # no deadline: a first call into a warm engine may be slow
 # CI: the same examples on every run, so a failure reproduces.
@@ -27,7 +27,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def pg_server():
     """One real PostgreSQL server for the session (Debian's binaries, a temp dir, 127.0.0.1)."""
-    from tests import pgserver
+    from tests.helpers import pgserver
 
     try:
         server = pgserver.start()

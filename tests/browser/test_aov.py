@@ -21,7 +21,7 @@ from playwright.sync_api import expect
 
 from flowcore.workspace import settings as settings_store
 from flowcore.workspace.store import Workspace
-from tests.fakellm import FakeLLMServer, message_text
+from tests.helpers.fakellm import FakeLLMServer, message_text
 
 from .conftest import (
     REPO,

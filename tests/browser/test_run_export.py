@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from flowcore.benchmarks import load
-from tests.fakellm import FakeLLMServer, message_text
+from tests.helpers.fakellm import FakeLLMServer, message_text
 
 from .conftest import APP_ENV, goto_page, no_exceptions, save_screenshot, wait_for_app
 

@@ -1,0 +1,98 @@
+"""Ray fan-out on a real local Ray instance (``ray.init(num_cpus=2)``): the same evaluation as a local run, an
+evolution run in a detached actor, and nothing Ray-related without MERMAIDFLOW_RAY. One Ray start per module."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+
+from flowcore.benchmarks import load
+from flowcore.evaluation.evaluate import evaluate_workflow
+from flowcore.evolution import remote
+from flowcore.evolution.history import History
+from flowcore.evolution.loop import EvolutionConfig, default_seed
+from flowcore.execution import cluster
+from flowcore.llm.client import LLM, LLMSettings
+from flowcore.mermaid.reader import parse
+from tests.helpers.fakellm import FakeLLMServer
+
+ray = pytest.importorskip("ray", reason="ray is installed by `make test` (requirements-dev.txt)")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    mp = pytest.MonkeyPatch()
+    mp.setenv(cluster.ENV, "local")
+    r = cluster.connect("local", num_cpus=2)
+    yield r
+    r.shutdown()
+    mp.undo()
+
+
+def _answers(problems: list):
+    """Right for the first half of the problems, wrong for the rest (keyed by each question's text)."""
+    right = {p.question[:60]: p.reference for p in problems[:len(problems) // 2]}
+
+    def respond(request: dict) -> str:
+        text = str(request.get("messages"))
+        return next((f"The answer is {ref}." for q, ref in right.items() if q in text), "The answer is -7.")
+
+    return respond
+
+
+def _fields(report) -> list[tuple]:
+    return [(r.id, r.correct, r.prediction, r.extracted, round(r.cost, 9), r.error) for r in report.results]
+
+
+def test_without_ray_configured_nothing_imports_it(monkeypatch):
+    monkeypatch.delenv(cluster.ENV, raising=False)
+    code = ("import sys, asyncio; from flowcore.execution import cluster; from flowcore.evaluation import evaluate; assert not cluster.enabled(); "
+            "print('ray' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    monkeypatch.setenv(cluster.ENV, "somewhere")
+    with pytest.raises(cluster.ClusterError, match="must be 'local', 'auto' or ray://"):
+        cluster.address()
+
+
+def test_ray_evaluation_matches_local(local_ray, ws, monkeypatch):
+    problems = load("gsm8k", "validation", limit=6)
+    w = parse(default_seed("math"))
+    with FakeLLMServer(_answers(problems)) as srv:
+        settings = LLMSettings(base_url=srv.base_url, api_key="sk-test", cache=False,
+                               models={r: "m" for r in ("optimizer", "judge", "executor")})
+        monkeypatch.delenv(cluster.ENV)
+        local = asyncio.run(evaluate_workflow(w, "gsm8k", problems, llm=LLM(settings, ws), concurrency=2))
+        monkeypatch.setenv(cluster.ENV, "local")
+        llm = LLM(settings, ws)
+        seen = []
+        remote = asyncio.run(evaluate_workflow(w, "gsm8k", problems, llm=llm, concurrency=2,
+                                               progress=lambda d, n, r: seen.append((d, n))))
+        requests = len(srv.requests)
+    assert _fields(remote) == _fields(local)  # identical per-problem results, in the problems' order
+    assert (remote.score, remote.n, remote.ci_low, remote.ci_high) == (local.score, local.n, local.ci_low,
+                                                                        local.ci_high)
+    assert any(r.correct for r in remote.results) and not all(r.correct for r in remote.results)
+    assert seen[-1] == (6, 6) and len(seen) == 6
+    assert llm.usage.cost == pytest.approx(remote.cost)  # the tasks' spend reaches the driver's budget
+    assert requests % 2 == 0 and requests >= 2 * len(problems)  # both runs made the same calls
+    # the workers logged their calls in the same workspace
+    assert ws.query("SELECT COUNT(*) AS n FROM llm_calls")[0]["n"] == requests
+
+
+def test_evolution_as_a_detached_ray_job(local_ray, tmp_path):
+    from flowcore.workspace.store import Workspace
+
+    ws = Workspace(tmp_path / "cluster.db")
+    run_id, ref = remote.submit_evolution(ws, EvolutionConfig(benchmark="gsm8k", rounds=2, seed=3, offline=True,
+                                                                mode="programmatic"))
+    out = ray.get(ref, timeout=240)
+    assert out["status"] == "finished" and out["run_id"] == run_id
+    h = History(ws)
+    assert [r["round"] for r in h.rounds(run_id)] == [0, 1, 2] and h.run(run_id).status == "finished"
+    with pytest.raises(cluster.ClusterError, match="workspace the cluster can open"):
+        remote.submit_evolution(Workspace(":memory:"), EvolutionConfig(benchmark="gsm8k", rounds=1, offline=True))
+    ws.close_all()

@@ -1,0 +1,154 @@
+"""Load never flips a verdict, and one memory budget holds for all of a run's processes (issue 17.3, 17.4).
+
+With both cores kept busy by CPU burners, an honest answer that needs most of its timeout in CPU still passes
+(the time it waited for a CPU is given back); a sleeper still fails; a run starved of CPU beyond the cap is an
+error that `evaluate` leaves out of the score, never a wrong answer. And 10 forked children of 400 MB each cost
+the host no more than memory_mb + 256 MB, measured from /proc/meminfo while they run."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from flowcore.execution import sandbox
+from tests.helpers.hostile_programs import ATTACKS
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+BURN = "import sys\nn = int(sys.argv[1])\nwhile True:\n    n += 1\n"
+# An honest MBPP-style answer that must spend real CPU before it can answer.
+HEAVY = "def work(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n"
+
+
+CORES = os.cpu_count() or 2
+
+
+@contextlib.contextmanager
+def burning(k: int):
+    """k CPU burners, each in a session of its own: with autogroup scheduling (Linux's default) the kernel
+    shares the CPUs between sessions, and a sandboxed run is a session of its own too."""
+    burners = [subprocess.Popen([sys.executable, "-c", BURN, str(i)], start_new_session=True) for i in range(k)]
+    try:
+        yield
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+
+
+@pytest.fixture
+def both_cores_busy():
+    with burning(CORES):
+        yield
+
+
+def _iterations_for(seconds: float) -> int:
+    """Loop count of HEAVY that takes about ``seconds`` of CPU on this machine (measured unloaded)."""
+    ns: dict = {}
+    exec(HEAVY, ns)
+    n, t0 = 200_000, time.process_time()
+    ns["work"](n)
+    per = (time.process_time() - t0) / n
+    return int(seconds / max(per, 1e-9))
+
+
+def test_an_honest_cpu_heavy_answer_passes_with_both_cores_busy():
+    n = _iterations_for(1.2)
+    tests = [f"assert work({n}) == {sum(i * i for i in range(n))}"]
+    quiet = sandbox.run_untrusted(HEAVY, tests=tests, entry_point="work", timeout=2.0)
+    assert quiet.ok, quiet.error
+    with burning(2 * CORES):
+        busy = sandbox.run_untrusted(HEAVY, tests=tests, entry_point="work", timeout=2.0)
+    # 1.2 s of CPU in a 2 s timeout beside twice as many burners as cores: it gets about 2/5 of a CPU, so its
+    # wall time is past 2 s, and it still passes because it is judged on its own time.
+    assert busy.ok and not busy.timed_out, (busy.error, busy.duration)
+    assert busy.duration > 2.0, busy.duration  # the load was real: without the time given back it timed out
+
+
+def test_a_sleeper_still_times_out_under_load(both_cores_busy):
+    res = sandbox.run_untrusted("import time\ntime.sleep(60)\n", timeout=1.0)
+    assert res.timed_out and not res.overloaded and not res.ok
+    assert res.duration < 1.0 * sandbox.LOAD_GRACE + 2  # a sleeper waits for nothing: no time is given back
+
+
+def test_an_infinite_loop_still_fails_under_load(both_cores_busy):
+    res = sandbox.run_untrusted("while True:\n    pass\n", timeout=1.0)
+    assert not res.ok and (res.timed_out or "CPU" in (res.error or "")) and not res.overloaded, res.error
+
+
+STARVED = r'''
+import asyncio, functools, json, os, sys
+sys.path.insert(0, sys.argv[1])
+from flowcore.execution import sandbox
+from flowcore.benchmarks import harness
+from flowcore.benchmarks.problem import Problem
+from flowcore.benchmarks.scoring import score
+n, want = int(sys.argv[2]), sys.argv[3]
+answer = "```python\ndef work(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n```"
+problem = Problem("mbpp/heavy", "mbpp", "Sum of squares below n.", "", entry_point="work",
+                  tests=f"assert work({n}) == {want}")
+raw = sandbox.run_untrusted(answer.split("\n", 1)[1].rsplit("```", 1)[0], tests=problem.tests,
+                            entry_point="work", timeout=1.0)
+harness.score = functools.partial(score, timeout=1.0)  # the default 10 s timeout would make this test slow
+
+async def runner(p):
+    return answer, 0.0
+
+report = asyncio.run(harness.evaluate(runner, [problem], concurrency=1))
+r = report.results[0]
+print(json.dumps({"overloaded": raw.overloaded, "timed_out": raw.timed_out, "error": raw.error,
+                  "errored": r.errored, "correct": r.correct, "detail": r.error, "n": report.n,
+                  "errors": report.errors}))
+'''
+
+
+def test_a_run_starved_of_cpu_is_errored_through_evaluate_not_wrong():
+    n = _iterations_for(1.0)  # beside 6x as many burners as cores, the run cannot get 1 s of CPU within 3 s
+    with burning(6 * CORES):
+        p = subprocess.run([sys.executable, "-c", STARVED, str(ROOT), str(n), str(sum(i * i for i in range(n)))],
+                           capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.splitlines()[-1])
+    assert got["overloaded"] and got["timed_out"] and "too busy" in got["error"], got
+    assert got["errored"] and not got["correct"] and got["errors"] == 1 and got["n"] == 0, got
+    assert "too busy" in got["detail"], got
+
+
+def _mem_available_mb() -> float:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no MemAvailable in /proc/meminfo")
+
+
+def test_ten_forked_400mb_children_cost_the_host_at_most_memory_mb_plus_256():
+    attack = next(a for a in ATTACKS if a.name == "10 forked children of 400 MB each")
+    memory_mb = 512
+    base, low, stop = _mem_available_mb(), [_mem_available_mb()], threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            low.append(_mem_available_mb())
+            time.sleep(0.01)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        res = sandbox.run_untrusted(attack.code.format(), timeout=attack.timeout, memory_mb=memory_mb)
+    finally:
+        stop.set()
+        t.join()
+    cost = base - min(low)
+    assert cost <= memory_mb + 256, f"the run took {cost:.0f} MB of host memory (budget {memory_mb} + 256 MB)"
+    assert not res.ok or "fork refused" in res.stdout, (res.error, res.stdout)

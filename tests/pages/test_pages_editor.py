@@ -1,0 +1,280 @@
+"""Home and Editor pages through Streamlit's AppTest (components appear as UnknownElement with json_args)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from flowcore import parse
+from flowcore.mermaid import live as mermaid_live
+from flowcore.workspace.library import examples, list_workflows, save_workflow
+from flowcore.workspace.store import Workspace
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+BROKEN = 'flowchart TD\n    PROBLEM(["Problem"])\n    C1["Custom"]\n    PROBLEM --> C1 -->\n'
+FIXED = 'flowchart TD\n    PROBLEM(["Problem"])\n    C1["Custom"]\n    RETURN(["Return"])\n' \
+        "    PROBLEM --> C1\n    C1 --> RETURN\n"
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "ws.db"
+    monkeypatch.setenv("MERMAIDFLOW_DB", str(path))
+    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    return path
+
+
+@pytest.fixture
+def editor(db):
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("pages/editor.py").run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["Editor"]
+    assert any(c.startswith("Workspace:") for c in texts(at.sidebar.caption))  # it ran inside app.py
+    return at
+
+
+def component(at, name: str) -> dict:
+    found = [c for c in at.get("component_instance") if c.proto.component_name.endswith(name)]
+    assert len(found) == 1, [c.proto.component_name for c in at.get("component_instance")]
+    return json.loads(found[0].proto.json_args)
+
+
+def ace_key(at) -> str:
+    return f"ace_{at.session_state['mf_rev']}"
+
+
+def type_text(at, text: str) -> None:
+    """What the browser's editor sends when the user types: its whole value, under its key."""
+    at.session_state[ace_key(at)] = text
+    at.run()
+    assert not at.exception, at.exception
+
+
+def texts(elements) -> list[str]:
+    return [e.value for e in elements]
+
+
+def load_example(at, name: str) -> None:
+    at.selectbox(key="ed_example").set_value(name)
+    at.button(key="ed_load").click()
+    at.run()
+    assert not at.exception, at.exception
+    settle_mermaid(at)
+
+
+def settle_mermaid(at) -> None:
+    """Wait for Mermaid 11's live verdict on the editor's text (computed off the page run), then rerun."""
+    text = at.session_state["mf_text"] if "mf_text" in at.session_state else None
+    if text is not None and mermaid_live.wait(text, timeout=60) is not None:
+        at.run()
+
+
+def test_home_lists_examples_and_opens_one_in_the_editor(db):
+    ws = Workspace(db)
+    save_workflow(ws, "mine", FIXED, "math")
+    save_workflow(ws, "mine", FIXED + "\n", "math")
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["Saved workflows"], metrics["Workflow versions"]) == ("1", "2")
+    assert any(str(db) in c for c in texts(at.caption))
+    assert "MermaidFlow Studio" in texts(at.title)
+    assert any("No LLM endpoint is configured" in i for i in texts(at.info))
+    table = at.dataframe[0].value
+    assert sorted(table["name"]) == sorted(n for n, _, _ in examples()) and table["valid"].all()
+    assert component(at, "streamlit_mermaid")["code"].split("\n", 1)[1].startswith("flowchart TD")
+    at.selectbox(key="home_example").set_value("humaneval_case_study").run()
+    at.button(key="home_open").click().run()
+    assert texts(at.title) == ["Editor"]
+    assert at.session_state["mf_name"] == "humaneval_case_study" and at.session_state["mf_task"] == "code"
+    assert "D1{" in component(at, "streamlit_ace")["defaultValue"]
+
+
+@pytest.mark.parametrize("name,task", [(n, t) for n, t, _ in examples()])
+def test_every_example_loads_without_diagnostics(editor, name, task):
+    load_example(editor, name)
+    assert editor.radio[0].value == task
+    assert component(editor, "streamlit_ace")["annotations"] == []
+    assert any(s.startswith(f"Valid for {task} tasks: no problems found") for s in texts(editor.success))
+    assert not editor.error
+    ace = component(editor, "streamlit_ace")["defaultValue"]
+    assert ace == next(t for n, _, t in examples() if n == name)
+    assert "classDef" in component(editor, "streamlit_mermaid")["code"]  # the coloured rendering
+
+
+def test_a_broken_line_is_listed_and_marked_at_its_row_then_fixed(editor):
+    type_text(editor, BROKEN)
+    assert texts(editor.error) == ["1 error(s), 0 warning(s)"]
+    listed = [m for m in texts(editor.markdown) if "M001" in m]
+    assert len(listed) == 1 and "line 4" in listed[0] and listed[0].count("line 4") == 1, listed  # said once
+    ann = component(editor, "streamlit_ace")["annotations"]
+    assert [(a["row"], a["type"]) for a in ann] == [(3, "error")] and ann[0]["text"].startswith("M001")
+    assert any("last readable version" in c for c in texts(editor.caption))
+    type_text(editor, FIXED)
+    assert component(editor, "streamlit_ace")["annotations"] == []
+    assert not editor.error
+    assert 'RETURN(["Return"])' in component(editor, "streamlit_mermaid")["code"]
+    assert editor.session_state["mf_text"] == FIXED  # shared with the other pages
+
+
+def test_switching_the_task_flags_operators_the_task_does_not_allow(editor):
+    load_example(editor, "gsm8k_case_study")
+    assert not editor.error
+    editor.radio[0].set_value("code").run()
+    assert editor.session_state["mf_task"] == "code"
+    ann = component(editor, "streamlit_ace")["annotations"]
+    rows = {a["row"] for a in ann if a["text"].startswith("M011")}
+    text = editor.session_state["mf_text"].splitlines()
+    assert rows and all(text[r].lstrip().startswith("P") for r in rows)  # the Programmer nodes
+    assert any("M011" in m for m in texts(editor.markdown))
+
+
+def test_save_versions_then_open_an_older_one(editor, db):
+    editor.text_input(key=f"ed_save_name_{editor.session_state['mf_rev']}").set_value("my flow")
+    editor.button(key="ed_save").click().run()
+    assert any("Saved my flow as version 1" in s for s in texts(editor.success))
+    first = editor.session_state["mf_text"]
+    type_text(editor, FIXED)
+    editor.button(key="ed_save").click().run()
+    assert any("version 2" in s for s in texts(editor.success))
+    ws = Workspace(db)
+    [entry] = list_workflows(ws)
+    assert (entry.name, entry.version, entry.task) == ("my flow", 2, "math")
+    editor.selectbox(key="ed_open_name").set_value("my flow").run()
+    editor.selectbox(key="ed_open_version").set_value(1).run()
+    editor.button(key="ed_open").click().run()
+    assert editor.session_state["mf_text"] == first
+    assert component(editor, "streamlit_ace")["defaultValue"] == first  # a fresh editor shows it
+
+
+def test_a_bad_name_is_refused_plainly(editor):
+    editor.text_input(key=f"ed_save_name_{editor.session_state['mf_rev']}").set_value("../etc")
+    editor.button(key="ed_save").click().run()
+    assert any(e.startswith("Not saved: workflow name '../etc' is not allowed") for e in texts(editor.error))
+    editor.text_input(key=f"ed_save_name_{editor.session_state['mf_rev']}").set_value("**x** [a](b)")
+    editor.button(key="ed_save").click().run()  # shown as typed, not as Markdown
+    assert any(e.startswith(r"Not saved: workflow name '\*\*x\*\* \[a\](b)'") for e in texts(editor.error))
+
+
+def test_editing_a_prompt_and_adding_a_missing_one(editor):
+    [solver] = [a for a in editor.text_area if a.key.startswith("ed_prompt_solver_")]
+    solver.set_value("Think, then answer in \\boxed{}.").run()
+    assert parse(editor.session_state["mf_text"]).prompts["solver"] == "Think, then answer in \\boxed{}."
+    type_text(editor, FIXED.replace('C1["Custom"]', 'C1["Custom<br/>(role: critic)"]'))
+    assert any("M013" in a["text"] for a in component(editor, "streamlit_ace")["annotations"])
+    [critic] = [a for a in editor.text_area if a.key.startswith("ed_prompt_critic_")]
+    assert critic.value == ""
+    critic.set_value("Be strict.").run()
+    assert parse(editor.session_state["mf_text"]).prompts == {"critic": "Be strict."}
+    assert component(editor, "streamlit_ace")["annotations"] == []
+
+
+def test_a_prompt_changed_in_the_text_shows_in_its_form_and_is_not_undone(editor):
+    text = editor.session_state["mf_text"].replace("Solve the math problem", "Carefully solve the problem")
+    type_text(editor, text)
+    type_text(editor, text + "\n")  # one more keystroke: the form must not write its old value back
+    assert editor.session_state["mf_text"] == text + "\n"
+    [solver] = [a for a in editor.text_area if a.key.startswith("ed_prompt_solver_")]
+    assert solver.value.startswith("Carefully solve the problem")
+
+
+def test_palette_adds_a_typed_node_to_the_text(editor):
+    editor.toggle(key="ed_canvas").set_value(True).run()  # the canvas loads on demand
+    editor.selectbox(key="ed_palette").set_value("ScEnsembleOp")
+    editor.button(key="ed_add").click().run()
+    w = parse(editor.session_state["mf_text"])
+    assert w.nodes["E1"].op == "ScEnsembleOp"
+    assert "E1" in [n["id"] for n in component(editor, "streamlit_flow")["nodes"]]
+
+
+def test_canvas_connections_and_deletions_update_the_text(editor):
+    assert not [c for c in editor.get("component_instance") if c.proto.component_name.endswith("streamlit_flow")]
+    editor.toggle(key="ed_canvas").set_value(True).run()  # the canvas loads on demand
+    sent = component(editor, "streamlit_flow")
+    key = editor.session_state["ed_flow"]["key"]
+    nodes = [n for n in sent["nodes"] if n["id"] != "RETURN"]  # the user deleted RETURN ...
+    edges = [e for e in sent["edges"] if e["target"] != "RETURN"]
+    edges.append({"id": "st-flow-edge_PROBLEM-C1", "source": "PROBLEM", "target": "C1", "label": ""})
+    editor.session_state[key] = {"nodes": nodes, "edges": edges, "selectedId": None, "timestamp": 1}
+    editor.run()
+    assert not editor.exception, editor.exception
+    w = parse(editor.session_state["mf_text"])
+    assert "RETURN" not in w.nodes
+    assert [(e.src, e.dst, e.label) for e in w.edges] == [("PROBLEM", "C1", "input"), ("PROBLEM", "C1", None)]
+    assert any("M004" in a["text"] for a in component(editor, "streamlit_ace")["annotations"])
+    assert editor.session_state["ed_flow"]["key"] != key  # the canvas is rebuilt from the new text
+
+
+def test_format_keeps_comments(editor):
+    type_text(editor, FIXED.replace("flowchart TD\n", "flowchart TD\n  %% keep this note\n"))
+    editor.button(key="ed_format").click().run()
+    assert "    %% keep this note\n" in editor.session_state["mf_text"]
+
+
+def test_format_and_the_mermaid_11_check(editor):
+    type_text(editor, FIXED.replace("    ", "  "))
+    editor.button(key="ed_format").click().run()
+    assert editor.session_state["mf_text"].startswith("flowchart TD\n    PROBLEM")
+    editor.button(key="ed_hard").click().run()
+    assert any("Mermaid 11 agrees" in s for s in texts(editor.success))
+
+
+def test_a_big_workflow_keeps_text_and_checker_live_without_the_heavy_widgets(db):
+    lines = ["flowchart TD", '    PROBLEM(["Problem"])', '    RETURN(["Return"])']
+    lines += [f'    N{i}["Custom"]' for i in range(400)]
+    lines += ["    PROBLEM --> N0"] + [f"    N{i} --> N{i + 1}" for i in range(399)] + ["    N399 --> RETURN"]
+    big = "\n".join(lines) + "\n"
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["mf_text"], at.session_state["mf_task"], at.session_state["mf_name"] = big, "math", "big"
+    at.run()
+    at.switch_page("pages/editor.py").run()
+    assert not at.exception
+    names = [c.proto.component_name for c in at.get("component_instance")]
+    assert not any(n.endswith(("streamlit_ace", "streamlit_mermaid", "streamlit_flow")) for n in names), names
+    assert any("too big to draw as you type" in i.value for i in at.info)
+    assert at.selectbox(key="ed_section").options == ["lines 1–804"]
+    box = at.text_area[0]
+    box.set_value(box.value.replace('    N5["Custom"]\n', '    N5["Custom"]\n    N5 --> N5\n')).run()
+    assert not at.exception
+    assert "    N5 --> N5\n" in at.session_state["mf_text"]
+    assert any("M006" in m.value for m in at.markdown)  # the checker saw the edit: a cycle
+
+
+def test_the_gutter_waits_for_mermaids_own_verdict(editor):
+    """Until Mermaid 11 has answered, the page does not call the text valid; then it says Mermaid agrees."""
+    editor.selectbox(key="ed_example").set_value("gsm8k_case_study")
+    editor.button(key="ed_load").click()
+    editor.run()
+    text = editor.session_state["mf_text"]
+    if mermaid_live.verdict(text) is None:  # not answered yet: the page says so, and nothing is called valid
+        assert any("Mermaid 11 is checking" in s for s in texts(editor.info))
+        assert not any(s.startswith("Valid") for s in texts(editor.success))
+    settle_mermaid(editor)
+    assert any("Mermaid 11 agrees" in s for s in texts(editor.success))
+
+
+@pytest.mark.parametrize("kind", ["not a database", "a folder"])
+@pytest.mark.parametrize("page", ["pages/editor.py", "pages/export.py", "pages/settings.py"])
+def test_an_unusable_workspace_is_named_on_every_page_and_left_untouched(tmp_path, monkeypatch, kind, page):
+    target = tmp_path / "ws.db"
+    if kind == "a folder":
+        target.mkdir()
+    else:
+        target.write_bytes(b"my notes, not SQLite\n" * 10)
+    before = target.read_bytes() if target.is_file() else None
+    monkeypatch.setenv("MERMAIDFLOW_DB", str(target))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, at.exception  # was a traceback on every page
+    errors = texts(at.error)
+    assert any(str(target) in e and "cannot be used" in e and "MERMAIDFLOW_DB" in e for e in errors), errors
+    if before is not None:
+        assert target.read_bytes() == before and not list(tmp_path.glob("ws.db-*"))
