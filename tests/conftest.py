@@ -15,7 +15,32 @@ settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+# Left out of `make test-fast` (all of them run in `make test`): whole files, then single tests taking seconds.
+SLOW_FILES = ("tests/browser/", "tests/real/", "tests/execution/test_cluster.py",  # a real browser; Ray
+              "tests/evolution/test_resume_kill.py", "tests/execution/test_sandbox_hostile.py",  # kills; both modes
+              "tests/execution/test_sandbox_load.py")  # CPU burners
+SLOW_TESTS = ("test_evolution_under_faults_matches_the_fault_free_run", "test_sigkill_mid_run_then_resume",
+              "test_an_endpoint_that_fails_is_an_error_not_a_failed_run", "test_worker_killed_mid_run_is_replaced",
+              "test_ctrl_c_during", "test_evaluate_stops_on_sigterm", "test_exit_codes_from_a_real_process",
+              "test_the_test_operator_and_an_exported_module_see_through_a_cheat",
+              "test_printer_round_trips_every_accepted_workflow", "test_checker_never_raises")
+
+
+def _slow(item) -> bool:
+    if item.get_closest_marker("slow") or item.get_closest_marker("browser"):
+        return True
+    if item.nodeid.startswith(SLOW_FILES) or any(t in item.name for t in SLOW_TESTS):
+        return True
+    callspec = getattr(item, "callspec", None)  # the PostgreSQL half of any_ws, and pg_server users
+    return "pg_server" in getattr(item, "fixturenames", ()) or (
+        callspec is not None and "postgresql" in callspec.params.values())
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _slow(item):
+            item.add_marker(pytest.mark.slow)
+
     # Playwright's sync API keeps an asyncio loop marked as running in the main thread while the session-wide
     # browser is open, so any later `asyncio.run()` would fail: run the browser tests after everything else.
     def is_browser(item) -> bool:
