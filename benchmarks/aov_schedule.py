@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from flowcore.aov import AOVGraph, Execution, LLMAgent, RuleInspector, run_sync
 from flowcore.aov import metrics as M
 from flowcore.llm.client import LLM, LLMSettings
-from tests.fakellm import FakeLLMServer
+from tests.helpers.fakellm import FakeLLMServer
 
 
 def doc(parents: dict[str, list[str]]) -> AOVGraph:

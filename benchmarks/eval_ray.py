@@ -31,7 +31,7 @@ from flowcore.execution import cluster
 from flowcore.llm.client import LLM, LLMSettings
 from flowcore.mermaid.reader import parse
 from flowcore.workspace.store import Workspace
-from tests.fakellm import FakeLLMServer
+from tests.helpers.fakellm import FakeLLMServer
 
 
 def fields(report) -> list[tuple]:

@@ -35,7 +35,7 @@ TARGET = 1.25
 # with the evaluation for this interpreter's GIL. It answers "Problem i: what is i + 1?" correctly.
 SERVER = r"""
 import re, sys, time
-from tests.fakellm import FakeLLMServer, message_text
+from tests.helpers.fakellm import FakeLLMServer, message_text
 
 def reply(request):
     m = re.search(r"Problem (\d+):", message_text(request))

@@ -27,7 +27,7 @@ from flowcore.evolution.loop import Evolution, EvolutionConfig
 from flowcore.workspace.store import Workspace
 
 try:
-    from tests import independent_checker
+    from tests.helpers import independent_checker
 except ImportError:  # the benchmark also runs from an install without the tests
     independent_checker = None
 

@@ -2,7 +2,7 @@
 
 Unseen seeds are random operator walks (3-6 edits) from the shipped examples, drawn with RNG seeds disjoint from
 the ones used for the children. Every child of every operator is then checked three ways: our checker, an
-independent implementation of the same rules (tests/independent_checker.py) and the real Mermaid 11 parser.
+independent implementation of the same rules (tests/helpers/independent_checker.py) and the real Mermaid 11 parser.
 
     .venv/bin/python benchmarks/evolve_validity.py [--seeds 60] [--tries 5] [--no-hard]
 """
@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from flowcore import check, is_valid, parse, to_mermaid
 from flowcore.evolution import ops
-from tests import independent_checker
+from tests.helpers import independent_checker
 
 EXAMPLES = {"math_seed": "math", "math_case_study": "math", "gsm8k_case_study": "math",
             "code_seed": "code", "humaneval_case_study": "code", "mbpp_case_study": "code"}

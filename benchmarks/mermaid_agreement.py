@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/mermaid_agreement.py [N] [--seed S]     (default N = 5000, seed 1)
 
-Texts come from the grammar-based generator in tests/flowchart_gen.py (every flowchart feature); one in four
+Texts come from the grammar-based generator in tests/helpers/flowchart_gen.py (every flowchart feature); one in four
 is a near-miss made by a one-character edit, so both acceptance and rejection are exercised. For each text
 Mermaid 11 (the JS engine) is the oracle. Printed counts (all must be 0):
   false syntax errors  the soft reader rejects a text Mermaid accepts
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from flowcore.mermaid.agreement import compare
-from tests.flowchart_gen import text_from_random
+from tests.helpers.flowchart_gen import text_from_random
 
 
 def main() -> int:

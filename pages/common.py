@@ -68,26 +68,11 @@ def workspace() -> Workspace:
 
 
 def llm_settings() -> LLMSettings:
-    """Environment, overlaid by the saved public settings, overlaid by the key typed this session.
-    Problems (a bad environment variable, unreadable saved settings) are shown, never raised."""
-    try:
-        env = LLMSettings.from_env()
-    except ValueError as e:
-        st.warning(f"Ignoring the LLM environment settings: {e}")
-        env = LLMSettings()
-    merged = env.to_public_dict()
-    try:
-        saved = settings_store.load_llm_settings(workspace()) or {}
-    except settings_store.SettingsError as e:
-        st.warning(str(e))
-        saved = {}
-    merged.update({k: v for k, v in saved.items() if v not in (None, "") or k == "budget_usd"})
-    key = st.session_state.get(KEY_STATE) or env.api_key
-    try:
-        return LLMSettings.from_public_dict(merged, api_key=key)
-    except ValueError as e:
-        st.warning(f"Ignoring the saved LLM settings: {e}")
-        return LLMSettings.from_public_dict(env.to_public_dict(), api_key=key)
+    """The effective settings (flowcore.workspace.settings decides the order); what was ignored is shown."""
+    settings, problems = settings_store.effective_llm_settings(workspace(), st.session_state.get(KEY_STATE))
+    for problem in problems:
+        st.warning(problem)
+    return settings
 
 
 # -- the open workflow, shared by Editor, Run, Export and Evolve ------------------------------------------
@@ -159,12 +144,12 @@ def sync_open_workflow() -> None:
     wf = _open()
     _set_cookie()
     key = st.session_state.get(KEY_STATE) or os.environ.get("OPENAI_API_KEY") or ""
-    if key.strip() and key.strip() in wf.text:
-        return
     try:
-        params = drafts.remember(workspace(), browser_id(), wf, st.session_state.get(_SYNCED))
+        params = drafts.remember(workspace(), browser_id(), wf, st.session_state.get(_SYNCED), api_key=key)
     except Exception as e:  # noqa: BLE001 - a busy or read-only workspace must not break the page
         st.toast(f"The draft could not be stored: {e}")
+        return
+    if params is None:  # the text holds the key: neither the draft row nor the URL gets it
         return
     st.session_state[_SYNCED] = wf
     if {k: st.query_params.get(k) for k in params} != params or set(st.query_params) - set(params):

@@ -21,7 +21,7 @@ from flowcore.evaluation import store as es
 from flowcore.evaluation.compare import list_comparisons, load_comparison, start_comparison
 from flowcore.ui import compare as cv
 from flowcore.workspace import jobs
-from pages import common
+from pages import common, widgets
 
 common.app_shell()  # a link to this page on a fresh server: run inside the app (menu, workspace memory)
 ss = st.session_state
@@ -78,16 +78,11 @@ def form(settings, configured: bool, busy: bool) -> None:
 
 @st.fragment(run_every=0.7)
 def live(job_id: str) -> None:
-    job = jobs.get(job_id)
-    if job is None or not job.snapshot().active:
-        st.rerun()
-    snap = job.snapshot()
-    st.progress(snap.fraction, text=f"Comparison #{snap.meta.get('comparison_id')}: {snap.done}/{snap.total} "
-                                    f"runs · {snap.message or 'starting'} · {snap.elapsed:.0f} s")
-    if job.cancel_requested:
-        st.info("Cancelling: the workflow under way stops; nothing partial is presented as a result.")
-    else:
-        st.button("Cancel", icon=":material/stop:", key="cmp_cancel", on_click=job.cancel)
+    widgets.job_progress(
+        job_id, lambda snap: f"Comparison #{snap.meta.get('comparison_id')}: {snap.done}/{snap.total} runs · "
+                             f"{snap.message or 'starting'} · {snap.elapsed:.0f} s",
+        key="cmp_cancel", cancelling="Cancelling: the workflow under way stops; nothing partial is presented as "
+        "a result.")
 
 
 def show(stored) -> None:

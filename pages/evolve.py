@@ -15,13 +15,11 @@ if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
 
 from flowcore import check, is_valid
 from flowcore.evaluation import store as es
-from flowcore.evaluation.results import money as _money
 from flowcore.evolution import OPERATORS, EvolutionConfig, History, Review
 from flowcore.evolution import session as evs
 from flowcore.ui import story
 from flowcore.workspace import jobs
 from pages import common, widgets
-from pages.export import pick_workflow
 from pages.protocol_parts import after_run, run_options
 
 ss = st.session_state
@@ -40,15 +38,8 @@ def run_view(run_id: int, key: str) -> None:
     if info.offline:
         st.info(OFFLINE_NOTE, icon=":material/cloud_off:")
     curve = evs.curve_frame(rows)
-    measured = curve["score"].dropna()
-    c = st.columns(4)
-    c[0].metric("Rounds done", f"{max(0, len(rows) - 1)} / {int(info.config.get('rounds', 0))}",
-                help="Evolution rounds stored, not counting the seed (round 0)")
-    c[1].metric("Best score", "not measured" if info.offline else
-                (f"{measured.max():.1f}%" if len(measured) else "—"),
-                help="Validation score of the best measured round")
-    c[2].metric("Failed rounds", int((curve["status"] == "failed").sum()))
-    c[3].metric("Cost so far", _money(curve["total_cost"].iloc[-1] if len(curve) else 0.0))
+    for col, (label, value, why) in zip(st.columns(4), story.run_summary(info, rows, curve)):
+        col.metric(label, value, help=why or None)
     st.plotly_chart(evs.score_figure(curve, info.offline), key=f"evo_curve_{key}")
     if rows and rows[-1]["round"] > 0:
         last = rows[-1]
@@ -63,20 +54,18 @@ def run_view(run_id: int, key: str) -> None:
 @st.fragment(run_every=1.0)
 def live(job_id: str) -> None:
     """Polls the job; reruns the whole page when it has finished or a round waits for review."""
-    job = jobs.get(job_id)
     gate = evs.gate_of(job_id)
-    if job is None or not job.snapshot().active or (gate is not None and gate.pending is not None):
-        st.rerun()
-    snap = job.snapshot()
-    run_id = snap.meta["run_id"]
-    stored = len(History(common.workspace()).rounds(run_id))
-    st.progress(snap.fraction, text=f"Run #{run_id} · {story.progress_phrase(snap.meta['rounds'], snap.data, stored)}"
-                                    f" · {snap.elapsed:.0f} s")
-    if job.cancel_requested:
-        st.info("Cancelling: the round under way stops; every stored round is kept (Resume continues it).")
-    else:
-        st.button("Cancel run", icon=":material/stop:", key="evo_cancel", on_click=job.cancel)
-    run_view(run_id, "live")
+
+    def text(snap) -> str:  # noqa: ANN001
+        stored = len(History(common.workspace()).rounds(snap.meta["run_id"]))
+        return (f"Run #{snap.meta['run_id']} · {story.progress_phrase(snap.meta['rounds'], snap.data, stored)}"
+                f" · {snap.elapsed:.0f} s")
+
+    widgets.job_progress(job_id, text, key="evo_cancel", cancel_label="Cancel run",
+                         rerun_if=lambda: gate is not None and gate.pending is not None,
+                         cancelling="Cancelling: the round under way stops; every stored round is kept (Resume "
+                         "continues it).")
+    run_view(jobs.get(job_id).snapshot().meta["run_id"], "live")
 
 
 # -- review ------------------------------------------------------------------------------------------------------
@@ -139,7 +128,7 @@ def review_panel(job: jobs.Job, p: evs.PendingReview) -> None:
 
 def new_run(settings, configured: bool, busy: bool) -> None:
     st.subheader("New run")
-    text, task, name = pick_workflow("evo_pick_seed")
+    text, task, name = widgets.pick_workflow("evo_pick_seed")
     valid = is_valid(check(text, task))
     if not valid:
         st.error(f"The seed workflow is invalid for the {task} task: fix it in the Editor first.")

@@ -21,11 +21,7 @@ from flowcore.execution.compiler import compile_workflow
 from flowcore.export import bundle as fx
 from flowcore.mermaid.engines import js as mermaid_js
 from flowcore.ui import view
-from flowcore.workspace import library
-from pages import common
-
-CURRENT = ("current", "")
-
+from pages import common, widgets
 
 # -- cached work (keyed by the text; never by a key or a secret) ------------------------------------------------
 
@@ -59,34 +55,6 @@ def _png(drawing: str) -> bytes:
     return mermaid_js.render_png(drawing)
 
 
-# -- choosing the workflow ----------------------------------------------------------------------------------------
-
-def _label(choice: tuple[str, str], current_name: str) -> str:
-    kind, name = choice
-    return {"current": f"Current workflow ({current_name})", "saved": f"Saved: {name}",
-            "example": f"Example: {name}"}[kind]
-
-
-def pick_workflow(key: str) -> tuple[str, str, str]:
-    """(text, task, name) of the open workflow, a saved one or a bundled example."""
-    cur = common.current_workflow()
-    ws = common.workspace()
-    saved = library.list_workflows(ws)
-    examples = {name: (text, task) for name, task, text in library.examples()}
-    options = [CURRENT] + [("saved", e.name) for e in saved] + [("example", n) for n in examples]
-    kind, name = st.selectbox("Workflow", options, format_func=lambda c: _label(c, cur["name"]), key=key)
-    if kind == "saved":
-        try:
-            text, task = library.load_workflow(ws, name)
-            return text, task, name
-        except library.LibraryError as e:
-            st.warning(str(e))
-    elif kind == "example":
-        text, task = examples[name]
-        return text, task, name
-    return cur["text"], cur["task"], cur["name"]
-
-
 # -- the page -----------------------------------------------------------------------------------------------------
 
 def show_invalid(text: str, task: str, name: str, errors: list) -> None:
@@ -105,7 +73,7 @@ def main() -> None:
     st.caption("The `.py` needs **only Python 3 and its standard library** (no flowcore, no pip install): "
                "`OPENAI_BASE_URL=... OPENAI_API_KEY=... python3 workflow.py --problem \"...\"`. It uses the "
                "`openai` package when installed, otherwise a plain urllib request to the same endpoint.")
-    text, task, name = pick_workflow("ex_pick")
+    text, task, name = widgets.pick_workflow("ex_pick")
     diags = check(text, task)
     if not is_valid(diags):
         show_invalid(text, task, name, [d for d in diags if d.severity == "error"])
@@ -167,5 +135,5 @@ def main() -> None:
                 st.image(_png(drawing), width="content")
 
 
-if __name__ == "__main__":  # run as a page; pages/run.py imports pick_workflow from here
+if __name__ == "__main__":  # run as a page
     main()

@@ -64,12 +64,9 @@ def _reevaluate(run_id: int, rnd: int) -> None:
 
 @st.fragment(run_every=0.7)
 def reeval_live(job_id: str) -> None:
-    job = jobs.get(job_id)
-    if job is None or not job.snapshot().active:
-        st.rerun()
-    snap = job.snapshot()
-    st.progress(snap.fraction, text=f"Re-evaluating: {snap.done}/{snap.total} problems · {snap.message}")
-    st.button("Cancel re-evaluation", key="hist_reeval_cancel", on_click=job.cancel)
+    widgets.job_progress(job_id, lambda snap: f"Re-evaluating: {snap.done}/{snap.total} problems · {snap.message}",
+                         key="hist_reeval_cancel", cancel_label="Cancel re-evaluation",
+                         cancelling="Cancelling: the problems already running finish first.")
 
 
 @st.fragment(run_every=3)

@@ -26,8 +26,7 @@ from flowcore.execution.sandbox import SandboxUnavailable
 from flowcore.llm.client import LLMError
 from flowcore.mermaid.reader import WorkflowSyntaxError
 from flowcore.workspace import jobs
-from pages import common
-from pages.export import pick_workflow
+from pages import common, widgets
 from pages.run_results import show_evaluation, trace_table
 
 JOB_KEY, SHOW_KEY, ONE_KEY = "run_job_id", "run_show_eval", "run_one_result"
@@ -147,23 +146,21 @@ def benchmark_form(settings, text: str, task: str, name: str, can_run: bool, bus
 @st.fragment(run_every=0.5)
 def live(job_id: str) -> None:
     """Polls the job; when it has finished, reruns the whole page to show the stored result."""
-    job = jobs.get(job_id)
-    if job is None or not job.snapshot().active:
-        st.rerun()
-    snap = job.snapshot()
-    data = snap.data or {}
-    st.progress(snap.fraction, text=f"Evaluation #{snap.meta.get('eval_id')}: {snap.done}/{snap.total} problems "
-                                    f"· {snap.message}")
-    c = st.columns(4)
-    live_score = es.running_score(data, snap.done)
-    c[0].metric("Running score", "—" if live_score is None else _pct(live_score))
-    c[1].metric("Errors", data.get("errors", 0))
-    c[2].metric("Cost so far", _money(data.get("cost")))
-    c[3].metric("Elapsed", f"{snap.elapsed:.0f} s")
-    if job.cancel_requested:
-        st.info("Cancelling: no new problems start; those already running finish first.")
-    else:  # a callback: it runs before the rerun the click starts, so that rerun already says "Cancelling"
-        st.button("Cancel", icon=":material/stop:", key="run_cancel", on_click=job.cancel)
+
+    def metrics(snap) -> None:  # noqa: ANN001
+        data = snap.data or {}
+        c = st.columns(4)
+        live_score = es.running_score(data, snap.done)
+        c[0].metric("Running score", "—" if live_score is None else _pct(live_score))
+        c[1].metric("Errors", data.get("errors", 0))
+        c[2].metric("Cost so far", _money(data.get("cost")))
+        c[3].metric("Elapsed", f"{snap.elapsed:.0f} s")
+
+    widgets.job_progress(
+        job_id, lambda snap: f"Evaluation #{snap.meta.get('eval_id')}: {snap.done}/{snap.total} problems · "
+                             f"{snap.message}",
+        key="run_cancel", body=metrics,
+        cancelling="Cancelling: no new problems start; those already running finish first.")
 
 
 def evaluations(ws, settings, text: str, task: str, name: str, can_run: bool) -> None:
@@ -198,7 +195,7 @@ def main() -> None:
     settings = common.llm_settings()
     configured = common.llm_banner(settings)
     common.sandbox_banner()
-    text, task, name = pick_workflow("run_pick")
+    text, task, name = widgets.pick_workflow("run_pick")
     diags = check(text, task)
     valid = is_valid(diags)
     if not valid:

@@ -19,6 +19,8 @@ from flowcore import parse_lenient
 from flowcore.model import Workflow
 from flowcore.ui import canvas as cv
 from flowcore.ui import view
+from flowcore.workspace import jobs, library
+from pages import common
 from pages.common import md
 
 ss = st.session_state
@@ -119,3 +121,53 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
         ss.pop("ed_positions", None)
         on_change(cv.apply_canvas(w, back))
     ss["ed_positions"] = (structure, {n["id"]: (n["x"], n["y"]) for n in back["nodes"]})
+
+
+# -- choosing the workflow (Run, Export, Evolve) ----------------------------------------------------------------------------------------
+
+CURRENT = ("current", "")
+
+
+def _label(choice: tuple[str, str], current_name: str) -> str:
+    kind, name = choice
+    return {"current": f"Current workflow ({current_name})", "saved": f"Saved: {name}",
+            "example": f"Example: {name}"}[kind]
+
+
+def pick_workflow(key: str) -> tuple[str, str, str]:
+    """(text, task, name) of the open workflow, a saved one or a bundled example."""
+    cur = common.current_workflow()
+    ws = common.workspace()
+    saved = library.list_workflows(ws)
+    examples = {name: (text, task) for name, task, text in library.examples()}
+    options = [CURRENT] + [("saved", e.name) for e in saved] + [("example", n) for n in examples]
+    kind, name = st.selectbox("Workflow", options, format_func=lambda c: _label(c, cur["name"]), key=key)
+    if kind == "saved":
+        try:
+            text, task = library.load_workflow(ws, name)
+            return text, task, name
+        except library.LibraryError as e:
+            st.warning(str(e))
+    elif kind == "example":
+        text, task = examples[name]
+        return text, task, name
+    return cur["text"], cur["task"], cur["name"]
+
+
+# -- a background job's progress (Run, Evolve, History, Compare) ---------------------------------------------------
+
+def job_progress(job_id: str, text, *, key: str, cancelling: str, cancel_label: str = "Cancel",  # noqa: ANN001
+                 body=None, rerun_if=None) -> None:  # noqa: ANN001 - text(snap) -> str, body(snap), rerun_if()
+    """Inside a page's polling fragment: rerun the whole page once the job is over (or ``rerun_if()``), else its
+    bar (``text(snapshot)``), what ``body(snapshot)`` adds, and Cancel (or what cancelling means)."""
+    job = jobs.get(job_id)
+    if job is None or not job.snapshot().active or (rerun_if is not None and rerun_if()):
+        st.rerun()
+    snap = job.snapshot()
+    st.progress(snap.fraction, text=text(snap))
+    if body is not None:
+        body(snap)
+    if job.cancel_requested:
+        st.info(cancelling)
+    else:  # a callback: it runs before the rerun the click starts, so that rerun already says "Cancelling"
+        st.button(cancel_label, icon=":material/stop:", key=key, on_click=job.cancel)

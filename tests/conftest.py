@@ -23,7 +23,11 @@ SLOW_TESTS = ("test_evolution_under_faults_matches_the_fault_free_run", "test_si
               "test_an_endpoint_that_fails_is_an_error_not_a_failed_run", "test_worker_killed_mid_run_is_replaced",
               "test_ctrl_c_during", "test_evaluate_stops_on_sigterm", "test_exit_codes_from_a_real_process",
               "test_the_test_operator_and_an_exported_module_see_through_a_cheat",
-              "test_printer_round_trips_every_accepted_workflow", "test_checker_never_raises")
+              "test_printer_round_trips_every_accepted_workflow", "test_checker_never_raises",
+              "test_without_bubblewrap_the_cli_and_a_compiled_module_refuse", "test_broken_deliverables_fail_naming_why",
+              "test_the_real_benchmarks_canonical_solutions_pass", "test_export_writes_the_pages_five_files",
+              "test_v8_drawing_process_renders", "test_streaming_times_out_on_silence",
+              "test_a_timed_out_request_is_cancelled_at_the_server")
 
 
 def _slow(item) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from flowcore.benchmarks.problem import BENCHMARKS, Problem
+from flowcore.execution._standalone_ops import is_literal
 from flowcore.workspace.files import write_file
 
 SPLITS = ("validation", "test")
@@ -222,14 +223,6 @@ _PARSERS = {"gsm8k": _gsm8k, "math": _math, "humaneval": _humaneval, "mbpp": _mb
 _SEPARATORS = re.compile(r"^\s*(?:#\s*)?(?:==>|=>|==|➞|->|=|returns|should\s+return|is)\s*(?::\s*)?")
 
 
-def _is_literal(src: str) -> bool:
-    try:
-        ast.literal_eval(src)
-        return True
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return False
-
-
 def _call_end(text: str, start: int) -> int:
     """Index after the parenthesis that closes the one at `start` (-1 if unbalanced); skips string literals."""
     depth, i, quote = 0, start, ""
@@ -270,7 +263,7 @@ def _literal_call(call: str, entry: str) -> bool:
                 called = True
             elif node.func.id not in _SAFE_CALLS:
                 return False
-            if not all(isinstance(a, ast.Call) or _is_literal(ast.unparse(a)) for a in node.args):
+            if not all(isinstance(a, ast.Call) or is_literal(ast.unparse(a)) for a in node.args):
                 return False
         elif isinstance(node, ast.Name) and node.id not in _SAFE_CALLS | {entry}:
             return False
@@ -292,7 +285,7 @@ def _doctest_line(src: str) -> tuple[str, str | None]:
     except SyntaxError:
         return src, None
     if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)
-            and _is_literal(ast.unparse(node.comparators[0]))):
+            and is_literal(ast.unparse(node.comparators[0]))):
         return ast.unparse(node.left), ast.unparse(node.comparators[0])
     return src, None
 
@@ -302,9 +295,9 @@ def _expected(rest: str) -> str | None:
     rest = re.sub(r"\s+#.*$", "", rest).rstrip(" .")
     if rest in ("true", "false"):
         rest = rest.capitalize()
-    if not _is_literal(rest):  # a trailing remark: 'No' (the name should ...)
+    if not is_literal(rest):  # a trailing remark: 'No' (the name should ...)
         rest = re.sub(r"\s+\([^()]*\)$", "", rest)
-    return rest if rest and _is_literal(rest) else None
+    return rest if rest and is_literal(rest) else None
 
 
 def docstring_asserts(prompt: str, entry: str) -> list[str]:
@@ -331,10 +324,10 @@ def docstring_asserts(prompt: str, entry: str) -> list[str]:
                     break
                 expect.append(nxt)
                 i += 1
-                if _is_literal(" ".join(expect)):
+                if is_literal(" ".join(expect)):
                     break
             value = " ".join(expect)
-            if _literal_call(call, entry) and value and _is_literal(value):
+            if _literal_call(call, entry) and value and is_literal(value):
                 # unparse drops comments: `f(x)  # note == y` would assert nothing
                 out.append(f"assert {_unparse(call)} == {_unparse(value)}")
             continue

@@ -126,7 +126,8 @@ def guess_entry_point(problem: str) -> str:
     return ""
 
 
-def _literal(src: str) -> bool:
+def is_literal(src: str) -> bool:
+    """Whether ``src`` is a Python literal (what a doctest's expected line must be to become an assert)."""
     try:
         ast.literal_eval(src)
         return True
@@ -145,7 +146,7 @@ def examples_from_problem(problem: str, entry_point: str) -> str:
             out.append(line)
         elif line.startswith(">>>") and entry_point and entry_point + "(" in line and i + 1 < len(lines):
             call, result = line[3:].strip(), lines[i + 1].strip()
-            if result and not result.startswith(">>>") and _literal(result):
+            if result and not result.startswith(">>>") and is_literal(result):
                 try:
                     ast.parse(call, mode="eval")
                 except SyntaxError:
@@ -620,6 +621,18 @@ def _env_number(env: Mapping[str, str], name: str, kind: type, default: Any, low
     return value
 
 
+def price_lookup(prices: dict[str, tuple[float, float]], model: str) -> tuple[float, float]:
+    """USD per 1M (input, output) tokens of ``model``: its exact name, else the longest known prefix
+    (``gpt-4o-mini-2024-07-18``), also without a provider prefix (``openai/gpt-4o``); unknown models cost 0."""
+    for name in (model, model.rsplit("/", 1)[-1]):
+        if name in prices:
+            return prices[name]
+        prefixes = [k for k in prices if name.startswith(k)]
+        if prefixes:
+            return prices[max(prefixes, key=len)]
+    return (0.0, 0.0)
+
+
 @dataclass
 class OpenAIChat:
     """The environment an exported workflow reads, the same as flowcore's: OPENAI_BASE_URL, OPENAI_API_KEY,
@@ -662,13 +675,7 @@ class OpenAIChat:
         return bool(self.base_url or self._key)
 
     def _price(self, model: str) -> tuple[float, float]:
-        for name in (model, model.rsplit("/", 1)[-1]):
-            if name in self.prices:
-                return self.prices[name]
-            prefixes = [k for k in self.prices if name.startswith(k)]
-            if prefixes:
-                return self.prices[max(prefixes, key=len)]
-        return (0.0, 0.0)
+        return price_lookup(self.prices, model)
 
     def _client(self) -> tuple[Any, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()

@@ -33,6 +33,7 @@ except ImportError:  # pragma: no cover - older openai releases
     import httpx  # type: ignore[no-redef]
 import openai
 
+from flowcore.execution._standalone_ops import price_lookup
 from flowcore.llm import context as lc
 
 if TYPE_CHECKING:
@@ -204,13 +205,7 @@ class LLMSettings:
 
     def price_for(self, model: str) -> tuple[float, float]:
         """Exact name, else the longest known prefix (``gpt-4o-mini-2024-07-18``); unknown models cost 0."""
-        for name in (model, model.rsplit("/", 1)[-1]):
-            if name in self.prices:
-                return self.prices[name]
-            prefixes = [k for k in self.prices if name.startswith(k)]
-            if prefixes:
-                return self.prices[max(prefixes, key=len)]
-        return (0.0, 0.0)
+        return price_lookup(self.prices, model)  # the one lookup, shared with compiled workflows
 
     def price_known(self, model: str) -> bool:
         """Whether ``price_for`` knows this model (else its cost shows as 'price unknown', never as $0)."""

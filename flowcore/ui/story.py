@@ -3,6 +3,7 @@ candidate rows that say why a candidate the optimizer could not produce is missi
 
 from __future__ import annotations
 
+from flowcore.evaluation.results import money
 from flowcore.evolution.judge import CRITERIA
 
 __all__ = ["candidate_rows", "progress_phrase"]
@@ -44,3 +45,17 @@ def candidate_rows(row: dict) -> list[dict]:
                                       f"dropped: {reason}" if reason else c.get("detail") or ""),
                     **{k: s.get(k) for k in CRITERIA}})
     return out
+
+
+def run_summary(info, rows: list[dict], curve) -> list[tuple[str, str, str]]:  # noqa: ANN001 - RunInfo, DataFrame
+    """The four figures above a run's curve, as (label, value, help): rounds done, best score, failed rounds,
+    cost so far. A structure-only run has no score to show, and says so."""
+    measured = curve["score"].dropna()
+    best = "not measured" if info.offline else (f"{measured.max():.1f}%" if len(measured) else "—")
+    return [
+        ("Rounds done", f"{max(0, len(rows) - 1)} / {int(info.config.get('rounds', 0))}",
+         "Evolution rounds stored, not counting the seed (round 0)"),
+        ("Best score", best, "Validation score of the best measured round"),
+        ("Failed rounds", str(int((curve["status"] == "failed").sum())), ""),
+        ("Cost so far", money(curve["total_cost"].iloc[-1] if len(curve) else 0.0), ""),
+    ]

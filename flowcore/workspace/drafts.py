@@ -241,8 +241,12 @@ def resolve(ws: Workspace, params: dict[str, str], browser: str | None) -> tuple
     return wf or default_workflow(), problem
 
 
-def remember(ws: Workspace, browser: str | None, wf: OpenWorkflow, last: OpenWorkflow | None) -> dict[str, str]:
-    """Store ``wf`` as this browser's draft when it changed since ``last``; returns its URL parameters."""
+def remember(ws: Workspace, browser: str | None, wf: OpenWorkflow, last: OpenWorkflow | None,
+             api_key: str | None = None) -> dict[str, str] | None:
+    """Store ``wf`` as this browser's draft when it changed since ``last``; returns its URL parameters. A text
+    holding the API key in use is kept out of both (None): a draft never holds the key."""
+    if api_key and api_key.strip() and api_key.strip() in wf.text:
+        return None
     if browser and wf != last:
         save_draft(ws, browser, wf)
     return to_params(ws, wf)

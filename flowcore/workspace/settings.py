@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from flowcore.workspace.store import Workspace
@@ -109,3 +110,30 @@ def prices_from_rows(rows: list[dict]) -> dict[str, tuple[float, float]]:
             raise SettingsError(f"price table row {n}: model {model!r} is listed twice")
         prices[model] = (pin, pout)
     return prices
+
+
+def effective_llm_settings(ws: Workspace, typed_key: str | None = None) -> tuple[Any, list[str]]:
+    """The settings every page uses, and what was ignored: the environment, overlaid by the settings saved in the
+    workspace, overlaid by the key typed this session (which lives in the session only). A bad environment
+    variable or unreadable saved settings are reported in the list, never raised."""
+    from flowcore.llm.client import LLMSettings
+
+    problems: list[str] = []
+    try:
+        env = LLMSettings.from_env()
+    except ValueError as e:
+        problems.append(f"Ignoring the LLM environment settings: {e}")
+        env = LLMSettings()
+    merged = env.to_public_dict()
+    try:
+        saved = load_llm_settings(ws) or {}
+    except SettingsError as e:
+        problems.append(str(e))
+        saved = {}
+    merged.update({k: v for k, v in saved.items() if v not in (None, "") or k == "budget_usd"})
+    key = typed_key or env.api_key
+    try:
+        return LLMSettings.from_public_dict(merged, api_key=key), problems
+    except ValueError as e:
+        problems.append(f"Ignoring the saved LLM settings: {e}")
+        return LLMSettings.from_public_dict(env.to_public_dict(), api_key=key), problems

@@ -30,3 +30,20 @@ def test_candidates_that_were_not_produced_say_why():
     assert rows[3]["what happened"] == "dropped: the same workflow as an earlier round"
     assert rows[0]["what happened"] == "inserted a Review" and rows[1]["judge total"] == 41.0
     assert candidate_rows({}) == []
+
+
+def test_run_summary_says_what_a_run_measured():
+    from types import SimpleNamespace
+
+    from flowcore.evolution.session import curve_frame
+    from flowcore.ui.story import run_summary
+
+    rows = [{"round": 0, "score": 0.5, "status": "ok", "cost": 0.01, "judge_total": None},
+            {"round": 1, "score": 0.75, "status": "ok", "cost": 0.02, "judge_total": None},
+            {"round": 2, "score": None, "status": "failed", "cost": 0.0, "judge_total": None}]
+    measured = SimpleNamespace(offline=False, config={"rounds": 5})
+    got = {label: value for label, value, _ in run_summary(measured, rows, curve_frame(rows))}
+    assert got["Rounds done"] == "2 / 5" and got["Best score"] == "75.0%" and got["Failed rounds"] == "1"
+    offline = SimpleNamespace(offline=True, config={"rounds": 2})
+    got = {label: value for label, value, _ in run_summary(offline, rows, curve_frame(rows))}
+    assert got["Best score"] == "not measured"

@@ -108,3 +108,13 @@ def test_browser_ids_are_checked(ws):
     drafts.save_draft(ws, browser, OpenWorkflow("a", "math", "x"))
     drafts.forget_draft(ws, browser)
     assert drafts.load_draft(ws, browser) is None
+
+
+def test_a_text_holding_the_api_key_is_kept_out_of_the_draft_and_the_link(ws):
+    key = "sk-test-0123456789abcdef"
+    leaky = OpenWorkflow("leaky", "math", f"flowchart TD\n  %% {key}\n  PROBLEM --> RETURN")
+    assert drafts.remember(ws, "b" * 32, leaky, None, api_key=key) is None
+    assert drafts.load_draft(ws, "b" * 32) is None
+    clean = OpenWorkflow("clean", "math", "flowchart TD\n  PROBLEM --> RETURN")
+    assert drafts.remember(ws, "b" * 32, clean, None, api_key=key) is not None
+    assert drafts.load_draft(ws, "b" * 32) == clean
