@@ -108,12 +108,21 @@ def guarded(fn: Callable[[argparse.Namespace], int], failures: tuple[type[Except
     return run
 
 
-def positive(text: str) -> int:
-    """argparse type: a whole number of at least 1."""
+def _whole(text: str, least: int) -> int:
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    if v < least:
+        raise argparse.ArgumentTypeError(f"must be at least {least}, got {v}")
     return v
+
+
+def positive(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    return _whole(text, 1)
+
+
+def nonnegative(text: str) -> int:
+    """argparse type: a whole number of at least 0."""
+    return _whole(text, 0)

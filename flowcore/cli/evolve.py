@@ -13,22 +13,12 @@ from collections import Counter
 from pathlib import Path
 
 from flowcore import catalogue as cat
-from flowcore.cli.common import CliError, JobFailed, emit, load_workflow, positive
+from flowcore.cli.common import CliError, JobFailed, emit, load_workflow, nonnegative, positive
 from flowcore.evolution import ops
 from flowcore.execution.sandbox import require_sandbox
 from flowcore.mermaid.reader import to_mermaid
 from flowcore.model import Workflow
 from flowcore.workspace.files import write_file
-
-
-def _nonnegative(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {v}")
-    return v
 
 
 def _out_dir(path: str) -> Path:
@@ -256,7 +246,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--concurrency", type=positive, default=8)
     e.add_argument("--validation-rounds", type=positive, default=1,
                    help="evaluate each round's workflow R times, cache bypassed (AFlow's validation_rounds)")
-    e.add_argument("--test-top", type=_nonnegative, default=0, metavar="N",
+    e.add_argument("--test-top", type=nonnegative, default=0, metavar="N",
                    help="at the end, re-score the N best rounds (by validation score) on the held-out test split")
     e.add_argument("--test-limit", type=positive, help="first N problems of the test split")
     e.add_argument("--test-data", help="test rows (the benchmark's format) for a run evolved on --data")
