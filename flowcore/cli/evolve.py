@@ -148,9 +148,18 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
             from flowcore.evolution.testsplit import held_out_problems
 
             held_out_problems(evo.config.to_dict(), limit=config.test_limit)
-        resumed = evo.find_resumable()
+        done_run = None if args.new_run else evo.history.find_finished(evo.config.key())
+        resumed = None if args.new_run else evo.find_resumable()
+        if resumed is None and done_run is not None:  # the same command again: say so, never repeat the run
+            info = evo.history.run(done_run)
+            print(f"run {done_run} with these settings is already finished ({evo.history.last_round(done_run)} "
+                  f"round(s), {info.status}); add --rounds N with N > {args.rounds} to extend it, or --new-run to "
+                  "start another run", file=_stderr(), flush=True)
+            if args.json:
+                emit({"run_id": done_run, "status": info.status, "already_finished": True})
+            return 0
         finished_before = resumed is not None and evo.history.run(resumed).status == "finished"
-        run_id = evo.start(resume=True)
+        run_id = evo.start(resume=not args.new_run)
         evo.prepare()
     except RunBusy as exc:  # the same run in another process: joining it would repeat its calls and rounds
         raise CliError(f"{exc}; wait for it to finish (or stop it), or start a separate run with another "
@@ -242,6 +251,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--budget", type=float, help="USD cap for the whole run")
     e.add_argument("--alpha", type=float, default=0.2)
     e.add_argument("--lambda", dest="lam", type=float, default=0.3)
+    e.add_argument("--new-run", action="store_true",
+                   help="start a new run even when one with these settings exists (finished or not)")
     e.add_argument("--top-k", dest="top_k", type=positive, default=4)
     e.add_argument("--concurrency", type=positive, default=8)
     e.add_argument("--validation-rounds", type=positive, default=1,

@@ -53,16 +53,21 @@ def _config(args: argparse.Namespace):  # noqa: ANN202
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
+    from flowcore.workspace.settings import effective_llm_settings
+
     ws = _workspace(args)
     cfg = _config(args)
+    settings = None
+    if not args.offline:  # the settings the worker or actor will use: said now, not after the run is queued
+        settings, _ = effective_llm_settings(ws)
+        if not settings.configured:
+            raise CliError("this run needs an LLM and none is configured: set OPENAI_BASE_URL (and OPENAI_API_KEY) "
+                           "here and for the workers, or save the endpoint on the Settings page of this workspace; "
+                           "or add --offline for a structure-only run")
     try:
         if args.ray:
             from flowcore.evolution.remote import submit_evolution
-            from flowcore.llm.client import LLMSettings
 
-            settings = None if args.offline else LLMSettings.from_env()
-            if settings is not None and not settings.configured:
-                settings = None
             run_id, _ = submit_evolution(ws, cfg, settings)
             out = {"run_id": run_id, "where": f"ray actor mermaidflow-evolve-{run_id}"}
         else:

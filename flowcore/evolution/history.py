@@ -182,6 +182,12 @@ class History:
     def runs(self) -> list[RunInfo]:
         return [self.run(r["id"]) for r in self.ws.query("SELECT id FROM evo_runs ORDER BY id")]
 
+    def find_finished(self, config_key: str) -> int | None:
+        """The latest finished run with this config key, if any."""
+        rows = self.ws.query("SELECT id FROM evo_runs WHERE config_key = ? AND status = 'finished' ORDER BY id DESC "
+                             "LIMIT 1", (config_key,))
+        return int(rows[0]["id"]) if rows else None
+
     def find_unfinished(self, config_key: str) -> int | None:
         rows = self.ws.query("SELECT id FROM evo_runs WHERE config_key = ? AND status != 'finished' "
                              "ORDER BY id DESC LIMIT 1", (config_key,))
@@ -216,6 +222,7 @@ class History:
                 c.execute("INSERT INTO evo_lineage(run_id, parent, child) VALUES (?,?,?)", (run_id, int(p),
                                                                                              int(rec["round"])))
             _touch(c, run_id)
+        self.ws.checkpoint()  # each round's log folded in: the SQLite WAL stays bounded over a long run
 
     def rounds(self, run_id: int) -> list[dict]:
         return [_decode(r) for r in self.ws.query("SELECT * FROM evo_rounds WHERE run_id = ? ORDER BY round",

@@ -175,9 +175,11 @@ class Evolution:
         cfg.validate()
         self._settings = None
         if llm is None and not cfg.offline:
-            from flowcore.llm.client import LLMSettings
+            # The same settings on every path that evolves (the command, a queue worker, a Ray actor, the page):
+            # the environment overlaid by the workspace's saved settings, which never hold the key.
+            from flowcore.workspace.settings import effective_llm_settings
 
-            settings = LLMSettings.from_env()
+            settings, _ = effective_llm_settings(workspace)
             if settings.configured:
                 self._settings = settings
         self.llm = llm
@@ -195,6 +197,7 @@ class Evolution:
         self.outage_waits: tuple[float, ...] = OUTAGE_WAITS
         self._lease: Lease | None = None
         self._buf: RunBuffer | None = None
+        self._started = False
 
     # -- runs ----------------------------------------------------------------------------------------------
     @classmethod
@@ -246,6 +249,7 @@ class Evolution:
             if self.config.budget is not None:
                 settings = replace(settings, budget_usd=max(0.0, self.config.budget - spent))
             self.llm = LLM(settings, self.ws, run_id=f"evo-{self.run_id}")
+        self._started = True
         return self.run_id
 
     def lease(self) -> None:
@@ -267,7 +271,9 @@ class Evolution:
         return asyncio.run(self.arun())
 
     async def arun(self) -> dict:
-        run_id = self.run_id if self.run_id is not None else self.start()
+        # A run handed over by id (a queue worker, a Ray actor, Resume) is attached here too, so it gets the same
+        # checks and the same LLM client as one started by this process.
+        run_id = self.run_id if self._started else self.start()
         try:
             self.lease()
             return await self._arun(run_id)
@@ -310,6 +316,11 @@ class Evolution:
                 if rec["status"] == "failed" and "BudgetExceeded" in (rec.get("reason") or ""):
                     status, reason = "stopped", rec["reason"]
                     break
+            evolved = [r for r in records if r.get("round", 0) > 0]
+            if status == "finished" and evolved and not cfg.offline and all(r.get("status") == "failed"
+                                                                              for r in evolved):
+                status, reason = "stopped", (f"every round failed, so nothing was evolved (last: "
+                                             f"{evolved[-1].get('reason') or evolved[-1].get('detail')})")
             if status == "finished" and cfg.test_top and not cfg.offline:
                 status, reason = await self._rescore_on_test()
         except Cancelled:

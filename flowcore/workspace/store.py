@@ -30,6 +30,7 @@ from flowcore.workspace.target import redact
 
 DB_ENV = "MERMAIDFLOW_DB"
 DEFAULT_FILE = "workspace.db"
+WAL_LIMIT = 4 << 20  # bytes of write-ahead log SQLite keeps after a checkpoint
 DatabaseError = sqlite3.DatabaseError
 IntegrityError = sqlite3.IntegrityError
 OperationalError = sqlite3.OperationalError
@@ -123,7 +124,18 @@ class Workspace:
             raise WorkspaceError(path, f"not usable as the workspace database ({exc})") from None
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")  # a checkpointed WAL shrinks back to this
         return conn
+
+    def checkpoint(self) -> None:
+        """Fold the SQLite write-ahead log into the database and truncate it (after each evolution round), so
+        the log stays small and a disk-full stop can be resumed once a little room is free. PostgreSQL: no-op."""
+        if self.is_postgres or str(self.path) == ":memory:":
+            return
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.OperationalError:  # busy readers: the next round's checkpoint catches up
+            pass
 
     def check_usable(self) -> None:
         """Open the workspace and write to it once (its schema record), so a file that is not a database, a

@@ -323,7 +323,7 @@ def test_cancel_then_resume_gives_the_same_rounds_as_an_uninterrupted_run(tmp_pa
     assert done["status"] == "finished" and done["run_id"] == first["run_id"]
     assert rows[:3] == before and [r["round"] for r in rows] == [0, 1, 2, 3, 4, 5]
     assert [r["workflow_text"] for r in rows] == [r["workflow_text"] for r in _rows(ws_a, straight["run_id"])]
-    # finished: a new invocation starts a new run
+    # finished: nothing to resume (the `evolve` command then says the run is finished, test_evolve_again_...)
     assert Evolution(ws, cfg).find_resumable() is None
 
 
@@ -432,3 +432,24 @@ def test_a_junk_prompt_rewrite_is_declined_and_never_stored(tmp_path, monkeypatc
     r1 = _rows(ws, result["run_id"])[1]
     assert r1["status"] == "ok" and "rewritten by the optimizer" not in (r1["detail"] or "")
     assert reply.strip() not in json.loads(r1["prompts_json"]).values()  # the library's variant was used
+
+
+def test_evolve_again_says_the_run_is_finished_and_new_run_starts_another(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    db = str(tmp_path / "w.db")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    cmd = [sys.executable, "-m", "flowcore", "evolve", "--db", db, "--benchmark", "gsm8k", "--rounds", "2",
+           "--offline", "--seed", "3"]
+    first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert first.returncode == 0, first.stderr
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert again.returncode == 0 and "run 1 with these settings is already finished (2 round(s)" in again.stderr
+    assert "--rounds N with N > 2" in again.stderr and "--new-run" in again.stderr
+    ws = Workspace(db)
+    assert ws.query("SELECT COUNT(*) AS n FROM evo_runs")[0]["n"] == 1  # nothing was repeated
+    more = subprocess.run(cmd + ["--new-run"], capture_output=True, text=True, env=env, timeout=120)
+    assert more.returncode == 0 and ws.query("SELECT COUNT(*) AS n FROM evo_runs")[0]["n"] == 2
+    ws.close_all()

@@ -122,7 +122,10 @@ def test_continue_a_finished_offline_run_and_bad_requests(tmp_path, monkeypatch,
     code, _, err = cli(capsys, "evolve", "--benchmark", "gsm8k", "--rounds", "3", "--offline", "--db", db)
     assert code == 0 and "continuing finished run 1 after round 2 up to round 3" in err
     code, _, err = cli(capsys, "evolve", "--benchmark", "gsm8k", "--rounds", "3", "--offline", "--db", db)
-    assert code == 0 and "run 2:" in err  # as many rounds as the finished run: a new run, as before
+    assert code == 0 and "run 1 with these settings is already finished" in err  # never repeated silently
+    code, _, err = cli(capsys, "evolve", "--benchmark", "gsm8k", "--rounds", "3", "--offline", "--db", db,
+                       "--new-run")
+    assert code == 0 and "run 2:" in err
     ws = Workspace(db)
     settings = LLMSettings()
     job = evs.continue_run(ws, settings, 1, 2)

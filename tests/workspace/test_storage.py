@@ -208,3 +208,25 @@ def test_bad_postgres_url_is_a_clear_error():
     with pytest.raises(OperationalError, match="cannot connect to the PostgreSQL workspace") as e:
         ws.query("SELECT 1")
     assert "secret" not in str(e.value)
+
+
+def test_the_sqlite_wal_is_folded_in_after_each_round_and_stays_bounded(tmp_path):
+    """A long run on SQLite: every stored round checkpoints the write-ahead log (and journal_size_limit caps
+    what is kept), so the -wal file does not grow with the run."""
+    from flowcore.evolution.history import History
+    from flowcore.workspace.store import WAL_LIMIT
+
+    ws = Workspace(tmp_path / "ws.db")
+    h = History(ws)
+    run = h.create_run({"benchmark": "gsm8k"}, "k", "flowchart TD", "gsm8k", "math", False)
+    reader = Workspace(tmp_path / "ws.db")  # another connection reading meanwhile, as the pages do
+    wal = tmp_path / "ws.db-wal"
+    sizes = []
+    for i in range(40):
+        h.add_round(run, {"round": i, "status": "ok", "score": 0.5, "workflow_text": "x" * 20_000, "detail": "y" * 5_000})
+        reader.query("SELECT COUNT(*) FROM evo_rounds")
+        sizes.append(wal.stat().st_size if wal.exists() else 0)
+    assert max(sizes) <= WAL_LIMIT and sizes[-1] < 200_000, sizes[-5:]
+    assert ws.query("PRAGMA journal_size_limit")[0][0] == WAL_LIMIT
+    ws.close_all()
+    reader.close_all()
