@@ -343,6 +343,7 @@ class PgConnection:
     """One thread's PostgreSQL connection, used like a ``sqlite3.Connection`` in autocommit mode."""
 
     def __init__(self, url: str) -> None:
+        self.where = redact(url)  # for messages: never the password
         try:
             self.raw = psycopg.connect(url, autocommit=True, row_factory=_row_factory, connect_timeout=10)
         except psycopg.Error as exc:
@@ -425,12 +426,22 @@ class PgConnection:
         for stmt in translate_ddl(script):
             self._run(stmt, None)
 
-    def apply_ddl(self, name: str, ddl: str, digest: str, schema_table: str) -> None:
-        """Run a module's DDL once per change of its text, serialised across processes."""
+    def apply_ddl(self, name: str, ddl: str, digest: str, schema_table: str, version: tuple | None = None) -> None:
+        """Run a module's DDL once per change of its text, serialised across processes. ``version``:
+        (marker row, this app's schema version, error for a newer one): a newer workspace is refused untouched."""
         try:
             with self.raw.transaction():
                 self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (self.ddl_key,))
                 self.raw.execute(schema_table)
+                if version is not None:
+                    marker, ours, too_new = version
+                    got = self.raw.execute("SELECT ddl_hash FROM mf_schema WHERE name = %s", (marker,)).fetchone()
+                    if got is not None and int(got[0]) > ours:
+                        raise too_new(self.where, int(got[0]))
+                    if got is None or int(got[0]) < ours:
+                        self.raw.execute(
+                            "INSERT INTO mf_schema(name, ddl_hash, applied) VALUES (%s, %s, extract(epoch from now())) "
+                            "ON CONFLICT (name) DO UPDATE SET ddl_hash = EXCLUDED.ddl_hash", (marker, str(ours)))
                 row = self.raw.execute("SELECT ddl_hash FROM mf_schema WHERE name = %s", (name,)).fetchone()
                 if row is not None and row[0] == digest:
                     return

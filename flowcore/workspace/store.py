@@ -37,6 +37,15 @@ OperationalError = sqlite3.OperationalError
 # Where applied DDL is recorded (the "migration table"): a module's DDL re-runs only when its text changed.
 _SCHEMA_TABLE = ("CREATE TABLE IF NOT EXISTS mf_schema(name TEXT PRIMARY KEY, ddl_hash TEXT NOT NULL, "
                  "applied REAL NOT NULL)")
+# The workspace's schema version, kept in mf_schema under this name: bumped when a table changes in a way an older
+# app cannot read or write. A workspace written by a newer app is refused, and its marker is never rewritten.
+SCHEMA_VERSION = 2
+VERSION_ROW = "schema_version"
+
+
+def too_new(path: object, stored: int) -> WorkspaceError:
+    return WorkspaceError(path, f"written by a newer MermaidFlow Studio (workspace schema version {stored}; this one "
+                                f"knows version {SCHEMA_VERSION}): it is not changed - update this checkout to use it")
 
 
 def is_postgres(target: object) -> bool:
@@ -158,11 +167,18 @@ class Workspace:
             digest = hashlib.sha256(ddl.encode()).hexdigest()[:16]
             conn = self.conn
             if self.is_postgres:
-                conn.apply_ddl(name, ddl, digest, _SCHEMA_TABLE)
+                conn.apply_ddl(name, ddl, digest, _SCHEMA_TABLE, (VERSION_ROW, SCHEMA_VERSION, too_new))
             else:
-                conn.executescript(ddl + ";\n" + _SCHEMA_TABLE)
+                conn.executescript(_SCHEMA_TABLE)
+                row = conn.execute("SELECT ddl_hash FROM mf_schema WHERE name = ?", (VERSION_ROW,)).fetchone()
+                if row is not None and int(row[0]) > SCHEMA_VERSION:
+                    raise too_new(self.path, int(row[0]))
+                conn.executescript(ddl + ";\n" if ddl else "")
                 conn.execute("INSERT OR REPLACE INTO mf_schema(name, ddl_hash, applied) VALUES (?,?,?)",
                              (name, digest, time.time()))
+                if row is None or int(row[0]) < SCHEMA_VERSION:
+                    conn.execute("INSERT OR REPLACE INTO mf_schema(name, ddl_hash, applied) VALUES (?,?,?)",
+                                 (VERSION_ROW, str(SCHEMA_VERSION), time.time()))
             self._schemas.add(name)
 
     def add_columns(self, table: str, columns: Mapping[str, str]) -> None:

@@ -230,3 +230,38 @@ def test_the_sqlite_wal_is_folded_in_after_each_round_and_stays_bounded(tmp_path
     assert ws.query("PRAGMA journal_size_limit")[0][0] == WAL_LIMIT
     ws.close_all()
     reader.close_all()
+
+
+def test_a_workspace_from_a_newer_schema_is_refused_and_its_marker_kept(any_ws, tmp_path):
+    """Issue 19.6: a workspace written by a newer app is refused, naming both versions; nothing rewrites it."""
+    from flowcore.workspace.store import SCHEMA_VERSION, VERSION_ROW, WorkspaceError
+
+    any_ws.ensure_schema("m", "CREATE TABLE IF NOT EXISTS t(id INTEGER)")
+    assert any_ws.query("SELECT ddl_hash FROM mf_schema WHERE name = ?", (VERSION_ROW,))[0]["ddl_hash"] == \
+        str(SCHEMA_VERSION)  # an older workspace (no marker) gets this app's version
+    with any_ws.transaction() as c:
+        c.execute("UPDATE mf_schema SET ddl_hash = ? WHERE name = ?", (str(SCHEMA_VERSION + 7), VERSION_ROW))
+    again = Workspace(any_ws.url if any_ws.is_postgres else any_ws.path)
+    with pytest.raises(WorkspaceError, match=rf"schema version {SCHEMA_VERSION + 7}; this one knows version "
+                                             rf"{SCHEMA_VERSION}"):
+        again.ensure_schema("n", "CREATE TABLE IF NOT EXISTS u(id INTEGER)")
+    rows = {r["name"]: r["ddl_hash"] for r in any_ws.query("SELECT name, ddl_hash FROM mf_schema")}
+    assert rows[VERSION_ROW] == str(SCHEMA_VERSION + 7) and "n" not in rows
+    again.close_all()
+
+
+def test_the_command_line_refuses_a_newer_workspace_with_a_message(tmp_path):
+    import subprocess
+    import sys
+
+    from flowcore.workspace.store import SCHEMA_VERSION, VERSION_ROW
+
+    ws = Workspace(tmp_path / "new.db")
+    ws.ensure_schema("m", "")
+    with ws.transaction() as c:
+        c.execute("UPDATE mf_schema SET ddl_hash = '99' WHERE name = ?", (VERSION_ROW,))
+    ws.close_all()
+    p = subprocess.run([sys.executable, "-m", "flowcore", "evolve", "--db", str(tmp_path / "new.db"), "--benchmark",
+                        "gsm8k", "--rounds", "1", "--offline"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and f"schema version 99; this one knows version {SCHEMA_VERSION}" in p.stderr
+    assert "Traceback" not in p.stderr, p.stderr
