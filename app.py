@@ -90,7 +90,7 @@ def home() -> None:
 
 
 def main() -> None:
-    st.set_page_config(page_title="MermaidFlow Studio", page_icon=":material/account_tree:", layout="wide",
+    st.set_page_config(page_title="MermaidFlow Studio", page_icon=str(ROOT / "assets" / "favicon.png"), layout="wide",
                        initial_sidebar_state="collapsed")
     pages = [st.Page(home, title="Home", icon=":material/home:", default=True)]
     pages += [st.Page(str(ROOT / f), title=t, url_path=u, icon=i)

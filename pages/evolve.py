@@ -98,8 +98,8 @@ def review_panel(job: jobs.Job, p: evs.PendingReview) -> None:
     snap = job.snapshot()
     st.progress(snap.fraction, text=f"Run #{run_id} · round {p.round} of {snap.meta['rounds']}: waiting for your "
                                     f"review · {max(0, snap.done - 1)} of {snap.meta['rounds']} rounds done")
-    st.caption(f"The {p.judge} judge picked candidate {p.chosen}. Approve it or another one, edit one, or "
-               "veto the round (it is stored as failed and the run goes on).")
+    st.caption(f"{story.judge_sentence(p.judge, p.chosen)} Approve it or another one, edit one, or veto the "
+               "round (it is stored as failed and the run goes on).")
     cols = st.columns(min(2, len(p.candidates)))
     for i, c in enumerate(p.candidates):
         with cols[i % len(cols)]:

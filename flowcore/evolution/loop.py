@@ -163,6 +163,10 @@ def default_seed(task: str) -> str:
     return to_mermaid(parse((EXAMPLES / f"{task}_seed.mmd").read_text(encoding="utf-8")))
 
 
+class Vetoed(Exception):
+    """The reviewer vetoed the round: stored as failed, in the reviewer's words (no exception name)."""
+
+
 class Evolution:
     def __init__(self, workspace: Workspace, config: EvolutionConfig, *, llm: Any = None,
                  evaluator: Evaluator | None = None, progress: Callable[[dict], None] | None = None,
@@ -427,7 +431,8 @@ class Evolution:
         except Cancelled:
             raise
         except Exception as exc:  # noqa: BLE001 - a failed round is stored with its reason; the run goes on
-            rec["status"], rec["reason"] = "failed", f"{type(exc).__name__}: {exc}"
+            rec["status"], rec["reason"] = "failed", str(exc) if isinstance(exc, Vetoed) else \
+                f"{type(exc).__name__}: {exc}"
             rec["cost"] = self._spent() - spent0
             rec["_transient"] = _transient(exc)
             return rec
@@ -539,7 +544,7 @@ class Evolution:
         if decision.action == "choose":
             return cands[idx]
         if decision.action == "veto":
-            raise RuntimeError(f"vetoed by the reviewer{': ' + decision.reason if decision.reason else ''}")
+            raise Vetoed(f"vetoed by you{': ' + decision.reason if decision.reason else ''}")
         if decision.action == "edit":
             errors = [d for d in check(decision.text or "", self.config.task) if d.severity == "error"]
             if errors:

@@ -3,6 +3,8 @@ candidate rows that say why a candidate the optimizer could not produce is missi
 
 from __future__ import annotations
 
+import re
+
 from flowcore.evaluation.results import money
 from flowcore.evolution.judge import CRITERIA
 
@@ -59,3 +61,14 @@ def run_summary(info, rows: list[dict], curve) -> list[tuple[str, str, str]]:  #
         ("Failed rounds", str(int((curve["status"] == "failed").sum())), ""),
         ("Cost so far", money(curve["total_cost"].iloc[-1] if len(curve) else 0.0), ""),
     ]
+
+
+def judge_sentence(judge: str, chosen: int) -> str:
+    """Who picked the candidate, in one plain sentence: "rule (fallback: why)" means the LLM judge could not be
+    used, so the rule-based one decided."""
+    m = re.fullmatch(r"rule \(fallback: (.*)\)", judge or "", re.S)
+    if m:
+        return (f"The LLM judge could not decide ({m.group(1).removeprefix('the judge ')}), so the rule-based "
+                f"judge picked candidate {chosen}.")
+    who = {"rule": "The rule-based judge", "llm": "The LLM judge"}.get(judge, f"The {judge} judge")
+    return f"{who} picked candidate {chosen}."

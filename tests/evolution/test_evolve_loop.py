@@ -299,7 +299,7 @@ def test_review_hook_can_choose_edit_and_veto(tmp_path, monkeypatch):
     result = Evolution(ws, EvolutionConfig(benchmark="gsm8k", rounds=3), review=review).run()
     rows = _rows(ws, result["run_id"])
     assert rows[1]["workflow_text"] == edited and "edited by the reviewer" in rows[1]["detail"]
-    assert rows[2]["status"] == "failed" and "vetoed by the reviewer: too big" in rows[2]["reason"]
+    assert rows[2]["status"] == "failed" and "vetoed by you: too big" in rows[2]["reason"]
     assert rows[3]["status"] == "structure-only" and rows[3]["chosen"] == len(json.loads(rows[3]["candidates_json"])) - 1
     assert result["status"] == "finished"
 

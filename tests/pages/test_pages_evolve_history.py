@@ -169,7 +169,7 @@ def test_evolve_review_veto_edit_and_choose(db):
     click(at, "evo_approve")
     assert job.wait(20) and job.status == "done", job.error
     rows = History(Workspace(db)).rounds(job.meta["run_id"])
-    assert rows[1]["status"] == "failed" and "vetoed by the reviewer" in rows[1]["reason"]
+    assert rows[1]["status"] == "failed" and "vetoed by you" in rows[1]["reason"]
     assert "edited by the reviewer" in rows[2]["detail"] and rows[2]["workflow_text"].startswith("flowchart LR")
     assert rows[3]["chosen"] == other and rows[3]["status"] == "structure-only"
 

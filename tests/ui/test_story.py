@@ -47,3 +47,14 @@ def test_run_summary_says_what_a_run_measured():
     offline = SimpleNamespace(offline=True, config={"rounds": 2})
     got = {label: value for label, value, _ in run_summary(offline, rows, curve_frame(rows))}
     assert got["Best score"] == "not measured"
+
+
+def test_the_judges_pick_reads_as_one_plain_sentence():
+    from flowcore.ui.story import judge_sentence
+
+    assert judge_sentence("rule", 2) == "The rule-based judge picked candidate 2."
+    assert judge_sentence("llm", 0) == "The LLM judge picked candidate 0."
+    fallback = judge_sentence("rule (fallback: the judge scored no candidates, expected 3)", 2)
+    assert fallback == ("The LLM judge could not decide (scored no candidates, expected 3), so the rule-based "
+                        "judge picked candidate 2.")
+    assert "(fallback" not in fallback
