@@ -221,10 +221,10 @@ def execution_section(ex) -> None:
 
 
 def main() -> None:
-    st.title("AOV Execution")
-    st.caption("Flow: split a task into a dependency graph of subtasks, pick the most parallel candidate, "
-               "start every subtask the moment its last parent completes, repair the graph locally when the "
-               "inspector fails a result, and re-plan what has not started every few completions.")
+    common.header("AOV Execution", "Flow: split a task into a dependency graph of subtasks, pick the most parallel "
+                  "candidate, start every subtask the moment its last parent completes, repair the graph locally "
+                  "when the inspector fails a result, and re-plan what has not started every few completions.",
+                  show_open=False)  # a Flow task, not the open workflow: the endpoint line, as on every page
     configured = common.llm_banner()
     best = candidates_section(configured)
     st.subheader("2 · Execution")

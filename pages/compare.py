@@ -87,6 +87,9 @@ def live(job_id: str) -> None:
 
 def show(stored) -> None:
     n = len({r.id for m in stored.result.measurements for r in m.pooled.results}) if stored.result else 0
+    if not n:  # still running (or nothing measured yet): the problems it was asked for, not a zero
+        split = stored.split or {}
+        n = split.get("limit") or split.get(f"{split.get('split')}_n") or "the"
     st.markdown(f"**#{stored.id}** · {stored.benchmark} · {n} problems × {stored.repeats} repeat(s) · status "
                 f"**{stored.status}**")
     st.caption(cv.split_caption(stored.split))

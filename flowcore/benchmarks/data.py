@@ -396,7 +396,8 @@ def load(benchmark: str, split: str | None = "validation", *, data_path: str | P
 
 # Validation/test sizes of the papers' data files (MermaidFlow and AFlow ship them); ours come from split_ids.
 PAPER_SPLITS = {"math": (119, 486), "mbpp": (86, 341)}
-OUR_SPLIT = "ours: validation:test = 1:4, deterministic shuffle with seed 42 (flowcore.benchmarks.split_ids)"
+OUR_SPLIT = ("our split: one problem in five for validation (evolution), the other four for the final test, "
+             "always the same problems (shuffled with seed 42)")
 
 
 def read_split_file(path: str | Path, benchmark: str, known_ids: list[str] | None = None) -> dict[str, list[str]]:

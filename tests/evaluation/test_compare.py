@@ -343,3 +343,11 @@ def test_pooled_repeats_leave_endpoint_failures_out_of_the_score():
     assert p.errors == 1 and p.error_rate == pytest.approx(0.25) and p.scores == [0.5, 1.0]
     assert p.mean == pytest.approx(0.75) and p.sd == pytest.approx(0.3535533905932738)
     assert p.ci_low <= p.score <= p.ci_high
+
+
+def test_the_split_note_is_plain_words_without_module_names():
+    from flowcore.benchmarks import split_info
+    from flowcore.ui.compare import split_caption
+
+    text = split_caption(split_info("gsm8k", "test"))
+    assert "flowcore" not in text and "split_ids" not in text and "one problem in five for validation" in text

@@ -458,3 +458,8 @@ def test_a_task_of_the_task_set_is_planned_run_and_checked_for_acceptance(monkey
     assert "Accepted." in texts(at.success)
     assert list(at.dataframe[-1].value["check"]) == ["files", "rules", "runs"]
     assert all(at.dataframe[-1].value["passed"])
+
+
+def test_the_aov_page_has_the_endpoint_line_every_page_has():
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert any("no LLM endpoint" in c.value or "LLM `" in c.value for c in at.caption), [c.value for c in at.caption]
