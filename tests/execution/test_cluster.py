@@ -96,3 +96,30 @@ def test_evolution_as_a_detached_ray_job(local_ray, tmp_path):
     with pytest.raises(cluster.ClusterError, match="workspace the cluster can open"):
         remote.submit_evolution(Workspace(":memory:"), EvolutionConfig(benchmark="gsm8k", rounds=1, offline=True))
     ws.close_all()
+
+
+def test_a_ray_evolution_with_an_llm_calls_it_and_equals_the_foreground_run(local_ray, tmp_path):
+    """Issue 19.3: `submit --ray` makes progress - the detached actor reaches the endpoint and stores the rounds a
+    foreground run with the same seed stores."""
+    from flowcore.evolution.loop import Evolution
+    from flowcore.workspace.store import Workspace
+
+    problems = load("gsm8k", "validation", limit=4)
+    cfg = EvolutionConfig(benchmark="gsm8k", rounds=2, seed=5, limit=4, candidates=2)
+    with FakeLLMServer(_answers(problems)) as srv:
+        settings = LLMSettings(base_url=srv.base_url, api_key="sk-test")
+        fg_ws = Workspace(tmp_path / "fg.db")
+        Evolution(fg_ws, cfg, llm=LLM(settings, fg_ws)).run()
+        calls = len(srv.requests)
+        ws = Workspace(tmp_path / "ray.db")
+        run_id, ref = remote.submit_evolution(ws, cfg, settings)
+        out = ray.get(ref, timeout=300)
+        ray_calls = len(srv.requests) - calls
+    assert out["status"] == "finished" and ray_calls == calls > 0
+
+    def rounds(w):
+        return [(r["round"], r["status"], r["score"], r["operator"], r["workflow_text"]) for r in History(w).rounds(1)]
+
+    assert rounds(ws) == rounds(fg_ws) and any(r[2] for r in rounds(ws))
+    ws.close_all()
+    fg_ws.close_all()
