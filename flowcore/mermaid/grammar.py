@@ -114,6 +114,30 @@ class _ConditionRegexes(dict):
         self[name] = pattern
         return pattern
 
+    def lookahead(self, name: str) -> tuple[re.Pattern | None, tuple[tuple[str, re.Pattern], ...]]:
+        """The condition's regex without its rules that first skip ahead to a literal (Mermaid's
+        ``[^\\n]*direction\\s+TD[^\\n]*`` and ``[^\\s"]+@``), and for each such rule (literal, the characters that
+        end the skip). Tried at every token, such a rule costs the rest of the line (or of a run without spaces)
+        each time: quadratic on one long line. Where its literal does not come before the skip must end, the rule
+        cannot match, and the regex without it gives the same token (None: the condition has no such rule)."""
+        key = f"\0ahead:{name}"
+        if key not in self:
+            ahead, kept = [], []
+            for k in self._conditions[name]:
+                m = _SCAN_AHEAD.match(self._rules[k])
+                if m:
+                    ahead.append((m.group(2), re.compile(f"[{m.group(1)}]", re.ASCII)))
+                else:
+                    kept.append(k)
+            pattern = re.compile("|".join(f"(?P<r{k}>{self._rules[k]})" for k in kept), re.ASCII) \
+                if ahead else None
+            self[key] = (pattern, tuple(ahead))
+        return self[key]
+
+
+# A rule that starts by skipping every character but some (a negated class) to a literal: (class body, literal).
+_SCAN_AHEAD = re.compile(r"\(\?:\[\^([^\]]*)\][*+]([A-Za-z@]+)")
+
 
 _GRAMMAR: _Grammar | None = None
 
@@ -556,25 +580,45 @@ def _yaml_scalar(raw: str) -> Any:
 class _Lexer:
     """jison's lexer semantics: rules tried in order (first match wins), start-condition stack."""
 
-    __slots__ = ("code", "pos", "stack", "db", "g", "yytext", "match", "tok_pos", "done", "line")
+    __slots__ = ("code", "pos", "stack", "db", "g", "yytext", "match", "tok_pos", "done", "line", "_next")
 
     def __init__(self, code: str, db: FlowDB, g: _Grammar):
         self.code, self.pos, self.stack, self.db, self.g = code, 0, ["INITIAL"], db, g
         self.yytext, self.match, self.tok_pos, self.done = "", "", 0, False
+        self._next: dict = {}  # literal or class -> its next index at or after pos
+
+    def _find(self, what: str | re.Pattern) -> int:
+        """Next index of a literal or a one-character class at or after pos (len(code) when none): cached until
+        pos passes it, so all the lookups of a lex cost one pass over the text."""
+        at = self._next.get(what, -1)
+        if at < self.pos:
+            if isinstance(what, str):
+                at = self.code.find(what, self.pos)
+            else:
+                m = what.search(self.code, self.pos)
+                at = m.start() if m else -1
+            at = len(self.code) if at < 0 else at
+            self._next[what] = at
+        return at
+
+    def _regex(self, state: str) -> re.Pattern:
+        quick, ahead = self.g.condition_res.lookahead(state)
+        if quick is None or any(self._find(word) < self._find(stop) for word, stop in ahead):
+            return self.g.condition_res[state]
+        return quick
 
     def pop(self) -> None:
         if len(self.stack) > 1:
             self.stack.pop()
 
     def lex(self):  # noqa: C901 - one branch per lexer rule, as jison's performAction
-        code, g = self.code, self.g
+        code = self.code
         while True:
             if self.done:
                 return 1
             if self.pos >= len(code):
                 self.done = True
-            state = self.stack[-1]
-            m = g.condition_res[state].match(code, self.pos)
+            m = self._regex(self.stack[-1]).match(code, self.pos)
             if m is None:
                 if self.pos >= len(code):
                     return 1

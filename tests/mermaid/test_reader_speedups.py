@@ -95,3 +95,20 @@ def test_gc_paused_from_several_threads_ends_enabled():
     for t in threads:
         t.join()
     assert gc.isenabled()
+
+
+def test_one_long_line_reads_in_linear_time():
+    """Issue 20: a 300-character link expands to `flowchart TD;` + `A-->B;` x 20,000 on one line (120 KB). Mermaid's
+    lexer rules that skip ahead to a word (`[^\\n]*direction ...`, `[^\\s"]+@`) made every token cost the rest of
+    the line; they are tried only where their word comes before the skip ends, so the line reads in linear time."""
+    import time
+
+    def cpu(n: int) -> float:
+        text = "flowchart TD;" + "A-->B;" * n
+        t = time.process_time()
+        check(text)
+        return time.process_time() - t
+
+    small, big = cpu(5_000), cpu(20_000)
+    assert big < 5.0, f"the 120 KB one-line chain took {big:.2f} s of CPU"  # was > 120 s
+    assert big / max(small, 1e-3) < 7, (small, big)  # x4 the text, about x4 the time (quadratic would be x16)
