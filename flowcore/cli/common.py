@@ -126,3 +126,16 @@ def positive(text: str) -> int:
 def nonnegative(text: str) -> int:
     """argparse type: a whole number of at least 0."""
     return _whole(text, 0)
+
+
+def load_problems(args: argparse.Namespace, split: str) -> tuple[list, dict]:
+    """The problems of ``--benchmark`` (``--data``, ``--limit``, ``--split-file``) and what they are (split_info);
+    a file that cannot be read is a usage error naming it."""
+    from flowcore.benchmarks import DataError, load, split_info
+
+    try:
+        problems = load(args.benchmark, split, data_path=args.data, limit=args.limit, split_file=args.split_file)
+        info = split_info(args.benchmark, split, data_path=args.data, split_file=args.split_file, limit=args.limit)
+    except (DataError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    return problems, info

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from flowcore.cli.common import CliError, JobFailed, emit, load_workflow, positive, read_text
+from flowcore.cli.common import CliError, JobFailed, emit, load_problems, load_workflow, positive, read_text
 from flowcore.cli.run import BENCHMARKS, _llm, _progress, _stop_on_signals, seconds
 
 DEFAULT_MAX_ERROR_RATE = 0.1
@@ -67,7 +67,7 @@ def resolve_workflow(spec: str, task: str) -> tuple[str, str]:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from flowcore.benchmarks import TASK_OF, DataError, load, split_info
+    from flowcore.benchmarks import TASK_OF
     from flowcore.evaluation.compare import run_compare, save_comparison
 
     if not 0 <= args.max_error_rate <= 1:
@@ -79,11 +79,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         raise CliError("compare needs at least two workflows")
     entries = [resolve_workflow(w, task) for w in args.workflows]
     split = args.split or "test"
-    try:
-        problems = load(args.benchmark, split, data_path=args.data, limit=args.limit, split_file=args.split_file)
-        info = split_info(args.benchmark, split, data_path=args.data, split_file=args.split_file, limit=args.limit)
-    except (DataError, ValueError) as exc:
-        raise CliError(str(exc)) from None
+    problems, info = load_problems(args, split)
     ws = None
     if args.db:  # an unusable workspace is said before anything is measured, not after
         from flowcore.evaluation.compare import _schema

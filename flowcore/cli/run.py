@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from flowcore import catalogue as cat
-from flowcore.cli.common import CliError, JobFailed, emit, load_workflow, read_text
+from flowcore.cli.common import CliError, JobFailed, emit, load_problems, load_workflow, read_text
 from flowcore.workspace.files import write_file
 
 # The engine (openai client, networkx, sympy) is imported inside the commands, so registering them keeps
@@ -172,7 +172,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from flowcore.benchmarks import TASK_OF, DataError, load, split_info
+    from flowcore.benchmarks import TASK_OF
     from flowcore.evaluation.evaluate import evaluate_workflow
 
     if args.limit is not None and args.limit < 1:  # 0 problems would print a score of nothing
@@ -187,11 +187,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise CliError("--split-file chooses problems of the bundled data; it cannot be used with --data")
     w = load_workflow(args.file, TASK_OF[args.benchmark])
     split = args.split or "validation"
-    try:
-        problems = load(args.benchmark, split, data_path=args.data, limit=args.limit, split_file=args.split_file)
-        info = split_info(args.benchmark, split, data_path=args.data, split_file=args.split_file, limit=args.limit)
-    except (DataError, ValueError) as exc:
-        raise CliError(str(exc)) from None
+    problems, info = load_problems(args, split)
     llm = _llm(args.concurrency, db=args.db, run_id=f"evaluate:{Path(args.file).name}:{args.benchmark}")
     show = None if args.json or not sys.stderr.isatty() else _progress
     if args.repeats > 1:

@@ -66,6 +66,7 @@ class SandboxResult:
     duration: float
     cpu_time: float | None = None  # CPU seconds of all the run's processes, when the host can tell
     overloaded: bool = False  # the wall clock ran out while the code had little CPU: the machine's fault
+    peak_mb: float | None = None  # the run's peak memory as its cgroup counted it (None without a cgroup)
 
 
 # The code that runs first inside the sandbox (python -I -S -B -c BOOTSTRAP JOB_FD REPORT_FD): the job comes in
@@ -894,6 +895,16 @@ class _Cgroup:
         except (OSError, KeyError, ValueError):
             return None
 
+    def peak_mb(self) -> float | None:
+        """The most memory the kernel charged the run at once (every page of all its processes, swap too)."""
+        names = ("/memory.memsw.max_usage_in_bytes", "/memory.max_usage_in_bytes") if self.v1 else ("/memory.peak",)
+        for name in names:
+            try:
+                return int(_sbx_read(self.mem + name)) / (1 << 20)
+            except (OSError, ValueError):
+                continue
+        return None
+
     def tasks(self) -> list[int]:
         try:
             return [int(t) for t in _sbx_read(self.mem + ("/tasks" if self.v1 else "/cgroup.threads")).split()]
@@ -1067,6 +1078,7 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
     proc.stderr.close()
     os.close(rep_r)
     oom = cgroup.oom_killed() if cgroup else False
+    peak = cgroup.peak_mb() if cgroup else None
     if cgroup:
         cgroup.remove()
     out, err = readers[0].text(), readers[1].text()
@@ -1079,7 +1091,7 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
     if oom:
         reports.append(("memory", ""))
     res = _sbx_result(job["mode"], reports, out, err, returncode, timed_out, timeout, memory_mb, duration)
-    res.cpu_time, res.overloaded = cpu, overloaded
+    res.cpu_time, res.overloaded, res.peak_mb = cpu, overloaded, peak
     if overloaded:
         res.error = (f"timed out after {timeout:g}s of its own time within {timeout * LOAD_GRACE:g}s: the "
                      f"machine was too busy to give it a CPU (not the code's fault)")

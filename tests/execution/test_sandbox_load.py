@@ -149,6 +149,13 @@ def test_ten_forked_400mb_children_cost_the_host_at_most_memory_mb_plus_256():
     finally:
         stop.set()
         t.join()
-    cost = base - min(low)
-    assert cost <= memory_mb + 256, f"the run took {cost:.0f} MB of host memory (budget {memory_mb} + 256 MB)"
     assert not res.ok or "fork refused" in res.stdout, (res.error, res.stdout)
+    drop = base - min(low)
+    if res.peak_mb is not None:
+        # The kernel's own count of what the run cost: every page of its 11 processes, swap included. The drop in
+        # MemAvailable is printed beside it but not asserted: other processes on a shared machine move it too.
+        print(f"run peak {res.peak_mb:.0f} MB (cgroup), MemAvailable fell by {drop:.0f} MB")
+        assert res.peak_mb <= memory_mb + 256, f"the run's cgroup peaked at {res.peak_mb:.0f} MB"
+        assert res.memory_exceeded  # 4 GB were asked for: the cap was hit, the OOM killer ended the excess
+    else:  # the fallback: no second process at all, so nothing beyond the one address-space cap
+        assert "fork refused after 0" in res.stdout and drop <= memory_mb + 256, (res.stdout, drop)
