@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import random
+import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -56,10 +57,21 @@ class EndpointDown(Exception):
 
 
 def _transient(exc: BaseException | None) -> bool:
-    """Did the endpoint fail (anywhere in the exception's chain) for a reason that may pass?"""
+    """Did the endpoint or the workspace database fail (anywhere in the exception's chain) for a reason that
+    may pass? A database that went away (a PostgreSQL restart, a locked SQLite file) is ridden out as an
+    endpoint outage is."""
     from flowcore.benchmarks import endpoint_failure
 
-    return endpoint_failure(exc)[1]
+    return endpoint_failure(exc)[1] or _db_outage(exc)
+
+
+def _db_outage(exc: BaseException | None) -> bool:
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, sqlite3.OperationalError):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 @dataclass
@@ -295,30 +307,28 @@ class Evolution:
         records: list[dict] = []
         status, reason = "finished", None
         self._buf = RunBuffer(self.history, run_id)  # the stored rounds, read once; then kept current below
+        db_waits, nxt = list(self.outage_waits), -1
         try:
             # The next round is read back every time: what is stored is the truth (a resume never repeats one).
-            while (nxt := self.history.last_round(run_id) + 1) <= cfg.rounds:
-                if self.cancel.is_set():
-                    raise Cancelled
-                if self._budget_left() is not None and self._budget_left() <= 0:
-                    status, reason = "stopped", f"budget of ${cfg.budget:g} used up"
-                    break
-                rec = await self._attempts(nxt)
-                if nxt == 0 and rec["status"] == "failed":
-                    status, reason = "stopped", f"the seed round failed, so there is nothing to evolve: " \
-                        f"{rec.get('reason')}"
-                    break
-                self.history.add_round(run_id, rec)
-                self._buffer().add(rec)
-                summary = self.summary(rec)
-                records.append(summary)
-                if self.progress is not None:
-                    try:
-                        self.progress(summary)
-                    except Exception:  # a broken display must not stop the run (the round is stored)
-                        log.exception("evolution progress callback failed")
-                if rec["status"] == "failed" and "BudgetExceeded" in (rec.get("reason") or ""):
-                    status, reason = "stopped", rec["reason"]
+            while True:
+                try:
+                    nxt = self.history.last_round(run_id) + 1
+                    if nxt > cfg.rounds:
+                        break
+                    outcome = await self._one_round(run_id, nxt, records)
+                    db_waits = list(self.outage_waits)
+                except sqlite3.OperationalError as exc:  # the workspace went away: wait for it, as for an endpoint
+                    if not db_waits:
+                        status, reason = "stopped", (f"the workspace database stayed unreachable ({exc}); run the "
+                                                     "same command again to resume once it is back")
+                        break
+                    wait = db_waits.pop(0)
+                    log.warning("round %s: the workspace database failed (%s); trying again in %g s", nxt, exc, wait)
+                    await asyncio.sleep(wait)
+                    self._buf = RunBuffer(self.history, run_id) if self._db_ok() else self._buf
+                    continue
+                if outcome is not None:
+                    status, reason = outcome
                     break
             evolved = [r for r in records if r.get("round", 0) > 0]
             if status == "finished" and evolved and not cfg.offline and all(r.get("status") == "failed"
@@ -331,8 +341,46 @@ class Evolution:
             status, reason = "cancelled", "cancelled by the user"
         except EndpointDown as exc:
             status, reason = "stopped", str(exc)
-        self.history.set_status(run_id, status, reason)
+        for wait in (*OUTAGE_WAITS, None):  # the outcome is stored once the database is back
+            try:
+                self.history.set_status(run_id, status, reason)
+                break
+            except sqlite3.OperationalError as exc:
+                if wait is None:
+                    log.error("run %s ended %s but the workspace could not record it: %s", run_id, status, exc)
+                    break
+                await asyncio.sleep(wait)
         return {"run_id": run_id, "status": status, "reason": reason, "rounds": records}
+
+    async def _one_round(self, run_id: int, nxt: int, records: list[dict]) -> tuple[str, str] | None:
+        """Make, judge, evaluate and store round ``nxt``; a (status, reason) that ends the run, else None."""
+        cfg = self.config
+        if self.cancel.is_set():
+            raise Cancelled
+        if self._budget_left() is not None and self._budget_left() <= 0:
+            return "stopped", f"budget of ${cfg.budget:g} used up"
+        rec = await self._attempts(nxt)
+        if nxt == 0 and rec["status"] == "failed":
+            return "stopped", f"the seed round failed, so there is nothing to evolve: {rec.get('reason')}"
+        self.history.add_round(run_id, rec)
+        self._buffer().add(rec)
+        summary = self.summary(rec)
+        records.append(summary)
+        if self.progress is not None:
+            try:
+                self.progress(summary)
+            except Exception:  # a broken display must not stop the run (the round is stored)
+                log.exception("evolution progress callback failed")
+        if rec["status"] == "failed" and "BudgetExceeded" in (rec.get("reason") or ""):
+            return "stopped", rec["reason"]
+        return None
+
+    def _db_ok(self) -> bool:
+        try:
+            self.history.last_round(int(self.run_id or 0))
+            return True
+        except sqlite3.OperationalError:
+            return False
 
     async def _rescore_on_test(self) -> tuple[str, str | None]:
         """Validation → test: the top-N rounds re-scored on the held-out test split (stored per run)."""

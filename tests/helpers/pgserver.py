@@ -42,6 +42,7 @@ class PgServer:
     port: int
     bin: Path
     demote: list[str]
+    opts: str = ""
     user: str = "mf"
 
     @property
@@ -56,6 +57,16 @@ class PgServer:
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute(f"CREATE SCHEMA {name}")
         return f"{self.url}?options={quote(f'-csearch_path={name}')}"
+
+    def crash(self) -> None:
+        """Stop the server as a crash would (immediate mode); the data stays for start_again()."""
+        subprocess.run([*self.demote, str(self.bin / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate",
+                        "stop"], capture_output=True, timeout=60, check=True)
+
+    def start_again(self) -> None:
+        subprocess.run([*self.demote, str(self.bin / "pg_ctl"), "-D", str(self.root / "data"), "-o", self.opts, "-l",
+                        str(self.root / "log"), "-w", "-t", "120", "start"], capture_output=True, timeout=180,
+                       cwd=self.root, env={**os.environ, "LC_ALL": "C", "LANG": "C"}, check=True)
 
     def stop(self) -> None:
         subprocess.run([*self.demote, str(self.bin / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate",
@@ -93,4 +104,4 @@ def start() -> PgServer:
         log = (root / "log").read_text(errors="replace")[-800:] if (root / "log").exists() else ""
         shutil.rmtree(root, ignore_errors=True)
         raise RuntimeError(f"pg_ctl start failed: {started.stderr.strip()[-300:]} {log}")
-    return PgServer(root, port, b, demote)
+    return PgServer(root, port, b, demote, opts)
