@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:  # `flowcore` and `pages.common` import from the r
     sys.path.insert(0, str(ROOT))
 
 from flowcore import check, is_valid, parse_lenient
+from flowcore.ui import access
 from flowcore.workspace import library
 from pages import common, widgets
 
@@ -78,6 +79,10 @@ def home() -> None:
         w, _ = parse_lenient(text)
         widgets.diagram(w, "home_mermaid")
 
+    if st.session_state.get("mf_user"):
+        c = st.columns([4, 1], vertical_alignment="center")
+        c[0].caption(f"Signed in as {st.session_state['mf_user']}")
+        c[1].button("Log out", icon=":material/logout:", on_click=st.logout, key="logout")
     st.subheader("Workspace")
     ws = common.workspace()
     saved = library.list_workflows(ws)
@@ -89,12 +94,46 @@ def home() -> None:
     st.caption(f"Database: `{common.db_path()}`")
 
 
+def locked():  # noqa: ANN201 - a page function, or None
+    """Served to a team: the screen a visitor sees instead of the app (no provider configured, log in, not a
+    member), or None when a member is signed in."""
+    try:
+        configured = "auth" in st.secrets
+    except Exception:  # noqa: BLE001 - no secrets file at all
+        configured = False
+    if not configured:
+        def unconfigured() -> None:
+            st.error("This app is served beyond 127.0.0.1, so it requires a login, and no OpenID Connect provider "
+                     "is configured: add an [auth] section to .streamlit/secrets.toml (see README, Run on a "
+                     "cluster), or serve it on 127.0.0.1 for yourself.", icon=":material/lock:")
+        return unconfigured
+    if not st.user.is_logged_in:
+        def log_in() -> None:
+            st.title("MermaidFlow Studio")
+            st.write("This workspace is for the members of its team: log in to continue.")
+            st.button("Log in", icon=":material/login:", type="primary", on_click=st.login, key="login")
+        return log_in
+    who = st.user.get("email") or st.user.get("sub")
+    if not access.is_member(who):
+        def stranger() -> None:
+            st.title("MermaidFlow Studio")
+            st.error(f"{who} is not a member of this workspace's team; ask its owner to add you.",
+                     icon=":material/block:")
+            st.button("Log out", icon=":material/logout:", on_click=st.logout, key="logout")
+        return stranger
+    st.session_state["mf_user"] = who
+    return None
+
+
 def main() -> None:
     st.set_page_config(page_title="MermaidFlow Studio", page_icon=str(ROOT / "assets" / "favicon.png"), layout="wide",
                        initial_sidebar_state="collapsed")
     pages = [st.Page(home, title="Home", icon=":material/home:", default=True)]
     pages += [st.Page(str(ROOT / f), title=t, url_path=u, icon=i)
               for f, t, u, i in PAGES if (ROOT / f).exists()]
+    if access.login_required(st.get_option("server.address")) and (screen := locked()) is not None:
+        st.navigation([st.Page(screen, title="MermaidFlow Studio", default=True)], position="hidden").run()
+        return  # no page, no workspace, nothing else is reached
     nav = st.navigation(pages, position="top")
     try:  # a workspace that is not a database, a folder or read-only: say so once, instead of a traceback
         common.workspace().check_usable()

@@ -1,0 +1,100 @@
+"""Members only (issue 19.8): served to a team, the app requires a login through a real OpenID Connect provider
+on 127.0.0.1 (oidc-provider-mock); a stranger is refused, a member gets in, and logging out ends the session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import REPO, STARTUP_TIMEOUT_S, _free_port, _healthy, _stop, wait_for_app
+
+pytestmark = pytest.mark.browser
+oidc = pytest.importorskip("oidc_provider_mock", reason="oidc-provider-mock is installed by `make test`")
+
+
+def _serve(tmp_path: Path, issuer: str) -> tuple[str, subprocess.Popen]:
+    import time
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text(f'[auth]\nredirect_uri = "{url}/oauth2callback"\ncookie_secret = "{os.urandom(16).hex()}"\n'
+                       f'client_id = "mermaidflow"\nclient_secret = "test-secret"\n'
+                       f'server_metadata_url = "{issuer}/.well-known/openid-configuration"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env.update(MERMAIDFLOW_DB=str(tmp_path / "ws.db"), MERMAIDFLOW_LOGIN="1", PYTHONUNBUFFERED="1",
+               MERMAIDFLOW_MEMBERS="alice@example.com")
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
+           "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none", "--secrets.files", str(secrets)]
+    with open(tmp_path / "app.log", "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not _healthy(url):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _stop(proc)
+            raise AssertionError((tmp_path / "app.log").read_text(errors="replace")[-3000:])
+        time.sleep(0.2)
+    return url, proc
+
+
+def _log_in(page, issuer: str, who: str) -> None:
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{issuer}/**")  # the provider's own form, on its own port
+    page.locator('input[name="sub"]').fill(who)
+    page.get_by_role("button", name="Authorize").click()
+    page.wait_for_url("http://127.0.0.1:*/**")
+    wait_for_app(page)
+
+
+def _log_out(page, issuer: str) -> None:
+    page.get_by_role("button", name="Log out").click()
+    page.wait_for_url(f"{issuer}/**")  # RP-initiated logout at the provider, then back to the app
+    page.get_by_role("button", name="End session").click()
+    page.wait_for_url("http://127.0.0.1:*/**")
+    wait_for_app(page)
+
+
+def test_strangers_are_refused_members_get_in_and_logout_ends_the_session(browser, tmp_path):
+    import httpx
+
+    with oidc.run_server_in_thread() as server:
+        issuer = f"http://localhost:{server.server_port}"
+        for email in ("alice@example.com", "bob@example.com"):
+            r = httpx.put(f"{issuer}/users/{quote(email)}", json={"email": email, "name": email.split("@")[0]})
+            assert r.status_code == 204
+        url, proc = _serve(tmp_path, issuer)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        try:
+            page.goto(url, wait_until="domcontentloaded")
+            wait_for_app(page, settle_ms=0)
+            expect(page.get_by_text("This workspace is for the members of its team")).to_be_visible()
+            expect(page.get_by_role("link", name="Editor")).to_have_count(0)  # nothing but the login
+
+            _log_in(page, issuer, "bob@example.com")  # the provider knows him; the team does not
+            expect(page.get_by_text("bob@example.com is not a member")).to_be_visible()
+            expect(page.get_by_role("link", name="Editor")).to_have_count(0)
+            _log_out(page, issuer)
+
+            _log_in(page, issuer, "alice@example.com")
+            expect(page.get_by_text("Signed in as alice@example.com").first).to_be_visible()
+            page.get_by_role("link", name="Editor").first.click()
+            wait_for_app(page)
+            expect(page.get_by_role("heading", name="Editor")).to_be_visible()
+            page.goto(url, wait_until="domcontentloaded")
+            wait_for_app(page, settle_ms=0)
+            _log_out(page, issuer)
+            expect(page.get_by_text("This workspace is for the members of its team")).to_be_visible()
+            page.reload(wait_until="domcontentloaded")  # the identity cookie is gone, not just the page state
+            wait_for_app(page, settle_ms=0)
+            expect(page.get_by_text("This workspace is for the members of its team")).to_be_visible()
+        finally:
+            context.close()
+            _stop(proc)
