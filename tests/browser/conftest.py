@@ -189,6 +189,24 @@ def wait_for_app(page, timeout_ms: int = DEFAULT_TIMEOUT_MS, settle_ms: int = 15
     page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=timeout_ms)
 
 
+# Resolves once the page has not moved for 5 animation frames in a row: scroll positions, height, drawings.
+_STILL_JS = """() => new Promise((resolve) => {
+  const sig = () => [window.scrollY, document.documentElement.scrollHeight, document.querySelectorAll('svg').length,
+    ...[...document.querySelectorAll('[data-testid="stMain"], [data-testid="stAppViewContainer"]')]
+      .map((e) => e.scrollTop)].join(',');
+  let last = sig(), same = 0;
+  const tick = () => { const now = sig(); same = now === last ? same + 1 : 0; last = now;
+    if (same >= 5) resolve(true); else requestAnimationFrame(tick); };
+  requestAnimationFrame(tick);
+})"""
+
+
+def wait_for_still(page) -> None:
+    """Wait for a state, not a time: the page (scroll, size, drawings) is unchanged over 5 frames."""
+    wait_for_app(page, settle_ms=0)
+    page.evaluate(_STILL_JS)
+
+
 def goto_page(page, app: StreamlitApp, url_path: str = "/", timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
     """Open `url_path` of the app (e.g. "/" or "/Editor") and wait until its script has run."""
     page.goto(app.url + "/" + url_path.lstrip("/"), wait_until="domcontentloaded", timeout=timeout_ms)

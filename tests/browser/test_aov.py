@@ -32,6 +32,7 @@ from .conftest import (
     no_exceptions,
     save_screenshot,
     wait_for_app,
+    wait_for_still,
 )
 
 pytestmark = pytest.mark.browser
@@ -129,7 +130,7 @@ def test_step_through_fail_accept_a_repair_and_finish(page, streamlit_app):
     failure.evaluate("e => e.scrollIntoView({block: 'start'})")
     page.mouse.move(800, 500)
     page.mouse.wheel(0, -110)  # below the app's header bar
-    page.wait_for_timeout(500)
+    wait_for_still(page)
     save_screenshot(page, "aov.png")
 
     _key(page, "aov_accept_0").locator("button").click()  # the rule's best proposal: edit win
@@ -228,7 +229,7 @@ def test_event_driven_run_live_and_a_refinement_accepted(page, streamlit_app):
         note.evaluate("e => e.scrollIntoView({block: 'start'})")
         page.mouse.move(800, 500)
         page.mouse.wheel(0, -110)  # below the app's header bar
-        page.wait_for_timeout(500)
+        wait_for_still(page)
         save_screenshot(page, "aov_flow.png")
 
         _key(page, "aov_accept_0").locator("button").click()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import goto_page, no_exceptions, save_screenshot, wait_for_app
+from .conftest import goto_page, no_exceptions, save_screenshot, wait_for_app, wait_for_still
 
 pytestmark = pytest.mark.browser
 
@@ -89,8 +89,7 @@ def test_screenshot_of_an_example(page, streamlit_app):
     wait_for_app(page)
     page.frame_locator(MERMAID).locator("svg .nodeLabel").filter(has_text="Decision").first.wait_for()
     page.get_by_text("Valid for code tasks").first.wait_for()
-    page.wait_for_timeout(1500)  # the canvas reports its first layout, which reruns the page once more
-    wait_for_app(page)
+    wait_for_still(page)  # the drawing and the gutter laid out: nothing moves any more
     save_screenshot(page, "editor.png")
     assert no_exceptions(page) == []
 

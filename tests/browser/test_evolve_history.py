@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 from flowcore.evolution import History
 from flowcore.workspace.store import Workspace
 
-from .conftest import goto_page, no_exceptions, save_screenshot, wait_for_app
+from .conftest import goto_page, no_exceptions, save_screenshot, wait_for_app, wait_for_still
 
 pytestmark = pytest.mark.browser
 
@@ -130,7 +130,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     page.set_viewport_size({"width": 1400, "height": 2000})
     wait_for_app(page)
     page.get_by_role("heading", name="Lineage").evaluate("e => e.scrollIntoView({block: 'start'})")
-    page.wait_for_timeout(800)  # the drawings settle after the resize
+    wait_for_still(page)  # the drawings settle after the resize
     save_screenshot(page, "history.png")
     page.set_viewport_size({"width": 1400, "height": 1000})
 
@@ -143,7 +143,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     ace = page.frame_locator('iframe[title="streamlit_ace.streamlit_ace"]').locator(".ace_content")
     expect(ace).to_contain_text(new_line)  # the round's workflow is open in the Editor
     expect(page.get_by_text("Open workflow:").first).to_contain_text(f"gsm8k_run{run_id}_round2")
-    page.wait_for_timeout(500)
+    wait_for_still(page)  # whatever scrolling the page would do has been done
     top = page.evaluate("() => Math.max(window.scrollY, ...[...document.querySelectorAll("
                         "'[data-testid=\"stMain\"], [data-testid=\"stAppViewContainer\"]')].map(e => e.scrollTop))")
     assert top == 0, f"the Editor opened scrolled down by {top} px"
