@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 ENV = "MERMAIDFLOW_RAY"
+RETRIES = 3  # times Ray runs a problem again after its worker process died
 _lock = threading.Lock()
 _remote: dict[str, Any] = {}
 
@@ -110,7 +111,10 @@ async def evaluate(workflow_text: str, benchmark: str, problems: list, *, llm: A
     from flowcore.benchmarks.harness import report_of
 
     ray = connect()
-    task = _remote_fn("solve", solve_problem, num_cpus=1, max_retries=0)
+    # A worker process that dies (killed, out of memory, its node lost) is Ray's to retry: the problem runs again
+    # elsewhere, its finished LLM calls come from the cache, and the result is the one an undisturbed run gets.
+    # An exception inside the task is never retried: it is the problem's result (errored).
+    task = _remote_fn("solve", solve_problem, num_cpus=1, max_retries=RETRIES)
     settings = llm.settings.to_public_dict()
     target = _workspace_target(getattr(llm, "workspace", None))
     total, results, pending, nxt = len(problems), {}, {}, 0
@@ -142,7 +146,12 @@ async def evaluate(workflow_text: str, benchmark: str, problems: list, *, llm: A
                     raise cause from None  # as locally: the whole evaluation stops, no wrong answer recorded
 
                 res = ProblemResult(problems[i].id, False, "", None, 0.0, 0.0,
-                                    f"{type(cause).__name__}: {cause}")
+                                    f"{type(cause).__name__}: {cause}", True)  # no answer: errored, not wrong
+            except ray.exceptions.RayError as exc:  # its worker died more often than Ray retries: no answer
+                from flowcore.benchmarks.harness import ProblemResult
+
+                res = ProblemResult(problems[i].id, False, "", None, 0.0, 0.0,
+                                    f"the Ray worker running it died ({type(exc).__name__})", True, True)
             results[i] = res
             _account(llm, res.cost)
             if progress is not None:

@@ -123,3 +123,48 @@ def test_a_ray_evolution_with_an_llm_calls_it_and_equals_the_foreground_run(loca
     assert rounds(ws) == rounds(fg_ws) and any(r[2] for r in rounds(ws))
     ws.close_all()
     fg_ws.close_all()
+
+
+def _kill_a_running_task(name: str = "solve_problem", timeout: float = 60.0) -> int:
+    """SIGKILL one Ray worker process while it runs ``name`` (Ray titles a busy worker `ray::<function>`)."""
+    import os
+    import signal
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    title = f.read().split(b"\0")[0]
+            except OSError:
+                continue
+            if title.startswith(f"ray::{name}".encode()):
+                os.kill(int(pid), signal.SIGKILL)
+                return int(pid)
+        time.sleep(0.05)
+    raise AssertionError(f"no Ray worker ran {name} within {timeout:g} s")
+
+
+def test_a_killed_ray_task_process_is_run_again_with_the_same_results(local_ray, ws, monkeypatch):
+    """Issue 19.3: SIGKILL the worker process of a running problem mid-evaluation; Ray runs the problem again and
+    the evaluation ends with the per-problem results of an undisturbed local run."""
+    import threading
+    from dataclasses import replace
+
+    problems = load("gsm8k", "validation", limit=4)
+    w = parse(default_seed("math"))
+    with FakeLLMServer(_answers(problems), latency=0.5) as srv:
+        settings = LLMSettings(base_url=srv.base_url, api_key="sk-test",
+                               models={r: "m" for r in ("optimizer", "judge", "executor")})
+        monkeypatch.delenv(cluster.ENV)
+        local = asyncio.run(evaluate_workflow(w, "gsm8k", problems, llm=LLM(settings, ws), concurrency=2))
+        monkeypatch.setenv(cluster.ENV, "local")
+        killed: list[int] = []
+        killer = threading.Thread(target=lambda: killed.append(_kill_a_running_task()), daemon=True)
+        killer.start()
+        fresh = replace(settings, cache=False)  # every call reaches the server: the tasks take time to kill
+        remote = asyncio.run(evaluate_workflow(w, "gsm8k", problems, llm=LLM(fresh, ws), concurrency=2))
+        killer.join(5)
+    assert killed, "no worker was killed"
+    assert _fields(remote) == _fields(local) and remote.errors == 0
