@@ -31,7 +31,8 @@ SLOW_TESTS = ("test_evolution_under_faults_matches_the_fault_free_run", "test_si
               "test_the_real_benchmarks_canonical_solutions_pass", "test_export_writes_the_pages_five_files",
               "test_v8_drawing_process_renders", "test_streaming_times_out_on_silence",
               "test_a_timed_out_request_is_cancelled_at_the_server",
-              "test_format_and_the_mermaid_11_check")  # V8 sometimes fails to boot beside another worker
+              "test_format_and_the_mermaid_11_check",  # V8 sometimes fails to boot beside another worker
+              "test_a_queued_run_calls_the_endpoint", "test_evolve_again_says_the_run_is_finished")
 
 
 def _slow(item) -> bool:
