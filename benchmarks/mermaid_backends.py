@@ -2,8 +2,8 @@
 and, for V8, as mermaidx ships it (to show what each fix is worth).
 
 Run: .venv/bin/python benchmarks/mermaid_backends.py [--repeats 9] [--no-quickjs-render]
-Reference (FIELD-NOTES): warm mermaid-cli in headless Chromium parses 10 / 100 nodes in ~16 / 90 ms and renders a
-100-node SVG in ~2.4 s on this machine. Each parse gets a distinct text (a trailing comment) so no cache answers;
+No mermaid-cli column: an anchor is measured in the same run or not printed, and mermaid-cli does not run here
+yet (issue 20). Each parse gets a distinct text (a trailing comment) so no cache answers;
 renders of the same labels reuse the label sizes learned before (as the app does), the "new labels" row does not.
 """
 
@@ -25,8 +25,6 @@ from check_speed import generated_workflow, load_line
 
 from flowcore.mermaid.engines import js as mermaid_js
 from flowcore.mermaid.engines import v8 as mermaid_v8
-
-MMDC = {"parse 10": 16.0, "parse 100": 90.0, "render 100": 2400.0}
 
 
 def timed(fn, repeats: int) -> tuple[float, float, float]:
@@ -66,11 +64,6 @@ class StockV8Parser:
         self.ctx.close()
 
 
-def ref_of(key: str, med: float) -> str:
-    ref = MMDC[key]
-    return f"mermaid-cli ~{ref:,.0f} ms: {'faster' if med <= ref else 'SLOWER'} ({med / ref:.2f}x)"
-
-
 def main() -> None:  # noqa: C901, PLR0915
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=9)
@@ -100,7 +93,7 @@ def main() -> None:  # noqa: C901, PLR0915
         for n, text in texts.items():
             assert eng.parse(text)["ok"] and not eng.parse(text + "  PROBLEM --> (\n")["ok"]
             med, best, cpu = timed(lambda i, t=text, e=eng: e.parse(t + f"%% {i} {time.time()}\n"), args.repeats)
-            row(f"hard check, {name}, {n} nodes", med, best, cpu, ref_of(f"parse {n}", med))
+            row(f"hard check, {name}, {n} nodes", med, best, cpu, "")
     if v8:  # how the parse grows: FlowDB or the line mapping being quadratic would show here
         from flowcore.mermaid.text import to_error
 
@@ -138,11 +131,11 @@ def main() -> None:  # noqa: C901, PLR0915
             t0 = time.perf_counter()
             eng.render_svg(fresh, "default", cfg, None)
             med = (time.perf_counter() - t0) * 1000
-            row("SVG export, V8, 100 nodes, new labels", med, med, None, ref_of("render 100", med))
+            row("SVG export, V8, 100 nodes, new labels", med, med, None, "")
             eng.render_svg(text, "default", cfg, None)
         med, best, cpu = timed(lambda i, e=eng: e.render_svg(text + f"%% r{i} {time.time()}\n", "default", cfg, None),
                                reps)
-        row(f"SVG export, {name}, 100 nodes", med, best, cpu if name == "QuickJS" else None, ref_of("render 100", med))
+        row(f"SVG export, {name}, 100 nodes", med, best, cpu if name == "QuickJS" else None, "")
     if v8:
         from mermaidx.raster import render_png
 
@@ -153,7 +146,7 @@ def main() -> None:  # noqa: C901, PLR0915
             med, best, _ = timed(lambda i, s=scale: mermaid_js.render_png(text + f"%% png{i} {time.time()}\n",
                                                                           scale=s), reps)
             row(f"PNG export {scale:.0f}x (render_png: V8 + Pillow), 100 nodes", med, best, None,
-                ref_of("render 100", med))
+                "")
     if v8:
         stock = None
         try:
@@ -163,7 +156,7 @@ def main() -> None:  # noqa: C901, PLR0915
             stock.start()
             stock.render_svg(text, "default", cfg, None)
             med, best, _ = timed(lambda i: stock.render_svg(text + f"%% s{i}\n", "default", cfg, None), reps)
-            row("SVG export, V8 as mermaidx ships it, 100 nodes", med, best, None, ref_of("render 100", med))
+            row("SVG export, V8 as mermaidx ships it, 100 nodes", med, best, None, "")
         except Exception as exc:  # noqa: BLE001 - a benchmark row, not a crash
             print(f"SVG export, V8 as mermaidx ships it: failed ({str(exc)[:80]})")
         finally:
