@@ -86,7 +86,8 @@ def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> Non
                                                  "benchmark": bench, "problem": problem,
                                                  "reference": st.session_state.get("run_reference") or "",
                                                  "sample": st.session_state.get("run_sample_problem"),
-                                                 "tps": res.tokens_per_s, "priced": res.price_known}
+                                                 "tps": res.tokens_per_s, "priced": res.price_known,
+                                                 "cached": res.cached_calls}
                 except (WorkflowSyntaxError, WorkflowInvalid, NodeError, LLMError, ValueError,
                         SandboxUnavailable) as e:
                     st.session_state[ONE_KEY] = {"error": str(e), "text": text}
@@ -104,6 +105,13 @@ def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> Non
     c2.metric("LLM calls", out["calls"])
     c3.metric("Tokens/s", "—" if not out.get("tps") else f"{out['tps']:.1f}",
               help="Completion tokens per second of generation (cache hits excluded)")
+    cached, calls = out.get("cached") or 0, out["calls"]
+    if calls and cached == calls:
+        st.caption(f":material/cached: All {calls} LLM call(s) were answered from this workspace's cache: nothing "
+                   "new was paid, and there was no generation to time. Turn the cache off in Settings to ask again.")
+    elif cached:
+        st.caption(f":material/cached: {cached} of {calls} LLM calls were answered from this workspace's cache "
+                   "(no new cost); the cost and tokens/s are the other calls'.")
     trace_table(out["trace"])
 
 

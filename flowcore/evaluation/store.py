@@ -224,6 +224,7 @@ def run_problem(settings: LLMSettings, ws: Workspace | None, workflow_text: str,
     res = asyncio.run(run_workflow(w, problem, entry_point=(entry_point or None), llm=llm,
                                    public_tests=public_tests, task=task))
     res.tokens_per_s = llm.usage.tokens_per_s  # type: ignore[attr-defined] - a slow local model shows here
+    res.cached_calls = llm.usage.cached  # type: ignore[attr-defined] - answered from the workspace's cache
     res.price_known = settings.price_known(settings.model_for("executor"))  # type: ignore[attr-defined]
     return res
 

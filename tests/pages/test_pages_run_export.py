@@ -240,3 +240,18 @@ def test_a_single_run_of_a_sample_problem_says_whether_it_is_right(monkeypatch):
     assert not at.exception
     assert any(e.value.startswith("Wrong: extracted answer `-5`, reference") and p.reference in e.value
                for e in at.error)
+
+
+def test_a_run_answered_from_the_cache_says_so(monkeypatch):
+    """Issue 21.5: the same problem run twice; the second is answered from the workspace's cache, and the page says
+    so instead of showing '$0.0000 · Tokens/s —' as if the run were free."""
+    with FakeLLMServer("The answer is -5") as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        at = app(RUN)
+        at.button(key="run_sample").click().run()
+        at.button(key="run_one").click().run()
+        assert not any("answered from this workspace's cache" in c.value for c in at.caption)
+        sent = len(srv.requests)
+        at.button(key="run_one").click().run()
+    assert not at.exception and len(srv.requests) == sent  # the second run sent nothing
+    assert any("were answered from this workspace's cache: nothing new was paid" in c.value for c in at.caption)
