@@ -414,7 +414,7 @@ class Evolution:
                 if rec["status"] == "ok":  # a flaky endpoint: few problems errored, left out of the score
                     rec["cost"] = cost
                     return rec
-                raise EndpointDown(f"the LLM endpoint kept failing round {r} ({rec.get('reason')}); the round "
+                raise EndpointDown(f"the LLM endpoint or the workspace kept failing round {r} ({rec.get('reason')}); the round "
                                    "was not stored: run the same command again to resume once it is back")
             wait = waits.pop(0)
             log.warning("round %s: the endpoint failed (%s); trying again in %g s", r, rec.get("reason"), wait)
