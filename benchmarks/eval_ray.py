@@ -24,12 +24,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from flowcore.benchmarks import load
 from flowcore.evaluation.evaluate import evaluate_workflow
 from flowcore.evolution.loop import default_seed
 from flowcore.execution import cluster
 from flowcore.llm.client import LLM, LLMSettings
 from flowcore.mermaid.reader import parse
+from flowcore.tasks import load
 from flowcore.workspace.store import Workspace
 from tests.helpers.fakellm import FakeLLMServer
 

@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from flowcore import parse
-from flowcore.benchmarks import Problem
 from flowcore.evaluation.evaluate import evaluate_workflow
 from flowcore.llm.client import LLM, LLMSettings
+from flowcore.tasks import Problem
 
 TARGET = 1.25
 

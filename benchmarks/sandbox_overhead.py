@@ -21,7 +21,7 @@ from flowcore.execution.sandbox import require_sandbox, run_untrusted
 
 
 def _humaneval():
-    from flowcore.benchmarks import data
+    from flowcore.tasks import data
 
     p = data.load("humaneval", "validation")[0]
     return p, p.question + p.reference

@@ -19,12 +19,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from flowcore.benchmarks import load
-from flowcore.evolution import remote
+from flowcore.evolution import queued, remote
 from flowcore.evolution.history import History
 from flowcore.evolution.loop import Evolution, EvolutionConfig
 from flowcore.execution import cluster
 from flowcore.llm.client import LLM, LLMSettings
+from flowcore.tasks import load
 from flowcore.workspace import queue
 from flowcore.workspace.store import Workspace
 from tests.helpers.fakellm import FakeLLMServer, message_text
@@ -63,7 +63,7 @@ def main() -> None:
             if path.startswith("foreground"):
                 Evolution(ws, cfg, llm=LLM(settings, ws)).run()
             elif path == "queue":
-                queue.submit_evolution(ws, cfg)
+                queued.submit_evolution(ws, cfg)
                 assert queue.work_one(ws) is not None
             else:
                 _, ref = remote.submit_evolution(ws, cfg, settings)

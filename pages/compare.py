@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
-from flowcore.benchmarks import DataError, load, split_info
 from flowcore.evaluation import store as es
 from flowcore.evaluation.compare import list_comparisons, load_comparison, start_comparison
+from flowcore.tasks import DataError, load, split_info
 from flowcore.ui import compare as cv
 from flowcore.workspace import jobs
 from pages import common, widgets

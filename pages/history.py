@@ -21,6 +21,7 @@ from flowcore.evaluation import results as rs
 from flowcore.evolution import History
 from flowcore.evolution import session as evs
 from flowcore.ui import history as hv
+from flowcore.ui import view
 from flowcore.workspace import jobs
 from pages import common, widgets
 from pages.protocol_parts import rescore_controls, test_section
@@ -158,7 +159,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
                      hide_index=True, key="hist_reevals",
                      column_config={"score": PCT, "cost": st.column_config.NumberColumn(format="$%.5f")})
 
-    height = evs.diagram_height(row["workflow_text"] or "", parent["workflow_text"] if parent else "")
+    height = f'{view.texts_height(row["workflow_text"] or "", parent["workflow_text"] if parent else "")}px'
     left, right = st.columns(2)
     with left:
         if parent is not None and parent["workflow_text"]:

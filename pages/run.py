@@ -18,13 +18,13 @@ if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
 from flowcore import check, is_valid
-from flowcore.benchmarks import load
 from flowcore.evaluation import results as rs
 from flowcore.evaluation import store as es
 from flowcore.execution.runtime import NodeError, WorkflowInvalid
 from flowcore.execution.sandbox import SandboxUnavailable
 from flowcore.llm.client import LLMError
 from flowcore.mermaid.reader import WorkflowSyntaxError
+from flowcore.tasks import load
 from flowcore.workspace import jobs
 from pages import common, widgets
 from pages.run_results import show_evaluation, trace_table

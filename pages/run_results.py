@@ -10,12 +10,12 @@ import time
 import pandas as pd
 import streamlit as st
 
-from flowcore.benchmarks import load
 from flowcore.evaluation import results as rs
 from flowcore.evaluation import store as es
 from flowcore.execution.runtime import NodeError, WorkflowInvalid
 from flowcore.llm.client import LLMError
 from flowcore.mermaid.reader import WorkflowSyntaxError
+from flowcore.tasks import load
 
 JOB_KEY, SHOW_KEY = "run_job_id", "run_show_eval"
 NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."

@@ -84,3 +84,32 @@ def test_a_command_module_that_fails_to_import_is_an_error_not_a_missing_command
             "sys.exit(m.main(['--help']))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert p.returncode != 0 and "No module named 'flowcore.cli.no_such_module'" in p.stderr
+
+
+# stage -> stages above it that it must never import (layers point down: storage knows no search, the engine no view)
+ABOVE = {
+    **{stage: ("ui", "cli") for stage in ("mermaid", "checker", "execution", "llm", "tasks", "evaluation",
+                                          "evolution", "aov", "export", "serve")},
+    "workspace": ("evolution", "evaluation", "aov", "serve", "ui", "cli"),
+}
+
+
+def layer_violations(g: nx.DiGraph) -> list[str]:
+    bad = []
+    for a, b, data in g.edges(data=True):
+        stage, target = a.split(".")[1:2], b.split(".")[1:2]
+        if stage and target and target[0] in ABOVE.get(stage[0], ()):
+            bad.append(f"{a} imports {b} (line {data['line']})")
+    return sorted(bad)
+
+
+def test_layers_point_down():
+    assert layer_violations(import_graph()) == []
+
+
+def test_the_layer_check_finds_storage_importing_search():
+    g = nx.DiGraph()
+    g.add_edge("flowcore.workspace.queue", "flowcore.evolution.loop", line=7)
+    g.add_edge("flowcore.evolution.session", "flowcore.ui.canvas", line=9)
+    assert layer_violations(g) == ["flowcore.evolution.session imports flowcore.ui.canvas (line 9)",
+                                   "flowcore.workspace.queue imports flowcore.evolution.loop (line 7)"]

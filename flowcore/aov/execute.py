@@ -63,7 +63,7 @@ ENDPOINT_ERROR = "endpoint error: "
 
 
 def _endpoint_down(exc: BaseException) -> bool:
-    from flowcore.benchmarks import endpoint_failure
+    from flowcore.tasks import endpoint_failure
 
     return endpoint_failure(exc)[1]
 

@@ -131,7 +131,7 @@ def nonnegative(text: str) -> int:
 def load_problems(args: argparse.Namespace, split: str) -> tuple[list, dict]:
     """The problems of ``--benchmark`` (``--data``, ``--limit``, ``--split-file``) and what they are (split_info);
     a file that cannot be read is a usage error naming it."""
-    from flowcore.benchmarks import DataError, load, split_info
+    from flowcore.tasks import DataError, load, split_info
 
     try:
         problems = load(args.benchmark, split, data_path=args.data, limit=args.limit, split_file=args.split_file)

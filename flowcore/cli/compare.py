@@ -67,8 +67,8 @@ def resolve_workflow(spec: str, task: str) -> tuple[str, str]:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from flowcore.benchmarks import TASK_OF
     from flowcore.evaluation.compare import run_compare, save_comparison
+    from flowcore.tasks import TASK_OF
 
     if not 0 <= args.max_error_rate <= 1:
         raise CliError(f"--max-error-rate must be in [0, 1], got {args.max_error_rate}")
@@ -158,7 +158,7 @@ def format_table(doc: dict) -> str:
 
 
 def _cmd_split(args: argparse.Namespace) -> int:
-    from flowcore.benchmarks import write_split_file
+    from flowcore.tasks import write_split_file
 
     if Path(args.out).exists() and not args.force:  # likely a split the user edited: never replaced unasked
         raise CliError(f"{args.out} already exists (a split you edited would be lost): choose another -o, or add "

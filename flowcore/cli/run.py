@@ -172,8 +172,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from flowcore.benchmarks import TASK_OF
     from flowcore.evaluation.evaluate import evaluate_workflow
+    from flowcore.tasks import TASK_OF
 
     if args.limit is not None and args.limit < 1:  # 0 problems would print a score of nothing
         raise CliError(f"--limit must be at least 1, got {args.limit}")
@@ -311,14 +311,14 @@ def _evaluate_repeated(args: argparse.Namespace, w: Any, problems: list, llm: An
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    from flowcore.benchmarks import score
+    from flowcore.tasks import score
 
     prediction, reference = _text_arg(args.prediction), _text_arg(args.reference)
     if not reference.strip():  # an empty gold answer or test file would score every prediction as wrong
         raise CliError(f"--reference is empty{f' ({args.reference[1:]} holds no text)' if args.reference[:1] == '@' else ''}")
     target: Any = reference
     if args.prompt:
-        from flowcore.benchmarks import Problem
+        from flowcore.tasks import Problem
 
         if args.benchmark not in ("humaneval", "mbpp"):
             raise CliError("--prompt applies to code benchmarks (humaneval, mbpp)")

@@ -71,9 +71,9 @@ def _cmd_submit(args: argparse.Namespace) -> int:
             run_id, _ = submit_evolution(ws, cfg, settings)
             out = {"run_id": run_id, "where": f"ray actor mermaidflow-evolve-{run_id}"}
         else:
-            from flowcore.workspace import queue as workqueue
+            from flowcore.evolution.queued import submit_evolution
 
-            run_id, item = workqueue.submit_evolution(ws, cfg)
+            run_id, item = submit_evolution(ws, cfg)
             out = {"run_id": run_id, "item": item, "where": "work queue"}
     except ValueError as exc:
         raise JobFailed(str(exc)) from None
@@ -87,6 +87,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
+    import flowcore.evolution.queued  # noqa: F401 - registers the "evolve" handler
     from flowcore.workspace import queue as workqueue
 
     ws = _workspace(args, existing=True)

@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from flowcore.benchmarks import TASK_OF, EvalReport, Problem, ProblemResult
 from flowcore.evaluation.stats import (
     McNemar,
     mcnemar_exact,
@@ -34,6 +33,7 @@ from flowcore.evaluation.stats import (
 )
 from flowcore.mermaid.reader import parse
 from flowcore.model import Workflow
+from flowcore.tasks import TASK_OF, EvalReport, Problem, ProblemResult
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 
@@ -269,7 +269,7 @@ def pair_test(m: Measurement, best: Measurement, seed: int = 0) -> PairTest:
 @dataclass
 class Comparison:
     benchmark: str
-    split: dict  # flowcore.benchmarks.split_info: whose split, sizes, the papers' sizes
+    split: dict  # flowcore.tasks.split_info: whose split, sizes, the papers' sizes
     repeats: int
     measurements: list[Measurement]
     best: int = 0

@@ -7,12 +7,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from flowcore.benchmarks import TASK_OF, EvalReport, Problem, ProblemResult, evaluate
-from flowcore.benchmarks.harness import CODE_BENCHMARKS
 from flowcore.execution.runner import make_runner
 from flowcore.execution.runtime import prepare
 from flowcore.execution.sandbox import require_sandbox
 from flowcore.model import Workflow
+from flowcore.tasks import TASK_OF, EvalReport, Problem, ProblemResult, evaluate
+from flowcore.tasks.harness import CODE_BENCHMARKS
 
 __all__ = ["evaluate_workflow", "make_runner"]  # make_runner: flowcore.execution.runner
 

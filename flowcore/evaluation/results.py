@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from flowcore.benchmarks import TASK_OF, Problem, load, score
 from flowcore.evaluation.store import EvalRecord, run_problem
 from flowcore.llm.client import LLMSettings, run_usage
+from flowcore.tasks import TASK_OF, Problem, load, score
 from flowcore.workspace.store import Workspace
 
 __all__ = ["FILTERS", "CacheUse", "Verdict", "cache_use", "find_problem", "fresh", "interval_text",

@@ -76,7 +76,7 @@ def problem_bootstrap(rates: Sequence[float], *, resamples: int = BOOTSTRAP_RESA
         return 0.0, 0.0
     if len(set(rates)) == 1:
         if rates[0] in (0, 1):  # every run of every problem failed (solved): exact, never "0-0%"
-            from flowcore.benchmarks.harness import exact_all_same
+            from flowcore.tasks.harness import exact_all_same
 
             return exact_all_same(rates[0] == 1, len(rates), 1 - confidence)
         return float(rates[0]), float(rates[0])

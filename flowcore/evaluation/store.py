@@ -16,12 +16,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from flowcore.benchmarks import BENCHMARKS, TASK_OF, EvalReport, Problem, ProblemResult, read_problems
-from flowcore.benchmarks.harness import bootstrap_ci
 from flowcore.evaluation.evaluate import evaluate_workflow
 from flowcore.execution.runtime import RunResult, prepare, run_workflow
 from flowcore.llm.client import LLM, LLMSettings
 from flowcore.mermaid.reader import parse
+from flowcore.tasks import BENCHMARKS, TASK_OF, EvalReport, Problem, ProblemResult, read_problems
+from flowcore.tasks.harness import bootstrap_ci
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 

@@ -60,7 +60,7 @@ def _transient(exc: BaseException | None) -> bool:
     """Did the endpoint or the workspace database fail (anywhere in the exception's chain) for a reason that
     may pass? A database that went away (a PostgreSQL restart, a locked SQLite file) is ridden out as an
     endpoint outage is."""
-    from flowcore.benchmarks import endpoint_failure
+    from flowcore.tasks import endpoint_failure
 
     return endpoint_failure(exc)[1] or _db_outage(exc)
 
@@ -604,7 +604,7 @@ class Evolution:
 
     def _load_problems(self) -> list:
         if self._problems is None:
-            from flowcore.benchmarks import load
+            from flowcore.tasks import load
 
             cfg = self.config
             self._problems = load(cfg.benchmark, "validation", data_path=cfg.data_path, limit=cfg.limit,

@@ -17,7 +17,6 @@ from typing import Any
 
 import pandas as pd
 
-from flowcore.benchmarks import TASK_OF, load
 from flowcore.checker.check import check
 from flowcore.evaluation import store as es
 from flowcore.evolution.history import History, RunInfo
@@ -25,10 +24,11 @@ from flowcore.evolution.judge import CRITERIA, Candidate, Verdict
 from flowcore.evolution.lease import holder as lease_holder
 from flowcore.evolution.loop import Cancelled, Evolution, EvolutionConfig, Review
 from flowcore.llm.client import LLM, LLMSettings
+from flowcore.tasks import TASK_OF, load
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 
-__all__ = ["EVOLVE_JOB", "PendingReview", "ReviewGate", "active_job", "candidates_frame", "continue_run", "cost_figure", "diagram_height",
+__all__ = ["EVOLVE_JOB", "PendingReview", "ReviewGate", "active_job", "candidates_frame", "continue_run", "cost_figure",
            "curve_frame", "filter_rounds", "fork_name", "gate_of", "judge_total", "lineage_edges", "lineage_height",
            "lineage_mermaid", "live_job", "reeval_name", "reevaluations", "resume_run", "rounds_frame",
            "run_label", "run_status", "runs_overview", "sampling_figure", "sampling_frame", "score_figure", "start_reevaluation", "start_run",
@@ -395,16 +395,6 @@ def text_diff(before: str, after: str, before_name: str = "parent", after_name: 
     """A unified diff of two workflow texts ('' when they are the same)."""
     return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
                                         before_name, after_name, n=2))
-
-
-def diagram_height(*texts: str, lo: int = 260, hi: int = 760) -> str:
-    """A drawing height (CSS) that fits the deepest workflow's layers, as the Editor sizes its diagram
-    (several texts: drawings side by side get the same height)."""
-    from flowcore.mermaid.reader import parse_lenient
-    from flowcore.ui.canvas import depth
-
-    layers = max((depth(parse_lenient(t)[0]) for t in texts if t), default=1)
-    return f"{min(max(90 * layers + 60, lo), hi)}px"
 
 
 def fork_name(benchmark: str, run_id: int, rnd: int) -> str:

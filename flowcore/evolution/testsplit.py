@@ -12,9 +12,9 @@ from typing import Any
 
 import pandas as pd
 
-from flowcore.benchmarks import load, split_info
 from flowcore.evolution.history import History
 from flowcore.mermaid.reader import parse
+from flowcore.tasks import load, split_info
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 

@@ -78,12 +78,12 @@ def _remote_fn(name: str, fn: Callable, **options: Any) -> Any:
 def solve_problem(workflow_text: str, benchmark: str, problem: Any, settings: dict, api_key: str | None,
                   workspace: str | None, timeout: float | None) -> Any:
     """One problem, run and scored: the body of a Ray task (also callable locally, which the tests compare)."""
-    from flowcore.benchmarks import TASK_OF
-    from flowcore.benchmarks.harness import _solve
     from flowcore.execution.runner import make_runner
     from flowcore.execution.runtime import prepare
     from flowcore.llm.client import LLM, LLMSettings
     from flowcore.mermaid.reader import parse
+    from flowcore.tasks import TASK_OF
+    from flowcore.tasks.harness import _solve
     from flowcore.workspace.store import Workspace
 
     plan = prepare(parse(workflow_text), TASK_OF[benchmark])
@@ -108,7 +108,7 @@ async def evaluate(workflow_text: str, benchmark: str, problems: list, *, llm: A
     """``evaluate_workflow`` with each problem a Ray task; same report, problems in order. ``concurrency``
     bounds the tasks in flight (Ray places them on the cluster's CPUs). The tasks' costs are added to ``llm``'s
     usage, so budgets and run costs count them as they count local calls."""
-    from flowcore.benchmarks.harness import report_of
+    from flowcore.tasks.harness import report_of
 
     ray = connect()
     # A worker process that dies (killed, out of memory, its node lost) is Ray's to retry: the problem runs again
@@ -137,8 +137,8 @@ async def evaluate(workflow_text: str, benchmark: str, problems: list, *, llm: A
                 res = ray.get(ref)
             except ray.exceptions.RayTaskError as exc:  # a crash outside the harness's own handling
                 cause = getattr(exc, "cause", None) or exc
-                from flowcore.benchmarks.harness import ProblemResult
                 from flowcore.execution.sandbox import SandboxUnavailable
+                from flowcore.tasks.harness import ProblemResult
 
                 if isinstance(cause, SandboxUnavailable):
                     for ref_left in pending:
@@ -148,7 +148,7 @@ async def evaluate(workflow_text: str, benchmark: str, problems: list, *, llm: A
                 res = ProblemResult(problems[i].id, False, "", None, 0.0, 0.0,
                                     f"{type(cause).__name__}: {cause}", True)  # no answer: errored, not wrong
             except ray.exceptions.RayError as exc:  # its worker died more often than Ray retries: no answer
-                from flowcore.benchmarks.harness import ProblemResult
+                from flowcore.tasks.harness import ProblemResult
 
                 res = ProblemResult(problems[i].id, False, "", None, 0.0, 0.0,
                                     f"the Ray worker running it died ({type(exc).__name__})", True, True)

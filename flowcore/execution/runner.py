@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flowcore.benchmarks import TASK_OF, Problem
 from flowcore.execution.runtime import Plan, execute
+from flowcore.tasks import TASK_OF, Problem
 
 
 def make_runner(plan: Plan, llm: Any) -> Callable:

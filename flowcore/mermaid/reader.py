@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import json
 import re
+import threading
 from contextlib import contextmanager
 from itertools import compress, repeat
 
@@ -115,15 +116,26 @@ def mermaid_error(text: str, err: MermaidParseError) -> Diagnostic:
 def gc_paused():
     """No cyclic garbage collection while a text is read and checked. Reading a large workflow allocates tens of
     thousands of short-lived objects (and no cycles): each 700 of them start a collection, and in a process as
-    big as the app a full one can follow (~10% of a 1,000-node soft check). Nesting and threads are fine: only
-    the call that found the collector on turns it back on."""
-    was_on = gc.isenabled()
-    gc.disable()
+    big as the app a full one can follow (~10% of a 1,000-node soft check). Nesting and threads share one count
+    under a lock: the first reader in turns the collector off (if it was on), the last one out turns it back on."""
+    global _readers, _gc_was_on
+    with _gc_lock:
+        if _readers == 0:
+            _gc_was_on = gc.isenabled()
+            gc.disable()
+        _readers += 1
     try:
         yield
     finally:
-        if was_on:
-            gc.enable()
+        with _gc_lock:
+            _readers -= 1
+            if _readers == 0 and _gc_was_on:
+                gc.enable()
+
+
+_gc_lock = threading.Lock()
+_readers = 0
+_gc_was_on = False
 
 
 def parse_lenient(text: str) -> tuple[Workflow, list[Diagnostic]]:

@@ -24,7 +24,7 @@ import networkx as nx
 from flowcore.mermaid.reader import to_mermaid
 from flowcore.model import Workflow
 
-__all__ = ["BIG_GRAPH_NODES", "PREVIEW_NODES", "ZOOMS", "diagram_code", "diagram_height", "is_big",
+__all__ = ["BIG_GRAPH_NODES", "PREVIEW_NODES", "ZOOMS", "diagram_code", "diagram_height", "texts_height", "is_big",
            "layers", "overview", "preview", "safe_label", "section", "sections", "splice"]
 
 BIG_GRAPH_NODES = 300  # above this the text is edited a section at a time
@@ -101,6 +101,13 @@ def diagram_height(w: Workflow, zoom: float | None = None, lo: int = 260, hi: in
     ls = layers(w)
     along = len(ls) if w.direction not in ("LR", "RL") else max((len(x) for x in ls), default=1)
     return int(min(max((90 * along + 60) * (zoom or 1.0), lo), hi))
+
+
+def texts_height(*texts: str, hi: int = 760) -> int:
+    """One height for drawings shown side by side (a round beside its parent): the tallest one's."""
+    from flowcore.mermaid.reader import parse_lenient
+
+    return max((diagram_height(parse_lenient(t)[0], hi=hi) for t in texts if t), default=260)
 
 
 def is_big(w: Workflow) -> bool:

@@ -124,26 +124,17 @@ def items(ws: Workspace, limit: int = 100) -> list[dict]:
 
 # -- handlers -----------------------------------------------------------------------------------------------------
 
-def submit_evolution(ws: Workspace, config: Any) -> tuple[int, int]:
-    """Store a new evolution run (validated, its problems loadable) and queue it for a worker: (run id, item id)."""
-    from flowcore.evolution.loop import Evolution
-
-    evo = Evolution(ws, config)
-    evo.prepare()
-    run_id = evo.start(resume=False)
-    evo.release()  # the worker that claims it takes the run's lease
-    return run_id, submit(ws, "evolve", {"run_id": run_id})
+# kind -> what does it; stages above storage register theirs (flowcore.evolution.queued registers "evolve"), so
+# the queue never imports the work it hands out.
+Handler = Callable[[Workspace, Item, threading.Event], dict]
+HANDLERS: dict[str, Handler] = {}
 
 
-def _evolve(ws: Workspace, item: Item, stop: threading.Event) -> dict:
-    from flowcore.evolution.loop import Evolution
-
-    evo = Evolution.resume(ws, int(item.payload["run_id"]), cancel=stop)
-    out = evo.run()  # after a worker died: continues after the last stored round
-    return {"run_id": out["run_id"], "status": out["status"], "rounds": len(out["rounds"])}
-
-
-HANDLERS: dict[str, Callable[[Workspace, Item, threading.Event], dict]] = {"evolve": _evolve}
+def handler(kind: str) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        HANDLERS[kind] = fn
+        return fn
+    return register
 
 
 def work_one(ws: Workspace, worker: str | None = None, *, stale_after: float = STALE_AFTER) -> Item | None:
@@ -166,7 +157,10 @@ def work_one(ws: Workspace, worker: str | None = None, *, stale_after: float = S
     t = threading.Thread(target=beat, daemon=True, name=f"heartbeat-{item.id}")
     t.start()
     try:
-        result = HANDLERS[item.kind](ws, item, stop)
+        do = HANDLERS.get(item.kind)
+        if do is None:
+            raise LookupError(f"this worker cannot do '{item.kind}' items (nothing registered that kind)")
+        result = do(ws, item, stop)
     except Exception as exc:  # noqa: BLE001 - the item records why it failed; the worker goes on
         finish(ws, item, error=f"{type(exc).__name__}: {exc}")
     else:

@@ -14,7 +14,7 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
-from flowcore.benchmarks import load
+from flowcore.tasks import load
 from tests.helpers.fakellm import FakeLLMServer, message_text
 
 from .conftest import REPO, goto_page, no_exceptions, save_screenshot, wait_for_app

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from flowcore.benchmarks import load
+from flowcore.tasks import load
 from tests.helpers.fakellm import FakeLLMServer, message_text
 
 from .conftest import APP_ENV, goto_page, no_exceptions, save_screenshot, wait_for_app

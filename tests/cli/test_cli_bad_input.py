@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from flowcore.benchmarks import bootstrap_ci
 from flowcore.cli.main import main
+from flowcore.tasks import bootstrap_ci
 from tests.helpers.fakellm import FakeLLMServer, Fault
 
 ROOT = Path(__file__).resolve().parents[2]

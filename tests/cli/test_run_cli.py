@@ -275,8 +275,8 @@ def test_exit_codes_from_a_real_process(tmp_path):
 
 
 def test_the_benchmark_choices_match_the_loaders():
-    from flowcore.benchmarks import BENCHMARKS
     from flowcore.cli import run as run_cli
+    from flowcore.tasks import BENCHMARKS
 
     assert run_cli.BENCHMARKS == BENCHMARKS
 

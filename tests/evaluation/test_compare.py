@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from flowcore.benchmarks import load, split_info
 from flowcore.cli.main import main
 from flowcore.evaluation.compare import Comparison, baselines, list_comparisons, load_comparison, measure
 from flowcore.evaluation.stats import mcnemar_exact, paired_bootstrap, pareto_front
 from flowcore.llm.client import LLM, LLMSettings
 from flowcore.mermaid.reader import parse
+from flowcore.tasks import load, split_info
 from flowcore.ui.compare import pareto_figure, table_frame
 from tests.helpers.fakellm import Fault, message_text
 
@@ -330,8 +330,8 @@ def test_comparison_rows_and_agreement_from_json_roundtrip():
 
 
 def test_pooled_repeats_leave_endpoint_failures_out_of_the_score():
-    from flowcore.benchmarks import EvalReport, ProblemResult
     from flowcore.evaluation.compare import pool_reports
+    from flowcore.tasks import EvalReport, ProblemResult
 
     def res(pid, ok, errored=False):
         return ProblemResult(pid, ok, "", None, 0.0, 0.0, "LLMError: down" if errored else None, errored)
@@ -346,7 +346,7 @@ def test_pooled_repeats_leave_endpoint_failures_out_of_the_score():
 
 
 def test_the_split_note_is_plain_words_without_module_names():
-    from flowcore.benchmarks import split_info
+    from flowcore.tasks import split_info
     from flowcore.ui.compare import split_caption
 
     text = split_caption(split_info("gsm8k", "test"))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from flowcore.benchmarks import ProblemResult, load
 from flowcore.evaluation import store as es
 from flowcore.llm.client import LLMSettings
+from flowcore.tasks import ProblemResult, load
 from tests.helpers.fakellm import FakeLLMServer, Fault, message_text
 
 SEED = open("assets/examples/math_seed.mmd", encoding="utf-8").read()

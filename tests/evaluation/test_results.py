@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from flowcore.benchmarks import load
 from flowcore.evaluation import results as rs
 from flowcore.evaluation import store as es
 from flowcore.llm.client import LLMSettings
+from flowcore.tasks import load
 from flowcore.workspace.library import examples
 from tests.helpers.fakellm import FakeLLMServer, message_text
 

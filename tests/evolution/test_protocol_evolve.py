@@ -9,7 +9,6 @@ import os
 
 import pytest
 
-from flowcore.benchmarks import load
 from flowcore.cli.main import main
 from flowcore.evolution import History
 from flowcore.evolution import session as evs
@@ -20,6 +19,7 @@ from flowcore.evolution.testsplit import (
     validation_vs_test,
 )
 from flowcore.llm.client import LLMSettings
+from flowcore.tasks import load
 from flowcore.workspace.store import Workspace
 from tests.helpers.fakellm import FakeLLMServer, message_text
 

@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-from flowcore.benchmarks import load
 from flowcore.evaluation.evaluate import evaluate_workflow
 from flowcore.evolution import remote
 from flowcore.evolution.history import History
@@ -17,6 +16,7 @@ from flowcore.evolution.loop import EvolutionConfig, default_seed
 from flowcore.execution import cluster
 from flowcore.llm.client import LLM, LLMSettings
 from flowcore.mermaid.reader import parse
+from flowcore.tasks import load
 from tests.helpers.fakellm import FakeLLMServer
 
 ray = pytest.importorskip("ray", reason="ray is installed by `make test` (requirements-dev.txt)")

@@ -90,9 +90,9 @@ STARVED = r'''
 import asyncio, functools, json, os, sys
 sys.path.insert(0, sys.argv[1])
 from flowcore.execution import sandbox
-from flowcore.benchmarks import harness
-from flowcore.benchmarks.problem import Problem
-from flowcore.benchmarks.scoring import score
+from flowcore.tasks import harness
+from flowcore.tasks.problem import Problem
+from flowcore.tasks.scoring import score
 n, want = int(sys.argv[2]), sys.argv[3]
 answer = "```python\ndef work(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n```"
 problem = Problem("mbpp/heavy", "mbpp", "Sum of squares below n.", "", entry_point="work",

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from flowcore.benchmarks import data
-from flowcore.benchmarks.scoring import score
 from flowcore.cli.main import main
 from flowcore.execution import sandbox
+from flowcore.tasks import data
+from flowcore.tasks.scoring import score
 from tests.helpers.fakellm import by_keyword
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,13 +16,13 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from flowcore.benchmarks import load
 from flowcore.evolution import Evolution, EvolutionConfig, History, Review
 from flowcore.evolution import session as evs
 from flowcore.evolution.judge import Candidate, Verdict
 from flowcore.evolution.loop import Cancelled
 from flowcore.mermaid.engines import js as mermaid_js
 from flowcore.mermaid.reader import parse
+from flowcore.tasks import load
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 from tests.helpers.fakellm import FakeLLMServer, message_text

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from flowcore.benchmarks import load
+from flowcore.tasks import load
 from flowcore.workspace import jobs
 from tests.helpers.fakellm import FakeLLMServer, message_text
 

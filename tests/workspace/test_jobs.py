@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from flowcore.benchmarks import DataError, Problem, load
 from flowcore.evaluation import store as es
 from flowcore.execution.runtime import WorkflowInvalid
 from flowcore.llm.client import LLMSettings
+from flowcore.tasks import DataError, Problem, load
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 from tests.helpers.fakellm import FakeLLMServer, message_text

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flowcore.benchmarks import load
+from flowcore.tasks import load
 from tests.helpers.fakellm import FakeLLMServer, message_text
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,6 +15,7 @@ import pytest
 
 from flowcore.evolution.history import History
 from flowcore.evolution.loop import EvolutionConfig
+from flowcore.evolution.queued import submit_evolution
 from flowcore.workspace import queue as wq
 from flowcore.workspace.store import Workspace
 
@@ -63,7 +64,7 @@ def test_an_abandoned_item_is_taken_over(any_ws):
 
 
 def test_worker_killed_mid_run_is_replaced(any_ws, tmp_path):
-    run_id, item = wq.submit_evolution(any_ws, EvolutionConfig(benchmark="gsm8k", rounds=60, seed=2, offline=True,
+    run_id, item = submit_evolution(any_ws, EvolutionConfig(benchmark="gsm8k", rounds=60, seed=2, offline=True,
                                                                mode="programmatic"))
     target = any_ws.url or str(any_ws.path)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from flowcore.benchmarks import ProblemResult
 from flowcore.cli.main import main
 from flowcore.evaluation import store as es
+from flowcore.tasks import ProblemResult
 from flowcore.workspace.store import Workspace, WorkspaceError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from flowcore.execution._standalone_ops import (
 )
 
 if TYPE_CHECKING:
-    from flowcore.benchmarks.problem import Problem
+    from flowcore.tasks.problem import Problem
 
 CODE_TIMEOUT = 15.0  # seconds per hidden-test run
 SYMPY_TIMEOUT = 3.0  # seconds per symbolic comparison
@@ -439,7 +439,7 @@ def score(benchmark: str, prediction: str, reference: str | Problem, *, timeout:
           entry_point: str | None = None) -> ScoreResult:
     """Score one prediction. reference: a Problem (preferred) or, for gsm8k/math, the gold answer or solution
     text; for humaneval/mbpp a string reference is the test code (entry_point names the function)."""
-    from flowcore.benchmarks.problem import BENCHMARKS, Problem
+    from flowcore.tasks.problem import BENCHMARKS, Problem
 
     if benchmark not in BENCHMARKS:
         raise ValueError(f"unknown benchmark '{benchmark}' (choose from {', '.join(BENCHMARKS)})")

@@ -121,7 +121,7 @@ def test_a_timed_out_request_is_cancelled_at_the_server():
 
 def test_an_abandoned_problem_cancels_its_request(ws):
     """The harness's per-problem timeout cancels the LLM call under it (the server sees the client go)."""
-    from flowcore.benchmarks import Problem, evaluate
+    from flowcore.tasks import Problem, evaluate
 
     with FakeLLMServer(latency=3.0) as srv:
         llm = _llm(srv, None, timeout=30)

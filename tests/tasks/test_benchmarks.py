@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from flowcore.benchmarks import (
+from flowcore.tasks import (
     DataError,
     Problem,
     bootstrap_ci,
@@ -22,7 +22,7 @@ from flowcore.benchmarks import (
     score,
     split_ids,
 )
-from flowcore.benchmarks.data import docstring_asserts
+from flowcore.tasks.data import docstring_asserts
 
 # ---------------------------------------------------------------- loaders and split
 
@@ -407,8 +407,8 @@ def test_bootstrap_ci():
 def test_a_failed_problem_keeps_what_it_spent():
     import asyncio
 
-    from flowcore.benchmarks.harness import evaluate
-    from flowcore.benchmarks.problem import Problem
+    from flowcore.tasks.harness import evaluate
+    from flowcore.tasks.problem import Problem
 
     async def runner(problem):
         exc = RuntimeError("node C1 failed")

@@ -1,7 +1,7 @@
 """Benchmarks: GSM8K, MATH, HumanEval, MBPP loaders, scorers and the evaluation harness (DESIGN §7)."""
 from __future__ import annotations
 
-from flowcore.benchmarks.data import (
+from flowcore.tasks.data import (
     PAPER_SPLITS,
     DataError,
     load,
@@ -11,7 +11,7 @@ from flowcore.benchmarks.data import (
     split_info,
     write_split_file,
 )
-from flowcore.benchmarks.harness import (
+from flowcore.tasks.harness import (
     EvalReport,
     ProblemResult,
     Runner,
@@ -20,8 +20,8 @@ from flowcore.benchmarks.harness import (
     evaluate,
     report_of,
 )
-from flowcore.benchmarks.problem import BENCHMARKS, TASK_OF, Problem
-from flowcore.benchmarks.scoring import (
+from flowcore.tasks.problem import BENCHMARKS, TASK_OF, Problem
+from flowcore.tasks.scoring import (
     ScoreResult,
     extract_code,
     extract_number,

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from flowcore.benchmarks.problem import BENCHMARKS, Problem
 from flowcore.execution._standalone_ops import is_literal
+from flowcore.tasks.problem import BENCHMARKS, Problem
 from flowcore.workspace.files import write_file
 
 SPLITS = ("validation", "test")
@@ -138,7 +138,7 @@ def _gsm8k(r: _Row, index: int) -> Problem:
 
 
 def _math(r: _Row, index: int) -> Problem:
-    from flowcore.benchmarks.scoring import last_boxed
+    from flowcore.tasks.scoring import last_boxed
 
     solution = r.str("solution")
     answer = last_boxed(solution)

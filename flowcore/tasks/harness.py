@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from flowcore.benchmarks.problem import Problem
-from flowcore.benchmarks.scoring import score
 from flowcore.execution.sandbox import SandboxUnavailable, require_sandbox
+from flowcore.tasks.problem import Problem
+from flowcore.tasks.scoring import score
 
 log = logging.getLogger(__name__)
 
