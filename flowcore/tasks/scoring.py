@@ -107,6 +107,8 @@ def last_boxed(text: str) -> str | None:
 
 
 def _math_prediction(text: str) -> str | None:
+    """The one answer a MATH prediction is scored on: the last \\boxed{}, else its last line (the text after
+    "answer is"/"answer:", else the line itself when it reads as math, else the line's last number)."""
     boxed = last_boxed(text)
     if boxed is not None:
         return boxed
@@ -375,15 +377,12 @@ def math_equal(pred: str, ref: str, *, timeout: float = SYMPY_TIMEOUT) -> bool:
 def _math(prediction: str, reference: str) -> ScoreResult:
     ref = last_boxed(reference)
     ref = reference.strip() if ref is None else ref
+    # One extraction, one comparison, as the MermaidFlow/AFlow scorer does: a second guess (say, the last number
+    # when the last line did not match) would score `1/2 + 0*7` right against both 1/2 and 7.
     pred = _math_prediction(prediction)
     if pred is None:
         return ScoreResult(False, None, "no answer in the prediction")
-    ok = math_equal(pred, ref)
-    if not ok and last_boxed(prediction) is None:
-        num = extract_number(prediction)  # prose ending: try its last number as well
-        if num is not None and num != pred and math_equal(num, ref):
-            return ScoreResult(True, num)
-    return ScoreResult(ok, pred)
+    return ScoreResult(math_equal(pred, ref), pred)
 
 
 # ---------------------------------------------------------------- code
