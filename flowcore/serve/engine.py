@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from flowcore.workspace.settings import effective_llm_settings
 from flowcore.workspace.store import Workspace
 
 log = logging.getLogger("flowcore.serve")
+SETTINGS_TTL = 2.0  # seconds a served call may use settings read earlier (a Settings save shows within this)
 DEFAULT_DEADLINE = 300.0  # seconds a served workflow may run (MERMAIDFLOW_SERVE_TIMEOUT, `serve --timeout`)
 
 
@@ -106,14 +108,19 @@ class Engine:
         self._fixed = settings
         self._plans: dict[tuple[str, int], Plan] = {}
         self._llm: LLM | None = None
+        self._read = 0.0
         self._lock = threading.Lock()
 
     def llm(self) -> LLM:
-        """The root client for the workspace's current executor settings (remade when Settings change them)."""
-        settings = self._fixed or effective_llm_settings(self.ws)[0]
+        """The root client for the workspace's current executor settings: re-read at most every SETTINGS_TTL
+        seconds, and remade when the Settings page changed them."""
         with self._lock:
-            if self._llm is None or self._llm.settings != settings:
-                self._llm = LLM(settings, self.ws, run_id="serve")
+            now = time.monotonic()
+            if self._llm is None or now - self._read >= SETTINGS_TTL:
+                settings = self._fixed or effective_llm_settings(self.ws)[0]
+                self._read = now
+                if self._llm is None or self._llm.settings != settings:
+                    self._llm = LLM(settings, self.ws, run_id="serve")
             return self._llm
 
     def resolve(self, model: Any) -> published.Published:

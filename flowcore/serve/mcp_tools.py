@@ -46,7 +46,7 @@ def _task(task: str | None) -> str | None:
 
 
 def build_mcp(engine: Engine) -> MCPServer:
-    server = MCPServer("mermaidflow", instructions=INSTRUCTIONS)
+    server = MCPServer("mermaidflow", instructions=INSTRUCTIONS, log_level="WARNING")
 
     def owner(ctx: Context | None) -> str:
         return _owner(ctx, engine)
