@@ -21,7 +21,7 @@ from .conftest import goto_page, no_exceptions, save_screenshot, wait_for_app, w
 
 pytestmark = pytest.mark.browser
 
-MERMAID = 'iframe[title="streamlit_mermaid.streamlit_mermaid"]'
+MERMAID = 'iframe[title="pages.drawing.mermaid_drawing"]'
 ROUNDS = 3
 
 
@@ -37,7 +37,7 @@ def _number(page, label: str, value: str) -> None:
 def _drawn(page, count: int) -> None:
     """Wait until the first ``count`` Mermaid iframes have drawn their nodes."""
     for i in range(count):
-        expect(page.frame_locator(MERMAID).nth(i).locator("svg .nodeLabel").first).to_be_visible(timeout=20_000)
+        expect(page.frame_locator(MERMAID).nth(i).locator("svg g.node").first).to_be_visible(timeout=20_000)
 
 
 def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamlit_app):
