@@ -455,104 +455,14 @@ SHAPE_NAMES = frozenset(json.loads(
     '"win-pane","window-pane"]'))
 
 def load_yaml(doc: str) -> Any:
-    """The subset of YAML that shape and edge data use: a flow ``{k: v, ...}`` or block mapping of scalars.
+    """Shape or edge data as Mermaid reads it (js-yaml, JSON schema: ``yamldata``); a document js-yaml would
+    refuse raises :class:`_DbError` (reported as a syntax problem, never guessed at)."""
+    from flowcore.mermaid import yamldata
 
-    Anything else raises :class:`_DbError` (reported as a syntax problem, never guessed at)."""
-    s = doc.strip()
-    block = not s.startswith("{")
-    if not block:
-        if not s.endswith("}"):
-            raise _DbError("shape data: the '{' is never closed")
-        entries = _split_top(s[1:-1])
-    else:
-        entries = [x for x in s.split("\n") if x.strip() and not x.strip().startswith("#")]
-    out: dict[str, Any] = {}
-    for i, entry in enumerate(entries):
-        if entry.strip():
-            k, v = _key_value(entry.strip(), block)
-            out[k] = v
-        elif not block and i < len(entries) - 1:  # {a: 1,, b: 2}: YAML wants a node between the commas
-            raise _DbError("shape data: two commas with nothing between them")
-    return out
-
-
-def _split_top(body: str) -> list[str]:
-    """Split a flow mapping's body at commas outside quoted values."""
-    parts: list[str] = []
-    buf: list[str] = []
-    quote = None
-    for ch in body:
-        if quote:
-            buf.append(ch)
-            if ch == quote:
-                quote = None
-            continue
-        text = "".join(buf).strip()
-        if ch in "\"'" and (not text or text.endswith(":")):
-            quote = ch
-        elif ch == ",":
-            parts.append("".join(buf))
-            buf = []
-            continue
-        elif ch in "{}[]":
-            raise _DbError(f"shape data: nested '{ch}' is not supported")
-        buf.append(ch)
-    if quote:
-        raise _DbError("shape data: a quoted value is never closed")
-    parts.append("".join(buf))
-    return parts
-
-
-def _key_value(entry: str, block: bool) -> tuple[str, Any]:
-    quote = None
-    for i, ch in enumerate(entry):
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "\"'" and i == 0:
-            quote = ch
-        elif ch == ":" and (i + 1 == len(entry) or entry[i + 1] in " \t"):
-            return _scalar_text(entry[:i].strip()), _value(entry[i + 1:].strip())
-    if block:
-        raise _DbError(f"shape data: cannot read '{entry[:30]}' (write key: value)")
-    return _scalar_text(entry), None
-
-
-def _scalar_text(raw: str) -> str:
-    """A key as text (a plain key may hold ':' not followed by a blank, as 'label:::' does)."""
-    if raw[:1] in ("\"", "'"):
-        v = _value(raw)
-        return "null" if v is None else _js_str(v)
-    return raw
-
-
-def _value(raw: str) -> Any:
-    if raw[:1] in ("\"", "'"):
-        q = raw[0]
-        if len(raw) < 2 or raw[-1] != q:
-            raise _DbError("shape data: a quoted value is never closed")
-        body = raw[1:-1]
-        if q == "'":
-            return re.sub(r"[ \t]*\n[ \t]*", " ", body.replace("''", "'"))
-        body = re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
-        return re.sub(r"[ \t]*\n[ \t]*", " ", body)
-    if raw[:1] in tuple("{[]&*!|>%@`#?") or raw.startswith("- ") or ": " in raw or raw.endswith(":"):
-        raise _DbError(f"shape data: cannot read the value '{raw}'")
-    return _yaml_scalar(raw.split(" #", 1)[0].strip())
-
-
-def _yaml_scalar(raw: str) -> Any:
-    if raw in ("", "~", "null", "Null", "NULL"):
-        return None
-    if raw in ("true", "True", "TRUE"):
-        return True
-    if raw in ("false", "False", "FALSE"):
-        return False
-    if re.fullmatch(r"[-+]?[0-9]+", raw):
-        return int(raw)
-    if re.fullmatch(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?", raw):
-        return float(raw)
-    return raw
+    try:
+        return yamldata.load(doc)
+    except yamldata.YamlDataError as exc:
+        raise _DbError(f"shape data is not valid YAML: {exc}") from None
 
 
 # ------------------------------------------------------------------------------------------ the lexer
