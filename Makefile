@@ -123,6 +123,24 @@ bench: $(VENV)/.stamp-run $(BUILT)
 	@set -e; found=0; for f in benchmarks/*.py; do [ -e "$$f" ] || continue; found=1; \
 	  echo "== $$f"; $(PY) "$$f"; done; [ $$found = 1 ] || echo "no benchmarks/*.py yet"
 
+# The anchors the speed scripts print beside the product (benchmarks/anchors.py), in the gitignored .bench-anchors/:
+# mermaid-cli from npm driving Debian's chromium (PUPPETEER_SKIP_DOWNLOAD: no browser is ever downloaded), whose
+# Mermaid 11 is also loaded into one kept-open chromium page; regex and pydantic for the MermaidFlow linter, which
+# is read from the team's shared/peers folder (its rows say so and are skipped when it is absent). Then the three
+# scripts run, each row product | anchor | ratio with the load.
+ANCHORS := .bench-anchors
+$(ANCHORS)/.stamp: | $(VENV)/.stamp-dev
+	@command -v npm >/dev/null || { echo "error: npm is needed for mermaid-cli (apt-get install -y npm)" >&2; exit 1; }
+	PUPPETEER_SKIP_DOWNLOAD=1 npm install --prefix $(ANCHORS) --no-save --no-audit --no-fund \
+	  @mermaid-js/mermaid-cli@11.17.0 puppeteer@23.11.1
+	$(PIP) install --target $(ANCHORS)/py regex==2026.11.19 pydantic==2.14.4
+	@touch $@
+
+bench-anchors: $(VENV)/.stamp-dev browser-deps $(BUILT) $(ANCHORS)/.stamp
+	$(PY) benchmarks/check_speed.py
+	$(PY) benchmarks/long_lines.py
+	$(PY) benchmarks/mermaid_backends.py --no-quickjs-render
+
 # clean keeps the virtualenv (slow to rebuild); distclean removes it too.
 clean:
 	rm -rf .pytest_cache .ruff_cache .hypothesis tests/browser/artifacts build flowcore/mermaid/*.so \

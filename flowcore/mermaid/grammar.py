@@ -424,12 +424,23 @@ class FlowDB:
 
 
 def _js_str(v: Any) -> str:
+    """``String(v)`` in JavaScript, for a value js-yaml loaded (a list joins its items with ',', null in a list is
+    empty)."""
+    if isinstance(v, list):
+        return ",".join("" if x is None else _js_str(x) for x in v)
+    if isinstance(v, dict):
+        return "[object Object]"
     if v is True:
         return "true"
     if v is False:
         return "false"
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
+    if isinstance(v, float):
+        if v != v:
+            return "NaN"
+        if v in (float("inf"), float("-inf")):
+            return "Infinity" if v > 0 else "-Infinity"
+        if v.is_integer():
+            return str(int(v))
     return str(v)
 
 
