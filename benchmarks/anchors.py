@@ -93,9 +93,9 @@ class ChromiumPage:
         self.page = self._browser.new_page()
         self.page.set_content("<!doctype html><html><body><div id='out'></div></body></html>")
         self.page.add_script_tag(path=str(script))
-        self.version = self.page.evaluate(
-            "() => { mermaid.initialize({startOnLoad: false, maxEdges: 100000, maxTextSize: 5000000});"
-            " return mermaid.version ? mermaid.version() : 'unknown'; }")
+        self.page.evaluate("() => mermaid.initialize({startOnLoad: false, maxEdges: 100000, maxTextSize: 5000000})")
+        package = script.parents[1] / "package.json"
+        self.version = json.loads(package.read_text())["version"] if package.exists() else "11"
         self._n = 0
 
     def parse_ms(self, text: str) -> float:
