@@ -12,7 +12,6 @@ from streamlit_flow import streamlit_flow
 from streamlit_flow.elements import StreamlitFlowEdge, StreamlitFlowNode
 from streamlit_flow.layouts import ManualLayout
 from streamlit_flow.state import StreamlitFlowState
-from streamlit_mermaid import st_mermaid
 
 from flowcore import catalogue as cat
 from flowcore import parse_lenient
@@ -22,19 +21,21 @@ from flowcore.ui import view
 from flowcore.workspace import jobs, library
 from pages import common
 from pages.common import md
+from pages.drawing import drawing
 
 ss = st.session_state
 
 
 def diagram(w: Workflow | str, key: str, zoom: float | None = None, height: int | None = None) -> None:
-    """A Mermaid drawing: labels cannot load anything, a zoom (None fits the width), the box scrolls to pan.
+    """A Mermaid drawing (the app's own component): labels cannot load anything, a zoom to start with (None fits
+    the width, never below 11 px text), wheel and drag pan, Ctrl + wheel zooms, copy link and PNG buttons.
     A big graph is not drawn here (it would freeze the tab): its overview is shown instead."""
     if isinstance(w, str):
         w = parse_lenient(w)[0]
     if not view.draw_live(w):
         big_graph(w, key)
         return
-    st_mermaid(view.diagram_code(w, zoom), height=f"{height or view.diagram_height(w, zoom)}px", key=key)
+    drawing(view.diagram_code(w), key, max_height=height or 720, zoom=zoom)
 
 
 def big_graph(w: Workflow, key: str) -> None:
@@ -48,7 +49,7 @@ def big_graph(w: Workflow, key: str) -> None:
     what = "it" if len(w.nodes) <= view.PREVIEW_NODES else f"the first {view.PREVIEW_NODES} nodes along the flow"
     if st.toggle(f"Draw {what}", key=f"{key}_preview"):
         part = view.preview(w)
-        st_mermaid(view.diagram_code(part), height=f"{view.diagram_height(part)}px", key=f"{key}_part")
+        drawing(view.diagram_code(part), f"{key}_part")
 
 
 def rerun_when(ready, every: float = 0.4) -> None:  # noqa: ANN001 - ready() -> bool
