@@ -680,9 +680,11 @@ class Evolution:
 
         cfg, report = self.config, pooled()
         if cfg.search == "guided":
-            best = self._buffer().best_score()
+            buf = self._buffer()
+            result = search.chosen(list(buf.rows.values()))
+            best, low = buf.best_score(), (result or {}).get("ci_low")
             for _ in range(cfg.remeasure):
-                if not search.close_call(report.score, best):
+                if not search.close_call(report.score, report.ci_low, best, low):
                     break
                 reports.append(await self._measure(w, problems, repeat=len(reports)))
                 report = pooled()

@@ -10,10 +10,10 @@ What "guided" adds, each for a measured reason:
   kind did in this run's history buffer (the mean validation change child − parent, with a bonus for kinds
   tried rarely, so untried kinds are explored first); parallel samples of one generator are not penalised as
   duplicates (each call samples anew, which is what self-consistency needs).
-- **Confidence-aware acceptance.** A round whose validation score reaches the best score so far (a close call
-  or an apparent improvement) is measured again with fresh samples (the cache bypassed) and stored with the
-  pooled score, while it still reaches the best, up to ``remeasure`` times; the run's result is the round with
-  the highest lower confidence bound, not the luckiest single score. Both shrink the winner's curse.
+- **Confidence-aware acceptance.** A round that would change what the run believes (its validation score beats
+  the best so far, or its lower confidence bound beats the result's) is measured again with fresh samples and
+  stored with the pooled score, while it still would, up to ``remeasure`` times; the run's result is the round
+  with the highest lower confidence bound, not the luckiest single score. Both shrink the winner's curse.
 
 Nothing here changes what an operator may produce: every candidate still comes from the safety-constrained
 operators (macro-operators included) and passes the checker.
@@ -33,11 +33,13 @@ SEARCHES = ("guided", "paper")
 
 def edit_kind(operator: str | None, detail: str | None) -> str:
     """What kind of edit a round made: the operator, refined by its variant where it has several
-    ('insert:review_revise', 'subgraph:expand', 'crossover:graft_branch')."""
+    ('insert:review_revise', 'subgraph:expand', 'crossover:graft_branch', 'ensemble:new', 'ensemble:grow')."""
     op = operator or "?"
     head = (detail or "").split(":", 1)[0].strip()
     if op in ("insert", "subgraph", "crossover") and head and " " not in head:
         return f"{op}:{head}"
+    if op == "ensemble":  # a first vote and more samples for an existing one pay off very differently
+        return "ensemble:grow" if " grown from " in (detail or "") else "ensemble:new"
     return op
 
 
@@ -90,10 +92,13 @@ def usable_operators(names: list[str], task: str, distinct_parents: bool) -> lis
     return out or ["insert"]
 
 
-def close_call(score: float, best: float | None) -> bool:
-    """Could this round be the run's best? Its score so far reaches the best score of the run (or it is the
-    first measured round): only such a round can change the run's result, so only it is measured again."""
-    return best is None or score >= best
+def close_call(score: float, ci_low: float | None, best: float | None, result_low: float | None) -> bool:
+    """Is this round worth measuring again? When it would change what the run believes: its score beats the
+    best score so far (it would lead the parent pool), or its lower confidence bound beats that of the run's
+    result (it would become the result). The first measured round always is."""
+    if best is None:
+        return True
+    return score > best or (ci_low is not None and result_low is not None and ci_low > result_low)
 
 
 def chosen(rows: list[dict], search: str = "guided") -> dict | None:

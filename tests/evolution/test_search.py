@@ -69,14 +69,15 @@ def test_macro_operators_add_the_case_study_motifs_and_stay_valid():
 
 def test_edit_kinds_and_the_judges_rationale_follow_the_history_buffer():
     assert search.edit_kind("insert", "review_revise: Review R1 + Revise V1 on C1 -> RETURN") == "insert:review_revise"
-    assert search.edit_kind("ensemble", "5-sample ensemble E1 of C1 (Custom)") == "ensemble"
+    assert search.edit_kind("ensemble", "5-sample ensemble E1 of C1 (Custom)") == "ensemble:new"
+    assert search.edit_kind("ensemble", "ensemble E1 grown from 5 to 7 samples") == "ensemble:grow"
     rows = [{"round": 0, "score": 0.6, "status": "ok", "operator": "seed", "parents": []},
             {"round": 1, "score": 0.9, "status": "ok", "operator": "ensemble", "detail": "5-sample", "parents": [0]},
             {"round": 2, "score": 0.5, "status": "ok", "operator": "delete", "detail": "C2 removed", "parents": [1]},
             {"round": 3, "score": None, "status": "failed", "operator": "rewire", "detail": "x", "parents": [1]}]
     record = search.kind_record(rows)
-    assert record == {"ensemble": [pytest.approx(0.3)], "delete": [pytest.approx(-0.4)], "rewire": [-0.1]}
-    untried, helped, hurt = (search.rationale(k, record) for k in ("prompt", "ensemble", "delete"))
+    assert record == {"ensemble:new": [pytest.approx(0.3)], "delete": [pytest.approx(-0.4)], "rewire": [-0.1]}
+    untried, helped, hurt = (search.rationale(k, record) for k in ("prompt", "ensemble:new", "delete"))
     assert untried == 8.0 and helped == 10.0 and hurt < 5 < untried
 
 
@@ -88,7 +89,10 @@ def test_the_result_is_the_round_with_the_highest_lower_bound_and_close_calls_ar
     assert search.chosen(rows)["round"] == 2 and search.chosen(rows, "paper")["round"] == 1
     assert testsplit.chosen_round(rows, "guided")["round"] == 2
     assert [r["round"] for r in testsplit.ranked_rounds(rows, 2, "guided")] == [2, 1]
-    assert search.close_call(0.9, None) and search.close_call(0.92, 0.92) and not search.close_call(0.9, 0.92)
+    assert search.close_call(0.9, 0.8, None, None)  # the first measured round
+    assert search.close_call(0.93, 0.8, 0.92, 0.88)  # a new best score: it would lead the parent pool
+    assert search.close_call(0.92, 0.89, 0.92, 0.88)  # a tie whose lower bound beats the result's
+    assert not search.close_call(0.92, 0.85, 0.92, 0.88) and not search.close_call(0.9, 0.8, 0.92, 0.88)
 
 
 # --------------------------------------------------------------------------------------------- the loop
