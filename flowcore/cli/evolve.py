@@ -212,18 +212,13 @@ def _print_test_scores(ws: object, run_id: int, as_json: bool) -> None:
 
 
 def _print_outcome(ws: object, run_id: int, as_json: bool) -> None:
-    """The last line: the round the run offers, its gain over the seed and whether that gain is within noise."""
-    from dataclasses import asdict
-
+    """The last line: the round the run offers, its gain over the seed and whether that gain is within noise
+    (on stderr with --json, whose stdout keeps one JSON line per round)."""
     from flowcore.evolution.outcome import outcome
 
     found = outcome(ws, run_id)  # type: ignore[arg-type]
-    if found is None:
-        return
-    if as_json:
-        emit({"result": {**asdict(found), "within_noise": found.within_noise}})
-    else:
-        print(found.sentence(), flush=True)
+    if found is not None:
+        print(found.sentence(), file=_stderr() if as_json else None, flush=True)
 
 
 def _stderr():  # noqa: ANN202 - indirection so tests may capture it
