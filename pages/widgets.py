@@ -20,8 +20,8 @@ from flowcore.ui import canvas as cv
 from flowcore.ui import view
 from flowcore.workspace import jobs, library
 from pages import common
-from pages.drawing import drawing
 from pages.common import md
+from pages.drawing import drawing
 
 ss = st.session_state
 

@@ -156,7 +156,7 @@ def test_the_drawing_fits_without_tiny_text_pans_zooms_copies_and_falls_back_to_
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=streamlit_app.url)
     goto_page(page, streamlit_app, f"/editor?{urlencode({'wf': 'wide', 'task': 'math', 'code': encode_text(_wide(12))})}")
     frame = page.frame_locator(MERMAID).first
-    expect(frame.locator("svg g.node")).to_have_count(15)
+    expect(frame.locator("svg g.node")).to_have_count(15, timeout=20_000)  # Mermaid's first load
     body = frame.locator("body")
     text_px = float(body.get_attribute("data-text-px"))
     assert text_px >= 11, f"Fit drew {text_px} px text"

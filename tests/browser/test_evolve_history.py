@@ -105,7 +105,8 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     # Interact only once the page's first run is over: its later elements (the last round's diff is near the
     # end) are drawn, and then the script is idle (waiting a fixed moment for a rerun to start, then for "not
     # running", can return before the run has even begun on a loaded machine).
-    expect(page.locator('[data-testid="stCode"]').filter(has_text=f"+++ round {ROUNDS}")).to_be_visible()
+    expect(page.locator('[data-testid="stCode"]').filter(has_text=f"+++ round {ROUNDS}")).to_be_visible(
+        timeout=20_000)
     wait_for_app(page)
     picker = page.get_by_role("combobox", name="Round", exact=True)  # not "Run", whose labels say "rounds"
     expect(picker).to_have_value(re.compile(rf"^#{ROUNDS} · "))  # the last round is picked
