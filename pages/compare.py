@@ -118,7 +118,8 @@ def show(stored) -> None:
     for note in cv.evolved_notes(c, common.workspace()):  # an evolved round: its validation beside this score
         st.caption(note)
     st.dataframe(cv.table_frame(c, common.workspace()), hide_index=True, width="stretch", key=f"cmp_table_{stored.id}",
-                 column_config={"score %": PCT, "cost/problem $": st.column_config.NumberColumn(format="$%.6f"),
+                 column_config={"score %": PCT, "validation %": PCT,
+                                "cost/problem $": st.column_config.NumberColumn(format="$%.6f"),
                                 "tokens": st.column_config.NumberColumn(format="localized"),
                                 "calls": st.column_config.NumberColumn(format="localized")})
     st.plotly_chart(cv.pareto_figure(c), key=f"cmp_pareto_{stored.id}")

@@ -120,8 +120,8 @@ def table_frame(c: Comparison, ws: Workspace | None = None) -> pd.DataFrame:
         rows.append({"workflow": r["workflow"], "best": "★" if r["best"] else "",
                      "score %": None if none else 100 * r["score"],
                      "95% CI": "no problem scored" if none else f"{100 * r['ci_low']:.1f} – {100 * r['ci_high']:.1f}",
-                     **({"validation %": "—" if v is None or v["score"] is None else f"{100 * v['score']:.1f}",
-                         "validation 95% CI": "—" if v is None or v["ci_low"] is None else
+                     **({"validation %": None if v is None or v["score"] is None else 100 * v["score"],
+                         "validation 95% CI": "" if v is None or v["ci_low"] is None else
                          f"{100 * v['ci_low']:.1f} – {100 * v['ci_high']:.1f}"} if evolved else {}),
                      "sd %": "— (one run)" if r["sd"] is None else f"{100 * r['sd']:.1f}", "errors": r["errors"],
                      "cost/problem $": r["cost_per_problem"], "tokens": r["tokens"], "calls": r["calls"],
