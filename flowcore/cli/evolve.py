@@ -183,6 +183,8 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     if config.test_top and not evo.config.offline:
         _print_test_scores(evo.ws, run_id, args.json)
     evolved = [r for r in rows if r["round"] > 0]
+    if result["status"] == "lost":  # paused, then overtaken by another process: it carries the run on
+        raise JobFailed(f"run {run_id}: {result['reason']}")
     if result["status"] == "stopped":
         raise JobFailed(f"run {run_id} stopped: {result['reason']}")
     if result["status"] == "cancelled":

@@ -153,6 +153,9 @@ class RunInfo:
 class History:
     def __init__(self, ws: Workspace):
         self.ws = ws
+        # Called first inside every write of a round or a status (an evolution run sets its lease's check here:
+        # a process whose lease was taken over writes nothing; see lease.py).
+        self.guard: Any = None
         ws.ensure_schema("evolution", DDL)
         if "evolution-scale" not in ws._schemas:
             ws.add_columns("evo_rounds", {"judge_total": "REAL"})  # before the index that covers it
@@ -195,6 +198,8 @@ class History:
 
     def set_status(self, run_id: int, status: str, reason: str | None = None) -> None:
         with self.ws.transaction() as c:
+            if self.guard is not None:
+                self.guard(c)
             c.execute("UPDATE evo_runs SET status = ?, reason = ? WHERE id = ?", (status, reason, run_id))
             _touch(c, run_id)
 
@@ -216,6 +221,8 @@ class History:
         parents = rec.get("parents") or []
         cols = ", ".join(row)
         with self.ws.transaction() as c:
+            if self.guard is not None:
+                self.guard(c)
             marks = ", ".join("?" * len(row))
             c.execute(f"INSERT INTO evo_rounds({cols}) VALUES ({marks})", tuple(row.values()))
             for p in dict.fromkeys(parents):
