@@ -153,14 +153,18 @@ def _nesting(w: Workflow) -> int:
 
 
 def _variables(plan: Plan) -> dict[str, str]:
-    """A Python variable per node id (the id itself when it is a safe identifier)."""
+    """A Python variable per node id: the id itself when it is an ASCII identifier, else an ASCII name mangled
+    from it. Python folds identifiers with NFKC (fullwidth ``Ｃ1`` *is* ``C1`` to the compiler), so a non-ASCII id
+    used as a name could merge two nodes into one variable; ASCII names are never folded, so distinct names
+    stay distinct (``taken`` compares them exactly)."""
     taken = set(_RESERVED) | set(dir(builtins))
     out = {"PROBLEM": "PROBLEM", "ENTRY_POINT": "ENTRY_POINT"}
     taken |= set(out.values())
     for n in plan.nodes:
         name = n.id
-        if not name.isidentifier() or keyword.iskeyword(name) or name in taken:
-            base = "n_" + "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+        if not (name.isascii() and name.isidentifier()) or keyword.iskeyword(name) or name in taken:
+            base = "n_" + "".join(c if c.isascii() and (c.isalnum() or c == "_") else f"_u{ord(c):04x}_"
+                                  for c in name)
             name, k = base, 2
             while name in taken or not name.isidentifier():
                 name, k = f"{base}_{k}", k + 1

@@ -155,6 +155,52 @@ def test_a_standalone_compiled_module_matches_the_runtime(name, tmp_path):
         assert runtime.answer == "def add(a, b):\n    return a + b" and runtime.calls == 7
 
 
+# Two ids Python's NFKC folding makes one name: "C1" and fullwidth "\uff231". A chain then a join, so the order of
+# the calls is fixed and a merged variable shows: J would be given the second node's output twice.
+NFKC_TWINS = """flowchart TD
+    %% @prompt a: Say alpha.
+    %% @prompt b: Say beta after this.
+    %% @prompt c: Join them.
+    PROBLEM([Problem])
+    C1["Custom (role: a)"]
+    \uff231["Custom (role: b)"]
+    J["Custom (role: c)"]
+    RETURN([Return])
+    class PROBLEM,RETURN Interface
+    PROBLEM --> C1 --> \uff231
+    C1 --> J
+    \uff231 --> J
+    J --> RETURN
+"""
+
+
+def _twin_reply(request: dict) -> str:
+    text = request["messages"][-1]["content"]
+    if "Join them" in text:
+        return "joined: " + " | ".join(w for w in ("ALPHA", "BETA") for _ in range(text.count(w)))
+    return "BETA" if "Say beta" in text else "ALPHA"
+
+
+def test_node_ids_that_nfkc_folds_together_stay_two_nodes_in_the_exported_module(tmp_path):
+    # Issue 25.10: the exported module merged them and ran a different workflow than the one evaluated.
+    w = parse(NFKC_TWINS)
+    assert {"C1", "\uff231"} <= set(w.nodes)
+    src = compile_workflow(w)
+    names = {t.id for node in ast.walk(ast.parse(src)) if isinstance(node, ast.Assign)
+             for t in ast.walk(node) if isinstance(t, ast.Name)}
+    assert all(n.isascii() for n in names), sorted(n for n in names if not n.isascii())
+    path = tmp_path / "twins.py"
+    path.write_text(src, encoding="utf-8")
+    with FakeLLMServer(_twin_reply) as srv:
+        runtime = asyncio.run(run_workflow(w, "q", llm=LLM(LLMSettings(base_url=srv.base_url, api_key="k"))))
+        ran = [r["messages"] for r in srv.requests]
+        out = _standalone(path, srv, "q", None)
+        exported = [r["messages"] for r in srv.requests[len(ran):]]
+    assert runtime.answer == "joined: ALPHA | BETA"
+    assert out["answer"] == runtime.answer and out["calls"] == runtime.calls == 3
+    assert exported == ran  # the same calls, in the same order, with the same texts
+
+
 def test_a_compiled_module_without_an_endpoint_says_how_to_configure(tmp_path):
     path = tmp_path / "workflow.py"
     path.write_text(compile_workflow(example("math_seed")))

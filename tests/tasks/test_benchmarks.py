@@ -242,6 +242,19 @@ def test_score_math_and_gsm8k():
         score("nope", "1", "1")
 
 
+def test_a_math_answer_is_extracted_once_and_compared_once():
+    # Issue 25.9: when the last line did not match, the last number was tried too, so one answer scored right
+    # against two different references. One extraction (the last \\boxed{}, else the last line), one verdict.
+    answer = "Let me think.\n\\frac{1}{2}+0\\cdot 7"
+    half, seven = score("math", answer, r"\frac{1}{2}"), score("math", answer, "7")
+    assert half.correct and half.extracted == r"\frac{1}{2}+0\cdot 7"
+    assert not seven.correct and seven.extracted == half.extracted
+    assert not score("math", answer, r"\boxed{7}").correct
+    # a prose last line still gives its last number, and only that one
+    assert score("math", "I added them up.\nSo there are 12 apples", "12").correct
+    assert not score("math", "It is 12.\nSo there are 12 apples and 3 pears", "12").correct
+
+
 # ---------------------------------------------------------------- code scoring (sandbox)
 
 @pytest.fixture(scope="module")
