@@ -95,6 +95,11 @@ def browser_id() -> str:
     return st.session_state["mf_browser"]
 
 
+def tab_id() -> str:
+    """This tab's id (a browser session): its draft row is its own, so two tabs never overwrite each other's work."""
+    return st.session_state.setdefault("mf_tab", drafts.new_tab_id())
+
+
 def _set_cookie() -> None:
     if st.session_state.pop("mf_browser_new", False):
         st.html(f"<script>document.cookie = '{COOKIE}={browser_id()}; path=/; max-age=31536000; "
@@ -145,7 +150,8 @@ def sync_open_workflow() -> None:
     _set_cookie()
     key = st.session_state.get(KEY_STATE) or os.environ.get("OPENAI_API_KEY") or ""
     try:
-        params = drafts.remember(workspace(), browser_id(), wf, st.session_state.get(_SYNCED), api_key=key)
+        params = drafts.remember(workspace(), browser_id(), wf, st.session_state.get(_SYNCED), api_key=key,
+                                 tab=tab_id())
     except Exception as e:  # noqa: BLE001 - a busy or read-only workspace must not break the page
         st.toast(f"The draft could not be stored: {e}")
         return

@@ -15,7 +15,7 @@ from flowcore.mermaid.live import with_mermaid
 from flowcore.ui import canvas as cv
 from flowcore.ui import view
 from flowcore.workspace import library
-from pages import common, widgets
+from pages import common, conflicts, widgets
 from pages.common import md
 
 common.app_shell()
@@ -67,8 +67,12 @@ def open_saved() -> None:
 
 def save() -> None:
     wf = common.current_workflow()
+    same = (ss.get(name_key()) or "").strip() == wf["name"]  # a save names the version it started from
     try:
-        version = library.save_workflow(common.workspace(), ss.get(name_key(), ""), live_text(), wf["task"])
+        version = library.save_workflow(common.workspace(), ss.get(name_key(), ""), live_text(), wf["task"],
+                                        base_version=wf["version"] if same else None)
+    except library.LibraryConflict as e:  # someone saved a newer version meanwhile: never left out silently
+        return conflicts.refused(e)
     except library.LibraryError as e:
         return flash("error", f"Not saved: {md(str(e))}")
     name = library.validate_name(ss[name_key()])
@@ -134,6 +138,8 @@ bar[5].download_button(".mmd", live_text(), file_name=f"{file_stem(wf['name'])}.
 if "ed_flash" in ss:
     kind, message = ss.pop("ed_flash")
     getattr(st, kind)(message)
+conflicts.library_panel(live_text, flash)
+conflicts.other_tabs_panel()
 
 text = live_text()
 if text != wf["text"]:

@@ -136,7 +136,11 @@ def saved_state(ws: Workspace, wf: OpenWorkflow) -> str:
     if wf.version is not None:
         if base is None:
             return f"version {wf.version} is no longer in the workspace; not saved"
-        return f"saved as version {wf.version}" if base == wf.text else f"unsaved changes to version {wf.version}"
+        state = f"saved as version {wf.version}" if base == wf.text else f"unsaved changes to version {wf.version}"
+        latest = library.versions(ws, wf.name)[:1]
+        if latest and latest[0][0] > wf.version:  # someone saved the same workflow since it was opened here
+            state += f" (version {latest[0][0]} is newer)"
+        return state
     if base is not None:
         return "example, unchanged" if base == wf.text else "edited example, not saved yet"
     return "not saved yet"

@@ -105,14 +105,15 @@ def public_only(d: dict) -> dict:
 
 
 def save_llm_settings(ws: Workspace, public: dict, *, secret: str | None = None, base: dict | None = None,
-                      version: int | None = None) -> dict:
+                      version: int | None = None, prefer: str | None = None) -> dict:
     """Store the public part of the LLM settings; returns what was stored.
 
     ``secret`` is the live API key, if any: the save is refused if it would appear in what is written.
     ``version`` and ``base``: the stored version and the values the editor started from (``load_versioned``).
     With them, fields someone else changed since are kept and only this save's own changes are applied; the same
-    field changed by both to different values is a SettingsConflict (nothing written). Without them the save
-    writes ``public`` as it is (the command line, a script)."""
+    field changed by both is a SettingsConflict (nothing written), unless ``prefer`` says whose value such a field
+    takes ("mine" or "theirs": the one-click merges of the Settings page). Without them the save writes ``public``
+    as it is (the command line, a script)."""
     clean = public_only(public)
     data = json.dumps(clean, sort_keys=True)
     if secret and secret.strip() and secret.strip() in data:
@@ -125,15 +126,23 @@ def save_llm_settings(ws: Workspace, public: dict, *, secret: str | None = None,
         current = _decode(row["value"], ws) if row is not None else {}
         field_versions: dict[str, int] = json.loads(row["fields_json"] or "{}") if row is not None else {}
         cur_flat = flatten(current)
-        if version is not None and base is not None and version != now_version:
+        if base is not None:  # what this save changed: its own edits, not the values it was shown
             base_flat = flatten(public_only(base))
             changed = {f for f in set(mine_flat) | set(base_flat)
                        if mine_flat.get(f, _MISSING) != base_flat.get(f, _MISSING)}
+        else:
+            changed = {f for f in set(mine_flat) | set(cur_flat)
+                       if mine_flat.get(f, _MISSING) != cur_flat.get(f, _MISSING)}
+        if version is not None and base is not None and version != now_version:
             theirs = {f for f in set(cur_flat) | set(field_versions) if field_versions.get(f, 0) > version}
             # a field both changed is refused even when both chose the same value: the change is each one's own
             # (two increments of a number that meet at the same value are two updates, not one)
             clash = sorted(changed & theirs)
-            if clash:
+            if prefer == "theirs":
+                changed -= theirs
+            elif prefer == "mine":
+                theirs -= changed
+            elif clash:
                 raise SettingsConflict([(f, mine_flat.get(f, _MISSING), cur_flat.get(f, _MISSING)) for f in clash],
                                        now_version, current, version)
             merged = dict(mine_flat)
@@ -145,7 +154,7 @@ def save_llm_settings(ws: Workspace, public: dict, *, secret: str | None = None,
             clean = unflatten(merged, clean)
             mine_flat = flatten(clean)
         new_version = now_version + 1
-        for f in set(mine_flat) | set(cur_flat):
+        for f in changed:
             if mine_flat.get(f, _MISSING) != cur_flat.get(f, _MISSING):
                 field_versions[f] = new_version
         conn.execute("INSERT INTO settings(name, value, updated, version, fields_json) VALUES (?,?,?,?,?) "

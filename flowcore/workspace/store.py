@@ -176,7 +176,14 @@ class Workspace:
         folder or a read-only file is a WorkspaceError naming the problem before a page or command uses it."""
         try:
             self.ensure_schema("workspace", "")
+        except WorkspaceError:
+            raise
         except sqlite3.DatabaseError as exc:  # e.g. "attempt to write a readonly database"
+            if health.fault_of(exc) == "full":  # what is stored can still be read: say why nothing can be written
+                self.read_only = health.describe(exc, self.path)
+                return
+            if health.fault_of(exc) == "damaged":
+                raise WorkspaceDamaged(self.path, health.damaged_message(self.path, str(exc))) from None
             raise WorkspaceError(Path(str(self.path)), f"not usable as the workspace database ({exc})") from None
 
     def ensure_schema(self, name: str, ddl: str) -> None:
@@ -201,6 +208,10 @@ class Workspace:
                 row = conn.execute("SELECT ddl_hash FROM mf_schema WHERE name = ?", (VERSION_ROW,)).fetchone()
                 if row is not None and int(row[0]) > SCHEMA_VERSION:
                     raise too_new(self.path, int(row[0]))
+                have = conn.execute("SELECT ddl_hash FROM mf_schema WHERE name = ?", (name,)).fetchone()
+                if have is not None and have[0] == digest and row is not None and int(row[0]) == SCHEMA_VERSION:
+                    self._schemas.add(name)  # applied already: nothing to write (a full disk still opens)
+                    return
                 conn.executescript(ddl + ";\n" if ddl else "")
                 conn.execute("INSERT OR REPLACE INTO mf_schema(name, ddl_hash, applied) VALUES (?,?,?)",
                              (name, digest, time.time()))
