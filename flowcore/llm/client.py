@@ -720,9 +720,11 @@ class LLM:
             if kind == "outage" or paid is None:
                 return  # kept in memory: written with the next write that succeeds
             where = self.workspace.path  # type: ignore[union-attr]
-            raise ResultNotStored(f"an LLM call ({paid.model}, {paid.prompt_tokens}+{paid.completion_tokens} tokens, "
+            err = ResultNotStored(f"an LLM call ({paid.model}, {paid.prompt_tokens}+{paid.completion_tokens} tokens, "
                                   f"${paid.cost:.6f}) was made and paid for, but its result could not be stored: "
-                                  f"{health.describe(exc, where)}") from exc
+                                  f"{health.describe(exc, where)}")
+            err.fault = kind  # type: ignore[attr-defined]
+            raise err from exc
         with sh.lock:
             for key in cache:
                 if sh.pending.get(key) == cache[key]:

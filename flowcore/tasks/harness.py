@@ -123,8 +123,8 @@ async def _solve(runner: Runner, problem: Problem, timeout: float | None) -> Pro
         raise  # no problem's fault: the whole evaluation stops (code is never run unconfined)
     except Exception as exc:  # noqa: BLE001 - any runner failure is this problem's result
         fault = health.fault_of(exc)
-        if fault not in (None, "outage"):
-            raise  # a full disk, a damaged or read-only workspace: the evaluation stops, saying so
+        if fault not in (None, "outage"):  # a full disk, a damaged or read-only workspace: the evaluation stops
+            raise health.cause(exc) from None  # saying so (not the node that happened to write)
         timed_out = timeout is not None and isinstance(exc, TimeoutError) and time.perf_counter() - start >= timeout
         msg = f"timed out after {timeout:g}s" if timed_out else str(exc)
         cost = float(getattr(exc, "cost", 0.0) or 0.0)  # what a failed run had already spent, when it says

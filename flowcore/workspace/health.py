@@ -80,7 +80,22 @@ def fault_of(exc: BaseException | None) -> str | None:
     return None
 
 
+def cause(exc: BaseException) -> BaseException:
+    """The exception in ``exc``'s chain that carries its database fault (``exc`` itself when none does): what to
+    report, rather than the node or harness error that wrapped it."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if _kind(cur) is not None:
+            return cur
+        cur = cur.__cause__ or cur.__context__
+    return exc
+
+
 def _kind(exc: BaseException) -> str | None:
+    if isinstance(getattr(exc, "fault", None), str):  # an error that already says which (llm's ResultNotStored)
+        return exc.fault  # type: ignore[attr-defined]
     if isinstance(exc, StorageFull):
         return "full"
     if isinstance(exc, WorkspaceDamaged):

@@ -1,7 +1,8 @@
 """Recover what a damaged SQLite workspace still holds into a new file (``python -m flowcore workspace recover``).
 
 With the ``sqlite3`` command-line shell installed, its ``.recover`` reads every page it can and writes SQL that
-rebuilds the tables (rows it cannot place go to ``lost_and_found``). Without it, each table is copied row by row
+rebuilds the tables (rows it cannot place go to ``lost_and_found``). Without it (or when its ``.recover`` fails:
+Debian's 3.40 shell answers "SQL logic error" on any file), each table is copied row by row
 in rowid order; when a damaged page stops a read, the copy skips ahead to the next rowid that reads again. Either
 way the damaged file is left as it was, and the new file must pass ``PRAGMA integrity_check`` before it is
 offered (``replace`` then moves the damaged one aside, keeping it).
@@ -46,9 +47,9 @@ def recover(source: Path, out: Path | None = None, *, use_cli: bool = True) -> R
         raise WorkspaceError(out, "already exists: remove it or give another --out")
     cli = shutil.which("sqlite3") if use_cli else None
     try:
-        if cli:
-            result = _with_cli(cli, source, out)
-        else:
+        result = _with_cli(cli, source, out) if cli else None
+        if result is None:  # no shell, or its .recover failed (some builds lack the sqlite_dbpage table it reads)
+            out.unlink(missing_ok=True)
             result = _row_copy(source, out)
         check = sqlite3.connect(out)
         try:
@@ -85,14 +86,17 @@ def _tables(conn: sqlite3.Connection) -> list[str]:
                                        "'sqlite_%' ORDER BY name").fetchall()]
 
 
-def _with_cli(cli: str, source: Path, out: Path) -> Recovered:
+def _with_cli(cli: str, source: Path, out: Path) -> Recovered | None:
+    """The shell's .recover into ``out``, or None when it failed (the caller copies row by row instead)."""
     dump = subprocess.run([cli, "-readonly", str(source), ".recover"], capture_output=True, text=True,
                           timeout=CLI_TIMEOUT, errors="replace")
-    if not dump.stdout.strip():
-        raise sqlite3.DatabaseError(f"sqlite3 .recover produced nothing ({dump.stderr.strip()[:300]})")
+    if "error" in dump.stderr.lower() or "CREATE TABLE" not in dump.stdout.upper():
+        return None
     conn = sqlite3.connect(out)
     try:
         conn.executescript(dump.stdout)
+    except sqlite3.Error:
+        return None
     finally:
         conn.close()
     return Recovered(source, out, "sqlite3 .recover")

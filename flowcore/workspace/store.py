@@ -162,13 +162,15 @@ class Workspace:
         return conn
 
     def checkpoint(self) -> None:
-        """Fold the SQLite write-ahead log into the database and truncate it (after each evolution round), so
-        the log stays small and a disk-full stop can be resumed once a little room is free. PostgreSQL: no-op."""
-        if self.is_postgres or str(self.path) == ":memory:":
+        """Fold the SQLite write-ahead log into the database (after each evolution round), so the log stays small.
+        RESTART, not TRUNCATE: the log's file keeps the room it has (up to ``WAL_LIMIT``) and the next writes reuse
+        it, so when the disk fills, the few small writes that end a run cleanly (its "stopped" status, the lease)
+        still fit. PostgreSQL: no-op."""
+        if self.is_postgres or str(self.path) == ":memory:" or self.read_only:
             return
         try:
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.OperationalError:  # busy readers: the next round's checkpoint catches up
+            self.conn.execute("PRAGMA wal_checkpoint(RESTART)")
+        except sqlite3.OperationalError:  # busy readers, or no room to grow the file: the next round catches up
             pass
 
     def check_usable(self) -> None:
