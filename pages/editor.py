@@ -152,11 +152,10 @@ diags, mermaid_pending = with_mermaid(text, diags)
 w, parse_diags = parse_lenient(text)
 readable = not any(d.code == "M001" for d in parse_diags)
 
-lay = st.columns([2, 2, 3], vertical_alignment="bottom")
+lay = st.columns([2, 5], vertical_alignment="bottom")
 split = lay[0].slider("Text width (%)", 25, 75, 45, 5, key="ed_split", help="How much of the width the text gets")
-zoom_name = lay[1].select_slider("Diagram zoom", list(view.ZOOMS), value="Fit", key="ed_zoom",
-                                 help="Fit: the whole diagram in the box. A zoom draws it larger or smaller; "
-                                      "scroll the box to move around.")
+lay[1].caption("Drawing: wheel or drag to pan, Ctrl + wheel to zoom; Fit never draws text under 11 px (the box "
+               "scrolls instead); Copy link and Copy PNG are above it.")
 left, right = st.columns([split, 100 - split])
 with left:
     ss["ed_mode"] = "plain" if view.is_big(w) else "ace"
@@ -201,12 +200,12 @@ with right:  # fixed slots (list, notice, diagram): the diagram keeps its place,
                 st.dataframe([d.to_dict() for d in diags], hide_index=True, width="stretch",
                              column_order=["line", "column", "code", "severity", "message", "node"])
     notice = st.empty()
-    if readable:
-        ss["ed_last_good"] = w
-    if "ed_last_good" in ss:
+    if readable:  # the text itself, not a parsed object a later edit could change
+        ss["ed_last_good"] = text
+    if isinstance(ss.get("ed_last_good"), str):
         if not readable:
             notice.caption("The diagram shows the last readable version of the text.")
-        widgets.diagram(ss["ed_last_good"], "ed_mermaid", view.ZOOMS[zoom_name])
+        widgets.diagram(parse_lenient(ss["ed_last_good"])[0], "ed_mermaid")
 
 st.subheader("Draw")
 if not readable:
