@@ -179,7 +179,7 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     else:
         print(f"run {run_id}: {args.rounds} round(s) on {args.benchmark}, {mode}", file=_stderr(), flush=True)
     result = evo.run()
-    rows = evo.history.rounds(run_id)
+    rows = evo.history.summaries(run_id)  # light columns: no round's JSON decoded
     if config.test_top and not evo.config.offline:
         _print_test_scores(evo.ws, run_id, args.json)
     evolved = [r for r in rows if r["round"] > 0]

@@ -630,7 +630,7 @@ class Evolution:
 
     async def _judge(self, r: int, cands: list[Candidate], parent: Workflow, prow: dict, buf: RunBuffer,
                      experience: list[dict]) -> Verdict:
-        history = [self._parsed_round(x) for x in buf.text_rounds]
+        history = [self._parsed_round(x) for x in buf.judge_history(self.config.top_k)]  # bounded: see RunBuffer
         record = buf.record
         if self.config.mode == "llm" and self.llm is not None:
             return await LLMJudge(self.llm, self.config.task).ascore(
