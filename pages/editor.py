@@ -15,7 +15,7 @@ from flowcore.mermaid.live import with_mermaid
 from flowcore.ui import canvas as cv
 from flowcore.ui import view
 from flowcore.workspace import library
-from pages import common, conflicts, widgets
+from pages import common, conflicts, serve_parts, widgets
 from pages.common import md
 
 common.app_shell()
@@ -108,7 +108,7 @@ rev, ws = common.editor_rev(), common.workspace()
 examples = library.examples()
 saved = library.list_workflows(ws)
 
-bar = st.columns([1.2, 2, 1.2, 0.9, 0.9, 1.1], vertical_alignment="bottom")
+bar = st.columns([1.2, 2, 1.2, 0.9, 0.9, 1.1, 1.1], vertical_alignment="bottom")
 task = bar[0].radio("Task", cat.TASKS, index=cat.TASKS.index(wf["task"]) if wf["task"] in cat.TASKS else 0,
                     horizontal=True, key=f"ed_task_{rev}", help="math: GSM8K/MATH; code: HumanEval/MBPP")
 if task != wf["task"]:
@@ -134,6 +134,7 @@ with bar[4].popover("Save", icon=":material/save:"):
 bar[5].download_button(".mmd", live_text(), file_name=f"{file_stem(wf['name'])}.mmd",
                        mime="text/plain", icon=":material/download:", key="ed_download",
                        on_click="ignore")
+serve_parts.publish_popover(bar[6], live_text(), task, wf["name"] or "", key="ed_publish")
 
 if "ed_flash" in ss:
     kind, message = ss.pop("ed_flash")
