@@ -378,13 +378,15 @@ class Evolution:
             status, reason = "cancelled", "cancelled by the user"
         except (EndpointDown, StorageStop) as exc:
             status, reason = "stopped", str(exc)
-        for wait in (*self.outage_waits, None):  # the outcome is stored once the database is back
+        for wait in (*OUTAGE_WAITS, None):  # the outcome is stored once the database is back (up to a minute)
             try:
                 self.history.set_status(run_id, status, reason)
                 break
             except LeaseLost as exc:
                 return self._lost_result(run_id, exc, records)
             except sqlite3.Error as exc:
+                if health.fault_of(exc) == "full" and self.ws.release_reserve():
+                    continue  # the room set aside for this: the run is recorded stopped, not left "running"
                 if wait is None or not health.is_outage(exc):
                     log.error("run %s ended %s but the workspace could not record it: %s", run_id, status, exc)
                     break

@@ -37,6 +37,9 @@ DEFAULT_FILE = "workspace.db"
 BUSY_ENV = "MERMAIDFLOW_DB_BUSY_TIMEOUT"
 BUSY_TIMEOUT = 30.0
 WAL_LIMIT = 4 << 20  # bytes of write-ahead log SQLite keeps after a checkpoint
+# Room set aside beside a SQLite workspace (<file>-reserve) and given up when the disk fills, so the writes that end
+# a run cleanly (its "stopped" status, its lease) still fit. Made again at the next open that has room.
+RESERVE = 256 << 10
 DatabaseError = sqlite3.DatabaseError
 IntegrityError = sqlite3.IntegrityError
 OperationalError = sqlite3.OperationalError
@@ -139,6 +142,7 @@ class Workspace:
             raise WorkspaceError(path, f"not usable as the workspace database ({exc})") from None
         if str(path) != ":memory:":
             health.check_once(conn, path)  # a damaged file is refused before anything is written into it
+            self._keep_reserve(path)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")  # a checkpointed WAL shrinks back to this
@@ -160,6 +164,33 @@ class Workspace:
                 from None
         self.read_only = health.describe(cause, path)
         return conn
+
+    def _keep_reserve(self, path: Path) -> None:
+        reserve = Path(f"{path}-reserve")
+        if reserve.exists():
+            return
+        try:
+            fd = os.open(reserve, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError:
+            return
+        try:
+            os.posix_fallocate(fd, 0, RESERVE)
+        except OSError:  # no room now: none is kept (the next open tries again)
+            os.close(fd)
+            reserve.unlink(missing_ok=True)
+            return
+        os.close(fd)
+
+    def release_reserve(self) -> bool:
+        """Give the reserve's room back to the disk (it filled up): True when there was one."""
+        if self.is_postgres or str(self.path) == ":memory:":
+            return False
+        reserve = Path(f"{self.path}-reserve")
+        try:
+            reserve.unlink()
+        except OSError:
+            return False
+        return True
 
     def checkpoint(self) -> None:
         """Fold the SQLite write-ahead log into the database (after each evolution round), so the log stays small.
