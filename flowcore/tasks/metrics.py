@@ -13,6 +13,7 @@ verdict, left out of the score), never wrong.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import re
@@ -190,9 +191,17 @@ def _norm(text: str, case_sensitive: bool) -> str:
     return text if case_sensitive else text.casefold()
 
 
+@functools.lru_cache(maxsize=65536)  # references are parsed when the task is read, again for every answer
 def _number(text: str) -> float | None:
-    from flowcore.tasks.scoring import extract_number
+    from flowcore.tasks.scoring import _NUMBER, extract_number
 
+    if len(text) > 64:  # a long text (GSM8K's worked solutions): its last number is in its tail
+        tail = text[-64:].replace("\u2212", "-")
+        found_all = list(_NUMBER.finditer(tail))
+        last = found_all[-1] if found_all else None
+        # Only a match whose left neighbour is plainly no part of a number is the one the whole text ends with.
+        if last is not None and last.start() > 0 and not re.match(r"[\w.,$\-]", tail[last.start() - 1]):
+            text = tail[last.start():]
     found = extract_number(text)
     if found is None:
         return None

@@ -46,7 +46,7 @@ def register(task: Task) -> Task:
     """Make ``task`` findable by name in this process (a task read from a file)."""
     if not task.builtin:
         with _lock:
-            _known[task.name] = _Known(task.kind, task.digest, task)
+            _known[task.name] = _Known(task.kind, "", task)  # its digest is computed only when it is needed
     return task
 
 
