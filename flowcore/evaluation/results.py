@@ -69,7 +69,8 @@ def result_rows(rec: EvalRecord, which: str = "all", problems: dict[str, Problem
         if ref is None and problems and r.get("id") in problems:
             ref = problems[r["id"]].reference
         code = kind_of(rec.benchmark) == "code"
-        rows.append({"id": r.get("id"), "verdict": v, "extracted": r.get("extracted") or "",
+        rows.append({"id": r.get("id"), "verdict": v, **({"score": r["score"]} if r.get("score") is not None else {}),
+                     "extracted": r.get("extracted") or "",
                      "reference": ("hidden tests" if code else (ref or "")), "error": r.get("error") or "",
                      "cost": float(r.get("cost") or 0.0), "latency": r.get("latency"),
                      "answer": _first_line(r.get("prediction") or "")})

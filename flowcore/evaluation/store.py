@@ -20,12 +20,21 @@ from flowcore.evaluation.evaluate import evaluate_workflow
 from flowcore.execution.runtime import RunResult, prepare, run_workflow
 from flowcore.llm.client import LLM, LLMSettings
 from flowcore.mermaid.reader import parse
-from flowcore.tasks import BENCHMARKS, TASK_OF, EvalReport, Problem, ProblemResult, kind_of, read_problems
+from flowcore.tasks import (
+    BENCHMARKS,
+    KINDS,
+    TASK_OF,
+    EvalReport,
+    Problem,
+    ProblemResult,
+    kind_of,
+    read_problems,
+)
 from flowcore.tasks.harness import report_of
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 
-__all__ = ["EVAL_JOB", "EvalRecord", "benchmarks_for", "create_evaluation", "default_benchmark",
+__all__ = ["KINDS", "kind_of", "EVAL_JOB", "EvalRecord", "benchmarks_for", "create_evaluation", "default_benchmark",
            "finish_evaluation", "list_evaluations", "load_evaluation", "problems_from_upload", "reconcile",
            "run_problem", "start_evaluation"]
 

@@ -714,7 +714,10 @@ def _cand_json(c: Candidate) -> dict:
 def _result_json(x: Any) -> dict:
     return {"id": x.id, "correct": bool(x.correct), "prediction": (x.prediction or "")[:2000],
             "extracted": x.extracted, "cost": x.cost, "latency": round(x.latency or 0.0, 4), "error": x.error,
-            "errored": _errored(x)}
+            "errored": _errored(x),
+            # a task's fractional score and a judge's grade (model, reason): kept so every page can say so
+            **({"score": x.score} if getattr(x, "score", None) is not None else {}),
+            **({"grade": x.grade} if getattr(x, "grade", None) else {})}
 
 
 def load_seed(path: str, task: str) -> str:
