@@ -36,6 +36,7 @@ PAGES = [
     ("pages/history.py", "History", "history", ":material/history:"),
     ("pages/compare.py", "Compare", "compare", ":material/compare_arrows:"),
     ("pages/tasks.py", "Tasks", "tasks", ":material/dataset:"),
+    ("pages/traces.py", "Traces", "traces", ":material/timeline:"),
     ("pages/aov.py", "AOV Execution", "aov", ":material/account_tree:"),
     ("pages/settings.py", "Settings", "settings", ":material/settings:"),
 ]

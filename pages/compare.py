@@ -117,8 +117,10 @@ def show(stored) -> None:
                     "against it on the same problems: Δ is its difference in points with a paired-bootstrap 95% interval, "
                     "and McNemar's exact p-value says how likely such a split of the problems only one of the two solves "
                     "would be if they were equally good.")
-    st.dataframe(cv.table_frame(c), hide_index=True, width="stretch", key=f"cmp_table_{stored.id}",
-                 column_config={"score %": PCT, "sd %": PCT, "Δ vs best (pts)": PCT,
+    for note in cv.evolved_notes(c, common.workspace()):  # an evolved round: its validation beside this score
+        st.caption(note)
+    st.dataframe(cv.table_frame(c, common.workspace()), hide_index=True, width="stretch", key=f"cmp_table_{stored.id}",
+                 column_config={"score %": PCT, "sd %": PCT, "Δ vs best (pts)": PCT, "validation %": PCT,
                                 "cost/problem $": st.column_config.NumberColumn(format="%.6f"),
                                 "McNemar p": st.column_config.NumberColumn(format="%.4f")})
     if cv.graded_note(c):

@@ -39,7 +39,8 @@ def run_view(run_id: int, key: str) -> None:
     if info.offline:
         st.info(OFFLINE_NOTE, icon=":material/cloud_off:")
     curve = evs.curve_frame(rows)
-    for col, (label, value, why) in zip(st.columns(4), story.run_summary(info, rows, curve)):
+    figures = story.run_summary(info, rows, curve)
+    for col, (label, value, why) in zip(st.columns(len(figures)), figures):
         col.metric(label, value, help=why or None)
     st.plotly_chart(evs.score_figure(curve, info.offline), key=f"evo_curve_{key}")
     graded = tv.graded_caption(tv.run_graded_by(common.workspace(), run_id))

@@ -24,7 +24,7 @@ from flowcore.ui import history as hv
 from flowcore.ui import tasks as tv
 from flowcore.ui import view
 from flowcore.workspace import jobs
-from pages import common, widgets
+from pages import common, serve_parts, widgets
 from pages.protocol_parts import rescore_controls, test_section
 
 ss = st.session_state
@@ -147,9 +147,11 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     a[3].toggle("Fresh (bypass the cache)", key="hist_fresh", help="Off: answers already in the LLM cache are "
                 "reused ($0, the same measurement again). On: every call goes to the endpoint.")
     note_key = f"hist_note_{run_id}_{rnd}"
-    n = st.columns([5, 1], vertical_alignment="bottom")
+    n = st.columns([5, 1, 1], vertical_alignment="bottom")
     n[0].text_input("Note", value=row["note"] or "", key=note_key, placeholder="What is worth remembering?")
     n[1].button("Save note", key="hist_note_save", on_click=_note, args=(run_id, rnd, note_key))
+    serve_parts.publish_popover(n[2], row["workflow_text"] or "", info.task, f"{info.benchmark}-run{run_id}",
+                                key="hist_publish", run_id=run_id, rnd=rnd)
     if not configured:
         st.caption(f"Re-evaluate: {NO_LLM}")
     if busy:

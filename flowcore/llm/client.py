@@ -452,6 +452,7 @@ class LLM:
         self.calls: list[dict] = []
         self._parent: LLM | None = None
         self._shared = _Shared(settings)
+        self.salt = ""  # prefixed to every cache salt (see salted)
         if workspace is not None:
             workspace.ensure_schema("llm", _DDL)
 
@@ -460,6 +461,15 @@ class LLM:
         c = LLM.__new__(LLM)
         c.settings, c.workspace, c.run_id = self.settings, self.workspace, self.run_id
         c.usage, c.calls, c._parent, c._shared = Usage(), [], self, self._shared
+        c.salt = self.salt
+        return c
+
+    def salted(self, salt: str) -> LLM:
+        """A child whose calls are cached apart from this one's, under ``salt``: every call is a fresh sample
+        (a repeat measurement), yet the same repeat made again (a round retried after an outage) is answered
+        from the cache."""
+        c = self.child()
+        c.salt = f"{self.salt}{salt}|"
         return c
 
     def _root(self) -> LLM:
@@ -482,7 +492,7 @@ class LLM:
         msgs = _normalize(messages)
         s = self.settings
         model = s.model_for(role)
-        key = _cache_key(model, msgs, temperature, json_mode, max_tokens, cache_salt)
+        key = _cache_key(model, msgs, temperature, json_mode, max_tokens, self.salt + cache_salt)
         hit = self._cache_get(key)
         if hit is not None and _garbled(hit["text"]) is None and (accept is None or accept(hit["text"]) is None):
             reply = Reply(hit["text"], model, int(hit.get("prompt_tokens", 0)),
