@@ -68,7 +68,7 @@ def form(settings, configured: bool, busy: bool) -> None:
             info = split_info(bench, split, split_file=path, limit=int(limit) or None)
             entries = [(cv.short_name(k), sources[k]) for k in picked]
             job = start_comparison(ws, settings, entries, bench, problems, info, repeats=int(repeats),
-                                   concurrency=int(conc))
+                                   concurrency=int(conc), created_by=ss.get("mf_user") or "local")
         except (DataError, ValueError) as e:  # a bad split file or workflow, named
             st.error(f"Not started: {e}", icon=":material/error:")
             return
@@ -151,7 +151,7 @@ def main() -> None:
         return
     st.subheader("Results")
     labels = {p.id: f"#{p.id} · {p.benchmark} · {p.split.get('split', '?')} · {', '.join(p.names)} · {p.status}"
-              for p in past}
+              f" · by {p.created_by}" for p in past}
     ids = list(labels)
     want = ss.get(SHOW_KEY)
     pick = st.selectbox("Comparison", ids, index=ids.index(want) if want in ids else 0, format_func=labels.get)

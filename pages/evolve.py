@@ -163,7 +163,7 @@ def new_run(settings, configured: bool, busy: bool) -> None:
                               workflow=text, alpha=float(alpha), lam=float(lam), top_k=int(top), operators=ops,
                               budget=float(budget) or None, limit=int(limit) or None, mode=mode, **protocol)
         try:
-            job = evs.start_run(common.workspace(), settings, cfg, review=review)
+            job = evs.start_run(common.workspace(), settings, cfg, review=review, created_by=ss.get("mf_user") or "local")
         except ValueError as e:  # bad settings or data file, named
             st.error(f"Not started: {e}", icon=":material/error:")
             return

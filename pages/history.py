@@ -126,7 +126,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     c[3].metric("Judge total", "—" if total is None else f"{total:.1f} / 50", help=f"judge: {row['judge'] or '—'}")
     if row["reason"] and row["status"] == "failed":
         st.error(f"Failed: {row['reason']}")
-    st.caption(row["detail"] or "")
+    st.caption(f"{row['detail'] or ''} · made by {row.get('created_by') or info.created_by}")
     has_text = bool(row["workflow_text"])
     a = st.columns([1, 1.4, 1.4, 4], vertical_alignment="bottom")
     a[0].button("Unpin" if row["pinned"] else "Pin", icon=":material/push_pin:", key="hist_pin", on_click=_pin,
