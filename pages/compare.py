@@ -115,10 +115,13 @@ def show(stored) -> None:
                     "against it on the same problems: Δ is its difference in points with a paired-bootstrap 95% interval, "
                     "and McNemar's exact p-value says how likely such a split of the problems only one of the two solves "
                     "would be if they were equally good.")
-    st.dataframe(cv.table_frame(c), hide_index=True, width="stretch", key=f"cmp_table_{stored.id}",
-                 column_config={"score %": PCT, "sd %": PCT, "Δ vs best (pts)": PCT,
-                                "cost/problem $": st.column_config.NumberColumn(format="%.6f"),
-                                "McNemar p": st.column_config.NumberColumn(format="%.4f")})
+    for note in cv.evolved_notes(c, common.workspace()):  # an evolved round: its validation beside this score
+        st.caption(note)
+    st.dataframe(cv.table_frame(c, common.workspace()), hide_index=True, width="stretch", key=f"cmp_table_{stored.id}",
+                 column_config={"score %": PCT, "validation %": PCT,
+                                "cost/problem $": st.column_config.NumberColumn(format="$%.6f"),
+                                "tokens": st.column_config.NumberColumn(format="localized"),
+                                "calls": st.column_config.NumberColumn(format="localized")})
     st.plotly_chart(cv.pareto_figure(c), key=f"cmp_pareto_{stored.id}")
     agree = cv.agreement_frame(c)
     if not agree.empty:
@@ -132,9 +135,8 @@ def show(stored) -> None:
 
 
 def main() -> None:
-    st.title("Compare")
-    st.caption("Baselines, seeds and evolved workflows on the same problems, with paired tests: the view that "
-               "shows whether a workflow really beats the obvious alternatives on problems it never saw.")
+    common.header("Compare", "Baselines, seeds and evolved workflows on the same problems, with paired tests: the "
+                  "view that shows whether a workflow really beats the obvious alternatives on problems it never saw.")
     settings = common.llm_settings()
     configured = common.llm_banner(settings)
     ws = common.workspace()

@@ -97,10 +97,8 @@ def buffer_table(view: hv.RunView, offline: bool) -> None:
     page = st.number_input(f"Page (of {pages}; {hv.PAGE_ROWS} rounds a page, the last has the latest)", 1, pages,
                            pages, key=f"hist_page_{pages}") if pages > 1 else 1
     table = view.table(rounds, page, offline)
-    st.dataframe(table, hide_index=True, width="stretch", key="hist_table",
-                 column_config={"score": PCT, "ci_low": PCT, "ci_high": PCT, "pinned": st.column_config.CheckboxColumn(),
-                                "cost": st.column_config.NumberColumn(format="$%.5f"),
-                                "judge_total": st.column_config.NumberColumn("judge total", format="%.1f")})
+    st.dataframe(hv.for_people(table), hide_index=True, width="stretch", key="hist_table",
+                 column_config={"pinned": st.column_config.CheckboxColumn()})
     st.caption(hv.table_caption(table, view.total))
 
 

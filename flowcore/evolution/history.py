@@ -392,15 +392,15 @@ class RunBuffer:
 
     def __init__(self, history: History, run_id: int) -> None:
         self.history, self.run_id = history, run_id
-        self.rows: dict[int, dict] = {}  # round -> light row (round, status, score, operator, parents)
+        self.rows: dict[int, dict] = {}  # round -> light row (round, status, score, ci, operator, detail, parents)
         self._ranked: list[tuple[float, int]] = []  # usable rounds by (-score or 1, -round): top-k order
         self.texts: set[str] = set()
         self.text_rounds: list[int] = []  # rounds with a workflow, in order (the judge's history)
         self.text_of: dict[int, str] = {}
         self.spent = 0.0
         self.record: dict[str, list[float]] = {}
-        for r in history.ws.query("SELECT round, status, score, cost, operator, parents_json, workflow_text "
-                                  "FROM evo_rounds WHERE run_id = ? ORDER BY round", (run_id,)):
+        for r in history.ws.query("SELECT round, status, score, ci_low, ci_high, cost, operator, detail, parents_json, "
+                                  "workflow_text FROM evo_rounds WHERE run_id = ? ORDER BY round", (run_id,)):
             d = dict(r)
             d["parents"] = json.loads(d.pop("parents_json") or "[]")
             self._add(d)
@@ -408,7 +408,8 @@ class RunBuffer:
     def add(self, rec: dict) -> None:
         """Account for a round just stored (the loop's record, with Python values)."""
         self._add({"round": rec["round"], "status": rec.get("status"), "score": rec.get("score"),
-                   "cost": rec.get("cost"), "operator": rec.get("operator"), "parents": rec.get("parents") or [],
+                   "ci_low": rec.get("ci_low"), "ci_high": rec.get("ci_high"), "cost": rec.get("cost"),
+                   "operator": rec.get("operator"), "detail": rec.get("detail"), "parents": rec.get("parents") or [],
                    "workflow_text": rec.get("workflow_text")})
 
     def _add(self, d: dict) -> None:
@@ -429,6 +430,10 @@ class RunBuffer:
                 self.record.setdefault(d["operator"], []).append(-1.0)
             elif p and p["score"] is not None and d["score"] is not None:
                 self.record.setdefault(d["operator"], []).append(d["score"] - p["score"])
+
+    def best_score(self) -> float | None:
+        """The highest validation score of a measured round so far (None before any)."""
+        return -self._ranked[0][0] if self._ranked and self._ranked[0][0] <= 0 else None
 
     def top_k(self, k: int = 4) -> list[dict]:
         """``top_k`` over the stored rounds (same order, seed always included) without reading them."""
