@@ -15,7 +15,7 @@ from flowcore.mermaid.live import with_mermaid
 from flowcore.ui import canvas as cv
 from flowcore.ui import view
 from flowcore.workspace import library
-from pages import common, widgets
+from pages import common, serve_parts, widgets
 from pages.common import md
 
 common.app_shell()
@@ -68,7 +68,8 @@ def open_saved() -> None:
 def save() -> None:
     wf = common.current_workflow()
     try:
-        version = library.save_workflow(common.workspace(), ss.get(name_key(), ""), live_text(), wf["task"])
+        version = library.save_workflow(common.workspace(), ss.get(name_key(), ""), live_text(), wf["task"],
+                                        serve_parts.user())
     except library.LibraryError as e:
         return flash("error", f"Not saved: {md(str(e))}")
     name = library.validate_name(ss[name_key()])
@@ -104,7 +105,7 @@ rev, ws = common.editor_rev(), common.workspace()
 examples = library.examples()
 saved = library.list_workflows(ws)
 
-bar = st.columns([1.2, 2, 1.2, 0.9, 0.9, 1.1], vertical_alignment="bottom")
+bar = st.columns([1.2, 2, 1.2, 0.9, 0.9, 1.1, 1.1], vertical_alignment="bottom")
 task = bar[0].radio("Task", cat.TASKS, index=cat.TASKS.index(wf["task"]) if wf["task"] in cat.TASKS else 0,
                     horizontal=True, key=f"ed_task_{rev}", help="math: GSM8K/MATH; code: HumanEval/MBPP")
 if task != wf["task"]:
@@ -120,7 +121,9 @@ with bar[3].popover("Open", icon=":material/folder_open:"):
                              format_func=lambda n: next(f"{s.name} · {s.task} · v{s.version}"
                                                         + ("" if s.valid else " · has errors")
                                                         for s in saved if s.name == n))
-        st.selectbox("Version", [v for v, _, _ in library.versions(ws, oname)], key="ed_open_version")
+        by = library.authors(ws, oname)
+        st.selectbox("Version", [v for v, _, _ in library.versions(ws, oname)], key="ed_open_version",
+                     format_func=lambda v: f"v{v} · by {by.get(v, 'local')}")
         st.button("Open", on_click=open_saved, key="ed_open", type="primary")
     else:
         st.caption("Nothing saved in this workspace yet.")
@@ -130,6 +133,7 @@ with bar[4].popover("Save", icon=":material/save:"):
 bar[5].download_button(".mmd", live_text(), file_name=f"{file_stem(wf['name'])}.mmd",
                        mime="text/plain", icon=":material/download:", key="ed_download",
                        on_click="ignore")
+serve_parts.publish_popover(bar[6], live_text(), task, wf["name"] or "", key="ed_publish")
 
 if "ed_flash" in ss:
     kind, message = ss.pop("ed_flash")
