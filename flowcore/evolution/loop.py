@@ -270,8 +270,8 @@ class Evolution:
             return int(rows[0]["id"])
         return None
 
-    def start(self, *, resume: bool = True) -> int:
-        """Attach to the latest unfinished run with this config (resume) or create a new one."""
+    def start(self, *, resume: bool = True, created_by: str = "local") -> int:
+        """Attach to the latest unfinished run with this config (resume) or create a new one (by ``created_by``)."""
         if self.run_id is None and resume:
             self.run_id = self.find_resumable()
         if self.run_id is not None:
@@ -289,7 +289,7 @@ class Evolution:
         else:
             cfg = self.config
             self.run_id = self.history.create_run(cfg.to_dict(), cfg.key(), cfg.workflow or "", cfg.benchmark,
-                                                  cfg.task, cfg.offline)
+                                                  cfg.task, cfg.offline, created_by)
         self.lease()
         if self.llm is None and self._settings is not None:
             from flowcore.llm.client import LLM
