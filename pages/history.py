@@ -20,10 +20,12 @@ if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
 from flowcore.evaluation import results as rs
 from flowcore.evolution import History
 from flowcore.evolution import session as evs
+from flowcore.mermaid import safe
 from flowcore.ui import history as hv
 from flowcore.ui import view
 from flowcore.workspace import jobs
 from pages import common, widgets
+from pages.common import md
 from pages.protocol_parts import rescore_controls, test_section
 
 ss = st.session_state
@@ -123,10 +125,10 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
                 f"{100 * row['ci_low']:.0f}–{100 * row['ci_high']:.0f}%")
     c[2].metric("Cost", f"${row['cost'] or 0:.5f}")
     total = evs.judge_total(row)
-    c[3].metric("Judge total", "—" if total is None else f"{total:.1f} / 50", help=f"judge: {row['judge'] or '—'}")
+    c[3].metric("Judge total", "—" if total is None else f"{total:.1f} / 50", help=f"judge: {md(row['judge'] or '—')}")
     if row["reason"] and row["status"] == "failed":
-        st.error(f"Failed: {row['reason']}")
-    st.caption(row["detail"] or "")
+        st.error(f"Failed: {md(row['reason'])}")
+    st.caption(safe.markdown(row["detail"] or ""))  # the optimizer's rationale: no images, no HTML
     has_text = bool(row["workflow_text"])
     a = st.columns([1, 1.4, 1.4, 4], vertical_alignment="bottom")
     a[0].button("Unpin" if row["pinned"] else "Pin", icon=":material/push_pin:", key="hist_pin", on_click=_pin,
