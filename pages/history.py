@@ -218,7 +218,7 @@ def main() -> None:
     cfg = info.config
     st.caption(f"Benchmark **{info.benchmark}** ({info.task}) · mode {cfg.get('mode')} · K={cfg.get('candidates')} "
                f"· α={cfg.get('alpha')} · λ={cfg.get('lam')} · top-k={cfg.get('top_k')} · status "
-               f"**{evs.run_status(info, common.workspace())}**" + (f" ({info.reason})" if info.reason else ""))
+               f"**{evs.run_status(info, common.workspace())}**" + (f" ({md(info.reason)})" if info.reason else ""))
     if info.offline:
         st.info("**Structure-only run**: no LLM endpoint was configured, so no benchmark score was measured. "
                 "Curves show the rule judge's structural total instead.", icon=":material/cloud_off:")

@@ -82,11 +82,11 @@ def test_safe_style(css, kept):
 def test_the_drawing_text_names_no_remote_resource_and_the_workflow_is_unchanged():
     w, _ = parse_lenient(ATTACK)
     before = to_mermaid(w)
-    for code in (view.diagram_code(w), drawing_text(w)):
-        assert _remote(code) == [], _remote(code)
-        assert "click" not in code and "themeCSS" not in code
-        assert "‹img src='http://203.0.113.9/title.png'›" in code  # the title is still there, as text
-        assert "‹img src='http://203.0.113.9/pipe.png'›" in code and "‹img src='http://203.0.113.9/dash.png'›" in code
+    for drawn in (view.diagram_code(w), drawing_text(w)):
+        assert _remote(drawn) == [], _remote(drawn)
+        assert "click" not in drawn and "themeCSS" not in drawn
+        assert "‹img src='http://203.0.113.9/title.png'›" in drawn  # the title is still there, as text
+        assert "‹img src='http://203.0.113.9/pipe.png'›" in drawn and "‹img src='http://203.0.113.9/dash.png'›" in drawn
     assert to_mermaid(w) == before  # only the drawn copy changed
 
 
@@ -143,5 +143,7 @@ def test_markdown_from_an_llm_keeps_formatting_but_loads_nothing(written, shown)
 
 
 def test_plain_and_code_show_link_and_member_text_as_typed():
-    assert plain("**x** ![i](http://h) <b>") == "\\*\\*x\\*\\* \\!\\[i\\](http://h) \\<b\\>"
+    shown = plain("**x** ![i](http://h.io) <b> www.h.io a@h.io")
+    assert shown == "\\*\\*x\\*\\* \\!\\[i\\](http:\u2060//h.io) \\<b\\> www\u2060.h.io a\u2060@h.io"
+    assert shown.replace("\\", "").replace("\u2060", "") == "**x** ![i](http://h.io) <b> www.h.io a@h.io"
     assert code("a` ![i](http://h)\n`b") == "`a' ![i](http://h) 'b`"  # one code span: nothing inside is read
