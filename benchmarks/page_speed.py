@@ -121,8 +121,8 @@ def measure(browser, url: str, editor: bool, timeout_s: float) -> dict:
         if editor:  # the text (the code editor, or a big workflow's section box) and the drawing or overview
             text = page.frame_locator('iframe[title="streamlit_ace.streamlit_ace"]').locator(".ace_line").first
             sections = page.get_by_text("edit a section at a time")
-            drawn = page.frame_locator('iframe[title="streamlit_mermaid.streamlit_mermaid"]').first \
-                .locator("svg .nodeLabel").first
+            drawn = page.frame_locator('iframe[title="pages.drawing.mermaid_drawing"]').first \
+                .locator("svg g.node").first
             overview = page.get_by_text("too big to draw as you type")
             deadline = time.perf_counter() + timeout_s
             while not ((text.count() or sections.count()) and (drawn.count() or overview.count())):

@@ -16,7 +16,6 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
-
 from flowcore.evaluation import results as rs
 from flowcore.evolution import History
 from flowcore.evolution import session as evs
@@ -24,8 +23,7 @@ from flowcore.mermaid import safe
 from flowcore.ui import history as hv
 from flowcore.ui import view
 from flowcore.workspace import jobs
-from pages import common, widgets
-from pages.common import md
+from pages import common, serve_parts, widgets
 from pages.protocol_parts import rescore_controls, test_section
 
 ss = st.session_state
@@ -125,9 +123,9 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
                 f"{100 * row['ci_low']:.0f}–{100 * row['ci_high']:.0f}%")
     c[2].metric("Cost", f"${row['cost'] or 0:.5f}")
     total = evs.judge_total(row)
-    c[3].metric("Judge total", "—" if total is None else f"{total:.1f} / 50", help=f"judge: {md(row['judge'] or '—')}")
+    c[3].metric("Judge total", "—" if total is None else f"{total:.1f} / 50", help=f"judge: {safe.plain(row['judge'] or '—')}")
     if row["reason"] and row["status"] == "failed":
-        st.error(f"Failed: {md(row['reason'])}")
+        st.error(f"Failed: {safe.plain(row['reason'])}")
     st.caption(safe.markdown(row["detail"] or ""))  # the optimizer's rationale: no images, no HTML
     has_text = bool(row["workflow_text"])
     a = st.columns([1, 1.4, 1.4, 4], vertical_alignment="bottom")
@@ -148,9 +146,11 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     a[3].toggle("Fresh (bypass the cache)", key="hist_fresh", help="Off: answers already in the LLM cache are "
                 "reused ($0, the same measurement again). On: every call goes to the endpoint.")
     note_key = f"hist_note_{run_id}_{rnd}"
-    n = st.columns([5, 1], vertical_alignment="bottom")
+    n = st.columns([5, 1, 1], vertical_alignment="bottom")
     n[0].text_input("Note", value=row["note"] or "", key=note_key, placeholder="What is worth remembering?")
     n[1].button("Save note", key="hist_note_save", on_click=_note, args=(run_id, rnd, note_key))
+    serve_parts.publish_popover(n[2], row["workflow_text"] or "", info.task, f"{info.benchmark}-run{run_id}",
+                                key="hist_publish", run_id=run_id, rnd=rnd)
     if not configured:
         st.caption(f"Re-evaluate: {NO_LLM}")
     if busy:
@@ -218,7 +218,7 @@ def main() -> None:
     cfg = info.config
     st.caption(f"Benchmark **{info.benchmark}** ({info.task}) · mode {cfg.get('mode')} · K={cfg.get('candidates')} "
                f"· α={cfg.get('alpha')} · λ={cfg.get('lam')} · top-k={cfg.get('top_k')} · status "
-               f"**{evs.run_status(info, common.workspace())}**" + (f" ({md(info.reason)})" if info.reason else ""))
+               f"**{evs.run_status(info, common.workspace())}**" + (f" ({safe.plain(info.reason)})" * bool(info.reason)))
     if info.offline:
         st.info("**Structure-only run**: no LLM endpoint was configured, so no benchmark score was measured. "
                 "Curves show the rule judge's structural total instead.", icon=":material/cloud_off:")

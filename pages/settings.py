@@ -10,7 +10,7 @@ import streamlit as st
 
 from flowcore.llm.client import LLM, ROLES, LLMError, LLMSettings, public_url
 from flowcore.workspace import settings as settings_store
-from pages import common
+from pages import common, serve_parts
 
 common.app_shell()
 ss = st.session_state
@@ -149,3 +149,5 @@ with st.expander("Forget saved settings"):
         settings_store.clear_llm_settings(common.workspace())
         ss["set_flash"] = "Saved settings removed."
         st.rerun()
+
+serve_parts.keys_section()

@@ -603,6 +603,103 @@ def openai_installed() -> bool:
 
 
 RETRY_STATUS = (408, 409, 429)  # and every 5xx: worth another try; any other 4xx is final
+# An LLM reply (the HTTP body, decompressed) larger than this is refused as it streams in: never read whole, never
+# stored. A 50 MB completion was once accepted and cached. MERMAIDFLOW_MAX_REPLY_MB sets it.
+MAX_REPLY_MB = 1.0
+
+
+def max_reply_bytes(env: Mapping[str, str] | None = None) -> int:
+    return int(_env_number(os.environ if env is None else env, "MERMAIDFLOW_MAX_REPLY_MB", float, MAX_REPLY_MB,
+                           low=0.0) * 1024 * 1024)
+
+
+_too_large: Any = None
+
+
+def reply_too_large() -> type:
+    """The error of a reply over the cap: an ``openai.OpenAIError``, so that the client neither retries it nor
+    wraps it as a connection error (the same server would send the same flood again)."""
+    global _too_large
+    if _too_large is None:
+        import openai
+
+        class ReplyTooLarge(openai.OpenAIError):
+            """The endpoint's reply passed the size cap; reading stopped there."""
+
+        _too_large = ReplyTooLarge
+    return _too_large
+
+
+def reply_cap_hooks(limit: int, *, sync: bool = False) -> dict:
+    """``event_hooks`` for the openai client's HTTP client: every response body is counted as it is read,
+    after decompression (gzip and deflate are decoded here, within the cap; other encodings are refused), and
+    reading stops with ``reply_too_large()`` once it passes ``limit`` bytes."""
+    import zlib
+
+    try:  # the HTTP library the openai client runs on (openai 3.x: httpx2)
+        import httpx2 as httpx
+    except ImportError:  # pragma: no cover - older openai releases
+        import httpx  # type: ignore[no-redef]
+    error = reply_too_large()
+    cap = f"{limit / (1024 * 1024):g} MB"
+
+    def refuse(what: str) -> None:
+        raise error(f"the endpoint's reply {what} the {cap} cap for an LLM reply (MERMAIDFLOW_MAX_REPLY_MB); it "
+                    "was not read further and nothing of it was kept")
+
+    class Counter:
+        def __init__(self, encoding: str) -> None:
+            self.seen = 0
+            self.unzip = zlib.decompressobj(31 if encoding == "gzip" else 15) if encoding else None
+
+        def take(self, chunk: bytes) -> bytes:
+            if self.unzip is not None:
+                chunk = self.unzip.decompress(chunk, limit + 1 - self.seen)
+            self.seen += len(chunk)
+            if self.seen > limit:
+                refuse("passed")
+            return chunk
+
+    def check(response: Any) -> Counter:
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > limit:
+            refuse(f"announced {int(length):,} bytes, over")
+        encoding = response.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("", "identity", "gzip", "deflate"):
+            raise error(f"the endpoint's reply is {encoding}-compressed, which was not asked for")
+        if encoding in ("gzip", "deflate"):
+            del response.headers["content-encoding"]  # decoded here, within the cap; httpx passes it through
+        return Counter(encoding if encoding in ("gzip", "deflate") else "")
+
+    class Capped(httpx.AsyncByteStream):
+        def __init__(self, inner: Any, counter: Counter) -> None:
+            self.inner, self.counter = inner, counter
+
+        async def __aiter__(self):  # type: ignore[override]
+            async for chunk in self.inner:
+                yield self.counter.take(chunk)
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    class CappedSync(httpx.SyncByteStream):
+        def __init__(self, inner: Any, counter: Counter) -> None:
+            self.inner, self.counter = inner, counter
+
+        def __iter__(self):  # type: ignore[override]
+            for chunk in self.inner:
+                yield self.counter.take(chunk)
+
+        def close(self) -> None:
+            self.inner.close()
+
+    async def hook(response: Any) -> None:
+        response.stream = Capped(response.stream, check(response))
+
+    def hook_sync(response: Any) -> None:
+        response.stream = CappedSync(response.stream, check(response))
+
+    return {"response": [hook_sync if sync else hook]}
 
 
 def _env_number(env: Mapping[str, str], name: str, kind: type, default: Any, low: float) -> Any:
@@ -637,7 +734,8 @@ def price_lookup(prices: dict[str, tuple[float, float]], model: str) -> tuple[fl
 class OpenAIChat:
     """The environment an exported workflow reads, the same as flowcore's: OPENAI_BASE_URL, OPENAI_API_KEY,
     MERMAIDFLOW_MODEL_<ROLE> (else OPENAI_MODEL, else gpt-4o-mini), MERMAIDFLOW_TIMEOUT,
-    MERMAIDFLOW_MAX_RETRIES, MERMAIDFLOW_CONCURRENCY, MERMAIDFLOW_PRICES (JSON, USD per 1M tokens).
+    MERMAIDFLOW_MAX_RETRIES, MERMAIDFLOW_CONCURRENCY, MERMAIDFLOW_PRICES (JSON, USD per 1M tokens),
+    MERMAIDFLOW_MAX_REPLY_MB (a larger reply is refused as it streams in).
 
     With the ``openai`` package installed its client makes the calls; without it (plain ``python3``) the same
     OpenAI-compatible request goes through ``urllib``, with the same timeout and retries.
@@ -658,6 +756,7 @@ class OpenAIChat:
         self.timeout = _env_number(env, "MERMAIDFLOW_TIMEOUT", float, 60.0, low=0.0)
         self.max_retries = _env_number(env, "MERMAIDFLOW_MAX_RETRIES", int, 2, low=-1)
         self.concurrency = _env_number(env, "MERMAIDFLOW_CONCURRENCY", int, 8, low=0)
+        self.max_reply = max_reply_bytes(env)
         self.prices = {k: tuple(v) for k, v in self.prices.items()}
         if (env.get("MERMAIDFLOW_PRICES") or "").strip():
             try:
@@ -685,9 +784,10 @@ class OpenAIChat:
         if pair is None:
             import openai  # only needed when a call is made
 
+            http = openai.DefaultAsyncHttpxClient(event_hooks=reply_cap_hooks(self.max_reply))
             client = openai.AsyncOpenAI(base_url=self.base_url or "https://api.openai.com/v1",
                                         api_key=self._key or "not-needed", timeout=self.timeout,
-                                        max_retries=self.max_retries)
+                                        max_retries=self.max_retries, http_client=http)
             pair = self._per_loop[loop] = (client, asyncio.Semaphore(self.concurrency))
         return pair
 
@@ -744,7 +844,10 @@ class OpenAIChat:
             req = urllib.request.Request(url, data=data, headers=headers, method="POST")
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout) as r:
-                    raw = r.read()
+                    raw = r.read(self.max_reply + 1)  # no Accept-Encoding is sent: these bytes are the reply
+                if len(raw) > self.max_reply:
+                    raise ValueError(f"the reply from {url} passed the {self.max_reply / 2**20:g} MB cap for an LLM "
+                                     "reply (MERMAIDFLOW_MAX_REPLY_MB); it was refused unread")
             except urllib.error.HTTPError as exc:
                 detail = exc.read()[:300].decode("utf-8", "replace").strip()
                 failure = f"HTTP {exc.code} from {url}: {detail}"

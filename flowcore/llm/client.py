@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - older openai releases
     import httpx  # type: ignore[no-redef]
 import openai
 
-from flowcore.execution._standalone_ops import price_lookup
+from flowcore.execution._standalone_ops import MAX_REPLY_MB, price_lookup, reply_cap_hooks, reply_too_large
 from flowcore.llm import context as lc
 
 if TYPE_CHECKING:
@@ -121,6 +121,7 @@ class LLMSettings:
     max_tokens: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
     context_tokens: int | None = None  # the model's context window when the server does not say (tokens)
     stream: bool = False  # stream replies: the timeout is then a silence timeout, not a total one
+    max_reply_mb: float = MAX_REPLY_MB  # a larger reply (decompressed) is refused as it streams in, never kept
 
     def __post_init__(self) -> None:
         self.base_url = check_base_url(self.base_url)
@@ -138,6 +139,9 @@ class LLMSettings:
         self.prices = _parse_prices(self.prices, "prices")
         if not math.isfinite(self.timeout):  # nan compares False with everything: it passed the check below
             raise ValueError(f"LLM settings: timeout must be a number of seconds above 0, got {self.timeout}")
+        if not isinstance(self.max_reply_mb, (int, float)) or not math.isfinite(self.max_reply_mb) \
+                or self.max_reply_mb <= 0:
+            raise ValueError(f"LLM settings: max_reply_mb must be a number of MB above 0, got {self.max_reply_mb!r}")
         if self.budget_usd is not None and not math.isfinite(self.budget_usd):
             raise ValueError(f"LLM settings: budget_usd must be a number of USD >= 0, got {self.budget_usd}")
         if self.timeout <= 0 or self.max_retries < 0 or self.concurrency < 1:
@@ -186,6 +190,7 @@ class LLMSettings:
         caps = {r: num(f"MERMAIDFLOW_MAX_TOKENS_{r.upper()}", int, every or DEFAULT_MAX_TOKENS[r]) for r in ROLES}
         stream = (env.get("MERMAIDFLOW_STREAM") or "0").strip().lower() in ("1", "true", "yes", "on")
         return cls(max_tokens=caps, context_tokens=num("MERMAIDFLOW_CONTEXT_TOKENS", int, None), stream=stream,
+                   max_reply_mb=num("MERMAIDFLOW_MAX_REPLY_MB", float, MAX_REPLY_MB),
                    base_url=url("OPENAI_BASE_URL"),
                    api_key=(env.get("OPENAI_API_KEY") or "").strip() or None,
                    models=models, prices=prices,
@@ -197,6 +202,10 @@ class LLMSettings:
     @property
     def configured(self) -> bool:
         return bool(self.base_url or self.api_key)
+
+    @property
+    def max_reply_bytes(self) -> int:
+        return int(self.max_reply_mb * 1024 * 1024)
 
     def model_for(self, role: str) -> str:
         if role not in ROLES:
@@ -222,7 +231,7 @@ class LLMSettings:
                 "prices": {m: list(p) for m, p in self.prices.items()}, "timeout": self.timeout,
                 "max_retries": self.max_retries, "concurrency": self.concurrency,
                 "budget_usd": self.budget_usd, "cache": self.cache, "max_tokens": dict(self.max_tokens),
-                "context_tokens": self.context_tokens, "stream": self.stream}
+                "context_tokens": self.context_tokens, "stream": self.stream, "max_reply_mb": self.max_reply_mb}
 
     @classmethod
     def from_public_dict(cls, d: dict, api_key: str | None = None) -> LLMSettings:
@@ -248,7 +257,8 @@ class LLMSettings:
                        cache=bool(d.get("cache", True)),
                        max_tokens={k: int(v) for k, v in (d.get("max_tokens") or {}).items()},
                        context_tokens=None if d.get("context_tokens") in (None, "") else int(d["context_tokens"]),
-                       stream=bool(d.get("stream", False)))
+                       stream=bool(d.get("stream", False)),
+                       max_reply_mb=float(d.get("max_reply_mb", MAX_REPLY_MB)))
         except (TypeError, ValueError) as e:  # one exception type for the Settings page
             raise ValueError(f"LLM settings: {str(e).removeprefix('LLM settings: ')}") from None
 
@@ -380,7 +390,8 @@ class _Shared:
                 s = self.settings
                 client = openai.AsyncOpenAI(
                     base_url=s.base_url or OPENAI_URL, api_key=s.api_key or "not-needed", timeout=s.timeout,
-                    max_retries=s.max_retries, http_client=openai.DefaultAsyncHttpxClient(verify=_ssl_context()))
+                    max_retries=s.max_retries, http_client=openai.DefaultAsyncHttpxClient(
+                        verify=_ssl_context(), event_hooks=reply_cap_hooks(s.max_reply_bytes)))
                 closer = _close_at_shutdown(client)
                 entry = self.per_loop[loop] = (client, asyncio.Semaphore(s.concurrency), closer)
         if closer is not None:
@@ -545,6 +556,8 @@ class LLM:
                 else:
                     async with asyncio.timeout(s.timeout * (s.max_retries + 1) + 8.0 * s.max_retries):
                         resp = await client.chat.completions.create(**kwargs)
+            except reply_too_large() as e:  # an endpoint failure, never a (truncated) answer; not retried
+                error = _Failure(str(e), False)
             except (openai.APITimeoutError, TimeoutError, httpx.TimeoutException):
                 silent = " of silence" if s.stream else ""
                 error = _Failure(f"timed out after {s.timeout:g}s{silent} (after {s.max_retries} retries)", True)
@@ -799,7 +812,8 @@ def list_models(settings: LLMSettings) -> list[str]:
     if not settings.configured:
         raise NotConfigured("no LLM endpoint configured: set OPENAI_BASE_URL and/or OPENAI_API_KEY")
     client = openai.OpenAI(base_url=settings.base_url or OPENAI_URL, api_key=settings.api_key or "not-needed",
-                           timeout=min(settings.timeout, 15.0), max_retries=0)
+                           timeout=min(settings.timeout, 15.0), max_retries=0, http_client=openai.DefaultHttpxClient(
+                               event_hooks=reply_cap_hooks(settings.max_reply_bytes, sync=True)))
     try:
         return sorted(m.id for m in client.models.list())
     except (openai.OpenAIError, ValueError) as e:

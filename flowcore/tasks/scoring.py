@@ -5,19 +5,19 @@ from __future__ import annotations
 import ast
 import math
 import re
-import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from flowcore.execution._standalone_ops import (
     extract_code,  # one implementation, shared with compiled workflows
 )
+from flowcore.tasks import symbolic
 
 if TYPE_CHECKING:
     from flowcore.tasks.problem import Problem
 
 CODE_TIMEOUT = 15.0  # seconds per hidden-test run
-SYMPY_TIMEOUT = 3.0  # seconds per symbolic comparison
+SYMPY_TIMEOUT = symbolic.CPU_SECONDS  # CPU seconds per symbolic comparison (in a child process: symbolic.py)
 _TOL = 1e-6
 
 
@@ -273,55 +273,6 @@ def _safe_size(py: str) -> bool:
     return not re.search(r"\*\*\s*\(*[^*]*\*\*", py)  # no tower a**b**c
 
 
-_sympy: Any = None
-
-
-def _sympy_mod() -> Any:
-    global _sympy
-    if _sympy is None:
-        import sympy
-        from sympy.parsing import sympy_parser
-
-        _sympy = (sympy, sympy_parser)
-    return _sympy
-
-
-def _parse(py: str) -> Any:
-    sympy, sp = _sympy_mod()
-    trans = sp.standard_transformations + (sp.implicit_multiplication, sp.convert_xor)
-    local = {c: sympy.Symbol(c) for c in "abcdefghijklmnopqrstuvwxyzABCDFGHJKLMNOPQRTUVWXYZ"}
-    local.update({"pi": sympy.pi, "oo": sympy.oo, "E": sympy.E, "I": sympy.I})
-    return sp.parse_expr(py, local_dict=local, transformations=trans, evaluate=True)
-
-
-def _sympy_equal(pa: str, pb: str) -> bool:
-    sympy, _ = _sympy_mod()
-    a, b = _parse(pa), _parse(pb)
-    if not (isinstance(a, sympy.Expr) and isinstance(b, sympy.Expr)):
-        return False
-    if not a.free_symbols and not b.free_symbols:
-        if a.has(sympy.Float) or b.has(sympy.Float):  # a decimal answer: within the tolerance
-            return abs(complex(sympy.N(a - b, 30))) <= _TOL
-        return abs(complex(sympy.N(a - b, 60))) < 1e-40  # exact numbers: equal to 40 digits
-    return bool(sympy.simplify(a - b) == 0)
-
-
-def _with_timeout(fn: Any, *args: Any, timeout: float) -> Any:
-    """Run fn in a daemon thread; None on timeout or on any exception (a stuck thread is abandoned)."""
-    box: list[Any] = []
-
-    def target() -> None:
-        try:
-            box.append(fn(*args))
-        except Exception:  # noqa: BLE001 - any failure means "not shown equal"
-            box.append(None)
-
-    t = threading.Thread(target=target, daemon=True, name="math-equal")
-    t.start()
-    t.join(timeout)
-    return box[0] if box else None
-
-
 def _split_top(s: str) -> list[str]:
     parts, depth, cur = [], 0, ""
     for ch in s:
@@ -339,7 +290,8 @@ def _split_top(s: str) -> list[str]:
 
 def math_equal(pred: str, ref: str, *, timeout: float = SYMPY_TIMEOUT) -> bool:
     """pred == ref as strings after normalisation, else as numbers (|Δ| <= 1e-6), else symbolically
-    (sympy.simplify(a - b) == 0, bounded by `timeout`). Never raises."""
+    (sympy.simplify(a - b) == 0 in a child process bounded by `timeout` CPU seconds and symbolic.MEMORY_MB; out
+    of budget is "not shown equal"). Never raises."""
     try:
         if pred is None or ref is None:
             return False
@@ -368,8 +320,7 @@ def math_equal(pred: str, ref: str, *, timeout: float = SYMPY_TIMEOUT) -> bool:
             return False
         if not (_safe_size(pa) and _safe_size(pb)):
             return False
-        _sympy_mod()  # import outside the timed thread
-        return _with_timeout(_sympy_equal, pa, pb, timeout=timeout) is True
+        return symbolic.equal(pa, pb, cpu_seconds=timeout) is True
     except Exception:  # noqa: BLE001 - a scorer must never raise on model output
         return False
 

@@ -50,6 +50,8 @@ class Fault:
     delay: float = 0.0
     malformed: bool = False
     body: str = ""
+    huge: int = 0  # a completion of this many characters ("x"), written a chunk at a time (never built whole)
+    gzip: bool = False  # with ``huge``: the body gzip-compressed (Content-Encoding: gzip), a few KB on the wire
 
 
 def message_text(request: dict) -> str:
@@ -471,7 +473,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._inject(request, item)
             return
         if isinstance(item, Fault):
-            if item.status:
+            if item.huge:
+                self._huge(request, item)
+            elif item.status:
                 self._error(item.status, item.body or f"scripted HTTP {item.status}")
             elif item.malformed:
                 self._send(200, item.body or "this is {not json")
@@ -482,6 +486,42 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream(request, str(item))
             return
         self._send(200, json.dumps(fake.completion(request, str(item))))
+
+    def _huge(self, request: dict, item: Fault) -> None:
+        """A completion of ``item.huge`` characters, generated as it is sent: as one JSON body (gzip-compressed
+        when ``item.gzip``), or as server-sent events for a streamed request. Stops when the client hangs up."""
+        import zlib
+
+        done = self.fake.completion(request, "\x00")
+        streamed = bool(request.get("stream"))
+        if streamed:
+            base = {"id": done["id"], "object": "chat.completion.chunk", "created": done["created"],
+                    "model": done["model"]}
+            piece = {**base, "choices": [{"index": 0, "delta": {"content": "x" * 65536}, "finish_reason": None}]}
+            head, block, tail = b"", f"data: {json.dumps(piece)}\n\n".encode(), b"data: [DONE]\n\n"
+        else:
+            head, tail = json.dumps(done).encode().split(b"\\u0000")
+            block = b"x" * 65536
+        count = max(1, item.huge // 65536)
+        zip_ = zlib.compressobj(9, zlib.DEFLATED, 31) if item.gzip else None
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream" if streamed else "application/json")
+            if zip_ is not None:
+                self.send_header("Content-Encoding", "gzip")
+            if streamed or zip_ is not None:
+                self.send_header("Connection", "close")  # the body ends when the connection does
+            else:
+                self.send_header("Content-Length", str(len(head) + count * len(block) + len(tail)))
+            self.end_headers()
+            for part in (head, *(block for _ in range(count)), tail):
+                self.wfile.write(zip_.compress(part) if zip_ is not None else part)
+            if zip_ is not None:
+                self.wfile.write(zip_.flush())
+            self.wfile.flush()
+        except OSError:
+            pass  # the client refused the rest: what a capped client does
+        self.close_connection = True
 
     def _stream(self, request: dict, text: str) -> None:
         """Server-sent events, one word per chunk, ``token_delay`` apart; the last chunk carries usage."""

@@ -1,0 +1,131 @@
+"""The symbolic half of MATH scoring, run as its own process (``python -I _symbolic_worker.py FD MEMORY_MB``): sympy
+never runs in the scorer's process (flowcore/tasks/symbolic.py starts this file and talks to it).
+
+This process (the *zygote*) imports sympy once, warms it, and then forks *workers* from that warm state whenever
+the scorer asks, over the unix socket ``FD``: each fork sends back the worker's pid and one end of a socket pair
+(SCM_RIGHTS), so the scorer then talks to the worker directly. A worker caps its address space at its start size
++ MEMORY_MB and answers comparisons one after another (reused: sympy's caches stay warm, so a typical comparison
+costs about what it costs in-process); before each one it sets its CPU-time limit to what it has used + that
+comparison's budget (SIGXCPU past it). The scorer kills a worker still busy at the comparison's wall-clock
+deadline. A worker that has grown by a quarter of its budget says so in its answer and exits, so its memory goes
+back to the system.
+
+Worker protocol, one JSON object per line: in ``{"a", "b", "cpu"}`` (acknowledged at once with ``+``) (``a``, ``b``: Python expressions already
+translated from LaTeX and checked by the scorer), out ``{"equal": true|false|null, "why", "leaving"}`` (null: no
+verdict: over its memory, too deep, unparsable). Only the standard library and sympy: this file runs with ``-I``
+and is found by path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import socket
+import sys
+
+TOL = 1e-6
+
+
+def _sympy():
+    import sympy
+    from sympy.parsing import sympy_parser
+
+    return sympy, sympy_parser
+
+
+def _parse(py: str):
+    sympy, sp = _sympy()
+    trans = sp.standard_transformations + (sp.implicit_multiplication, sp.convert_xor)
+    local = {c: sympy.Symbol(c) for c in "abcdefghijklmnopqrstuvwxyzABCDFGHJKLMNOPQRTUVWXYZ"}
+    local.update({"pi": sympy.pi, "oo": sympy.oo, "E": sympy.E, "I": sympy.I})
+    return sp.parse_expr(py, local_dict=local, transformations=trans, evaluate=True)
+
+
+def sympy_equal(pa: str, pb: str) -> bool:
+    """a == b symbolically: exact numbers to 40 digits, decimals within TOL, else simplify(a - b) == 0."""
+    sympy, _ = _sympy()
+    a, b = _parse(pa), _parse(pb)
+    if not (isinstance(a, sympy.Expr) and isinstance(b, sympy.Expr)):
+        return False
+    if not a.free_symbols and not b.free_symbols:
+        if a.has(sympy.Float) or b.has(sympy.Float):  # a decimal answer: within the tolerance
+            return abs(complex(sympy.N(a - b, 30))) <= TOL
+        return abs(complex(sympy.N(a - b, 60))) < 1e-40  # exact numbers: equal to 40 digits
+    return bool(sympy.simplify(a - b) == 0)
+
+
+def _status(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _worker(sock: socket.socket, memory_mb: int) -> None:
+    """A forked worker: comparisons in, one verdict line out for each, until the scorer closes the socket."""
+    _die_with_parent()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    start_rss = _status("VmRSS")
+    room = _status("VmSize") + memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (room, room))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for line in sock.makefile("rb"):
+        sock.sendall(b"+")  # taken: from here on a death is this comparison's (its CPU or memory budget)
+        req = json.loads(line)
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = int(used.ru_utime + used.ru_stime + float(req["cpu"])) + 1  # RLIMIT_CPU counts whole seconds
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.RLIM_INFINITY))
+        try:
+            verdict, why = sympy_equal(req["a"], req["b"]), ""
+        except MemoryError:
+            verdict, why = None, f"more than {memory_mb} MB"
+        except BaseException as e:  # noqa: BLE001 - RecursionError, a parse error: no verdict
+            verdict, why = None, type(e).__name__
+        # grown by a quarter of its budget (or in doubt): it leaves after this answer and says so, handing its
+        # memory back; the scorer gets a fresh worker for the next comparison
+        leaving = verdict is None or _status("VmRSS") - start_rss > memory_mb * 1024 * 1024 // 4
+        sock.sendall((json.dumps({"equal": verdict, "why": why, "leaving": leaving}) + "\n").encode())
+        if leaving:
+            break
+    os._exit(0)
+
+
+def main() -> None:
+    _die_with_parent()  # end with the scorer's process, even when it is killed
+    control = socket.socket(fileno=int(sys.argv[1]))
+    memory_mb = int(sys.argv[2])
+    for a, b in (("x + 1", "1 + x"), ("2*sqrt(2)", "sqrt(8)"), ("((1)/(2))", "0.5"), ("(x+1)**2", "x**2+2*x+1")):
+        sympy_equal(a, b)  # warm: the lazy imports and caches every worker starts with
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
+    control.sendall(b"R")
+    while True:
+        try:
+            ask = control.recv(1)
+        except InterruptedError:
+            continue
+        if not ask:  # the scorer has gone
+            return
+        mine, theirs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            theirs.close()
+            _worker(mine, memory_mb)
+        mine.close()
+        socket.send_fds(control, [pid.to_bytes(4, "big")], [theirs.fileno()])
+        theirs.close()
+
+
+if __name__ == "__main__":
+    main()

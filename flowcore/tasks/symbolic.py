@@ -1,0 +1,186 @@
+"""Symbolic equality for MATH answers, computed outside the scorer's process.
+
+sympy called in a thread cannot be stopped: a timeout that returns leaves the thread computing, and one answer
+(``\\boxed{(a+b+c+d+e+f)^{500}}``) grew the app from 355 MB to 6.5 GB after its evaluation said "done". Here
+sympy runs only in worker processes forked from a warm *zygote* (``_symbolic_worker.py``: sympy imported once),
+each with an address-space limit and a per-comparison CPU-time limit, reused while they behave, and killed at
+the comparison's wall-clock deadline. The scorer's process never imports sympy and its memory stays where it was
+(tests/tasks/test_symbolic.py); a comparison costs a round trip to a warm worker (benchmarks/math_symbolic.py).
+
+``equal(a, b)`` -> True, False, or None when no verdict could be had in the budget (the scorer reads that as
+"not shown equal": a wrong answer, the same every time).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+__all__ = ["CPU_SECONDS", "MEMORY_MB", "WALL_FACTOR", "equal", "worker_pids"]
+
+CPU_SECONDS = 3.0  # CPU time one comparison may use (its worker's RLIMIT_CPU)
+MEMORY_MB = 512  # memory a worker may grow by (its RLIMIT_AS above its start size)
+WALL_FACTOR = 3.0  # wall-clock deadline: the CPU budget times this (a loaded machine slows a comparison down)
+WORKERS = 2  # comparisons at once (two cores); more wait their turn
+START_TIMEOUT = 60.0  # importing sympy on a busy machine
+_SCRIPT = Path(__file__).with_name("_symbolic_worker.py")
+
+
+class _Worker:
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid, self.sock, self.buf = pid, sock, b""
+
+    def alive(self) -> bool:
+        """An idle worker's socket has nothing to read; a dead one's reads as closed."""
+        return not select.select([self.sock], [], [], 0)[0]
+
+    def ask(self, req: dict, wall: float) -> dict | None:
+        """One comparison; None (and the worker killed) when it is not answered within ``wall`` seconds.
+        ConnectionError when the worker was gone before it got the request (the caller asks a fresh one)."""
+        try:
+            self.sock.sendall((json.dumps(req) + "\n").encode())
+        except OSError:
+            self.kill()
+            raise ConnectionError("the worker had gone") from None
+        try:
+            poller = select.poll()
+            poller.register(self.sock, select.POLLIN)
+            end = time.monotonic() + wall
+            while b"\n" not in self.buf:
+                left = end - time.monotonic()
+                if left <= 0 or not poller.poll(left * 1000):
+                    raise TimeoutError
+                try:
+                    chunk = self.sock.recv(65536)
+                except OSError:
+                    chunk = b""
+                if not chunk:  # it died: before taking the request (killed while idle), or on the comparison
+                    raise ConnectionAbortedError if not self.buf.startswith(b"+") else TimeoutError
+                self.buf += chunk
+        except ConnectionAbortedError:
+            self.kill()
+            raise ConnectionError("the worker had gone") from None
+        except (OSError, TimeoutError):  # SIGXCPU past its CPU budget, the OOM killer, the wall-clock deadline
+            self.kill()
+            return None
+        line, _, self.buf = self.buf[1:].partition(b"\n")
+        return json.loads(line)
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.sock.close()
+
+
+class _Pool:
+    """The zygote and the idle workers it forked for this process."""
+
+    def __init__(self) -> None:
+        self.owner = os.getpid()
+        ours, theirs = socket.socketpair()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", str(_SCRIPT), str(theirs.fileno()), str(MEMORY_MB)], pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
+            start_new_session=True)
+        theirs.close()
+        self.control, self.lock = ours, threading.Lock()
+        self.idle: list[_Worker] = []
+        self.slots = threading.Semaphore(WORKERS)
+        self.ok = bool(select.select([ours], [], [], START_TIMEOUT)[0]) and ours.recv(1) == b"R"
+
+    def take(self) -> _Worker | None:
+        with self.lock:
+            while self.idle:
+                worker = self.idle.pop()
+                if worker.alive():
+                    return worker
+                worker.kill()
+            try:
+                self.control.sendall(b"F")
+                if not select.select([self.control], [], [], START_TIMEOUT)[0]:
+                    return None
+                data, fds, _, _ = socket.recv_fds(self.control, 4, 1)
+            except OSError:
+                return None
+            if len(data) != 4 or len(fds) != 1:
+                return None
+            return _Worker(int.from_bytes(data, "big"), socket.socket(fileno=fds[0]))
+
+    def give_back(self, worker: _Worker) -> None:
+        with self.lock:
+            self.idle.append(worker)
+
+    def close(self) -> None:
+        for w in self.idle:
+            w.kill()
+        self.control.close()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+
+
+_lock = threading.Lock()
+_pool: _Pool | None = None
+
+
+def _get() -> _Pool | None:
+    global _pool
+    with _lock:
+        if _pool is None or _pool.proc.poll() is not None or _pool.owner != os.getpid() or not _pool.ok:
+            if _pool is not None and _pool.owner == os.getpid():
+                _pool.close()
+            _pool = _Pool()  # a forked copy of this process gets a zygote of its own
+        return _pool if _pool.ok else None
+
+
+def equal(a: str, b: str, *, cpu_seconds: float = CPU_SECONDS) -> bool | None:
+    """Whether the sympy expressions ``a`` and ``b`` (already translated from LaTeX) are equal; None when the
+    comparison ran out of its budget (``cpu_seconds``, MEMORY_MB, the wall clock) or no worker could run it."""
+    pool = _get()
+    if pool is None:
+        return None
+    with pool.slots:
+        for _ in range(3):
+            worker = pool.take()
+            if worker is None:
+                return None
+            try:
+                reply = worker.ask({"a": a, "b": b, "cpu": cpu_seconds}, cpu_seconds * WALL_FACTOR)
+                break
+            except ConnectionError:
+                continue  # it was gone before the comparison began: not the answer's doing, ask another
+        else:
+            return None
+        if reply is None:
+            return None
+        if reply.get("leaving"):
+            worker.sock.close()  # it exits by itself; the zygote's kernel reaps it
+        else:
+            pool.give_back(worker)
+    return reply.get("equal")
+
+
+def worker_pids() -> tuple[int | None, list[int]]:
+    """(the zygote's pid, the idle workers' pids) in this process, for tests and the status line."""
+    if _pool is None:
+        return None, []
+    return _pool.proc.pid, [w.pid for w in _pool.idle]
+
+
+@atexit.register
+def _stop() -> None:
+    if _pool is not None and _pool.owner == os.getpid():
+        _pool.close()
