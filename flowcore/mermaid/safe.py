@@ -112,12 +112,12 @@ def display_copy(w: Workflow) -> Workflow:
 
 _SPECIAL = frozenset("\\`*_[]<>$~#|!")
 _JOIN = "\u2060"  # WORD JOINER: invisible, and it stops a renderer from finding a URL or address in the text
-_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?=@)", re.I)
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)", re.I)  # (an address stays: mailto loads nothing)
 
 
 def plain(text: object) -> str:
-    """``text`` for st.markdown shown exactly as it is: every markdown character escaped, and no URL, ``www.``
-    name or address made into a link (GitHub-flavoured markdown links them in plain text, escapes or not)."""
+    """``text`` for st.markdown shown exactly as it is: every markdown character escaped, and no URL or ``www.``
+    name made into a link (GitHub-flavoured markdown links them in plain text, escapes or not)."""
     return "".join("\\" + c if c in _SPECIAL else c for c in _AUTOLINK.sub(_JOIN, str(text)))
 
 

@@ -21,7 +21,7 @@ from flowcore.evolution import History
 from flowcore.workspace.drafts import encode_text
 from flowcore.workspace.store import Workspace
 
-from .conftest import _stop, no_exceptions, start_app, wait_for_app
+from .conftest import _stop, new_context, no_exceptions, start_app, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -56,7 +56,7 @@ def app(tmp_path_factory):
 
 def _visit(page, url: str) -> None:
     page.goto(url, wait_until="domcontentloaded")
-    wait_for_app(page, settle_ms=0)
+    wait_for_app(page)
 
 
 def _drawn(page, text: str) -> None:
@@ -78,7 +78,7 @@ def _violations(page) -> list[str]:
 
 
 def test_no_untrusted_text_makes_any_page_load_anything(browser, app):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = new_context(browser)  # counts script runs (what wait_for_app waits on)
     context.add_init_script(RECORD)  # in every frame, components' iframes included
     page = context.new_page()
     off_host: list[str] = []
