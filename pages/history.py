@@ -97,10 +97,8 @@ def buffer_table(view: hv.RunView, offline: bool) -> None:
     page = st.number_input(f"Page (of {pages}; {hv.PAGE_ROWS} rounds a page, the last has the latest)", 1, pages,
                            pages, key=f"hist_page_{pages}") if pages > 1 else 1
     table = view.table(rounds, page, offline)
-    st.dataframe(table, hide_index=True, width="stretch", key="hist_table",
-                 column_config={"score": PCT, "ci_low": PCT, "ci_high": PCT, "pinned": st.column_config.CheckboxColumn(),
-                                "cost": st.column_config.NumberColumn(format="$%.5f"),
-                                "judge_total": st.column_config.NumberColumn("judge total", format="%.1f")})
+    st.dataframe(hv.for_people(table), hide_index=True, width="stretch", key="hist_table",
+                 column_config={"pinned": st.column_config.CheckboxColumn()})
     st.caption(hv.table_caption(table, view.total))
 
 
@@ -126,7 +124,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     c[3].metric("Judge total", "—" if total is None else f"{total:.1f} / 50", help=f"judge: {safe.plain(row['judge'] or '—')}")
     if row["reason"] and row["status"] == "failed":
         st.error(f"Failed: {safe.plain(row['reason'])}")
-    st.caption(safe.markdown(row["detail"] or ""))  # the optimizer's rationale: no images, no HTML
+    st.caption(f"{safe.markdown(row['detail'] or '')} · made by {safe.plain(row.get('created_by') or info.created_by)}")
     has_text = bool(row["workflow_text"])
     a = st.columns([1, 1.4, 1.4, 4], vertical_alignment="bottom")
     a[0].button("Unpin" if row["pinned"] else "Pin", icon=":material/push_pin:", key="hist_pin", on_click=_pin,
