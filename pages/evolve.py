@@ -45,9 +45,7 @@ def run_view(run_id: int, key: str) -> None:
     for col, (label, value, why) in zip(st.columns(len(figures)), figures):
         col.metric(label, value, help=why or None)
     st.plotly_chart(evs.score_figure(curve, info.offline), key=f"evo_curve_{key}")
-    graded = tv.graded_caption(tv.run_graded_by(common.workspace(), run_id))
-    if graded:
-        st.caption(graded)
+    st.caption(tv.graded_caption(tv.run_graded_by(common.workspace(), run_id)) or "")  # a judge's scores say so
     if rows and rows[-1]["round"] > 0:
         last = rows[-1]
         score = "" if last["score"] is None else f" · {100 * last['score']:.1f}%"
