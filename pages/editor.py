@@ -70,7 +70,7 @@ def save() -> None:
     same = (ss.get(name_key()) or "").strip() == wf["name"]  # a save names the version it started from
     try:
         version = library.save_workflow(common.workspace(), ss.get(name_key(), ""), live_text(), wf["task"],
-                                        base_version=wf["version"] if same else None)
+                                        serve_parts.user(), base_version=wf["version"] if same else None)
     except library.LibraryConflict as e:  # someone saved a newer version meanwhile: never left out silently
         return conflicts.refused(e)
     except library.LibraryError as e:
@@ -124,7 +124,9 @@ with bar[3].popover("Open", icon=":material/folder_open:"):
                              format_func=lambda n: next(f"{s.name} · {s.task} · v{s.version}"
                                                         + ("" if s.valid else " · has errors")
                                                         for s in saved if s.name == n))
-        st.selectbox("Version", [v for v, _, _ in library.versions(ws, oname)], key="ed_open_version")
+        by = library.authors(ws, oname)
+        st.selectbox("Version", [v for v, _, _ in library.versions(ws, oname)], key="ed_open_version",
+                     format_func=lambda v: f"v{v} · by {by.get(v, 'local')}")
         st.button("Open", on_click=open_saved, key="ed_open", type="primary")
     else:
         st.caption("Nothing saved in this workspace yet.")

@@ -63,6 +63,9 @@ class WorkflowEntry:
 
 def _schema(ws: Workspace) -> None:
     ws.ensure_schema("library", _DDL)
+    if "library-who" not in ws._schemas:  # who saved each version (added later: an additive column)
+        ws.add_columns("workflows", {"created_by": "TEXT"})
+        ws.ensure_schema("library-who", "")
 
 
 def validate_name(name: object) -> str:
@@ -82,8 +85,9 @@ def _validate_task(task: object) -> str:
     return str(task)
 
 
-def save_workflow(ws: Workspace, name: str, text: str, task: str, *, base_version: int | None = None) -> int:
-    """Store ``text`` as the next version of ``name``; returns the version number (1, 2, ...).
+def save_workflow(ws: Workspace, name: str, text: str, task: str, created_by: str = "local", *,
+                  base_version: int | None = None) -> int:
+    """Store ``text`` as the next version of ``name`` (saved by ``created_by``); returns the version number.
     ``base_version``: the version the text was opened from (None: do not check); LibraryConflict when a newer
     version of ``name`` is stored with another text."""
     name, task = validate_name(name), _validate_task(task)
@@ -99,8 +103,8 @@ def save_workflow(ws: Workspace, name: str, text: str, task: str, *, base_versio
         if base_version is not None and last is not None and int(last["version"]) > base_version:
             raise LibraryConflict(name, base_version, int(last["version"]), last["text"])
         version = (int(last["version"]) if last else 0) + 1
-        conn.execute("INSERT INTO workflows(name, version, task, text, valid, created) VALUES (?,?,?,?,?,?)",
-                     (name, version, task, text, int(valid), time.time()))
+        conn.execute("INSERT INTO workflows(name, version, task, text, valid, created, created_by) "
+                     "VALUES (?,?,?,?,?,?,?)", (name, version, task, text, int(valid), time.time(), created_by))
     return version
 
 
@@ -124,6 +128,13 @@ def versions(ws: Workspace, name: str) -> list[tuple[int, float, bool]]:
     return [(int(r["version"]), float(r["created"]), bool(r["valid"])) for r in rows]
 
 
+def authors(ws: Workspace, name: str) -> dict[int, str]:
+    """version -> who saved it ("local" for versions saved before this was recorded)."""
+    _schema(ws)
+    rows = ws.query("SELECT version, created_by FROM workflows WHERE name=?", (name,))
+    return {int(r["version"]): r["created_by"] or "local" for r in rows}
+
+
 def load_workflow(ws: Workspace, name: str, version: int | None = None) -> tuple[str, str]:
     """(text, task) of a stored workflow: the latest version unless ``version`` is given."""
     _schema(ws)
@@ -138,7 +149,8 @@ def load_workflow(ws: Workspace, name: str, version: int | None = None) -> tuple
 
 
 def task_of_example(stem: str) -> str:
-    return "math" if stem.lower().startswith(MATH_PREFIXES) else "code"
+    low = stem.lower()
+    return "math" if low.startswith(MATH_PREFIXES) else ("text" if low.startswith("text_") else "code")
 
 
 def examples(directory: Path | None = None) -> list[tuple[str, str, str]]:
