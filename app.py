@@ -38,6 +38,7 @@ PAGES = [
     ("pages/evolve.py", "Evolve", "evolve", ":material/auto_awesome:"),
     ("pages/history.py", "History", "history", ":material/history:"),
     ("pages/compare.py", "Compare", "compare", ":material/compare_arrows:"),
+    ("pages/tasks.py", "Tasks", "tasks", ":material/dataset:"),
     ("pages/traces.py", "Traces", "traces", ":material/timeline:"),
     ("pages/aov.py", "AOV Execution", "aov", ":material/account_tree:"),
     ("pages/settings.py", "Settings", "settings", ":material/settings:"),

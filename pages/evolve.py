@@ -19,6 +19,7 @@ from flowcore.evolution import OPERATORS, EvolutionConfig, History, Review
 from flowcore.evolution import session as evs
 from flowcore.mermaid import safe
 from flowcore.ui import story
+from flowcore.ui import tasks as tv
 from flowcore.workspace import jobs
 from pages import common, widgets
 from pages.common import md
@@ -44,6 +45,7 @@ def run_view(run_id: int, key: str) -> None:
     for col, (label, value, why) in zip(st.columns(len(figures)), figures):
         col.metric(label, value, help=why or None)
     st.plotly_chart(evs.score_figure(curve, info.offline), key=f"evo_curve_{key}")
+    st.caption(tv.graded_caption(tv.run_graded_by(common.workspace(), run_id)) or "")  # a judge's scores say so
     if rows and rows[-1]["round"] > 0:
         last = rows[-1]
         score = "" if last["score"] is None else f" · {100 * last['score']:.1f}%"
@@ -135,9 +137,11 @@ def new_run(settings, configured: bool, busy: bool) -> None:
     valid = is_valid(check(text, task))
     if not valid:
         st.error(f"The seed workflow is invalid for the {task} task: fix it in the Editor first.")
-    options = es.benchmarks_for(task)
+    options = es.benchmarks_for(task, common.workspace())
+    if not options:
+        return st.info(f"No {task} task yet: make one on the Tasks page.", icon=":material/dataset:")
     c = st.columns(4)
-    bench = c[0].selectbox("Benchmark", options, index=options.index(es.default_benchmark(task, name)),
+    bench = c[0].selectbox("Benchmark or task", options, index=options.index(es.default_benchmark(task, name, common.workspace())),
                            key=f"evo_bench_{task}")
     limit = c[1].number_input("Validation problems (0 = all)", min_value=0, value=5, key="evo_limit",
                               disabled=not configured, help="Each round is evaluated on the first N problems "
