@@ -88,7 +88,7 @@ def home() -> None:
 
     if st.session_state.get("mf_user"):
         c = st.columns([4, 1], vertical_alignment="center")
-        c[0].caption(f"Signed in as {st.session_state['mf_user']}")
+        c[0].caption(f"Signed in as {common.md(st.session_state['mf_user'])}")
         c[1].button("Log out", icon=":material/logout:", on_click=st.logout, key="logout")
     st.subheader("Workspace")
     ws = common.workspace()
@@ -120,12 +120,14 @@ def locked():  # noqa: ANN201 - a page function, or None
             st.write("This workspace is for the members of its team: log in to continue.")
             st.button("Log in", icon=":material/login:", type="primary", on_click=st.login, key="login")
         return log_in
-    who = st.user.get("email") or st.user.get("sub")
-    if not access.is_member(who):
+    claims = st.user.to_dict() if hasattr(st.user, "to_dict") else {k: st.user.get(k) for k in st.user}
+    who, why = access.member_address(claims)  # the verified email claim, read strictly; never `sub`
+    if who is None or not access.is_member(who):
+        shown = common.md(claims.get("email") or "this account")
         def stranger() -> None:
             st.title("MermaidFlow Studio")
-            st.error(f"{who} is not a member of this workspace's team; ask its owner to add you.",
-                     icon=":material/block:")
+            st.error(f"{shown} is not a member of this workspace's team; ask its owner to add you."
+                     if who else f"Not signed in: {why}.", icon=":material/block:")
             st.button("Log out", icon=":material/logout:", on_click=st.logout, key="logout")
         return stranger
     st.session_state["mf_user"] = who
