@@ -68,7 +68,8 @@ def open_saved() -> None:
 def save() -> None:
     wf = common.current_workflow()
     try:
-        version = library.save_workflow(common.workspace(), ss.get(name_key(), ""), live_text(), wf["task"])
+        version = library.save_workflow(common.workspace(), ss.get(name_key(), ""), live_text(), wf["task"],
+                                        serve_parts.user())
     except library.LibraryError as e:
         return flash("error", f"Not saved: {md(str(e))}")
     name = library.validate_name(ss[name_key()])
@@ -120,7 +121,9 @@ with bar[3].popover("Open", icon=":material/folder_open:"):
                              format_func=lambda n: next(f"{s.name} · {s.task} · v{s.version}"
                                                         + ("" if s.valid else " · has errors")
                                                         for s in saved if s.name == n))
-        st.selectbox("Version", [v for v, _, _ in library.versions(ws, oname)], key="ed_open_version")
+        by = library.authors(ws, oname)
+        st.selectbox("Version", [v for v, _, _ in library.versions(ws, oname)], key="ed_open_version",
+                     format_func=lambda v: f"v{v} · by {by.get(v, 'local')}")
         st.button("Open", on_click=open_saved, key="ed_open", type="primary")
     else:
         st.caption("Nothing saved in this workspace yet.")

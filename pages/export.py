@@ -84,7 +84,7 @@ def main() -> None:
         source = _python(text, task)
     mmd = to_mermaid(w)
     data = json.dumps(fx.workflow_json(w, task=task, name=name), indent=2, ensure_ascii=False) + "\n"
-    drawing = to_mermaid(w, styles=True)
+    drawing = fx.drawing_text(w)
     try:  # a key pasted into a prompt or label must not leave in a file
         fx.assert_no_secrets({f"{stem}.py": source.encode(), f"{stem}.mmd": mmd.encode(),
                               f"{stem}.json": data.encode(), "the drawing": drawing.encode()},
@@ -116,8 +116,8 @@ def main() -> None:
     tab_py, tab_mmd, tab_json, tab_png = st.tabs(["Python", "Mermaid", "JSON", "Drawing"])
     with tab_py:
         own, marker, support = source.partition("\n# " + "=" * 106 + "\n")
-        st.caption(f"{len(source.splitlines()):,} lines: prompts, the graph and `Workflow.__call__` (independent "
-                   f"nodes run concurrently) below; then {len(support.splitlines()):,} lines of operator and "
+        st.caption(f"{len(source.splitlines()):,} lines: the prompts, the graph and the function that runs "
+                   f"it (independent nodes run at the same time) below; then {len(support.splitlines()):,} lines of operator and "
                    "sandbox code pasted from flowcore (in the download).")
         shown = own if len(own) < 400_000 else "\n".join(own.splitlines()[:3000]) + "\n# … (see the .py)"
         st.code(shown, language="python", line_numbers=True, height=560)

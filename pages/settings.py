@@ -77,7 +77,7 @@ else:
     st.caption("No key set (a local server such as vLLM, Ollama or llama.cpp may not need one).")
 
 st.subheader("Endpoint, models and limits")
-with st.form("llm_settings_form"):
+with st.form("llm_settings_form", enter_to_submit=False):  # Enter in a box must not save it all
     base_url = st.text_input("Endpoint URL (OpenAI-compatible)", value=current.base_url or "", key="set_url",
                              placeholder="https://api.openai.com/v1 or http://127.0.0.1:8000/v1")
     cols = st.columns(len(ROLES))

@@ -28,6 +28,7 @@ from flowcore.aov.store import (
     remember_open,
     save_execution,
 )
+from flowcore.mermaid import safe
 from flowcore.workspace import jobs
 
 CHOICE_KEYS = ("aov_agents", "aov_inspector", "aov_repairs", "aov_refine")  # radios kept with an execution
@@ -256,8 +257,9 @@ def timeline(events: list[dict], running: Sequence[str] = (), now: float | None 
                         hovertemplate="%{y} (%{customdata[0]}, step %{customdata[1]}): %{base:.1f}-"
                                       "%{x:.1f} s<extra></extra>")
     order = list(dict.fromkeys(r["subtask"] for r in sorted(rows, key=lambda r: r["start"])))
-    fig.update_layout(height=80 + 24 * max(len(order), 1), margin={"l": 10, "r": 10, "t": 10, "b": 30},
-                      barmode="overlay", xaxis_title="seconds since the first start", legend_orientation="h",
+    fig.update_layout(height=110 + 24 * max(len(order), 1), margin={"l": 10, "r": 10, "t": 40, "b": 40},
+                      barmode="overlay", xaxis_title="seconds since the first start",  # the legend above, clear of ticks
+                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                       yaxis={"categoryorder": "array", "categoryarray": order[::-1]})
     return fig
 
@@ -310,14 +312,22 @@ def named_texts(example_names: Sequence[str], uploads: Sequence[tuple[str, bytes
     return out + ([("pasted JSON", pasted)] if pasted.strip() else [])
 
 
+METRICS_HELP = ("Parallelism (P_avg): subtasks that can run at the same time, on average over the steps; higher "
+                "finishes sooner. Dependency spread (C_dependency): how unevenly the links are shared among the "
+                "subtasks (the spread of their numbers of links); lower means fewer bottlenecks. Steps: how many "
+                "rounds of waiting the graph needs. The rule picks the highest parallelism, then the lowest spread.")
+
+
 def metrics_text(m: M.Metrics) -> str:
-    """The metrics as one Markdown line."""
-    return f"P_avg **{m.P_avg:.2f}** · C_dependency **{m.C_dependency:.2f}** · T **{m.T}** steps"
+    """The metrics as one Markdown line, named for people (the papers' symbols in brackets; METRICS_HELP says
+    what they mean)."""
+    return (f"parallelism **{m.P_avg:.2f}** (P_avg) · dependency spread **{m.C_dependency:.2f}** (C_dependency) · "
+            f"**{m.T}** step{'s' * (m.T != 1)}")
 
 
 def md(text: Any) -> str:
-    """Plain text for Markdown: no emphasis, links or HTML from graph or model text."""
-    return "".join("\\" + c if c in "\\`*_[]<>$~#|" else c for c in str(text))
+    """Plain text for Markdown: no emphasis, links, images or HTML from graph or model text."""
+    return safe.plain(text)
 
 
 def task_titles() -> dict[str, str]:
@@ -353,7 +363,7 @@ def decision_text(ex: Execution) -> str:
         return (f"**Periodic refinement:** {md(rs.reason)}. The not-yet-started part of the plan can be "
                 "updated (completed work is kept as it is). Accept an update (best first by the rule), edit "
                 "one, or reject them all to keep the plan.")
-    return (f"**Subtask `{rs.failed}` failed:** {md(rs.reason)}. Accept a repair (best first by the rule), edit "
+    return (f"**Subtask {safe.code(rs.failed)} failed:** {md(rs.reason)}. Accept a repair (best first by the rule), edit "
             "one, or reject them all.")
 
 
@@ -375,7 +385,7 @@ def running_text(ex: Execution) -> str:
     for e in list(ex.events):
         if e["kind"] == "subtask_start":
             started[e["payload"]["subtask"]] = (e["payload"]["agent"], e["payload"]["t"])
-    run = [f"`{sid}` ({md(started[sid][0])}, {now - started[sid][1]:.1f} s)" for sid in ex.running_now()
+    run = [f"{safe.code(sid)} ({md(started[sid][0])}, {now - started[sid][1]:.1f} s)" for sid in ex.running_now()
            if sid in started]
     return "Running now: " + (", ".join(run) if run else "nothing (finishing)")
 

@@ -148,6 +148,7 @@ class RunInfo:
     task: str
     offline: bool
     updated: float = 0.0  # last write (a round stored, a status, pin or note set): how a change is told
+    created_by: str = "local"  # who started it: the logged-in member, a key's owner, or "local"
 
 
 class History:
@@ -158,16 +159,20 @@ class History:
             ws.add_columns("evo_rounds", {"judge_total": "REAL"})  # before the index that covers it
             ws.ensure_schema("evolution-scale", SCALE_DDL)
             _backfill(ws)
+        if "evolution-who" not in ws._schemas:  # who made each run and round (added later: additive columns)
+            ws.add_columns("evo_runs", {"created_by": "TEXT"})
+            ws.add_columns("evo_rounds", {"created_by": "TEXT"})
+            ws.ensure_schema("evolution-who", "")
 
     # -- runs ----------------------------------------------------------------------------------------------
     def create_run(self, config: dict, config_key: str, seed_workflow: str, benchmark: str, task: str,
-                   offline: bool) -> int:
+                   offline: bool, created_by: str = "local") -> int:
         now = time.time()
         with self.ws.transaction() as c:
             cur = c.execute("INSERT INTO evo_runs(created, updated, config_json, config_key, seed_workflow, "
-                            "benchmark, task, offline) VALUES (?,?,?,?,?,?,?,?)",
+                            "benchmark, task, offline, created_by) VALUES (?,?,?,?,?,?,?,?,?)",
                             (now, now, json.dumps(config, sort_keys=True), config_key, seed_workflow, benchmark,
-                             task, int(offline)))
+                             task, int(offline), created_by or "local"))
             return int(cur.lastrowid)
 
     def run(self, run_id: int) -> RunInfo:
@@ -177,7 +182,7 @@ class History:
         r = rows[0]
         return RunInfo(r["id"], r["created"], json.loads(r["config_json"]), r["config_key"], r["status"],
                        r["reason"], r["seed_workflow"], r["benchmark"], r["task"], bool(r["offline"]),
-                       float(r["updated"] or 0.0))
+                       float(r["updated"] or 0.0), r["created_by"] or "local")
 
     def runs(self) -> list[RunInfo]:
         return [self.run(r["id"]) for r in self.ws.query("SELECT id FROM evo_runs ORDER BY id")]
@@ -216,6 +221,10 @@ class History:
         parents = rec.get("parents") or []
         cols = ", ".join(row)
         with self.ws.transaction() as c:
+            if "created_by" not in row:  # a round is made by whoever runs its run (a reviewer may say otherwise)
+                who = c.execute("SELECT created_by FROM evo_runs WHERE id = ?", (run_id,)).fetchone()
+                row["created_by"] = (who["created_by"] if who else None) or "local"
+                cols = ", ".join(row)
             marks = ", ".join("?" * len(row))
             c.execute(f"INSERT INTO evo_rounds({cols}) VALUES ({marks})", tuple(row.values()))
             for p in dict.fromkeys(parents):

@@ -294,13 +294,13 @@ def check_base_url(url: str | None) -> str | None:
         parts = urlsplit(url)
         port = parts.port  # raises ValueError when out of range or not a number
     except ValueError as e:
-        raise ValueError(f"LLM settings: the endpoint URL (base_url) {url!r} is not a valid URL ({e}); write one "
+        raise ValueError(f"LLM settings: the endpoint URL {url!r} is not a valid URL ({e}); write one "
                          f"{example}") from None
     if parts.scheme not in ("http", "https"):
-        raise ValueError(f"LLM settings: the endpoint URL (base_url) {url!r} must start with http:// or https:// "
+        raise ValueError(f"LLM settings: the endpoint URL {url!r} must start with http:// or https:// "
                          f"({example})")
     if not parts.hostname or any(c.isspace() for c in url) or port == 0:
-        raise ValueError(f"LLM settings: the endpoint URL (base_url) {url!r} names no valid host ({example})")
+        raise ValueError(f"LLM settings: the endpoint URL {url!r} names no valid host ({example})")
     return url
 
 

@@ -123,13 +123,30 @@ def table_frame(c: Comparison, ws: Workspace | None = None) -> pd.DataFrame:
                      **({"validation %": None if v is None or v["score"] is None else 100 * v["score"],
                          "validation 95% CI": "" if v is None or v["ci_low"] is None else
                          f"{100 * v['ci_low']:.1f} – {100 * v['ci_high']:.1f}"} if evolved else {}),
-                     "sd %": None if r["sd"] is None else 100 * r["sd"], "errors": r["errors"], "cost/problem $": r["cost_per_problem"], "tokens": r["tokens"],
-                     "calls": r["calls"],
-                     "Δ vs best (pts)": None if r["diff_vs_best"] is None else 100 * r["diff_vs_best"],
+                     "sd %": "— (one run)" if r["sd"] is None else f"{100 * r['sd']:.1f}", "errors": r["errors"],
+                     "cost/problem $": r["cost_per_problem"], "tokens": r["tokens"], "calls": r["calls"],
+                     "Δ vs best (pts)": "— (the best)" if r["best"] else "—" if r["diff_vs_best"] is None else
+                     f"{100 * r['diff_vs_best']:+.1f}",
                      "Δ 95% CI": "" if r["diff_low"] is None else
                      f"{100 * r['diff_low']:+.1f} – {100 * r['diff_high']:+.1f}",
-                     "McNemar p": r["mcnemar_p"], "Pareto": "yes" if r["pareto"] else ""})
+                     "McNemar p": "—" if r["mcnemar_p"] is None else f"{r['mcnemar_p']:.3f}",
+                     "Pareto": "yes" if r["pareto"] else ""})
+        if r.get("wilcoxon_p") is not None or r.get("graded_by"):  # fractional scores: the signed-rank test
+            rows[-1]["Wilcoxon p"] = "—" if r.get("wilcoxon_p") is None else f"{r['wilcoxon_p']:.3f}"
+        if r.get("graded_by"):
+            rows[-1]["graded by"] = "a model (" + ", ".join(r["graded_by"]) + ")"
     return pd.DataFrame(rows)
+
+
+def graded_note(c: Comparison) -> str | None:
+    """'Scores graded by a model (NAME)…' when a judge metric made any score of this comparison."""
+    from flowcore.tasks.metrics import graded_by_note
+
+    models = sorted({g for m in c.measurements for g in m.graded_by})
+    if not models:
+        return None
+    return (f"Scores {graded_by_note(models)}: the task's judge metric grades each answer against the reference "
+            "and its rubric; each grade's reason is kept with the results.")
 
 
 def agreement_frame(c: Comparison) -> pd.DataFrame:
@@ -141,31 +158,45 @@ def agreement_frame(c: Comparison) -> pd.DataFrame:
 
 
 def pareto_figure(c: Comparison) -> Any:
-    """Score (percent) against cost per problem; the Pareto front drawn as a step line, the best starred."""
+    """Score (percent) against cost per problem: the Pareto front as a step line with its points named, the best
+    as a star, the others unnamed (their names on hover), each with its 95% interval; axes padded around the
+    data and written for people (percent, dollars)."""
     import plotly.graph_objects as go
 
     every = c.rows()
-    keep = [i for i, r in enumerate(every) if r["score"] is not None]  # nothing scored: nothing to plot
-    rows = [every[i] for i in keep]
-    front = [keep.index(i) for i in c.pareto()]
+    rows = [r for r in every if r["score"] is not None]  # nothing scored: nothing to plot
     fig = go.Figure()
-    fig.add_trace(go.Scatter(
-        x=[r["cost_per_problem"] for r in rows], y=[100 * r["score"] for r in rows], mode="markers+text",
-        text=[r["workflow"] for r in rows], textposition="top center", name="workflows",
-        marker={"size": [16 if r["best"] else 11 for r in rows],
-                "symbol": ["star" if r["best"] else "circle" for r in rows],
-                "color": ["#1565c0" if r["pareto"] else "#90a4ae" for r in rows]},
-        error_y={"type": "data", "symmetric": False, "array": [100 * (r["ci_high"] - r["score"]) for r in rows],
-                 "arrayminus": [100 * (r["score"] - r["ci_low"]) for r in rows], "color": "#b0bec5"},
-        hovertext=[f"{r['workflow']}: {100 * r['score']:.1f}% [{100 * r['ci_low']:.1f}, {100 * r['ci_high']:.1f}]"
-                   f", ${r['cost_per_problem']:.6f}/problem" for r in rows], hoverinfo="text"))
-    fig.add_trace(go.Scatter(x=[rows[i]["cost_per_problem"] for i in front], y=[100 * rows[i]["score"] for i in front],
+
+    def trace(group: list[dict], name: str, symbol: str, color: str, size: int, labels: bool) -> None:
+        if not group:
+            return
+        fig.add_trace(go.Scatter(
+            x=[r["cost_per_problem"] for r in group], y=[100 * r["score"] for r in group], name=name,
+            mode="markers+text" if labels else "markers", text=[r["workflow"] for r in group] if labels else None,
+            textposition="top right", cliponaxis=False, marker={"size": size, "symbol": symbol, "color": color},
+            error_y={"type": "data", "symmetric": False, "color": "#b0bec5",
+                     "array": [100 * (r["ci_high"] - r["score"]) for r in group],
+                     "arrayminus": [100 * (r["score"] - r["ci_low"]) for r in group]},
+            hovertext=[f"{r['workflow']}: {100 * r['score']:.1f}% [{100 * r['ci_low']:.1f}, {100 * r['ci_high']:.1f}]"
+                       f", ${r['cost_per_problem']:.6f} a problem" for r in group], hoverinfo="text"))
+
+    trace([r for r in rows if r["best"]], "best", "star", "#1565c0", 16, True)
+    trace([r for r in rows if r["pareto"] and not r["best"]], "on the Pareto front", "circle", "#1565c0", 11, True)
+    trace([r for r in rows if not r["pareto"] and not r["best"]], "others (name on hover)", "circle", "#90a4ae", 10,
+          False)
+    front = sorted((r for r in rows if r["pareto"]), key=lambda r: r["cost_per_problem"])
+    fig.add_trace(go.Scatter(x=[r["cost_per_problem"] for r in front], y=[100 * r["score"] for r in front],
                              mode="lines", line={"shape": "hv", "dash": "dash", "color": "#1565c0"},
-                             name="Pareto front"))
-    fig.update_layout(title="Score vs cost per problem (blue: Pareto front; bars: 95% interval)",
-                      xaxis_title="cost per problem (USD)", yaxis_title="score (%)", height=400,
-                      margin={"l": 40, "r": 10, "t": 50, "b": 40}, legend={"orientation": "h", "y": -0.2})
-    fig.update_yaxes(range=[0, 105])
+                             name="Pareto front", hoverinfo="skip"))
+    lo = min((100 * r["ci_low"] for r in rows), default=0.0)
+    hi = max((100 * r["ci_high"] for r in rows), default=100.0)
+    costs = [r["cost_per_problem"] for r in rows] or [0.0]
+    pad = (max(costs) - min(costs)) * 0.12 or max(costs) * 0.2 or 1e-6
+    fig.update_layout(title="Score vs cost per problem (bars: 95% interval)", height=420,
+                      xaxis_title="cost per problem", yaxis_title="score",
+                      margin={"l": 50, "r": 30, "t": 50, "b": 90}, legend={"orientation": "h", "y": -0.28})
+    fig.update_xaxes(range=[max(0.0, min(costs) - pad), max(costs) + 2 * pad], tickformat="$,.6~f")
+    fig.update_yaxes(range=[max(0.0, lo - 8), min(105.0, hi + 8)], ticksuffix="%")
     return fig
 
 

@@ -79,7 +79,8 @@ def test_a_comparison_runs_and_shows_table_plot_and_agreement(db, monkeypatch):
     table = at.dataframe[0].value  # the stakeholder table, then the agreement
     assert list(table["workflow"]) == ["mark-a v1", "mark-b v1"] and list(table["best"]) == ["★", ""]
     assert table["score %"].tolist() == pytest.approx([100 * 10 / 12, 100 * 6 / 12])
-    assert table["McNemar p"].iloc[1] == pytest.approx(hand_mcnemar(6, 2))  # 6 solved only by A, 2 only by B
+    assert table["McNemar p"].iloc[1] == f"{hand_mcnemar(6, 2):.3f}"  # 6 solved only by A, 2 only by B
+    assert table["McNemar p"].iloc[0] == "—" and table["Δ vs best (pts)"].iloc[0] == "— (the best)"  # no None
     agree = at.dataframe[1].value
     assert len(agree) == len(PROBLEMS) and int((~agree["agree"]).sum()) == 8
     assert any("1055 test" in c.value for c in at.caption)
