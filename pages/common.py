@@ -14,6 +14,7 @@ import streamlit as st
 
 from flowcore.execution import sandbox
 from flowcore.llm.client import LLMSettings, public_url
+from flowcore.mermaid import safe
 from flowcore.workspace import drafts
 from flowcore.workspace import settings as settings_store
 from flowcore.workspace.store import Workspace, is_postgres
@@ -95,6 +96,11 @@ def browser_id() -> str:
     return st.session_state["mf_browser"]
 
 
+def tab_id() -> str:
+    """This tab's id (a browser session): its draft row is its own, so two tabs never overwrite each other's work."""
+    return st.session_state.setdefault("mf_tab", drafts.new_tab_id())
+
+
 def _set_cookie() -> None:
     if st.session_state.pop("mf_browser_new", False):
         st.html(f"<script>document.cookie = '{COOKIE}={browser_id()}; path=/; max-age=31536000; "
@@ -145,7 +151,8 @@ def sync_open_workflow() -> None:
     _set_cookie()
     key = st.session_state.get(KEY_STATE) or os.environ.get("OPENAI_API_KEY") or ""
     try:
-        params = drafts.remember(workspace(), browser_id(), wf, st.session_state.get(_SYNCED), api_key=key)
+        params = drafts.remember(workspace(), browser_id(), wf, st.session_state.get(_SYNCED), api_key=key,
+                                 tab=tab_id())
     except Exception as e:  # noqa: BLE001 - a busy or read-only workspace must not break the page
         st.toast(f"The draft could not be stored: {e}")
         return
@@ -201,12 +208,12 @@ def header(title: str, caption: str | None = None, *, show_open: bool = True) ->
         status = f":material/description: Open workflow: {open_label()} · {status}"
     st.caption("  \n".join(([caption] if caption else []) + [status]))
     if "mf_link_problem" in st.session_state:
-        st.warning(st.session_state.pop("mf_link_problem"), icon=":material/link_off:")
+        st.warning(md(st.session_state.pop("mf_link_problem")), icon=":material/link_off:")  # quotes the link
 
 
-def md(text: str) -> str:
-    """Plain text for st.markdown (no emphasis, links, LaTeX or HTML from user text)."""
-    return "".join("\\" + c if c in "\\`*_[]<>$~#|" else c for c in str(text))
+def md(value: object) -> str:
+    """Plain text for st.markdown (no emphasis, links, images, LaTeX or HTML from user text)."""
+    return safe.plain(value)
 
 
 def sandbox_banner(*, show_ready: bool = False) -> bool:

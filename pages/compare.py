@@ -43,9 +43,11 @@ def _split_file(upload) -> str | None:
 def form(settings, configured: bool, busy: bool) -> None:
     ws = common.workspace()
     c = st.columns([1, 1, 1.4], vertical_alignment="bottom")
-    task = c[0].radio("Task", ["math", "code"], horizontal=True, key="cmp_task")
-    options = es.benchmarks_for(task)
-    bench = c[1].selectbox("Benchmark", options, key=f"cmp_bench_{task}")
+    task = c[0].radio("Kind", list(es.KINDS), horizontal=True, key="cmp_task")
+    options = es.benchmarks_for(task, ws)
+    if not options:
+        return st.info(f"No {task} task yet: make one on the Tasks page.", icon=":material/dataset:")
+    bench = c[1].selectbox("Benchmark or task", options, key=f"cmp_bench_{task}")
     split = c[2].radio("Split", ["test", "validation"], horizontal=True, key="cmp_split",
                        help="Claims are made on the held-out test split; evolution only ever sees validation.")
     sources = cv.workflow_sources(ws, task)
@@ -68,7 +70,7 @@ def form(settings, configured: bool, busy: bool) -> None:
             info = split_info(bench, split, split_file=path, limit=int(limit) or None)
             entries = [(cv.short_name(k), sources[k]) for k in picked]
             job = start_comparison(ws, settings, entries, bench, problems, info, repeats=int(repeats),
-                                   concurrency=int(conc))
+                                   concurrency=int(conc), created_by=ss.get("mf_user") or "local")
         except (DataError, ValueError) as e:  # a bad split file or workflow, named
             st.error(f"Not started: {e}", icon=":material/error:")
             return
@@ -122,6 +124,8 @@ def show(stored) -> None:
                                 "cost/problem $": st.column_config.NumberColumn(format="$%.6f"),
                                 "tokens": st.column_config.NumberColumn(format="localized"),
                                 "calls": st.column_config.NumberColumn(format="localized")})
+    if cv.graded_note(c):
+        st.caption(f":material/gavel: {cv.graded_note(c)}")
     st.plotly_chart(cv.pareto_figure(c), key=f"cmp_pareto_{stored.id}")
     agree = cv.agreement_frame(c)
     if not agree.empty:
@@ -153,7 +157,7 @@ def main() -> None:
         return
     st.subheader("Results")
     labels = {p.id: f"#{p.id} · {p.benchmark} · {p.split.get('split', '?')} · {', '.join(p.names)} · {p.status}"
-              for p in past}
+              f" · by {p.created_by}" for p in past}
     ids = list(labels)
     want = ss.get(SHOW_KEY)
     pick = st.selectbox("Comparison", ids, index=ids.index(want) if want in ids else 0, format_func=labels.get)

@@ -15,7 +15,7 @@ from flowcore.mermaid.live import with_mermaid
 from flowcore.ui import canvas as cv
 from flowcore.ui import view
 from flowcore.workspace import library
-from pages import common, serve_parts, widgets
+from pages import common, conflicts, serve_parts, widgets
 from pages.common import md
 
 common.app_shell()
@@ -67,8 +67,12 @@ def open_saved() -> None:
 
 def save() -> None:
     wf = common.current_workflow()
+    same = (ss.get(name_key()) or "").strip() == wf["name"]  # a save names the version it started from
     try:
-        version = library.save_workflow(common.workspace(), ss.get(name_key(), ""), live_text(), wf["task"])
+        version = library.save_workflow(common.workspace(), ss.get(name_key(), ""), live_text(), wf["task"],
+                                        serve_parts.user(), base_version=wf["version"] if same else None)
+    except library.LibraryConflict as e:  # someone saved a newer version meanwhile: never left out silently
+        return conflicts.refused(e)
     except library.LibraryError as e:
         return flash("error", f"Not saved: {md(str(e))}")
     name = library.validate_name(ss[name_key()])
@@ -120,7 +124,9 @@ with bar[3].popover("Open", icon=":material/folder_open:"):
                              format_func=lambda n: next(f"{s.name} · {s.task} · v{s.version}"
                                                         + ("" if s.valid else " · has errors")
                                                         for s in saved if s.name == n))
-        st.selectbox("Version", [v for v, _, _ in library.versions(ws, oname)], key="ed_open_version")
+        by = library.authors(ws, oname)
+        st.selectbox("Version", [v for v, _, _ in library.versions(ws, oname)], key="ed_open_version",
+                     format_func=lambda v: f"v{v} · by {by.get(v, 'local')}")
         st.button("Open", on_click=open_saved, key="ed_open", type="primary")
     else:
         st.caption("Nothing saved in this workspace yet.")
@@ -135,6 +141,8 @@ serve_parts.publish_popover(bar[6], live_text(), task, wf["name"] or "", key="ed
 if "ed_flash" in ss:
     kind, message = ss.pop("ed_flash")
     getattr(st, kind)(message)
+conflicts.library_panel(live_text, flash)
+conflicts.other_tabs_panel()
 
 text = live_text()
 if text != wf["text"]:

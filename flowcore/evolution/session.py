@@ -24,7 +24,7 @@ from flowcore.evolution.judge import CRITERIA, Candidate, Verdict
 from flowcore.evolution.lease import holder as lease_holder
 from flowcore.evolution.loop import Cancelled, Evolution, EvolutionConfig, Review
 from flowcore.llm.client import LLM, LLMSettings
-from flowcore.tasks import TASK_OF, load
+from flowcore.tasks import kind_of, load
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 
@@ -126,7 +126,8 @@ def _llm(ws: Workspace, settings: LLMSettings, cfg: EvolutionConfig, spent: floa
     return LLM(s, ws)
 
 
-def start_run(ws: Workspace, settings: LLMSettings, config: EvolutionConfig, *, review: bool = False) -> jobs.Job:
+def start_run(ws: Workspace, settings: LLMSettings, config: EvolutionConfig, *, review: bool = False,
+              created_by: str = "local") -> jobs.Job:
     """Store a new run and evolve it in a background job. Without an endpoint the run is structure-only
     (programmatic operators, rule judge, no scores). ValueError (naming the field or file) before anything
     is stored when the settings or the data are bad."""
@@ -134,10 +135,10 @@ def start_run(ws: Workspace, settings: LLMSettings, config: EvolutionConfig, *, 
     if cfg.offline:
         cfg.mode = "programmatic"
     llm = None if cfg.offline else _llm(ws, settings, cfg, 0.0)
-    gate = ReviewGate(TASK_OF[cfg.benchmark]) if review and cfg.benchmark in TASK_OF else None
+    gate = ReviewGate(kind_of(cfg.benchmark, ws)) if review and kind_of(cfg.benchmark, ws) else None
     evo = Evolution(ws, cfg, llm=llm, review=gate)
     evo.prepare()  # a bad data file is reported before a run is stored
-    evo.start(resume=False)
+    evo.start(resume=False, created_by=created_by)
     return _spawn(evo, llm, gate)
 
 
@@ -156,7 +157,7 @@ def resume_run(ws: Workspace, settings: LLMSettings, run_id: int, *, review: boo
         raise ValueError(f"run {run_id} was measured against an LLM endpoint; configure one (Settings page) "
                          "to resume it")
     cfg = EvolutionConfig.from_dict(info.config)
-    spent = sum(r["cost"] or 0.0 for r in h.rounds(run_id))
+    spent = h.spent(run_id)  # one aggregate: a resume decodes no stored round
     llm = None if info.offline else _llm(ws, settings, cfg, spent)
     gate = ReviewGate(info.task) if review else None
     evo = Evolution(ws, cfg, llm=llm, review=gate, run_id=run_id)
@@ -181,7 +182,7 @@ def continue_run(ws: Workspace, settings: LLMSettings, run_id: int, more: int, *
                          "to continue it")
     cfg = EvolutionConfig.from_dict(info.config)
     cfg.rounds = h.last_round(run_id) + more
-    spent = sum(r["cost"] or 0.0 for r in h.rounds(run_id))
+    spent = h.spent(run_id)  # one aggregate: a resume decodes no stored round
     llm = None if info.offline else _llm(ws, settings, cfg, spent)
     gate = ReviewGate(info.task) if review else None
     evo = Evolution(ws, cfg, llm=llm, review=gate, run_id=run_id)
@@ -268,13 +269,14 @@ def runs_overview(ws: Workspace) -> list[dict]:
         n, best = stats.get(info.id, (0, None))
         out.append({"id": info.id, "benchmark": info.benchmark, "status": run_status(info, ws),
                     "offline": info.offline, "mode": info.config.get("mode"), "stored": n,
-                    "planned": int(info.config.get("rounds", 0)) + 1, "best": best})
+                    "planned": int(info.config.get("rounds", 0)) + 1, "best": best, "by": info.created_by})
     return out
 
 
 def run_label(o: dict) -> str:
     best = "structure-only" if o["offline"] else ("no score yet" if o["best"] is None else f"best {100 * o['best']:.1f}%")
-    return f"#{o['id']} · {o['benchmark']} · {o['status']} · {o['stored']}/{o['planned']} rounds · {best}"
+    by = f" · by {o['by']}" if o.get("by") else ""
+    return f"#{o['id']} · {o['benchmark']} · {o['status']} · {o['stored']}/{o['planned']} rounds · {best}{by}"
 
 
 # -- tables -------------------------------------------------------------------------------------------------------
@@ -474,6 +476,7 @@ def start_reevaluation(ws: Workspace, settings: LLMSettings, run_id: int, rnd: i
     if row is None or not row.get("workflow_text"):
         raise ValueError(f"round {rnd} of run {run_id} has no workflow to evaluate")
     cfg = info.config
+    kind_of(info.benchmark, ws)  # a task of your own is found in the workspace
     problems = load(info.benchmark, "validation", data_path=cfg.get("data_path"), limit=cfg.get("limit"),
                     split_file=cfg.get("split_file"))
     split = f"file:{cfg['data_path']}" if cfg.get("data_path") else "validation"

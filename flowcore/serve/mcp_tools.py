@@ -91,10 +91,11 @@ def build_mcp(engine: Engine) -> MCPServer:
         """Evaluate a published workflow (model) or a workflow's text on a benchmark (gsm8k, math, humaneval,
         mbpp), split validation or test, the first `limit` problems. Returns {score, n, errors, cost, ci}."""
         from flowcore.evaluation.evaluate import evaluate_workflow as evaluate
-        from flowcore.tasks import TASK_OF, load
+        from flowcore.tasks import TASK_OF, kind_of, load
 
-        if benchmark not in TASK_OF:
-            raise ToolError(f"benchmark must be one of {', '.join(TASK_OF)}, got {benchmark!r}")
+        if kind_of(benchmark, engine.ws) is None:  # built in, or a task saved in the served workspace
+            raise ToolError(f"benchmark must be one of {', '.join(TASK_OF)} or a task saved in the workspace, "
+                            f"got {benchmark!r}")
         if split not in ("validation", "test") or not 1 <= limit <= 500:
             raise ToolError("split must be validation or test, and limit between 1 and 500")
         text = _text_of(engine, model, workflow)
@@ -125,7 +126,7 @@ def build_mcp(engine: Engine) -> MCPServer:
 
     @server.tool()
     def evolve_start(benchmark: str, rounds: int = 3, candidates: int = 2, workflow: str | None = None,
-                     limit: int | None = 5, mode: str = "programmatic") -> dict:
+                     limit: int | None = 5, mode: str = "programmatic", ctx: Context | None = None) -> dict:
         """Start an evolution run in the background (mode programmatic or llm; workflow: the seed's text, else
         the benchmark's seed). Returns {run_id}; read its progress with evolve_progress."""
         from flowcore.evolution.loop import EvolutionConfig
@@ -135,7 +136,7 @@ def build_mcp(engine: Engine) -> MCPServer:
                               limit=limit, mode=mode)
         try:
             cfg.validate()
-            job = start_run(engine.ws, engine.llm().settings, cfg)
+            job = start_run(engine.ws, engine.llm().settings, cfg, created_by=owner(ctx))
         except ValueError as exc:
             raise ToolError(str(exc)) from None
         return {"run_id": job.meta.get("run_id"), "job": job.id}
