@@ -8,6 +8,7 @@ the `flowcore` engine.
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -27,7 +28,8 @@ from flowcore.ui import access, webguard
 if __name__ == "__main__":  # a page view. Not when `streamlit run` imports this module to serve it (below): a
     # component declared then, before the app runs, is never registered and its files are not served (404)
     from flowcore import check, is_valid, parse_lenient
-    from flowcore.workspace import library
+    from flowcore.workspace import health, library
+    from flowcore.workspace.health import WorkspaceDamaged
     from pages import common, widgets
 
 # (file, title, url path, icon): the order of the navigation
@@ -144,13 +146,23 @@ def main() -> None:
     nav = st.navigation(pages, position="top")
     try:  # a workspace that is not a database, a folder or read-only: say so once, instead of a traceback
         common.workspace().check_usable()
+    except WorkspaceDamaged as e:
+        st.error(f"{str(e)[0].upper()}{str(e)[1:]}. Then point `{common.DB_ENV}` at the recovered file (or use "
+                 "`--replace`) and restart the app.", icon=":material/database:")
+        st.stop()
     except OSError as e:
         st.error(f"The workspace `{getattr(e, 'path', common.db_target())}` cannot be used: {e}. Nothing in it "
                  f"was changed. Point `{common.DB_ENV}` at another file (a new name starts an empty workspace) "
                  "and restart the app.", icon=":material/database:")
         st.stop()
+    if common.workspace().read_only:
+        st.warning(f"Read-only: {common.workspace().read_only}.", icon=":material/database:")
     common.keep_form_values()
-    nav.run()
+    try:
+        nav.run()
+    except sqlite3.DatabaseError as e:  # the workspace failed mid-page (damaged, full, away): a panel, no traceback
+        st.error(f"{health.describe(e, common.db_path()).capitalize()}.", icon=":material/database:")
+        return
     common.sidebar_status()
     common.sync_open_workflow()
 

@@ -16,6 +16,8 @@ from pages import common, serve_parts
 
 common.app_shell()
 ss = st.session_state
+FORM_KEYS = ("set_url", "set_model_", "set_prices", "set_budget", "set_concurrency", "set_timeout", "set_retries",
+             "set_cache", "set_cap_", "set_context", "set_stream", "set_base")
 
 
 def remember_key() -> None:
@@ -30,6 +32,21 @@ def forget_key() -> None:
     ss["set_key_input"] = ""
 
 
+def resolve(prefer: str | None) -> None:
+    """One click on a save refused for a newer version: merge (whose value the fields both changed take), or
+    reload (``prefer`` None: this form's changes are dropped)."""
+    message, mine = ss.pop("set_conflict")
+    if prefer is not None:
+        version, base = ss["set_base"]
+        try:
+            endpoints.save(common.workspace(), common.viewer(), ss, mine, base=base, version=version, prefer=prefer)
+        except (settings_store.SettingsError, EndpointRefused) as e:
+            ss["set_conflict"] = (str(e), mine)
+            return
+        ss["set_flash"] = f"Saved, merged with the other change (keeping {prefer} where both changed a field)."
+    ss["set_reload"] = True
+
+
 def form_settings(values: dict) -> dict:
     """The public settings from the form (ValueError with a readable message when a value is wrong)."""
     prices = settings_store.prices_from_rows(values["prices"].to_dict("records"))
@@ -39,8 +56,7 @@ def form_settings(values: dict) -> dict:
               "budget_usd": values["budget"] if values["budget"] > 0 else None, "cache": values["cache"],
               "max_tokens": values.get("max_tokens") or {}, "stream": values.get("stream", False),
               "context_tokens": values.get("context") or None}
-    LLMSettings.from_public_dict(public)  # every value checked here, where it was typed
-    return public
+    return LLMSettings.from_public_dict(public).to_public_dict()  # every value checked where it was typed
 
 
 def test_connection(settings: LLMSettings, role: str) -> None:
@@ -60,6 +76,11 @@ common.header("Settings", show_open=False)
 if "set_flash" in ss:  # after a save the page runs again, so the header and sidebar show the new endpoint
     st.success(ss.pop("set_flash"))
 current = common.llm_settings()
+if ss.pop("set_reload", False):  # after a save or a reload the form shows the stored settings again
+    for k in [k for k in ss if isinstance(k, str) and k.startswith(FORM_KEYS)]:
+        del ss[k]
+if "set_base" not in ss or "set_url" not in ss:  # the version and values this form starts from: its save names them
+    ss["set_base"] = (settings_store.load_versioned(common.workspace())[1], current.to_public_dict())
 common.llm_banner(current)
 common.sandbox_banner(show_ready=True)
 viewer = common.viewer()
@@ -129,12 +150,15 @@ if save or test:
               "concurrency": int(concurrency), "timeout": float(timeout), "max_retries": int(retries),
               "cache": cache, "max_tokens": {r: int(v) for r, v in caps.items()}, "stream": stream,
               "context": int(context)}
+    version, base = ss["set_base"]
     try:
         public = form_settings(values)
         if save:
-            done = endpoints.save(common.workspace(), viewer, ss, public)
+            done = endpoints.save(common.workspace(), viewer, ss, public, base=base, version=version)
         else:
             chosen = endpoints.for_test(common.workspace(), viewer, ss, public)
+    except settings_store.SettingsConflict as e:  # someone saved the same fields meanwhile: never overwritten
+        ss["set_conflict"] = (str(e), public)
     except EndpointRefused as e:
         st.error(f"Not sent: {safe.markdown(e)}", icon=":material/block:")
     except (ValueError, settings_store.SettingsError) as e:
@@ -142,17 +166,25 @@ if save or test:
     else:
         if save:
             ss["set_flash"] = f"{done} ({common.db_label()}); the API key was not saved."
+            ss["set_reload"] = True
             st.rerun()
         elif not chosen.configured:
             st.warning("No endpoint to test: enter an endpoint URL or an API key first.")
         else:
             test_connection(chosen, role)
 
+if "set_conflict" in ss:
+    st.warning(ss["set_conflict"][0].capitalize() + ".", icon=":material/group:")
+    m1, m2, m3 = st.columns(3)
+    m1.button("Merge, keeping mine", on_click=resolve, args=("mine",), key="set_keep_mine", type="primary")
+    m2.button("Merge, keeping theirs", on_click=resolve, args=("theirs",), key="set_keep_theirs")
+    m3.button("Reload (drop my changes)", on_click=resolve, args=(None,), key="set_reload_btn")
+
 with st.expander("Forget saved settings" if shared_ok else "Use the team's settings again"):
     st.caption("Go back to the environment's settings (`OPENAI_BASE_URL`, `MERMAIDFLOW_MODEL_<ROLE>`, ...)." if shared_ok
                else "Forget the settings you kept for your session.")
     if st.button("Forget saved settings" if shared_ok else "Forget my settings", key="set_clear"):
-        ss["set_flash"] = endpoints.clear(common.workspace(), viewer, ss)
+        ss["set_flash"], ss["set_reload"] = endpoints.clear(common.workspace(), viewer, ss), True
         st.rerun()
 
 serve_parts.keys_section()

@@ -112,14 +112,15 @@ def check(settings: LLMSettings) -> None:
 
 
 def save(ws: Workspace, viewer: Viewer, session: MutableMapping[str, Any], public: dict,
-         env: Mapping[str, str] = os.environ) -> str:
-    """Save ``public`` as the team's settings (an admin, or anyone on loopback), or, for a team member, keep it as
-    this session's own settings. Returns what happened; SettingsError / EndpointRefused when refused."""
+         env: Mapping[str, str] = os.environ, **versioned: Any) -> str:
+    """Save ``public`` as the team's settings (an admin, or anyone on loopback; ``versioned``: the base, version
+    and prefer of ``store.save_llm_settings``), or, for a team member, keep it as this session's own settings.
+    Returns what happened; SettingsError (SettingsConflict) / EndpointRefused when refused."""
     settings = _policed(LLMSettings.from_public_dict(public), viewer)
     check(settings)
     if viewer.may_change_shared(env):
         store.save_llm_settings(ws, settings.to_public_dict(), secret=session.get(KEY),
-                                saved_by=viewer.user or "local")
+                                saved_by=viewer.user or "local", **versioned)
         session.pop(OWN, None)
         done = "Saved to the workspace for everyone"
     else:
@@ -134,7 +135,7 @@ def clear(ws: Workspace, viewer: Viewer, session: MutableMapping[str, Any], env:
     """Forget the saved settings (admins and loopback) or this session's own ones (team members)."""
     if session.pop(OWN, None) is not None or not viewer.may_change_shared(env):
         return "Your session uses the team's settings again."
-    store.clear_llm_settings(ws)
+    store.clear_llm_settings(ws, saved_by=viewer.user or "local")
     return "Saved settings removed."
 
 
