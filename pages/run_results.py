@@ -30,6 +30,14 @@ def trace_table(trace: list[dict]) -> None:
                                 "latency": st.column_config.NumberColumn("latency (s)", format="%.2f")})
 
 
+def picked_row(selection) -> int | None:  # noqa: ANN001 - a dataframe's selection state
+    """The row a click chose: a row selected by its checkbox, else the row of the clicked cell."""
+    if selection is None:
+        return None
+    rows, cells = list(selection.get("rows") or []), list(selection.get("cells") or [])
+    return rows[0] if rows else (cells[0][0] if cells else None)
+
+
 def show_evaluation(ws, settings, rec: es.EvalRecord, can_run: bool, busy: bool) -> None:
     split = rec.split or ""
     st.markdown(f"**#{rec.id}** · `{rec.workflow_name or 'workflow'}` on **{rec.benchmark}** "
@@ -67,14 +75,14 @@ def show_evaluation(ws, settings, rec: es.EvalRecord, can_run: bool, busy: bool)
     event = st.dataframe(pd.DataFrame(rows, columns=["id", "verdict", "extracted", "reference", "error", "cost",
                                                      "latency", "answer"]),
                          hide_index=True, width="stretch", key=f"run_results_{rec.id}_{which}", on_select="rerun",
-                         selection_mode="single-row",
+                         selection_mode=["single-row", "single-cell"],
                          column_config={"cost": st.column_config.NumberColumn(format="$%.5f"),
                                         "latency": st.column_config.NumberColumn("latency (s)", format="%.2f"),
                                         "answer": st.column_config.TextColumn("model's answer", width="large")})
     st.caption(f"{len(rows)} of {len(rec.results)} problems · click a row for its full answer and trace.")
-    picked = event.selection.rows if event is not None else []
-    if picked:
-        problem_detail(ws, settings, rec, rows[picked[0]]["id"], can_run)
+    picked = picked_row(event.selection if event is not None else None)  # a click on any cell opens its row
+    if picked is not None and picked < len(rows):
+        problem_detail(ws, settings, rec, rows[picked]["id"], can_run)
 
 
 def problem_detail(ws, settings, rec: es.EvalRecord, pid: str, can_run: bool) -> None:

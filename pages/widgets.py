@@ -80,8 +80,8 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
                            else f"{i} (interface)")
     if pc[1].button("Add node", icon=":material/add:", key="ed_add"):
         on_change(cv.apply_canvas(w, cv.add_palette_node(cv.to_canvas(w), item)))
-    pc[2].caption("Drag from a node's handle to another node to connect; right-click a node or edge to "
-                  "delete it. Drawing rewrites the text in canonical form (only prompt comments are kept).")
+    pc[2].caption("Drag from a node's handle to another node to connect; click a node to edit its type, prompt "
+                  "and ports; right-click an edge to delete it. The text follows (in canonical form).")
     plain = cv.to_canvas(w)
     structure = json.dumps([w.direction, [(n["id"], n["op"], n["label"]) for n in plain["nodes"]],
                             plain["edges"]])
@@ -105,8 +105,10 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
     width, height = cv.extent(sent)
     got = streamlit_flow(fkey, StreamlitFlowState(nodes, edges, timestamp=ss["ed_flow"]["ts"]),
                          height=cv.CANVAS_HEIGHT, fit_view=width > cv.CANVAS_WIDTH or height > cv.CANVAS_HEIGHT,
-                         allow_new_edges=True, enable_node_menu=True, enable_edge_menu=True,
-                         hide_watermark=True, layout=ManualLayout(), min_zoom=0.1)
+                         allow_new_edges=True, enable_node_menu=False, enable_edge_menu=True,
+                         get_node_on_click=True, hide_watermark=True, layout=ManualLayout(), min_zoom=0.1)
+    if got.selected_id and got.selected_id != ss.get("ed_node_seen"):  # a click: the app's node dialog
+        ss["ed_node"] = ss["ed_node_seen"] = got.selected_id
     back = {"nodes": [{"id": n.id, "op": n.data.get("op"), "label": n.data.get("mlabel"),
                        "x": n.position["x"], "y": n.position["y"]} for n in got.nodes],
             "edges": [{"id": e.id, "source": e.source, "target": e.target, "label": e.label or ""}
@@ -121,6 +123,48 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
         ss.pop("ed_positions", None)
         on_change(cv.apply_canvas(w, back))
     ss["ed_positions"] = (structure, {n["id"]: (n["x"], n["y"]) for n in back["nodes"]})
+    if ss.get("ed_node") in w.nodes:
+        node_dialog(w, task, ss["ed_node"], on_change)
+
+
+def node_dialog(w: Workflow, task: str, nid: str, on_change) -> None:  # noqa: ANN001 - on_change(Workflow)
+    """The app's own dialog for the node clicked on the canvas: operator type, prompt and the port each incoming
+    edge feeds. Apply writes the change to the text (the one source of truth); the checker then judges it."""
+    f = cv.node_form(w, nid, task)
+    with st.container(border=True, key="ed_node_dialog"):
+        st.markdown(f"**Node {md(nid)}**" + (" · an interface node (its type is fixed)" if f["interface"] else ""))
+        if f["interface"]:
+            op = None
+        else:
+            op = st.selectbox("Operator type", f["ops"], index=f["ops"].index(f["op"]) if f["op"] in f["ops"] else 0,
+                              key=f"ed_node_op_{nid}", format_func=lambda o: f"{o} — {cat.CATALOGUE[o].description}")
+        prompt = None
+        if f["prompt_word"] and op == f["op"]:
+            prompt = st.text_area(f"Prompt `{md(f['prompt'])}`", f["prompt_text"], height=90,
+                                  key=f"ed_node_prompt_{nid}_{hash(f['prompt_text'])}")
+        elif op in cv.PROMPT_WORD:
+            st.caption("Apply first: the new operator gets a prompt of its own, editable here afterwards.")
+        ports = {}
+        choices = [p.name for p in cat.inputs_of(op or f["op"], nid)] if (op or f["op"]) else []
+        for e in f["incoming"]:
+            opts = [""] + choices
+            ports[e["index"]] = st.selectbox(
+                f"Edge from {e['source']} feeds", opts, index=opts.index(e["port"]) if e["port"] in opts else 0,
+                key=f"ed_node_port_{nid}_{e['index']}_{op}", format_func=lambda p: p or "the default port")
+        b = st.columns([1, 1, 1, 3])
+        if b[0].button("Apply", type="primary", key="ed_node_apply", icon=":material/check:"):
+            try:
+                new = cv.edit_node(w, nid, op=op if op != f["op"] else None, prompt=prompt, ports=ports)
+            except ValueError as e:
+                st.error(str(e))
+            else:
+                on_change(new)
+        if b[1].button("Delete node", key="ed_node_delete", icon=":material/delete:"):
+            ss.pop("ed_node", None)
+            on_change(cv.delete_node(w, nid))
+        if b[2].button("Close", key="ed_node_close"):
+            ss.pop("ed_node", None)
+            st.rerun()
 
 
 # -- choosing the workflow (Run, Export, Evolve) ----------------------------------------------------------------------------------------

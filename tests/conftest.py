@@ -21,7 +21,8 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 # Left out of `make test-fast` (all of them run in `make test`): whole files, then single tests taking seconds.
 SLOW_FILES = ("tests/browser/", "tests/real/", "tests/execution/test_cluster.py",  # a real browser; Ray
               "tests/evolution/test_resume_kill.py", "tests/execution/test_sandbox_hostile.py",  # kills; both modes
-              "tests/execution/test_sandbox_load.py")  # CPU burners
+              "tests/execution/test_sandbox_load.py",  # CPU burners
+              "tests/serve/test_mcp.py", "tests/serve/test_load.py", "tests/serve/test_otlp.py")  # servers, load
 SLOW_TESTS = ("test_evolution_under_faults_matches_the_fault_free_run", "test_sigkill_mid_run_then_resume",
               "test_an_endpoint_that_fails_is_an_error_not_a_failed_run", "test_worker_killed_mid_run_is_replaced",
               "test_ctrl_c_during", "test_evaluate_stops_on_sigterm", "test_exit_codes_from_a_real_process",

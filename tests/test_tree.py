@@ -90,6 +90,7 @@ def test_a_command_module_that_fails_to_import_is_an_error_not_a_missing_command
 ABOVE = {
     **{stage: ("ui", "cli") for stage in ("mermaid", "checker", "execution", "llm", "tasks", "evaluation",
                                           "evolution", "aov", "export", "serve")},
+    "tracing": ("evaluation", "evolution", "serve", "ui", "cli"),
     "workspace": ("evolution", "evaluation", "aov", "serve", "ui", "cli"),
 }
 

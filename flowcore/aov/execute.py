@@ -23,6 +23,7 @@ not-yet-started part are requested and ranked by the selection rule. ``auto`` ap
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect as _inspect
 import threading
 import time
@@ -213,6 +214,8 @@ class Execution:
         self.queue: list[RepairSet] = []  # decisions awaited (interactive mode), oldest first
         self.on_event: Callable[[dict[str, Any]], None] | None = None  # e.g. the CLI printing live
         self._loop: asyncio.AbstractEventLoop | None = None  # while run() drives the event loop
+        self._idle = threading.Event()  # clear from the event loop's start until its last save is done
+        self._idle.set()
         self._loop_thread: int | None = None
         self._wake: asyncio.Event | None = None
         self._stop = False
@@ -335,6 +338,7 @@ class Execution:
         first = len(self.events)
         self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self._wake, self._stop = asyncio.Event(), False
+        self._idle.clear()
         self.status = "running"
         running: dict[str, asyncio.Task] = {}
         waker: asyncio.Task | None = None
@@ -367,8 +371,11 @@ class Execution:
                 waker.cancel()
             self._loop = self._wake = self._loop_thread = None
             self._busy.clear()
-            self._settle_status()
-            self.save()
+            try:
+                self._settle_status()
+                self.save()
+            finally:
+                self._idle.set()
         reports = step_view(self.events[first:], self.status)
         if reports and self.queue:
             reports[-1].proposals = self.pending_proposals
@@ -624,13 +631,23 @@ class Execution:
         """Call ``fn`` where the graph is changed: on the running event loop when another thread drives it
         (the page's buttons while a run goes on), else right here."""
         loop = self._loop
-        if loop is None or self._loop_thread == threading.get_ident():
+        if self._loop_thread == threading.get_ident():
             return fn(*args)
+        if loop is not None:
+            async def call() -> T:
+                return fn(*args)
 
-        async def call() -> T:
-            return fn(*args)
+            try:
+                return asyncio.run_coroutine_threadsafe(call(), loop).result(timeout=60)
+            except concurrent.futures.CancelledError:  # the loop ended before it got to the call
+                pass
+        self._idle.wait(60)  # a run that is ending: its last save first, then the change (never interleaved)
+        return fn(*args)
 
-        return asyncio.run_coroutine_threadsafe(call(), loop).result(timeout=60)
+    @property
+    def loop_running(self) -> bool:
+        """Whether an event-driven run is going on (a decision taken now is applied on its loop)."""
+        return self._loop is not None
 
     def accept(self, index: int = 0, edited_graph: AOVGraph | dict | None = None) -> None:
         """Apply proposal ``index`` (or the user's edited version of it) of the decision awaited first."""

@@ -628,6 +628,8 @@ class Actions:
     def _after_decision(self) -> None:
         ex: Execution = self.s["aov_ex"]
         refine_waits = bool(ex.queue) and ex.queue[0].kind == "refine"
+        if (job := self.job()) is not None and not ex.loop_running:
+            job.wait(30)  # the run was ending when the decision came: it goes on in a new run, below
         if self.s.get("aov_running") and not ex.done and self.job() is None and not refine_waits:
             run_in_background(ex)  # the user had asked to run to the end
 

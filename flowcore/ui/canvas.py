@@ -244,3 +244,75 @@ def annotations(diags: list) -> list[dict]:
     return [{"row": max((d.line or 1) - 1, 0), "column": max((d.column or 1) - 1, 0),
              "type": "error" if d.severity == "error" else "warning", "text": f"{d.code} {d.message}"}
             for d in diags]
+
+
+# -- the node dialog: what the canvas can change about one node, written back to the text -------------------
+
+def _word(op: str) -> str:
+    return op[:-2] if op.endswith("Op") else op
+
+
+def node_form(w: Workflow, nid: str, task: str | None) -> dict:
+    """What the node dialog shows for ``nid``: its operator, the operators it may become (the task's), its
+    prompt (name and text, for prompt-driven operators) and each incoming edge with the ports it may feed."""
+    n = w.nodes[nid]
+    ops = [o for o in cat.operators_for(task) if o != cat.INTERFACE]
+    if n.op and n.op not in ops and n.op != cat.INTERFACE:
+        ops.insert(0, n.op)
+    ports = [p.name for p in cat.inputs_of(n.op, n.id)] if n.op else []
+    incoming = [{"index": i, "source": e.src, "port": e.label or "", "choices": ports}
+                for i, e in enumerate(w.edges) if e.dst == nid]
+    return {"id": nid, "op": n.op, "ops": ops, "interface": n.op == cat.INTERFACE,
+            "prompt_word": PROMPT_WORD.get(n.op or ""), "prompt": n.prompt or "",
+            "prompt_text": w.prompts.get(n.prompt or "", ""), "incoming": incoming}
+
+
+def edit_node(w: Workflow, nid: str, *, op: str | None = None, prompt: str | None = None,
+              ports: dict[int, str] | None = None) -> Workflow:
+    """A new workflow: node ``nid`` with another operator type (its label's first word and its class follow),
+    its prompt text set (a prompt-driven operator gets a prompt name when it has none), and the incoming
+    edges ``{edge index: port}`` relabelled ('' = the default port). ValueError names a bad operator or port."""
+    out = w.copy()
+    if nid not in out.nodes:
+        raise ValueError(f"node {nid!r} is not in the workflow")
+    n = out.nodes[nid]
+    if op is not None and op != n.op:
+        if op not in cat.CATALOGUE or op == cat.INTERFACE or n.op == cat.INTERFACE:
+            raise ValueError(f"node {nid}: cannot become {op!r}; choose one of "
+                             f"{', '.join(o for o in cat.operators_for(None) if o != cat.INTERFACE)}")
+        old_word = _word(n.op) if n.op else None
+        head, sep, rest = (n.label or "").partition("<br/>")
+        if n.label is None or head.strip() in (old_word, n.op, n.id) or not head.strip():
+            head = _word(op)
+        if op in PROMPT_WORD:
+            name = n.prompt or nid.lower()
+            rest = f"({PROMPT_WORD[op]}: {name})"
+            sep, n.prompt = "<br/>", name
+        elif n.prompt and n.op in PROMPT_WORD:  # the role line belonged to the old operator
+            rest, sep, n.prompt = "", "", None
+        n.label = head + sep + rest if sep and rest else head
+        n.op, n.op_class = op, None
+        if n.shape in ("", "([", "{") and op != cat.DECISION:
+            n.shape = "["
+    if prompt is not None and n.prompt:
+        if prompt.strip():
+            out.prompts[n.prompt] = prompt.strip()
+        else:
+            out.prompts.pop(n.prompt, None)
+    for index, port in (ports or {}).items():
+        if not 0 <= index < len(out.edges) or out.edges[index].dst != nid:
+            raise ValueError(f"edge {index} does not feed node {nid}")
+        allowed = [p.name for p in cat.inputs_of(n.op, n.id)] if n.op else []
+        if port and port not in allowed:
+            raise ValueError(f"node {nid} ({n.op}) has no input port {port!r}; its ports: {', '.join(allowed)}")
+        e = out.edges[index]
+        out.edges[index] = Edge(e.src, e.dst, port or None, e.arrow, e.line, e.column)
+    return out
+
+
+def delete_node(w: Workflow, nid: str) -> Workflow:
+    """A new workflow without node ``nid`` and its edges (the checker then says what lost its input)."""
+    out = w.copy()
+    out.nodes.pop(nid, None)
+    out.edges = [e for e in out.edges if nid not in (e.src, e.dst)]
+    return out

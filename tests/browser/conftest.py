@@ -152,7 +152,7 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture
 def page(browser, request):
     """A fresh browser context and page; on failure a screenshot goes to tests/browser/artifacts/."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = new_context(browser)
     context.set_default_timeout(DEFAULT_TIMEOUT_MS)
     pg = context.new_page()
     try:
@@ -175,16 +175,70 @@ def page(browser, request):
 _APP_IDLE = ('[data-testid="stApp"][data-test-script-state="notRunning"]'
              '[data-test-connection-state="CONNECTED"]')
 
+# The run counter: every page of a test counts, on its websocket, the script runs it asked for (BackMsg
+# field 11, rerun_script: a click, a widget change, a page switch, a fragment's timer) and the runs the server
+# reported finished (ForwardMsg field 6, script_finished), each stamped with one sequence number. The app is
+# settled once a run has finished after the last one asked for: no fixed pause lets a rerun "start".
+RUN_COUNTER_JS = """(() => {
+  const Orig = window.WebSocket;
+  if (!Orig || Orig.__mfCounted) return;
+  const runs = window.__mfRuns = {sent: 0, finished: 0, lastSent: 0, lastFinished: 0, seq: 0};
+  const bytes = (d) => d instanceof ArrayBuffer ? new Uint8Array(d)
+    : ArrayBuffer.isView(d) ? new Uint8Array(d.buffer, d.byteOffset, d.byteLength) : null;
+  const fields = (b) => {  // the top-level protobuf field numbers of one message
+    const out = []; let i = 0;
+    const varint = () => { let v = 0, m = 1, c; do { c = b[i++]; v += (c & 127) * m; m *= 128; } while (c & 128); return v; };
+    while (i < b.length) {
+      const tag = varint(), wire = tag & 7; out.push(Math.floor(tag / 8));
+      if (wire === 0) varint(); else if (wire === 2) { const n = varint(); i += n; } else if (wire === 1) i += 8;
+      else if (wire === 5) i += 4; else break;
+    }
+    return out;
+  };
+  function Counted(url, protocols) {
+    const ws = protocols === undefined ? new Orig(url) : new Orig(url, protocols);
+    const send = ws.send.bind(ws);
+    ws.send = (data) => {
+      const b = bytes(data);
+      if (b && fields(b).includes(11)) { runs.sent += 1; runs.lastSent = ++runs.seq; }
+      return send(data);
+    };
+    ws.addEventListener('message', async (ev) => {
+      const b = bytes(ev.data instanceof Blob ? await ev.data.arrayBuffer() : ev.data);
+      if (b && fields(b).includes(6)) { runs.finished += 1; runs.lastFinished = ++runs.seq; }
+    });
+    return ws;
+  }
+  Counted.prototype = Orig.prototype;
+  for (const k of ['CONNECTING', 'OPEN', 'CLOSING', 'CLOSED']) Counted[k] = Orig[k];
+  Counted.__mfCounted = true;
+  window.WebSocket = Counted;
+})()"""
 
-def wait_for_app(page, timeout_ms: int = DEFAULT_TIMEOUT_MS, settle_ms: int = 150) -> None:
-    """Wait until Streamlit is connected and has finished running the script (the first run, or the rerun
-    a click/keystroke just started), and no element is left stale from the previous run.
+_SETTLED = """(since) => { const r = window.__mfRuns;
+  return !!r && r.sent > since && r.lastFinished > r.lastSent; }"""
 
-    `settle_ms` first gives a just-triggered rerun time to start: the app reports "notRunning" until the
-    server has acknowledged the new run."""
+
+def new_context(browser, **kwargs):
+    """A browser context whose pages count their script runs (what :func:`wait_for_app` waits on)."""
+    ctx = browser.new_context(**{"viewport": {"width": 1400, "height": 1000}, **kwargs})
+    ctx.add_init_script(RUN_COUNTER_JS)
+    return ctx
+
+
+def runs_sent(page) -> int:
+    """How many script runs the page has asked for so far: pass it to :func:`wait_for_app` as ``since`` when
+    the next run is asked for after a delay of the page's own (a debounced editor)."""
+    return page.evaluate("() => window.__mfRuns ? window.__mfRuns.sent : 0")
+
+
+def wait_for_app(page, timeout_ms: int = DEFAULT_TIMEOUT_MS, since: int = 0) -> None:
+    """Wait until every script run the page asked for (the first one, or the rerun a click or keystroke just
+    asked for) has finished, Streamlit is connected and idle, and no element is left stale from an earlier run.
+
+    ``since``: also wait for a run asked for after that many (see :func:`runs_sent`)."""
     page.wait_for_selector('[data-testid="stApp"]', state="attached", timeout=timeout_ms)
-    if settle_ms:
-        page.wait_for_timeout(settle_ms)
+    page.wait_for_function(_SETTLED, arg=since, timeout=timeout_ms)
     page.wait_for_selector(_APP_IDLE, state="attached", timeout=timeout_ms)
     page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=timeout_ms)
 
@@ -203,14 +257,14 @@ _STILL_JS = """() => new Promise((resolve) => {
 
 def wait_for_still(page) -> None:
     """Wait for a state, not a time: the page (scroll, size, drawings) is unchanged over 5 frames."""
-    wait_for_app(page, settle_ms=0)
+    wait_for_app(page)
     page.evaluate(_STILL_JS)
 
 
 def goto_page(page, app: StreamlitApp, url_path: str = "/", timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
     """Open `url_path` of the app (e.g. "/" or "/Editor") and wait until its script has run."""
     page.goto(app.url + "/" + url_path.lstrip("/"), wait_until="domcontentloaded", timeout=timeout_ms)
-    wait_for_app(page, timeout_ms, settle_ms=0)
+    wait_for_app(page, timeout_ms)
 
 
 def save_screenshot(page, name: str, min_bytes: int = 20_000, **kwargs) -> Path:

@@ -29,6 +29,7 @@ from .conftest import (
     _healthy,
     _stop,
     goto_page,
+    new_context,
     no_exceptions,
     save_screenshot,
     wait_for_app,
@@ -292,7 +293,7 @@ def test_a_link_to_the_page_on_a_fresh_server_opens_inside_the_app(browser, tmp_
                                  "--server.address", "127.0.0.1", "--server.port", str(port),
                                  "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
                                 cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    ctx = browser.new_context(viewport={"width": 1200, "height": 800})
+    ctx = new_context(browser, viewport={"width": 1200, "height": 800})
     try:
         deadline = time.monotonic() + 90
         while not _healthy(url):
@@ -300,7 +301,7 @@ def test_a_link_to_the_page_on_a_fresh_server_opens_inside_the_app(browser, tmp_
             time.sleep(0.1)
         page = ctx.new_page()
         page.goto(url + path, wait_until="domcontentloaded")
-        wait_for_app(page, timeout_ms=60_000, settle_ms=0)
+        wait_for_app(page, timeout_ms=60_000)
         expect(page.get_by_role("link", name="Editor")).to_be_visible()
         page.wait_for_function("() => document.cookie.includes('mf_browser=')")
         assert no_exceptions(page) == []

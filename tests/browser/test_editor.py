@@ -106,3 +106,34 @@ def test_the_mmd_download_has_a_safe_file_name(page, streamlit_app):
         page.get_by_role("button", name=".mmd").click()
     assert info.value.suggested_filename == "My_flow_v2.mmd"  # the Export page's stem, not the raw name
     assert Path(info.value.path()).read_text().startswith("flowchart TD")
+
+
+def test_the_canvas_node_dialog_is_the_apps_and_writes_the_text(page, streamlit_app):
+    """A click on a canvas node opens the app's own dialog (operator type, prompt, ports), not the component's
+    generic one ("Node Width", "Draggable"); Apply changes the text, and the checker judges the new text."""
+    from urllib.parse import urlencode
+
+    from flowcore.workspace.drafts import encode_text
+
+    text = ('flowchart TD\n%% @prompt solver: Solve it.\nPROBLEM(["Problem"])\nC1["Custom<br/>(role: solver)"]\n'
+            'RETURN(["Return"])\nPROBLEM --> C1\nC1 --> RETURN\n')
+    goto_page(page, streamlit_app, f"/editor?{urlencode({'wf': 'dialog', 'task': 'math', 'code': encode_text(text)})}")
+    page.get_by_text("Draw on a canvas").click()
+    wait_for_app(page)
+    flow = page.frame_locator('iframe[title="streamlit_flow.streamlit_flow"]')
+    flow.locator('.react-flow__node[data-id="C1"]').click()
+    wait_for_app(page)
+    dialog = page.locator(".st-key-ed_node_dialog")
+    expect(dialog).to_contain_text("Node C1")
+    expect(dialog.locator("textarea")).to_have_value("Solve it.")
+    assert page.get_by_text("Node Width").count() == 0 and flow.get_by_text("Draggable").count() == 0
+    dialog.get_by_label("Operator type").click()
+    page.get_by_role("option", name=re.compile("^AnswerGenerateOp")).click()
+    wait_for_app(page)
+    dialog.get_by_role("button", name="Apply").click()
+    wait_for_app(page)
+    ace = page.frame_locator(ACE).last  # the editor is rebuilt around the new text
+    expect(ace.locator(".ace_content")).to_contain_text('C1["AnswerGenerate"]')
+    expect(page.get_by_text(re.compile("Valid for math tasks"))).to_be_visible(timeout=20_000)
+    expect(flow.locator('.react-flow__node[data-id="C1"]')).to_contain_text("AnswerGenerate")
+    assert no_exceptions(page) == []

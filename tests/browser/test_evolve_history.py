@@ -74,7 +74,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
             _drawn(page, 2)  # the candidates, drawn (at least two; more further down)
         if rnd == 2:  # a reload mid-run is a new session: it finds the run in the server and the workspace
             page.reload(wait_until="domcontentloaded")
-            wait_for_app(page, settle_ms=0)
+            wait_for_app(page)
             expect(progress).to_contain_text(f"round {rnd} of {ROUNDS}: waiting for your review")
         page.get_by_role("button", name="Approve").click()
         wait_for_app(page)
@@ -106,7 +106,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     # end) are drawn, and then the script is idle (waiting a fixed moment for a rerun to start, then for "not
     # running", can return before the run has even begun on a loaded machine).
     expect(page.locator('[data-testid="stCode"]').filter(has_text=f"+++ round {ROUNDS}")).to_be_visible()
-    wait_for_app(page, settle_ms=0)
+    wait_for_app(page)
     picker = page.get_by_role("combobox", name="Round", exact=True)  # not "Run", whose labels say "rounds"
     expect(picker).to_have_value(re.compile(rf"^#{ROUNDS} · "))  # the last round is picked
     # The picker's list closes when the page scrolls. Once the page is drawn to its end, the picker sits at
@@ -118,7 +118,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     expect(picker).to_have_attribute("aria-expanded", "true")
     page.get_by_role("option", name=re.compile(r"^#2 ")).click()
     expect(page.get_by_role("heading", name=re.compile(r"Round #2 · "))).to_be_visible()
-    wait_for_app(page, settle_ms=0)
+    wait_for_app(page)
     expect(page.locator(MERMAID)).to_have_count(2)  # parent, child
     _drawn(page, 2)
     lineage = page.locator('[data-testid="stPlotlyChart"]').filter(has=page.locator(".scatterlayer"))

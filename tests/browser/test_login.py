@@ -12,7 +12,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import REPO, STARTUP_TIMEOUT_S, _free_port, _healthy, _stop, wait_for_app
+from .conftest import REPO, STARTUP_TIMEOUT_S, _free_port, _healthy, _stop, new_context, wait_for_app
 
 pytestmark = pytest.mark.browser
 oidc = pytest.importorskip("oidc_provider_mock", reason="oidc-provider-mock is installed by `make test`")
@@ -70,11 +70,11 @@ def test_strangers_are_refused_members_get_in_and_logout_ends_the_session(browse
             r = httpx.put(f"{issuer}/users/{quote(email)}", json={"email": email, "name": email.split("@")[0]})
             assert r.status_code == 204
         url, proc = _serve(tmp_path, issuer)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context = new_context(browser, viewport={"width": 1400, "height": 1000})
         page = context.new_page()
         try:
             page.goto(url, wait_until="domcontentloaded")
-            wait_for_app(page, settle_ms=0)
+            wait_for_app(page)
             expect(page.get_by_text("This workspace is for the members of its team")).to_be_visible()
             expect(page.get_by_role("link", name="Editor")).to_have_count(0)  # nothing but the login
 
@@ -89,11 +89,11 @@ def test_strangers_are_refused_members_get_in_and_logout_ends_the_session(browse
             wait_for_app(page)
             expect(page.get_by_role("heading", name="Editor")).to_be_visible()
             page.goto(url, wait_until="domcontentloaded")
-            wait_for_app(page, settle_ms=0)
+            wait_for_app(page)
             _log_out(page, issuer)
             expect(page.get_by_text("This workspace is for the members of its team")).to_be_visible()
             page.reload(wait_until="domcontentloaded")  # the identity cookie is gone, not just the page state
-            wait_for_app(page, settle_ms=0)
+            wait_for_app(page)
             expect(page.get_by_text("This workspace is for the members of its team")).to_be_visible()
         finally:
             context.close()

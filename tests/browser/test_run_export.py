@@ -93,6 +93,16 @@ def test_run_page_evaluates_gsm8k_with_progress_and_scores(page, streamlit_app):
     if OURS:  # the wrong answer, with what was extracted and the reference it missed
         row = [table.locator(f'td[role="gridcell"][aria-colindex="{i}"]').first.inner_text() for i in (1, 2, 3, 4)]
         assert row == [PROBLEMS[2].id, "wrong", "7", PROBLEMS[2].reference]
+    # a click anywhere on a row (here its "extracted" cell, not the selection checkbox) opens its answer and trace
+    expect(page.get_by_role("button", name="Show this problem's trace")).to_have_count(0)
+    first_id = table.locator('td[role="gridcell"][aria-colindex="1"]').first.inner_text()
+    table.scroll_into_view_if_needed()
+    box = table.bounding_box()
+    page.mouse.click(box["x"] + box["width"] * 0.3, box["y"] + 35 + 17)  # header row, then the first row
+    wait_for_app(page)
+    expect(page.get_by_role("button", name="Show this problem's trace")).to_be_visible()
+    expect(page.locator('[data-testid="stMarkdown"]').filter(has_text="Problem").filter(has_text=first_id)
+           ).to_be_visible()
     assert no_exceptions(page) == [] and js_errors == []
     page.set_viewport_size({"width": 1400, "height": 1250})  # the app scrolls inside: make room for the table
     wait_for_app(page)

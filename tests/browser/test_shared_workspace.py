@@ -19,6 +19,7 @@ from .conftest import (
     _healthy,
     _stop,
     goto_page,
+    new_context,
     no_exceptions,
     wait_for_app,
 )
@@ -54,8 +55,8 @@ def test_run_launched_in_one_app_appears_live_in_the_other(browser, pg_server, t
     db_url = pg_server.new_schema()
     apps = [_serve(db_url, tmp_path / f"app{i}.log") for i in (1, 2)]
     try:
-        a = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-        b = browser.new_context(viewport={"width": 1400, "height": 1400}).new_page()
+        a = new_context(browser, viewport={"width": 1400, "height": 1000}).new_page()
+        b = new_context(browser, viewport={"width": 1400, "height": 1400}).new_page()
         for p in (a, b):
             p.set_default_timeout(30_000)
         goto_page(a, type("App", (), {"url": apps[0][0]}), "/evolve")

@@ -12,7 +12,17 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import REPO, _free_port, _healthy, _stop, goto_page, no_exceptions, wait_for_app
+from .conftest import (
+    REPO,
+    _free_port,
+    _healthy,
+    _stop,
+    goto_page,
+    new_context,
+    no_exceptions,
+    runs_sent,
+    wait_for_app,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -31,10 +41,11 @@ def _type(page, text: str) -> None:
     ace = page.frame_locator(ACE)
     ace.locator(".ace_content").wait_for()
     ace.locator(".ace_text-input").focus()
+    before = runs_sent(page)
     page.keyboard.press("Control+A")
     page.keyboard.press("Delete")
     page.keyboard.insert_text(text)
-    wait_for_app(page, settle_ms=600)  # Ace's debounce, then the rerun
+    wait_for_app(page, since=before)  # Ace sends the text after its debounce: wait for that run
 
 
 def test_edit_reload_link_and_return_visit_keep_the_text(page, browser, streamlit_app):
@@ -45,21 +56,21 @@ def test_edit_reload_link_and_return_visit_keep_the_text(page, browser, streamli
     link = page.url
 
     page.reload(wait_until="domcontentloaded")  # F5
-    wait_for_app(page, settle_ms=0)
+    wait_for_app(page)
     assert _editor_text(page) == MINE
     assert not no_exceptions(page)
 
-    other = browser.new_context(viewport={"width": 1400, "height": 1000})  # a second browser, no cookie
+    other = new_context(browser, viewport={"width": 1400, "height": 1000})  # a second browser, no cookie
     try:
         p2 = other.new_page()
         p2.goto(link, wait_until="domcontentloaded")
-        wait_for_app(p2, settle_ms=0)
+        wait_for_app(p2)
         assert _editor_text(p2) == MINE
     finally:
         other.close()
 
     page.goto(streamlit_app.url + "/editor", wait_until="domcontentloaded")  # no link: this browser's draft
-    wait_for_app(page, settle_ms=0)
+    wait_for_app(page)
     assert _editor_text(page) == MINE
 
     page.get_by_role("link", name="Run").click()  # and back: the same workflow is open
@@ -107,7 +118,7 @@ def test_first_load_of_a_fresh_server_under_load(browser, tmp_path):
         const t = document.body ? document.body.innerText : '';
         if (/ImportError|cannot import name/.test(t)) window.__raw.push(t.slice(0, 300));
       }).observe(document, {subtree: true, childList: true, characterData: true}); }"""
-    ctx = browser.new_context(viewport={"width": 1200, "height": 800})
+    ctx = new_context(browser, viewport={"width": 1200, "height": 800})
     ctx.add_init_script(f"({watch})()")
     ctx.set_default_timeout(90_000)
     try:
@@ -119,7 +130,7 @@ def test_first_load_of_a_fresh_server_under_load(browser, tmp_path):
         for p in pages:  # all at once: the first sessions race the first imports
             p.goto(url + "/", wait_until="commit")
         for i, p in enumerate(pages):
-            wait_for_app(p, timeout_ms=90_000, settle_ms=0)
+            wait_for_app(p, timeout_ms=90_000)
             expect(p.get_by_role("heading", name="MermaidFlow Studio")).to_be_visible()
             expect(p.get_by_role("link", name="Editor")).to_be_visible()
             assert not no_exceptions(p), f"load {i}: {no_exceptions(p)}"

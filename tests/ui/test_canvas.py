@@ -194,3 +194,38 @@ def test_annotations_are_zero_based_and_typed():
     warn = cv.annotations(check("flowchart TD\n PROBLEM([P])\n C1[\"Custom<br/>(role: x)\"]\n RETURN([R])\n"
                                 " PROBLEM --> C1 --> RETURN\n", "math"))
     assert [(a["row"], a["type"], a["text"][:4]) for a in warn] == [(2, "warning", "M013")]
+
+
+# -- the node dialog ------------------------------------------------------------------------------------------
+
+DIALOG = ('flowchart TD\n%% @prompt solver: Solve it.\nPROBLEM(["Problem"])\nC1["Custom<br/>(role: solver)"]\n'
+          'RETURN(["Return"])\nPROBLEM --> C1\nC1 --> RETURN\n')
+
+
+def test_the_dialog_changes_the_type_in_the_text_and_the_checker_agrees():
+    from flowcore import check, is_valid, parse, to_mermaid
+
+    w = parse(DIALOG)
+    form = cv.node_form(w, "C1", "math")
+    assert form["op"] == "CustomOp" and form["prompt"] == "solver" and form["prompt_text"] == "Solve it."
+    assert form["incoming"] == [{"index": 0, "source": "PROBLEM", "port": "", "choices": ["input"]}]
+    text = to_mermaid(cv.edit_node(w, "C1", op="AnswerGenerateOp"))
+    assert 'C1["AnswerGenerate"]' in text and parse(text).nodes["C1"].op == "AnswerGenerateOp"
+    assert is_valid(check(text, "math"))
+    back = parse(to_mermaid(cv.edit_node(parse(text), "C1", op="CustomOp")))  # a prompt-driven type gets a role
+    assert back.nodes["C1"].op == "CustomOp" and back.nodes["C1"].prompt == "c1"
+
+
+def test_the_dialog_sets_the_prompt_and_ports_and_names_a_bad_port():
+    from flowcore import parse
+
+    w = cv.edit_node(parse(DIALOG), "C1", prompt="  Think twice.  ", ports={0: "input"})
+    assert w.prompts["solver"] == "Think twice." and w.edges[0].label == "input"
+    with pytest.raises(ValueError, match="has no input port 'feedback'; its ports: input"):
+        cv.edit_node(w, "C1", ports={0: "feedback"})
+    with pytest.raises(ValueError, match="edge 1 does not feed node C1"):
+        cv.edit_node(w, "C1", ports={1: "input"})
+    with pytest.raises(ValueError, match="cannot become 'Nope'"):
+        cv.edit_node(w, "C1", op="Nope")
+    assert "C1" not in cv.delete_node(w, "C1").nodes and not any("C1" in (e.src, e.dst)
+                                                                 for e in cv.delete_node(w, "C1").edges)

@@ -1,0 +1,83 @@
+"""The ASGI application ``python -m flowcore serve`` runs under uvicorn: Starlette routes for the OpenAI-compatible
+API, the MCP SDK's streamable HTTP transport at /mcp, all behind the key guard (flowcore.serve.guard).
+
+Every error leaves in OpenAI's shape {"error": {"message", "type", "code"}} with its status; an unexpected
+exception is logged here and answered as a 500 naming no internals, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from flowcore.serve import openai_api as api
+from flowcore.serve.engine import Engine, ServeError
+from flowcore.serve.guard import Guard
+from flowcore.serve.mcp_tools import build_mcp
+from flowcore.tracing import otel
+
+log = logging.getLogger("flowcore.serve")
+
+
+def create_app(engine: Engine, *, require_keys: bool, max_body: int = api.DEFAULT_MAX_BODY,
+               host: str = "127.0.0.1") -> Any:
+    mcp = build_mcp(engine)
+    # Host/Origin checks for /mcp: the SDK's own when served on loopback (the guard checks them for every route
+    # too); beyond loopback every request carries a key instead.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=not require_keys,
+                                         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+                                         allowed_origins=["http://127.0.0.1:*", "http://localhost:*",
+                                                          "http://[::1]:*"])
+    mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=host,
+                                      max_request_body_size=max_body)
+
+    async def models(request: Request) -> Response:
+        return api.models(engine)
+
+    async def one_model(request: Request) -> Response:
+        return api.model(engine, request.path_params["model"])
+
+    async def chat(request: Request) -> Response:
+        return await api.chat(engine, request, max_body)
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def serve_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ServeError)
+        return api.error_response(exc)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        kind = {404: ("not_found", "invalid_request_error"), 405: ("method_not_allowed", "invalid_request_error")}
+        code, type_ = kind.get(exc.status_code, ("http_error", "invalid_request_error"))
+        message = f"no route {request.method} {request.url.path}" if exc.status_code in (404, 405) else str(exc.detail)
+        return api.error_response(ServeError(exc.status_code, message, type_, code))
+
+    async def crash(request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+        return api.error_response(ServeError(500, f"internal error ({type(exc).__name__}); see the server's log",
+                                             "server_error", "internal_error"))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with mcp.session_manager.run():
+            yield
+        otel.flush()
+
+    routes = [Route("/health", health), Route("/v1/models", models),
+              Route("/v1/models/{model:path}", one_model),
+              Route("/v1/chat/completions", chat, methods=["POST"])]
+    routes += list(mcp_app.routes)
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={ServeError: serve_error, HTTPException: http_error, Exception: crash})
+    return Guard(app, engine.ws, require_keys=require_keys, max_body=max_body)

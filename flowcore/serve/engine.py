@@ -1,0 +1,222 @@
+"""What a served call does: resolve ``NAME`` / ``NAME@vN`` to a published version, run it on the problem with
+the workspace's executor settings through the runtime's own ``execute`` (flowcore.tracing.run), store the
+trace, send it over OTLP when asked, and turn every failure into an OpenAI-shaped error with its HTTP status.
+
+One root LLM client per engine: requests share its connections, cache and concurrency limit (the workspace's
+``concurrency`` caps the LLM calls in flight across all requests), each with its own child for its usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from flowcore import catalogue as cat
+from flowcore.execution.runtime import NodeError, Plan, WorkflowInvalid, prepare
+from flowcore.execution.sandbox import SandboxUnavailable
+from flowcore.llm.client import LLM, BudgetExceeded, LLMError, LLMSettings, NotConfigured
+from flowcore.mermaid.reader import WorkflowSyntaxError, parse
+from flowcore.tracing import otel
+from flowcore.tracing.run import TracedRun, new_trace_id, traced_run
+from flowcore.workspace import published, traces
+from flowcore.workspace.settings import effective_llm_settings
+from flowcore.workspace.store import Workspace
+
+log = logging.getLogger("flowcore.serve")
+SETTINGS_TTL = 2.0  # seconds a served call may use settings read earlier (a Settings save shows within this)
+DEFAULT_DEADLINE = 300.0  # seconds a served workflow may run (MERMAIDFLOW_SERVE_TIMEOUT, `serve --timeout`)
+
+
+class ServeError(Exception):
+    """An error a client sees: HTTP status and OpenAI's {"error": {"message", "type", "code"}}."""
+
+    def __init__(self, status: int, message: str, type_: str, code: str) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.code = status, message, type_, code
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "code": self.code}}
+
+
+@dataclass
+class Answer:
+    model: str  # as asked
+    version: str  # NAME@vN that answered
+    text: str
+    cost: float
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    trace_id: str
+
+    def mermaidflow(self) -> dict:
+        return {"version": self.version, "cost": self.cost, "calls": self.calls, "trace_id": self.trace_id}
+
+
+def kind_of(task: str) -> str | None:
+    """The checker's task kind for a published task name (a saved task's name is kept as its string)."""
+    return task if task in cat.TASKS else None
+
+
+def _cause(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseException | None:
+    seen: set[int] = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        if isinstance(node, kinds):
+            return node
+        seen.add(id(node))
+        node = node.__cause__ or node.__context__
+    return None
+
+
+def to_serve_error(exc: BaseException, version: str) -> ServeError:
+    """The client-facing error for a failed run (never a traceback; the message names node and endpoint)."""
+    if isinstance(exc, ServeError):
+        return exc
+    if (c := _cause(exc, (BudgetExceeded,))) is not None:
+        return ServeError(429, f"{version}: {c}", "insufficient_quota", "budget_exceeded")
+    if (c := _cause(exc, (NotConfigured,))) is not None:
+        return ServeError(503, f"{version}: {c}", "server_error", "executor_not_configured")
+    if (c := _cause(exc, (SandboxUnavailable,))) is not None:
+        return ServeError(503, f"{version}: the sandbox is unavailable here ({c})", "server_error",
+                          "sandbox_unavailable")
+    if _cause(exc, (LLMError,)) is not None:
+        return ServeError(502, f"{version}: the executor endpoint failed: {exc}", "upstream_error",
+                          "executor_endpoint_failed")
+    if isinstance(exc, NodeError):
+        return ServeError(500, f"{version}: {exc}", "server_error", "workflow_failed")
+    if isinstance(exc, (WorkflowInvalid, WorkflowSyntaxError)):
+        return ServeError(500, f"{version}: the published workflow no longer passes the checker: {exc}",
+                          "server_error", "workflow_invalid")
+    log.exception("unexpected error serving %s", version, exc_info=exc)
+    return ServeError(500, f"{version}: internal error ({type(exc).__name__}); see the server's log",
+                      "server_error", "internal_error")
+
+
+class Engine:
+    """Serves a workspace's published workflows. Safe to use from one event loop (the server's)."""
+
+    def __init__(self, ws: Workspace, *, deadline: float | None = None, settings: LLMSettings | None = None) -> None:
+        self.ws = ws
+        env = (os.environ.get("MERMAIDFLOW_SERVE_TIMEOUT") or "").strip()
+        self.deadline = deadline or (float(env) if env else DEFAULT_DEADLINE)
+        self._fixed = settings
+        self._plans: dict[tuple[str, int], Plan] = {}
+        self._llm: LLM | None = None
+        self._read = 0.0
+        self._lock = threading.Lock()
+
+    def llm(self) -> LLM:
+        """The root client for the workspace's current executor settings: re-read at most every SETTINGS_TTL
+        seconds, and remade when the Settings page changed them."""
+        with self._lock:
+            now = time.monotonic()
+            if self._llm is None or now - self._read >= SETTINGS_TTL:
+                settings = self._fixed or effective_llm_settings(self.ws)[0]
+                self._read = now
+                if self._llm is None or self._llm.settings != settings:
+                    self._llm = LLM(settings, self.ws, run_id="serve")
+            return self._llm
+
+    def resolve(self, model: Any) -> published.Published:
+        if not isinstance(model, str) or not model.strip():
+            raise ServeError(400, "'model' must name a published workflow (NAME or NAME@vN); GET /v1/models "
+                             "lists them", "invalid_request_error", "invalid_model")
+        try:
+            return published.resolve(self.ws, model)
+        except published.PublishError as exc:
+            raise ServeError(404, f"{exc}; GET /v1/models lists the published workflows",
+                             "invalid_request_error", "model_not_found") from None
+
+    def plan(self, p: published.Published) -> Plan:
+        """A version's execution plan, checked once (a version never changes)."""
+        key = (p.name, p.version)
+        plan = self._plans.get(key)
+        if plan is None:
+            try:
+                plan = prepare(parse(p.text), kind_of(p.task))
+            except (WorkflowInvalid, WorkflowSyntaxError) as exc:
+                raise to_serve_error(exc, p.model_id) from None
+            self._plans[key] = plan
+        return plan
+
+    async def run(self, model: str, problem: str, *, entry_point: str | None = None, source: str = "api",
+                  created_by: str = "local", deadline: float | None = None) -> Answer:
+        """Run the published workflow ``model`` on ``problem``. Raises ServeError; a cancelled call (the
+        client went away) cancels the workflow's LLM calls and stores a 'cancelled' trace."""
+        p = self.resolve(model)
+        return await self._answer(self.plan(p), kind_of(p.task), problem, model, p.model_id, p.name, p.version,
+                                  entry_point=entry_point, source=source, created_by=created_by, deadline=deadline)
+
+    async def run_text(self, text: str, task: str | None, problem: str, *, entry_point: str | None = None,
+                       source: str = "mcp", created_by: str = "local", deadline: float | None = None) -> Answer:
+        """Run a workflow's text that is not published (MCP's run tool); a bad text is a 400."""
+        try:
+            plan = prepare(parse(text), task)
+        except (WorkflowInvalid, WorkflowSyntaxError) as exc:
+            raise ServeError(400, str(exc), "invalid_request_error", "workflow_invalid") from None
+        return await self._answer(plan, task, problem, "workflow", "workflow", None, None, entry_point=entry_point,
+                                  source=source, created_by=created_by, deadline=deadline)
+
+    async def _answer(self, plan: Plan, task: str | None, problem: str, model: str, label: str, name: str | None,
+                      version: int | None, *, entry_point: str | None, source: str, created_by: str,
+                      deadline: float | None) -> Answer:
+        llm = self.llm().child()
+        tid = new_trace_id()
+        llm.run_id = f"serve:{tid}"
+        limit = deadline or self.deadline
+        work = asyncio.ensure_future(traced_run(plan.workflow, problem, llm=llm, task=task, entry_point=entry_point,
+                                                source=source, created_by=created_by, name=name, version=version,
+                                                trace_id=tid, plan=plan))
+        timed_out = False
+        try:
+            done, _ = await asyncio.wait({work}, timeout=limit)
+            if done:
+                run: TracedRun = work.result()
+            else:  # past the deadline: cancel its calls, keep the trace of what it did
+                timed_out = True
+                work.cancel()
+                run = await _settle(work)
+        except asyncio.CancelledError:
+            work.cancel()
+            run = await _settle(work)
+            self._keep(run)
+            raise
+        if timed_out:
+            run.trace.status, run.trace.error = "timeout", f"past the deadline of {limit:g} s"
+        self._keep(run)
+        if timed_out:
+            raise ServeError(504, f"{label}: the workflow ran past its deadline of {limit:g} s; its LLM calls were "
+                             "cancelled", "timeout", "deadline_exceeded")
+        if run.error is not None:
+            raise to_serve_error(run.error, label)
+        assert run.result is not None
+        return Answer(model, label, run.result.answer, run.trace.cost, run.trace.calls, run.trace.prompt_tokens,
+                      run.trace.completion_tokens, tid)
+
+    def _keep(self, run: TracedRun) -> None:
+        """Store the trace (and export it); a storage failure is logged, never turned into a wrong answer."""
+        try:
+            traces.save_trace(self.ws, run.trace)
+        except Exception:  # noqa: BLE001 - the answer stands; the missing trace is in the log
+            log.exception("could not store trace %s", run.trace.id)
+        try:
+            otel.export(run.trace)
+        except Exception:  # noqa: BLE001
+            log.exception("could not export trace %s over OTLP", run.trace.id)
+
+
+async def _settle(work: asyncio.Future) -> TracedRun:
+    """The traced run of a cancelled task: traced_run catches the cancellation and returns its trace."""
+    while True:
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if work.done():
+                raise
+            continue  # we were cancelled again while it settles: wait for it all the same

@@ -1,0 +1,134 @@
+"""API keys for the served workflows (DESIGN §12): made once, shown once, stored only as a hash, each with an
+owner; revoked keys stay listed (who had access, and when it ended) but never verify again.
+
+A key is ``mf_<id>_<secret>``: ``id`` (8 hex digits, not secret) finds the row, ``secret`` is 32 random bytes
+from ``secrets`` (256 bits). Only SHA-256 of the whole key is stored. A slow KDF (scrypt, argon2) protects
+passwords a person chose, which are guessable; a 256-bit random secret cannot be guessed, so a leaked hash
+gives nothing to search and one fast hash per request is enough. The stored and computed hashes are compared
+with ``hmac.compare_digest`` (constant time), and an unknown id costs the same hash and comparison as a known
+one, so timing says nothing about which ids exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import time
+from dataclasses import dataclass
+
+from flowcore.workspace.store import Workspace
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS api_keys(
+    id TEXT PRIMARY KEY, name TEXT NOT NULL, owner TEXT NOT NULL, hash TEXT NOT NULL, created REAL NOT NULL,
+    created_by TEXT NOT NULL, revoked REAL, last_used REAL);
+"""
+KEY_RE = re.compile(r"^mf_([0-9a-f]{8})_([A-Za-z0-9_-]{43})$")
+_DUMMY = hashlib.sha256(b"no such key").hexdigest()
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.@\-]{0,79}$")
+
+
+class KeyProblem(ValueError):
+    """A bad key name, or a key id that is not in the workspace."""
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    id: str
+    name: str
+    owner: str
+    created: float
+    created_by: str
+    revoked: float | None
+    last_used: float | None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked is None
+
+
+def _schema(ws: Workspace) -> None:
+    ws.ensure_schema("api_keys", _DDL)
+
+
+def _hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _row(r: object) -> ApiKey:
+    d = dict(r)  # type: ignore[call-overload]
+    return ApiKey(d["id"], d["name"], d["owner"], float(d["created"]), d["created_by"], d["revoked"], d["last_used"])
+
+
+def create_key(ws: Workspace, name: str, owner: str, *, created_by: str | None = None) -> tuple[ApiKey, str]:
+    """A new key for ``owner``: (its record, the key itself). The key is returned once and never stored."""
+    name = (name or "").strip()
+    if not NAME_RE.match(name):
+        raise KeyProblem(f"key name {name!r} is not allowed: use 1-80 letters, digits, spaces, '_', '-', '.' or "
+                        "'@', starting with a letter or digit")
+    owner = (owner or "").strip() or "local"
+    _schema(ws)
+    for _ in range(8):  # an id collision (1 in 4 billion per key) draws again
+        kid = secrets.token_hex(4)
+        key = f"mf_{kid}_{secrets.token_urlsafe(32)}"
+        with ws.transaction() as conn:
+            if conn.execute("SELECT 1 FROM api_keys WHERE id=?", (kid,)).fetchone():
+                continue
+            conn.execute("INSERT INTO api_keys(id, name, owner, hash, created, created_by) VALUES (?,?,?,?,?,?)",
+                         (kid, name, owner, _hash(key), time.time(), (created_by or owner)))
+        return get_key(ws, kid), key
+    raise RuntimeError("could not draw an unused key id")  # pragma: no cover - needs 8 collisions in a row
+
+
+def get_key(ws: Workspace, key_id: str) -> ApiKey:
+    _schema(ws)
+    rows = ws.query("SELECT * FROM api_keys WHERE id=?", (key_id,))
+    if not rows:
+        raise KeyProblem(f"no key with id {key_id!r} in the workspace {ws.path}")
+    return _row(rows[0])
+
+
+def list_keys(ws: Workspace) -> list[ApiKey]:
+    """Every key (revoked ones too), newest first. Never the key itself: it is not stored."""
+    _schema(ws)
+    return [_row(r) for r in ws.query("SELECT * FROM api_keys ORDER BY created DESC, id")]
+
+
+def revoke_key(ws: Workspace, key_id_or_name: str) -> ApiKey:
+    """Revoke by id, or by name when exactly one active key has that name. Revoking twice keeps the first time."""
+    _schema(ws)
+    wanted = (key_id_or_name or "").strip()
+    rows = ws.query("SELECT * FROM api_keys WHERE id=?", (wanted,))
+    if not rows:
+        rows = ws.query("SELECT * FROM api_keys WHERE name=? AND revoked IS NULL", (wanted,))
+        if len(rows) > 1:
+            raise KeyProblem(f"{len(rows)} active keys are named {wanted!r}: revoke one by its id "
+                            f"({', '.join(dict(r)['id'] for r in rows)})")
+    if not rows:
+        raise KeyProblem(f"no key with id or active name {wanted!r} in the workspace {ws.path}")
+    kid = dict(rows[0])["id"]
+    with ws.transaction() as conn:
+        conn.execute("UPDATE api_keys SET revoked=? WHERE id=? AND revoked IS NULL", (time.time(), kid))
+    return get_key(ws, kid)
+
+
+def verify_key(ws: Workspace, presented: str | None, *, touch: bool = True) -> ApiKey | None:
+    """The active key ``presented`` is, or None (malformed, unknown, wrong secret or revoked)."""
+    text = presented or ""
+    m = KEY_RE.match(text)
+    kid = m.group(1) if m else "--------"
+    _schema(ws)
+    rows = ws.query("SELECT * FROM api_keys WHERE id=?", (kid,)) if m else []
+    stored = dict(rows[0])["hash"] if rows else _DUMMY
+    ok = hmac.compare_digest(_hash(text), stored)  # the same work whether or not the id exists
+    if not (ok and m and rows):
+        return None
+    rec = _row(rows[0])
+    if not rec.active:
+        return None
+    if touch and (rec.last_used is None or time.time() - rec.last_used > 60):  # at most a write a minute a key
+        with ws.transaction() as conn:
+            conn.execute("UPDATE api_keys SET last_used=? WHERE id=?", (time.time(), kid))
+    return rec

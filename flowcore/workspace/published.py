@@ -1,0 +1,131 @@
+"""Published workflows: immutable versions ``NAME@vN`` that the server answers as models (DESIGN §12).
+
+A published version is never changed or removed: this module only inserts and reads. Publishing the same
+text again under a name still adds a version (a publish is an event someone made, with its own note and
+scores), so ``NAME@v3`` means the same text forever and ``NAME`` means the latest. Each row records who
+published it, when, from which evolution run and round, the note, and its latest validation and test scores.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+
+from flowcore.workspace.library import validate_name
+from flowcore.workspace.store import Workspace
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS published(
+    name TEXT NOT NULL, version INTEGER NOT NULL, task TEXT NOT NULL, text TEXT NOT NULL,
+    created REAL NOT NULL, created_by TEXT NOT NULL, run_id INTEGER, round INTEGER, note TEXT,
+    validation_score REAL, test_score REAL, scores_json TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY(name, version));
+"""
+# A model id: NAME or NAME@vN. Names follow the library's rule (letters, digits, space, _ - .), so '@' is free.
+MODEL_RE = re.compile(r"^(?P<name>[^@]+?)(?:@v(?P<version>[1-9][0-9]{0,8}))?$")
+
+
+class PublishError(ValueError):
+    """A bad name, task or text, or a model id that names no published version."""
+
+
+@dataclass(frozen=True)
+class Published:
+    name: str
+    version: int
+    task: str
+    text: str
+    created: float
+    created_by: str
+    run_id: int | None = None
+    round: int | None = None
+    note: str | None = None
+    validation_score: float | None = None
+    test_score: float | None = None
+    scores: dict = field(default_factory=dict)  # where each score came from (evaluation or round, n, split)
+
+    @property
+    def model_id(self) -> str:
+        return f"{self.name}@v{self.version}"
+
+
+def _schema(ws: Workspace) -> None:
+    ws.ensure_schema("published", _DDL)
+
+
+def _row(r: object) -> Published:
+    d = dict(r)  # type: ignore[call-overload]
+    try:
+        scores = json.loads(d.get("scores_json") or "{}")
+    except ValueError:
+        scores = {}
+    return Published(d["name"], int(d["version"]), d["task"], d["text"], float(d["created"]), d["created_by"],
+                     d["run_id"], d["round"], d["note"], d["validation_score"], d["test_score"], scores)
+
+
+def publish(ws: Workspace, name: str, text: str, task: str, *, created_by: str, run_id: int | None = None,
+            round: int | None = None, note: str | None = None, validation_score: float | None = None,
+            test_score: float | None = None, scores: dict | None = None) -> Published:
+    """Insert the next version of ``name`` (1, 2, ...) and return it. Never updates an existing row."""
+    try:
+        name = validate_name(name)
+    except ValueError as exc:
+        raise PublishError(str(exc)) from None
+    if not isinstance(task, str) or not task.strip():
+        raise PublishError("publish: the task is empty; name the task the workflow is for (e.g. math)")
+    if not isinstance(text, str) or not text.strip():
+        raise PublishError(f"publish {name!r}: the workflow text is empty")
+    who = (created_by or "").strip() or "local"
+    _schema(ws)
+    with ws.transaction() as conn:
+        last = conn.execute("SELECT MAX(version) AS v FROM published WHERE name=?", (name,)).fetchone()
+        version = int(last["v"] or 0) + 1
+        conn.execute("INSERT INTO published(name, version, task, text, created, created_by, run_id, round, note, "
+                     "validation_score, test_score, scores_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                     (name, version, task.strip(), text, time.time(), who, run_id, round, (note or None),
+                      validation_score, test_score, json.dumps(scores or {}, sort_keys=True)))
+    return resolve(ws, f"{name}@v{version}")
+
+
+def parse_model(model: str) -> tuple[str, int | None]:
+    """'NAME' -> (NAME, None); 'NAME@v3' -> (NAME, 3). PublishError when it is neither."""
+    m = MODEL_RE.match(model.strip()) if isinstance(model, str) else None
+    if m is None or not m.group("name").strip():
+        raise PublishError(f"model {model!r} is not NAME or NAME@vN")
+    return m.group("name").strip(), int(m.group("version")) if m.group("version") else None
+
+
+def resolve(ws: Workspace, model: str) -> Published:
+    """The published version a model id names (NAME: the latest). PublishError when there is none."""
+    name, version = parse_model(model)
+    _schema(ws)
+    if version is None:
+        rows = ws.query("SELECT * FROM published WHERE name=? ORDER BY version DESC LIMIT 1", (name,))
+    else:
+        rows = ws.query("SELECT * FROM published WHERE name=? AND version=?", (name, version))
+    if not rows:
+        raise PublishError(f"the model {model!r} does not exist: no published workflow has that name"
+                           + (" and version" if version is not None else ""))
+    return _row(rows[0])
+
+
+def list_published(ws: Workspace, name: str | None = None) -> list[Published]:
+    """Every published version (of ``name``), newest first within a name, names in order."""
+    _schema(ws)
+    if name is None:
+        rows = ws.query("SELECT * FROM published ORDER BY name, version DESC")
+    else:
+        rows = ws.query("SELECT * FROM published WHERE name=? ORDER BY version DESC", (name,))
+    return [_row(r) for r in rows]
+
+
+def model_ids(ws: Workspace) -> list[str]:
+    """Every ``NAME`` (its latest version) and every ``NAME@vN``, as /v1/models lists them."""
+    out: list[str] = []
+    for p in list_published(ws):
+        if p.name not in out:
+            out.append(p.name)
+        out.append(p.model_id)
+    return out

@@ -1,0 +1,85 @@
+"""A real ``python -m flowcore serve`` process on a free port of 127.0.0.1, for tests and the serving benchmark.
+
+The server binds port 0 itself and names the port on its first stderr line; ``Served`` waits for that line and
+for /health, and stops the process by its pid (SIGTERM, then SIGKILL) when done.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LINE = re.compile(r"at http://(?P<host>[^ ]+):(?P<port>\d+)/v1")
+
+
+class Served:
+    def __init__(self, db: str | Path, *, llm_url: str | None, extra: list[str] | None = None,
+                 env: dict[str, str] | None = None, startup: float = 60.0) -> None:
+        e = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MERMAIDFLOW_", "OTEL_"))}
+        if llm_url:
+            e.update(OPENAI_BASE_URL=llm_url, OPENAI_API_KEY="test-key", MERMAIDFLOW_MAX_RETRIES="0")
+        e.update(env or {})
+        cmd = [sys.executable, "-m", "flowcore", "serve", "--db", str(db), "--port", "0", *(extra or [])]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True)
+        self.log: list[str] = []
+        first = threading.Event()
+        self.port = 0
+
+        def read() -> None:
+            assert self.proc.stderr is not None
+            for line in self.proc.stderr:
+                self.log.append(line)
+                m = LINE.search(line)
+                if m and not self.port:
+                    self.port = int(m.group("port"))
+                    first.set()
+            first.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not first.wait(startup) or not self.port:
+            self.stop()
+            raise RuntimeError(f"flowcore serve did not start: {''.join(self.log)[-2000:]}")
+        deadline = time.monotonic() + startup
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError(f"flowcore serve never answered /health: {''.join(self.log)[-2000:]}") \
+                        from None
+                time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def __enter__(self) -> Served:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

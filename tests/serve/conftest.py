@@ -1,0 +1,65 @@
+"""One scripted LLM endpoint and one real ``flowcore serve`` process per test module (starting one costs ~3 s).
+
+The endpoint echoes the problem (so every client's answer is its own), except: a problem with FAIL gets HTTP
+500, one with SLOW answers after 6 s, one with HANG after 20 s (a client that leaves is seen as dropped).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flowcore.workspace import keys, published
+from flowcore.workspace.store import Workspace
+from tests.helpers.fakellm import FakeLLMServer, Fault, message_text
+from tests.helpers.served import Served
+
+ROOT = Path(__file__).resolve().parents[2]
+MATH_SEED = (ROOT / "assets" / "examples" / "math_seed.mmd").read_text()
+
+
+def respond(request: dict) -> str | Fault:
+    text = message_text(request)
+    if "FAIL" in text:
+        return Fault(status=500, body="scripted executor failure")
+    if "SLOW" in text:
+        return Fault(delay=6.0, body="slow answer")
+    if "HANG" in text:
+        return Fault(delay=20.0, body="hung answer")
+    return "ECHO " + text.rsplit("\n", 1)[-1]
+
+
+@pytest.fixture(scope="module")
+def fake_llm():
+    srv = FakeLLMServer(respond).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def served_db(tmp_path_factory):
+    db = tmp_path_factory.mktemp("served") / "ws.db"
+    ws = Workspace(db)
+    published.publish(ws, "solver", MATH_SEED, "math", created_by="alice@example.com", note="first")
+    published.publish(ws, "solver", MATH_SEED.replace("step by step", "carefully, step by step"), "math",
+                      created_by="bob@example.com")
+    ws.close_all()
+    return db
+
+
+@pytest.fixture(scope="module")
+def server(fake_llm, served_db):
+    with Served(served_db, llm_url=fake_llm.base_url, extra=["--timeout", "2"]) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def keyed(fake_llm, served_db):
+    """The same workspace served with keys required (as beyond loopback), and a key for alice."""
+    ws = Workspace(served_db)
+    rec, key = keys.create_key(ws, "alice-ci", "alice@example.com")
+    ws.close_all()
+    with Served(served_db, llm_url=fake_llm.base_url, extra=["--require-key"]) as s:
+        s.key, s.key_id = key, rec.id  # type: ignore[attr-defined]
+        yield s
