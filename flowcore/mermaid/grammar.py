@@ -790,6 +790,11 @@ def destruct_start(s: str) -> tuple[str, str]:
     return t, stroke
 
 
+def _chain_nodes(stmt: dict) -> list:
+    """A vertex statement's nodes in Mermaid's order (newest first), from the reversed list prod 45-47 grow."""
+    return stmt["rev"][::-1] if "rev" in stmt else stmt["nodes"]
+
+
 def destruct_end(s: str) -> tuple[str, str, int]:
     r = s.strip()
     n = r[:-1]
@@ -1082,7 +1087,7 @@ class _Run:
             db.set_class(v[-3], v[-1])
             return v[-3]
         if prod == 27:
-            return v[-2]["nodes"]
+            return _chain_nodes(v[-2])
         if prod in (28, 29, 32):  # style, linkStyle, click: kept as written
             start = poss[-2]
             raw = self.p.code[start:poss[-1]].strip()
@@ -1110,16 +1115,22 @@ class _Run:
                 db.add_vertex(node[-1], shape_data=v[-1])
             db.cur_pos = poss[-3] if prod == 46 else poss[-3]
             db.add_link(vs["stmt"], node, link)
-            return {"stmt": node, "nodes": node + vs["nodes"]}
+            # Mermaid's nodes are `node + vs.nodes` (newest first); copying that list at every link made a chain of
+            # n links on one line cost n^2. Kept reversed in one list that grows at its end: the same order, linear.
+            rev = vs["rev"] if "rev" in vs else vs["nodes"][::-1]
+            rev.extend(reversed(node))
+            return {"stmt": node, "rev": rev}
         if prod == 49:
             db.cur_pos = poss[-2]
             db.add_vertex(v[-2][-1], shape_data=v[-1])
             return {"stmt": v[-2], "nodes": v[-2], "shapeData": v[-1]}
-        if prod == 52:
+        if prod == 52:  # `a & b`: the group's list (made by prod 51 for this group) grows in place, not copied
             db.add_vertex(v[-6][-1], shape_data=v[-5])
-            return v[-6] + [v[-1]]
+            v[-6].append(v[-1])
+            return v[-6]
         if prod == 53:
-            return v[-5] + [v[-1]]
+            v[-5].append(v[-1])
+            return v[-5]
         if prod in (79, 86, 101, 103):
             return {"text": v[-1], "type": "text"}
         if prod in (80, 87, 102):

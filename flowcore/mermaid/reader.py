@@ -246,14 +246,16 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
                            "markdown" if v.label_type == "markdown" else "text", None, props, dict(v.data))
     keys: list[str] = []  # model key of each of Mermaid's subgraphs (a repeated id gets "id#2")
     first_key: dict[str, str] = {}
+    tried: dict[str, int] = {}  # the last suffix tried per id: 13,000 subgraphs of one id stay linear
     for sg in db.subgraphs:
         # when a node has the subgraph's id, Mermaid draws the group with the node's classes (getData)
         classes = [] if sg.id in db.vertices else _minus_clicks(sg.classes, click_targets.get(sg.id, 0))
-        k = sg.id
-        n = 1
-        while k in w.subgraphs:
+        n = tried.get(sg.id, 1)
+        k = sg.id if n == 1 else f"{sg.id}#{n}"
+        while k in w.subgraphs:  # suffixes below n are all taken already: keys are only ever added
             n += 1
             k = f"{sg.id}#{n}"
+        tried[sg.id] = n
         keys.append(k)
         first_key.setdefault(sg.id, k)
         w.subgraphs[k] = Subgraph(sg.id, decode_entities(sg.title), None, sg.dir,
