@@ -10,7 +10,7 @@ PORT ?= 8501
 DB ?= workspace.db
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test test-fast lint bench clean distclean venv browser-deps sandbox-deps sandbox-test-deps pg-deps screenshots
+.PHONY: run test test-fast lint bench bench-anchors build clean distclean venv browser-deps sandbox-deps sandbox-test-deps pg-deps screenshots
 
 venv: $(PY)
 
@@ -30,7 +30,18 @@ $(VENV)/.stamp-dev: requirements-dev.txt requirements.txt | $(PY)
 	$(PIP) install -r requirements-dev.txt
 	@touch $@
 
-run: $(VENV)/.stamp-run sandbox-deps
+# The reader's hot loop compiled by Cython (setup.py; gcc and the Python headers). Rebuilt when its source changes;
+# without a compiler the build is skipped with a note and Python runs the same source (same answers, slower).
+BUILT := flowcore/mermaid/lalr.build
+$(BUILT): flowcore/mermaid/lalr.py flowcore/mermaid/lalr.pxd setup.py | $(VENV)/.stamp-run
+	@$(PY) setup.py -q build_ext --inplace >/dev/null 2>build-errors.log \
+	  && rm -f build-errors.log \
+	  || { echo "note: the compiled reader was not built (see build-errors.log): Python runs flowcore/mermaid/lalr.py"; \
+	       rm -f $(BUILT); }
+
+build: $(BUILT)
+
+run: $(VENV)/.stamp-run sandbox-deps $(BUILT)
 	MERMAIDFLOW_DB="$(DB)" $(VENV)/bin/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT) \
 	  --browser.gatherUsageStats false --server.headless true
 
@@ -67,13 +78,13 @@ pg-deps:
 	else echo "note: PostgreSQL is missing and this is not root: PostgreSQL tests will be skipped" \
 	  "(install it with: sudo apt-get install -y postgresql)"; fi
 
-test: $(VENV)/.stamp-dev browser-deps sandbox-test-deps pg-deps
+test: $(VENV)/.stamp-dev browser-deps sandbox-test-deps pg-deps $(BUILT)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest -q
 
 # The quick loop while working: everything but the tests marked slow (browser, PostgreSQL, Ray, kill and load
 # tests, and the few that take seconds; see tests/conftest.py), on two workers.
-test-fast: $(VENV)/.stamp-dev sandbox-deps
+test-fast: $(VENV)/.stamp-dev sandbox-deps $(BUILT)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest -q -m "not slow" -n 2
 
@@ -108,13 +119,32 @@ screenshots: $(VENV)/.stamp-dev browser-deps
 lint: $(VENV)/.stamp-dev
 	$(VENV)/bin/ruff check .
 
-bench: $(VENV)/.stamp-run
+bench: $(VENV)/.stamp-run $(BUILT)
 	@set -e; found=0; for f in benchmarks/*.py; do [ -e "$$f" ] || continue; found=1; \
 	  echo "== $$f"; $(PY) "$$f"; done; [ $$found = 1 ] || echo "no benchmarks/*.py yet"
 
+# The anchors the speed scripts print beside the product (benchmarks/anchors.py), in the gitignored .bench-anchors/:
+# mermaid-cli from npm driving Debian's chromium (PUPPETEER_SKIP_DOWNLOAD: no browser is ever downloaded), whose
+# Mermaid 11 is also loaded into one kept-open chromium page; regex and pydantic for the MermaidFlow linter, which
+# is read from the team's shared/peers folder (its rows say so and are skipped when it is absent). Then the three
+# scripts run, each row product | anchor | ratio with the load.
+ANCHORS := .bench-anchors
+$(ANCHORS)/.stamp: | $(VENV)/.stamp-dev
+	@command -v npm >/dev/null || { echo "error: npm is needed for mermaid-cli (apt-get install -y npm)" >&2; exit 1; }
+	PUPPETEER_SKIP_DOWNLOAD=1 npm install --prefix $(ANCHORS) --no-save --no-audit --no-fund \
+	  @mermaid-js/mermaid-cli@11.17.0 puppeteer@23.11.1
+	$(PIP) install --target $(ANCHORS)/py regex==2026.11.19 pydantic==2.14.4
+	@touch $@
+
+bench-anchors: $(VENV)/.stamp-dev browser-deps $(BUILT) $(ANCHORS)/.stamp
+	$(PY) benchmarks/check_speed.py
+	$(PY) benchmarks/long_lines.py
+	$(PY) benchmarks/mermaid_backends.py --no-quickjs-render
+
 # clean keeps the virtualenv (slow to rebuild); distclean removes it too.
 clean:
-	rm -rf .pytest_cache .ruff_cache .hypothesis tests/browser/artifacts
+	rm -rf .pytest_cache .ruff_cache .hypothesis tests/browser/artifacts build flowcore/mermaid/*.so \
+	  flowcore/mermaid/*.c $(BUILT)
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean

@@ -35,6 +35,7 @@ PAGES = [
     ("pages/evolve.py", "Evolve", "evolve", ":material/auto_awesome:"),
     ("pages/history.py", "History", "history", ":material/history:"),
     ("pages/compare.py", "Compare", "compare", ":material/compare_arrows:"),
+    ("pages/traces.py", "Traces", "traces", ":material/timeline:"),
     ("pages/aov.py", "AOV Execution", "aov", ":material/account_tree:"),
     ("pages/settings.py", "Settings", "settings", ":material/settings:"),
 ]

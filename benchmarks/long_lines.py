@@ -11,7 +11,6 @@ before the pipe: `A --> |input| B`) at 100 and 1,000 nodes.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
@@ -20,27 +19,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from check_speed import load_line
+from check_speed import TOKEN, load_line, papers
 
 from flowcore import check
-
-TOKEN = re.compile(r"\s+|[A-Za-z_][\w]*|-->|\|[^|]*\||[^\s\w]")
 
 
 def chain(kb: int) -> str:
     text = "flowchart TD\n" + " --> ".join(f"N{i}" for i in range(kb * 1024 // 6))
     return text[:kb * 1024].rsplit(" ", 1)[0] + "\n"
-
-
-def papers(n: int) -> str:
-    lines = ["flowchart TD", "    PROBLEM([Problem])", "    RETURN([Return response & cost])"]
-    lines += [f'    S{i}["Custom<br/>(role: solver_{i})"]' for i in range(n)]
-    lines += ["    classDef CustomOp fill:#d0e1f9,stroke:#4378a2,stroke-width:2px;",
-              "    classDef Interface fill:#e2e2f2,stroke:#6a6ab2,stroke-width:2px;"]
-    lines += [f"    class S{i} CustomOp" for i in range(n)] + ["    class PROBLEM Interface", "    class RETURN Interface"]
-    lines += ["    PROBLEM --> |input|S0"] + [f"    S{i} --> |input|S{i + 1}" for i in range(n - 1)]
-    lines += [f"    S{n - 1} --> RETURN"]
-    return "\n".join(lines) + "\n"
 
 
 def cpu_ms(fn, repeats: int) -> float:

@@ -2,8 +2,9 @@
 and, for V8, as mermaidx ships it (to show what each fix is worth).
 
 Run: .venv/bin/python benchmarks/mermaid_backends.py [--repeats 9] [--no-quickjs-render]
-No mermaid-cli column: an anchor is measured in the same run or not printed, and mermaid-cli does not run here
-yet (issue 20). Each parse gets a distinct text (a trailing comment) so no cache answers;
+The last table sets the app's V8 engines beside the anchors of the same run (benchmarks/anchors.py, installed by
+`make bench-anchors`): Mermaid 11 in one kept-open page of Debian's chromium (time inside the page) and mermaid-cli
+(a whole `mmdc` run, as people run it). Each parse gets a distinct text (a trailing comment) so no cache answers;
 renders of the same labels reuse the label sizes learned before (as the app does), the "new labels" row does not.
 """
 
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import anchors
 from check_speed import generated_workflow, load_line
 
 from flowcore.mermaid.engines import js as mermaid_js
@@ -164,7 +166,67 @@ def main() -> None:  # noqa: C901, PLR0915
                 stock.close()
     for _, eng in renders:
         eng.close()
+    if v8:
+        beside_anchors(texts, max(3, args.repeats // 2))
     print(load_line())
+
+
+def beside_anchors(texts: dict, reps: int) -> None:
+    """Parse and SVG in the app's warm V8 engines vs a kept-open chromium page and mermaid-cli, in turn."""
+    print(load_line())
+    page = anchors.chromium_page()
+    parse = mermaid_v8.V8ParseEngine()
+    parse.start()
+    draw = mermaid_v8.render_engine()
+    draw.start()
+    cfg = dict(mermaid_js.MERMAID_CONFIG)
+    name = f"chromium page (Mermaid {page.version})" if page else "chromium page"
+    print(f"{'what':34}{'ours ms':>10}  {'anchor':<30}{'anchor ms':>10}{'anchor/ours':>12}")
+    ours_parse: dict = {}
+    for n, text in texts.items():
+        for what, ours_fn, page_fn in (
+                ("warm parse", lambda i, t=text: parse.parse(t + f"%% {i} {time.time()}\n"),
+                 (lambda t: page.parse_ms(t)) if page else None),
+                ("warm SVG", lambda i, t=text: draw.render_svg(t + f"%% {i} {time.time()}\n", "default", cfg, None),
+                 (lambda t: page.render_ms(t)[0]) if page else None)):
+            ours_fn(-1)  # label sizes learned, engine warm
+            ours, theirs = [], []
+            for i in range(reps):
+                t0 = time.perf_counter()
+                ours_fn(i)
+                ours.append((time.perf_counter() - t0) * 1000)
+                if page_fn is not None:
+                    theirs.append(page_fn(text + f"%% {i} {time.time()}\n"))
+            med = statistics.median(ours)
+            if what == "warm parse":
+                ours_parse[n] = med
+            label = f"{what}, {n} nodes"
+            if theirs:
+                a = statistics.median(theirs)
+                print(f"{label:34}{med:>10.1f}  {name:<30}{a:>10.1f}{a / med:>11.2f}x")
+            else:
+                print(f"{label:34}{med:>10.1f}  {name:<30}{'skipped':>10}  ({anchors.why.get('chromium', '')})")
+            if what == "warm SVG":
+                print(f"{'  SVG / warm parse, same engine':34}{med / ours_parse[n]:>10.1f}x  (goal at 10 nodes: <= 10x)")
+    mmdc = anchors.mmdc_svg_ms(texts[10])
+    med = statistics.median([_wall(lambda i=i: draw.render_svg(texts[10] + f"%% m{i} {time.time()}\n", "default", cfg,
+                                                              None)) for i in range(reps)])
+    if mmdc is None:
+        print(f"{'SVG, 10 nodes, one command':34}{med:>10.1f}  {'mermaid-cli (mmdc)':<30}{'skipped':>10}  "
+              f"({anchors.why.get('mmdc', '')})")
+    else:
+        print(f"{'SVG, 10 nodes, one command':34}{med:>10.1f}  {'mermaid-cli (mmdc), a run':<30}{mmdc:>10.1f}"
+              f"{mmdc / med:>11.2f}x")
+    draw.close()
+    parse.close()
+    if page:
+        page.close()
+
+
+def _wall(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000
 
 
 if __name__ == "__main__":

@@ -1,22 +1,26 @@
-"""Time to interactive of every page, and of the Editor with 100 / 1,000 / 2,000 / 10,000-node workflows,
-in headless Chromium against `streamlit run app.py` on 127.0.0.1; and how long the tab's main thread was
-blocked meanwhile (the goal: never more than 2 s).
+"""First paint of every page, and time to interactive of the Editor with 100 / 1,000 / 2,000 / 10,000-node
+workflows, in headless Chromium against `streamlit run app.py` on 127.0.0.1 with a workspace that has something on
+every page (tests/helpers/demo.py: an evaluation, an evolution run, a comparison, an AOV execution); how long the
+tab's main thread was blocked meanwhile (goal: never more than 2 s); and the requests that got a 404.
 
-    .venv/bin/python benchmarks/page_speed.py [--repeats 2] [--sizes 100,1000,2000,10000]
+    .venv/bin/python benchmarks/page_speed.py [--repeats 3] [--burners 2] [--sizes 100,1000,2000,10000]
 
-Time to interactive: from the navigation until Streamlit has finished the page's script run and its widgets
-are there (for the Editor: the text is shown — in the code editor, or a big workflow's section box — and the
-diagram is drawn or, for a big graph, its overview is shown). Blocked: the longest gap between two animation frames of the page while it loaded (a tab
-that cannot paint cannot take a click either), and the longest "long task" the browser reported.
+First paint: from the navigation until Streamlit has finished the page's first script run, no element is stale
+and no grey skeleton is left (for the Editor: the text is shown, in the code editor or a big workflow's section
+box, and the drawing is drawn or, for a big graph, its overview shown). The table gives the maximum of the
+loads (the goal: <= 1.5 s quiet, <= 3 s with two CPU burners), the median beside it. `--burners N` keeps N
+processes spinning on the CPU while measuring. Blocked: the longest gap between two animation frames while the
+page loaded, and the longest "long task" the browser reported.
 
-Needs /usr/bin/chromium and the playwright package (requirements-dev.txt). The machine is shared: compare
-rows within one run.
+Needs /usr/bin/chromium and the playwright package (requirements-dev.txt). The machine is shared: the load
+average is printed with the table; compare rows within one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import multiprocessing
 import os
 import socket
 import statistics
@@ -48,6 +52,9 @@ WATCH = """() => {
 }"""
 IDLE = ('[data-testid="stApp"][data-test-script-state="notRunning"]'
         '[data-test-connection-state="CONNECTED"]')
+PAINTED = """() => !document.querySelector('[data-stale="true"]')
+  && !document.querySelector('[data-testid="stSkeleton"], .stSkeleton')"""
+PAINT_GOAL_S = {0: 1.5, 2: 3.0}  # burners -> the first-paint goal (maximum of the loads)
 
 
 def big_workflow(n: int, width: int = 10) -> str:
@@ -113,16 +120,18 @@ def measure(browser, url: str, editor: bool, timeout_s: float) -> dict:
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     ctx.add_init_script(f"({WATCH})()")
     page = ctx.new_page()
+    missing: list[str] = []
+    page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
     try:
         start = time.perf_counter()
         page.goto(url, wait_until="commit", timeout=timeout_s * 1000)
         page.wait_for_selector(IDLE, state="attached", timeout=timeout_s * 1000)
-        page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=timeout_s * 1000)
+        page.wait_for_function(PAINTED, timeout=timeout_s * 1000, polling="raf")
         if editor:  # the text (the code editor, or a big workflow's section box) and the drawing or overview
             text = page.frame_locator('iframe[title="streamlit_ace.streamlit_ace"]').locator(".ace_line").first
             sections = page.get_by_text("edit a section at a time")
-            drawn = page.frame_locator('iframe[title="streamlit_mermaid.streamlit_mermaid"]').first \
-                .locator("svg .nodeLabel").first
+            drawn = page.frame_locator('iframe[title="pages.drawing.mermaid_drawing"]').first \
+                .locator("svg g.node").first
             overview = page.get_by_text("too big to draw as you type")
             deadline = time.perf_counter() + timeout_s
             while not ((text.count() or sections.count()) and (drawn.count() or overview.count())):
@@ -134,14 +143,21 @@ def measure(browser, url: str, editor: bool, timeout_s: float) -> dict:
         gaps = page.evaluate("window.__gaps")
         longs = page.evaluate("window.__long")
         errors = page.locator('[data-testid="stException"]').count()
-        return {"tti": tti, "gap": max(gaps[1:] or [0.0]), "long": max(longs or [0.0]), "errors": errors}
+        return {"tti": tti, "gap": max(gaps[1:] or [0.0]), "long": max(longs or [0.0]), "errors": errors,
+                "404": len(missing)}
     finally:
         ctx.close()
 
 
+def _burn() -> None:
+    while True:
+        pass
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--burners", type=int, default=0, help="processes spinning on the CPU while measuring")
     ap.add_argument("--sizes", default="100,1000,2000,10000")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds one page may take")
     ap.add_argument("--no-pages", action="store_true", help="only the Editor with the big workflows")
@@ -151,7 +167,11 @@ def main() -> int:
         return 2
     from playwright.sync_api import sync_playwright
 
+    from tests.helpers.demo import respond, seed
+    from tests.helpers.fakellm import FakeLLMServer
+
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    burners: list[multiprocessing.Process] = []
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "ws.db"
         ws = Workspace(db)
@@ -160,6 +180,11 @@ def main() -> int:
             assert is_valid(check(text, "math")), f"the {n}-node benchmark workflow is invalid"
             library.save_workflow(ws, f"big{n}", text, "math")
         ws.close()
+        llm = FakeLLMServer(respond).start()
+        try:
+            seed(db, llm)  # something on every page: an evaluation, a run, a comparison, an AOV execution
+        finally:
+            llm.stop()
         targets = [] if args.no_pages else [(f"{title} page", f"/{path}", path == "editor")
                                             for title, path in pages()]
         targets += [(f"Editor, {n:,} nodes", f"/editor?wf=big{n}&v=1", True) for n in sizes]
@@ -168,30 +193,41 @@ def main() -> int:
         try:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-                measure(browser, url + "/", False, args.timeout)  # warm-up: imports, caches
+                for label, path, editor in targets[:1] + targets:  # warm-up: imports, caches, every page once
+                    measure(browser, url + path, editor, args.timeout)
+                    if (label, path, editor) == targets[-1] or args.no_pages:
+                        break
+                burners = [multiprocessing.Process(target=_burn, daemon=True) for _ in range(args.burners)]
+                for b in burners:
+                    b.start()
+                load = os.getloadavg()[0]
                 for label, path, editor in targets:
                     runs = [measure(browser, url + path, editor, args.timeout) for _ in range(args.repeats)]
                     rows.append((label, runs))
                     print(f"  measured {label}", file=sys.stderr, flush=True)
+                load = max(load, os.getloadavg()[0])
                 browser.close()
         finally:
+            for b in burners:
+                b.terminate()
             proc.terminate()
             proc.wait(timeout=20)
-    print(f"\nPage speed ({args.repeats} loads each; time to interactive, and the longest time the tab could not "
-          f"paint; goal: blocked <= {BLOCK_GOAL_MS / 1000:.0f} s)\n")
-    print(f"| {'what':<22} | time to interactive (s) | longest frame gap (ms) | longest task (ms) | "
-          f"exceptions | blocked <= 2 s |")
-    print(f"|{'-' * 24}|{'-' * 25}|{'-' * 24}|{'-' * 19}|{'-' * 12}|{'-' * 16}|")
+    goal = PAINT_GOAL_S.get(args.burners)
+    print(f"\nPage speed ({args.repeats} loads each, {args.burners} CPU burner(s), load average up to {load:.1f} on "
+          f"{os.cpu_count()} cores; first paint goal: max <= {goal} s; blocked <= {BLOCK_GOAL_MS / 1000:.0f} s)\n")
+    print(f"| {'what':<22} | first paint max (s) | median (s) | longest frame gap (ms) | longest task (ms) | "
+          f"404s | exceptions | goals met |")
+    print(f"|{'-' * 24}|{'-' * 21}|{'-' * 12}|{'-' * 24}|{'-' * 19}|{'-' * 6}|{'-' * 12}|{'-' * 11}|")
     ok = True
     for label, runs in rows:
-        tti = statistics.median(r["tti"] for r in runs)
-        gap = max(r["gap"] for r in runs)
-        long = max(r["long"] for r in runs)
-        errs = max(r["errors"] for r in runs)
-        good = gap <= BLOCK_GOAL_MS and errs == 0
+        worst = max(r["tti"] for r in runs)
+        gap, long = max(r["gap"] for r in runs), max(r["long"] for r in runs)
+        errs, missing = max(r["errors"] for r in runs), max(r["404"] for r in runs)
+        fast = goal is None or "nodes" in label or worst <= goal  # the big workflows have their own goal: blocked
+        good = gap <= BLOCK_GOAL_MS and errs == 0 and fast
         ok &= good
-        print(f"| {label:<22} | {tti:>10.2f} (max {max(r['tti'] for r in runs):5.2f}) | {gap:>22.0f} | "
-              f"{long:>17.0f} | {errs:>10} | {'yes' if good else 'NO':>14} |")
+        print(f"| {label:<22} | {worst:>19.2f} | {statistics.median(r['tti'] for r in runs):>10.2f} | {gap:>22.0f} | "
+              f"{long:>17.0f} | {missing:>4} | {errs:>10} | {'yes' if good else 'NO':>9} |")
     return 0 if ok else 1
 
 

@@ -79,7 +79,7 @@ def candidates_section(configured: bool) -> int | None:
             if c.candidate.graph is None:
                 left.error(f"Dropped: {md(c.candidate.error)}")
                 continue
-            left.markdown(S.metrics_text(c.candidate.metrics))
+            left.markdown(S.metrics_text(c.candidate.metrics), help=S.METRICS_HELP)
             if c.candidate.repairs:
                 left.caption("Fixed on reading: " + md("; ".join(c.candidate.repairs)))
             with right:
@@ -136,7 +136,8 @@ def proposals(ex) -> None:
                                                    if rs.kind == "repair" else ":material/update:")
     for i, p in enumerate(rs.proposals):
         with st.container(border=True):
-            st.markdown(f"**Proposal {i + 1}** ({p.source}) · {md(p.summary)}  \n{S.metrics_text(p.metrics)}")
+            st.markdown(f"**Proposal {i + 1}** ({p.source}) · {md(p.summary)}  \n{S.metrics_text(p.metrics)}",
+                        help=S.METRICS_HELP)
             left, right = st.columns([0.8, 1.4])
             left.code("\n".join(S.diff_lines(p)) or "(no change)", language=None, wrap_lines=True)
             with right:

@@ -68,7 +68,7 @@ def form(settings, configured: bool, busy: bool) -> None:
             info = split_info(bench, split, split_file=path, limit=int(limit) or None)
             entries = [(cv.short_name(k), sources[k]) for k in picked]
             job = start_comparison(ws, settings, entries, bench, problems, info, repeats=int(repeats),
-                                   concurrency=int(conc))
+                                   concurrency=int(conc), created_by=ss.get("mf_user") or "local")
         except (DataError, ValueError) as e:  # a bad split file or workflow, named
             st.error(f"Not started: {e}", icon=":material/error:")
             return
@@ -115,10 +115,13 @@ def show(stored) -> None:
                     "against it on the same problems: Δ is its difference in points with a paired-bootstrap 95% interval, "
                     "and McNemar's exact p-value says how likely such a split of the problems only one of the two solves "
                     "would be if they were equally good.")
-    st.dataframe(cv.table_frame(c), hide_index=True, width="stretch", key=f"cmp_table_{stored.id}",
-                 column_config={"score %": PCT, "sd %": PCT, "Δ vs best (pts)": PCT,
-                                "cost/problem $": st.column_config.NumberColumn(format="%.6f"),
-                                "McNemar p": st.column_config.NumberColumn(format="%.4f")})
+    for note in cv.evolved_notes(c, common.workspace()):  # an evolved round: its validation beside this score
+        st.caption(note)
+    st.dataframe(cv.table_frame(c, common.workspace()), hide_index=True, width="stretch", key=f"cmp_table_{stored.id}",
+                 column_config={"score %": PCT, "validation %": PCT,
+                                "cost/problem $": st.column_config.NumberColumn(format="$%.6f"),
+                                "tokens": st.column_config.NumberColumn(format="localized"),
+                                "calls": st.column_config.NumberColumn(format="localized")})
     st.plotly_chart(cv.pareto_figure(c), key=f"cmp_pareto_{stored.id}")
     agree = cv.agreement_frame(c)
     if not agree.empty:
@@ -132,9 +135,8 @@ def show(stored) -> None:
 
 
 def main() -> None:
-    st.title("Compare")
-    st.caption("Baselines, seeds and evolved workflows on the same problems, with paired tests: the view that "
-               "shows whether a workflow really beats the obvious alternatives on problems it never saw.")
+    common.header("Compare", "Baselines, seeds and evolved workflows on the same problems, with paired tests: the "
+                  "view that shows whether a workflow really beats the obvious alternatives on problems it never saw.")
     settings = common.llm_settings()
     configured = common.llm_banner(settings)
     ws = common.workspace()
@@ -151,7 +153,7 @@ def main() -> None:
         return
     st.subheader("Results")
     labels = {p.id: f"#{p.id} · {p.benchmark} · {p.split.get('split', '?')} · {', '.join(p.names)} · {p.status}"
-              for p in past}
+              f" · by {p.created_by}" for p in past}
     ids = list(labels)
     want = ss.get(SHOW_KEY)
     pick = st.selectbox("Comparison", ids, index=ids.index(want) if want in ids else 0, format_func=labels.get)

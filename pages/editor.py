@@ -7,7 +7,7 @@ import hashlib
 import streamlit as st
 from streamlit_ace import st_ace
 
-from flowcore import WorkflowSyntaxError, is_valid, parse, to_mermaid
+from flowcore import WorkflowSyntaxError, is_valid, parse, parse_lenient, to_mermaid
 from flowcore import catalogue as cat
 from flowcore.checker import bounded
 from flowcore.export.bundle import file_stem
@@ -16,7 +16,7 @@ from flowcore.mermaid.live import with_mermaid
 from flowcore.ui import canvas as cv
 from flowcore.ui import view
 from flowcore.workspace import library
-from pages import common, widgets
+from pages import common, serve_parts, widgets
 from pages.common import md
 
 common.app_shell()
@@ -69,7 +69,8 @@ def open_saved() -> None:
 def save() -> None:
     wf = common.current_workflow()
     try:
-        version = library.save_workflow(common.workspace(), ss.get(name_key(), ""), live_text(), wf["task"])
+        version = library.save_workflow(common.workspace(), ss.get(name_key(), ""), live_text(), wf["task"],
+                                        serve_parts.user())
     except library.LibraryError as e:
         return flash("error", f"Not saved: {md(str(e))}")
     name = library.validate_name(ss[name_key()])
@@ -105,7 +106,7 @@ rev, ws = common.editor_rev(), common.workspace()
 examples = library.examples()
 saved = library.list_workflows(ws)
 
-bar = st.columns([1.2, 2, 1.2, 0.9, 0.9, 1.1], vertical_alignment="bottom")
+bar = st.columns([1.2, 2, 1.2, 0.9, 0.9, 1.1, 1.1], vertical_alignment="bottom")
 task = bar[0].radio("Task", cat.TASKS, index=cat.TASKS.index(wf["task"]) if wf["task"] in cat.TASKS else 0,
                     horizontal=True, key=f"ed_task_{rev}", help="math: GSM8K/MATH; code: HumanEval/MBPP")
 if task != wf["task"]:
@@ -121,7 +122,9 @@ with bar[3].popover("Open", icon=":material/folder_open:"):
                              format_func=lambda n: next(f"{s.name} · {s.task} · v{s.version}"
                                                         + ("" if s.valid else " · has errors")
                                                         for s in saved if s.name == n))
-        st.selectbox("Version", [v for v, _, _ in library.versions(ws, oname)], key="ed_open_version")
+        by = library.authors(ws, oname)
+        st.selectbox("Version", [v for v, _, _ in library.versions(ws, oname)], key="ed_open_version",
+                     format_func=lambda v: f"v{v} · by {by.get(v, 'local')}")
         st.button("Open", on_click=open_saved, key="ed_open", type="primary")
     else:
         st.caption("Nothing saved in this workspace yet.")
@@ -131,6 +134,7 @@ with bar[4].popover("Save", icon=":material/save:"):
 bar[5].download_button(".mmd", live_text(), file_name=f"{file_stem(wf['name'])}.mmd",
                        mime="text/plain", icon=":material/download:", key="ed_download",
                        on_click="ignore")
+serve_parts.publish_popover(bar[6], live_text(), task, wf["name"] or "", key="ed_publish")
 
 if "ed_flash" in ss:
     kind, message = ss.pop("ed_flash")
@@ -147,11 +151,10 @@ diags, w, parse_diags = bounded.read(text, task, hard=hard)
 diags, mermaid_pending = with_mermaid(text, diags)
 readable = not any(d.code == "M001" for d in parse_diags)
 
-lay = st.columns([2, 2, 3], vertical_alignment="bottom")
+lay = st.columns([2, 5], vertical_alignment="bottom")
 split = lay[0].slider("Text width (%)", 25, 75, 45, 5, key="ed_split", help="How much of the width the text gets")
-zoom_name = lay[1].select_slider("Diagram zoom", list(view.ZOOMS), value="Fit", key="ed_zoom",
-                                 help="Fit: the whole diagram in the box. A zoom draws it larger or smaller; "
-                                      "scroll the box to move around.")
+lay[1].caption("Drawing: wheel or drag to pan, Ctrl + wheel to zoom; Fit never draws text under 11 px (the box "
+               "scrolls instead); Copy link and Copy PNG are above it.")
 left, right = st.columns([split, 100 - split])
 with left:
     ss["ed_mode"] = "plain" if view.is_big(w) else "ace"
@@ -196,12 +199,13 @@ with right:  # fixed slots (list, notice, diagram): the diagram keeps its place,
                 st.dataframe([d.to_dict() for d in diags], hide_index=True, width="stretch",
                              column_order=["line", "column", "code", "severity", "message", "node"])
     notice = st.empty()
-    if readable:
-        ss["ed_last_good"] = w
-    if "ed_last_good" in ss:
+    if readable:  # the text itself, not a parsed object a later edit could change
+        ss["ed_last_good"] = text
+    if isinstance(ss.get("ed_last_good"), str):
         if not readable:
             notice.caption("The diagram shows the last readable version of the text.")
-        widgets.diagram(ss["ed_last_good"], "ed_mermaid", view.ZOOMS[zoom_name])
+        last = ss["ed_last_good"]  # the text read just now within its budget is not read again
+        widgets.diagram(w if last == text else parse_lenient(last)[0], "ed_mermaid")
 
 st.subheader("Draw")
 if not readable:

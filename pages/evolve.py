@@ -39,7 +39,8 @@ def run_view(run_id: int, key: str) -> None:
     if info.offline:
         st.info(OFFLINE_NOTE, icon=":material/cloud_off:")
     curve = evs.curve_frame(rows)
-    for col, (label, value, why) in zip(st.columns(4), story.run_summary(info, rows, curve)):
+    figures = story.run_summary(info, rows, curve)
+    for col, (label, value, why) in zip(st.columns(len(figures)), figures):
         col.metric(label, value, help=why or None)
     st.plotly_chart(evs.score_figure(curve, info.offline), key=f"evo_curve_{key}")
     if rows and rows[-1]["round"] > 0:
@@ -143,9 +144,12 @@ def new_run(settings, configured: bool, busy: bool) -> None:
     rounds = c[2].number_input("Rounds", min_value=1, max_value=200, value=5, key="evo_rounds")
     k = c[3].number_input("Candidates per round (K)", min_value=1, max_value=16, value=4, key="evo_k")
     c = st.columns(5)
-    alpha = c[0].number_input("α (selection sharpness)", min_value=0.0, value=0.2, step=0.05, key="evo_alpha")
-    lam = c[1].number_input("λ (uniform share)", min_value=0.0, max_value=1.0, value=0.3, step=0.05,
-                            key="evo_lam")
+    alpha = c[0].number_input("Favour the best parents (α)", min_value=0.0, value=0.2, step=0.05, key="evo_alpha",
+                              help="How strongly parents with higher scores are preferred: 0 picks among the top "
+                              "rounds evenly, 0.2 (the papers') makes a round 10 points better about 7 times as likely.")
+    lam = c[1].number_input("Share picked at random (λ)", min_value=0.0, max_value=1.0, value=0.3, step=0.05,
+                            key="evo_lam", help="The share of parent picks made uniformly at random, whatever the "
+                            "scores, so weaker rounds still get explored.")
     top = c[2].number_input("Top-k parent pool", min_value=1, max_value=50, value=4, key="evo_topk")
     budget = c[3].number_input("Budget USD (0 = none)", min_value=0.0, value=0.0, step=0.1, key="evo_budget",
                                disabled=not configured)
@@ -164,7 +168,7 @@ def new_run(settings, configured: bool, busy: bool) -> None:
                               workflow=text, alpha=float(alpha), lam=float(lam), top_k=int(top), operators=ops,
                               budget=float(budget) or None, limit=int(limit) or None, mode=mode, **protocol)
         try:
-            job = evs.start_run(common.workspace(), settings, cfg, review=review)
+            job = evs.start_run(common.workspace(), settings, cfg, review=review, created_by=ss.get("mf_user") or "local")
         except ValueError as e:  # bad settings or data file, named
             st.error(f"Not started: {e}", icon=":material/error:")
             return

@@ -117,8 +117,8 @@ def main() -> None:
     tab_py, tab_mmd, tab_json, tab_png = st.tabs(["Python", "Mermaid", "JSON", "Drawing"])
     with tab_py:
         own, marker, support = source.partition("\n# " + "=" * 106 + "\n")
-        st.caption(f"{len(source.splitlines()):,} lines: prompts, the graph and `Workflow.__call__` (independent "
-                   f"nodes run concurrently) below; then {len(support.splitlines()):,} lines of operator and "
+        st.caption(f"{len(source.splitlines()):,} lines: the prompts, the graph and the function that runs "
+                   f"it (independent nodes run at the same time) below; then {len(support.splitlines()):,} lines of operator and "
                    "sandbox code pasted from flowcore (in the download).")
         shown = own if len(own) < 400_000 else "\n".join(own.splitlines()[:3000]) + "\n# … (see the .py)"
         st.code(shown, language="python", line_numbers=True, height=560)

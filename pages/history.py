@@ -23,7 +23,7 @@ from flowcore.evolution import session as evs
 from flowcore.ui import history as hv
 from flowcore.ui import view
 from flowcore.workspace import jobs
-from pages import common, widgets
+from pages import common, serve_parts, widgets
 from pages.protocol_parts import rescore_controls, test_section
 
 ss = st.session_state
@@ -97,10 +97,8 @@ def buffer_table(view: hv.RunView, offline: bool) -> None:
     page = st.number_input(f"Page (of {pages}; {hv.PAGE_ROWS} rounds a page, the last has the latest)", 1, pages,
                            pages, key=f"hist_page_{pages}") if pages > 1 else 1
     table = view.table(rounds, page, offline)
-    st.dataframe(table, hide_index=True, width="stretch", key="hist_table",
-                 column_config={"score": PCT, "ci_low": PCT, "ci_high": PCT, "pinned": st.column_config.CheckboxColumn(),
-                                "cost": st.column_config.NumberColumn(format="$%.5f"),
-                                "judge_total": st.column_config.NumberColumn("judge total", format="%.1f")})
+    st.dataframe(hv.for_people(table), hide_index=True, width="stretch", key="hist_table",
+                 column_config={"pinned": st.column_config.CheckboxColumn()})
     st.caption(hv.table_caption(table, view.total))
 
 
@@ -126,7 +124,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     c[3].metric("Judge total", "—" if total is None else f"{total:.1f} / 50", help=f"judge: {row['judge'] or '—'}")
     if row["reason"] and row["status"] == "failed":
         st.error(f"Failed: {row['reason']}")
-    st.caption(row["detail"] or "")
+    st.caption(f"{row['detail'] or ''} · made by {row.get('created_by') or info.created_by}")
     has_text = bool(row["workflow_text"])
     a = st.columns([1, 1.4, 1.4, 4], vertical_alignment="bottom")
     a[0].button("Unpin" if row["pinned"] else "Pin", icon=":material/push_pin:", key="hist_pin", on_click=_pin,
@@ -146,9 +144,11 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     a[3].toggle("Fresh (bypass the cache)", key="hist_fresh", help="Off: answers already in the LLM cache are "
                 "reused ($0, the same measurement again). On: every call goes to the endpoint.")
     note_key = f"hist_note_{run_id}_{rnd}"
-    n = st.columns([5, 1], vertical_alignment="bottom")
+    n = st.columns([5, 1, 1], vertical_alignment="bottom")
     n[0].text_input("Note", value=row["note"] or "", key=note_key, placeholder="What is worth remembering?")
     n[1].button("Save note", key="hist_note_save", on_click=_note, args=(run_id, rnd, note_key))
+    serve_parts.publish_popover(n[2], row["workflow_text"] or "", info.task, f"{info.benchmark}-run{run_id}",
+                                key="hist_publish", run_id=run_id, rnd=rnd)
     if not configured:
         st.caption(f"Re-evaluate: {NO_LLM}")
     if busy:

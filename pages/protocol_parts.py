@@ -29,11 +29,22 @@ def run_options(configured: bool) -> dict:
                                  "the held-out test split, never seen during evolution.")
     lim = c[2].number_input("Test problems (0 = the whole test split)", min_value=0, value=20,
                             key="evo_test_limit", disabled=not configured or not top)
-    return {"validation_rounds": int(reps), "test_top": int(top), "test_limit": int(lim) or None}
+    c = st.columns(3)
+    search = c[0].radio("Search", ["guided", "paper"], horizontal=True, key="evo_search",
+                        help="guided: the paper's loop plus diverse parents and operators, a judge that uses the "
+                             "history's evidence, and re-measured close calls; paper: DESIGN §5 as written")
+    again = c[1].number_input("Re-measure close calls (times)", min_value=0, max_value=5, value=2, key="evo_remeasure",
+                              disabled=not configured or search != "guided",
+                              help="A round that reaches the best score so far is measured again with fresh samples")
+    return {"validation_rounds": int(reps), "test_top": int(top), "test_limit": int(lim) or None, "search": search,
+            "remeasure": int(again)}
 
 
 def test_section(run_id: int, key: str) -> None:
     """Validation and test side by side (with intervals) for the run's test-scored rounds, if any."""
+    sentence = cv.result_sentence(common.workspace(), run_id)
+    if sentence:
+        st.markdown(f"**{sentence}**")
     df = cv.validation_test_frame(common.workspace(), run_id)
     if df.empty:
         return

@@ -81,7 +81,8 @@ def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> Non
         else:
             with st.spinner("Running the workflow…"):
                 try:
-                    res = es.run_problem(settings, common.workspace(), text, task, problem, entry)
+                    res = es.run_problem(settings, common.workspace(), text, task, problem, entry,
+                                         trace_by=st.session_state.get("mf_user") or "local", workflow_name=name or None)
                     st.session_state[ONE_KEY] = {"answer": res.answer, "cost": res.cost, "calls": res.calls,
                                                  "trace": res.trace, "task": task, "text": text,
                                                  "benchmark": bench, "problem": problem,

@@ -10,7 +10,7 @@ import streamlit as st
 
 from flowcore.llm.client import LLM, ROLES, LLMError, LLMSettings, public_url
 from flowcore.workspace import settings as settings_store
-from pages import common
+from pages import common, serve_parts
 
 common.app_shell()
 ss = st.session_state
@@ -77,7 +77,7 @@ else:
     st.caption("No key set (a local server such as vLLM, Ollama or llama.cpp may not need one).")
 
 st.subheader("Endpoint, models and limits")
-with st.form("llm_settings_form"):
+with st.form("llm_settings_form", enter_to_submit=False):  # Enter in a box must not save it all
     base_url = st.text_input("Endpoint URL (OpenAI-compatible)", value=current.base_url or "", key="set_url",
                              placeholder="https://api.openai.com/v1 or http://127.0.0.1:8000/v1")
     cols = st.columns(len(ROLES))
@@ -149,3 +149,5 @@ with st.expander("Forget saved settings"):
         settings_store.clear_llm_settings(common.workspace())
         ss["set_flash"] = "Saved settings removed."
         st.rerun()
+
+serve_parts.keys_section()

@@ -12,7 +12,6 @@ from streamlit_flow import streamlit_flow
 from streamlit_flow.elements import StreamlitFlowEdge, StreamlitFlowNode
 from streamlit_flow.layouts import ManualLayout
 from streamlit_flow.state import StreamlitFlowState
-from streamlit_mermaid import st_mermaid
 
 from flowcore import catalogue as cat
 from flowcore import parse_lenient
@@ -22,19 +21,21 @@ from flowcore.ui import view
 from flowcore.workspace import jobs, library
 from pages import common
 from pages.common import md
+from pages.drawing import drawing
 
 ss = st.session_state
 
 
 def diagram(w: Workflow | str, key: str, zoom: float | None = None, height: int | None = None) -> None:
-    """A Mermaid drawing: labels cannot load anything, a zoom (None fits the width), the box scrolls to pan.
+    """A Mermaid drawing (the app's own component): labels cannot load anything, a zoom to start with (None fits
+    the width, never below 11 px text), wheel and drag pan, Ctrl + wheel zooms, copy link and PNG buttons.
     A big graph is not drawn here (it would freeze the tab): its overview is shown instead."""
     if isinstance(w, str):
         w = parse_lenient(w)[0]
     if not view.draw_live(w):
         big_graph(w, key)
         return
-    st_mermaid(view.diagram_code(w, zoom), height=f"{height or view.diagram_height(w, zoom)}px", key=key)
+    drawing(view.diagram_code(w), key, max_height=height or 720, zoom=zoom)
 
 
 def big_graph(w: Workflow, key: str) -> None:
@@ -48,7 +49,7 @@ def big_graph(w: Workflow, key: str) -> None:
     what = "it" if len(w.nodes) <= view.PREVIEW_NODES else f"the first {view.PREVIEW_NODES} nodes along the flow"
     if st.toggle(f"Draw {what}", key=f"{key}_preview"):
         part = view.preview(w)
-        st_mermaid(view.diagram_code(part), height=f"{view.diagram_height(part)}px", key=f"{key}_part")
+        drawing(view.diagram_code(part), f"{key}_part")
 
 
 def rerun_when(ready, every: float = 0.4) -> None:  # noqa: ANN001 - ready() -> bool
@@ -91,6 +92,7 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
         ss["ed_flow"] = {"key": fkey, "ts": int(time.time() * 1000),
                          "sent": cv.to_canvas(w, kept[1] if kept[0] == structure else None)}
     sent, across = ss["ed_flow"]["sent"], w.direction in ("LR", "RL")
+    points, pieces = cv.expand(sent)  # a bent edge is drawn through fixed points, never behind a node
     nodes = [StreamlitFlowNode(
         n["id"], (n["x"], n["y"]),
         {"content": f"**{n['id']}**  \n" + md(str(view.safe_label(n["label"]))).replace("\\<br/\\>", "  \n"),
@@ -98,21 +100,28 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
         node_type=n["kind"], source_position="right" if across else "bottom",
         target_position="left" if across else "top", connectable=True, deletable=True,
         style={"background": cat.CATALOGUE[n["op"]].color if n["op"] in cat.CATALOGUE else "#ffffff",
-               "width": "180px", "fontSize": "12px", "padding": "6px"}) for n in sent["nodes"]]
+               "width": f"{cv.NODE_W - 10}px", "fontSize": "13px", "padding": "6px"}) for n in sent["nodes"]]
+    nodes += [StreamlitFlowNode(p["id"], (p["x"] - 1, p["y"] - 1), {"content": ""}, node_type="default",
+                                source_position="right" if across else "bottom", draggable=False,
+                                target_position="left" if across else "top", connectable=False, deletable=False,
+                                selectable=False, focusable=False,
+                                style={"width": "2px", "height": "2px", "padding": "0", "border": "none",
+                                       "background": "transparent", "minWidth": "0"}) for p in points]
     edges = [StreamlitFlowEdge(e["id"], e["source"], e["target"], label=e["label"], deletable=True,
-                               focusable=True, marker_end={"type": "arrowclosed"}, label_show_bg=True)
-             for e in sent["edges"]]
+                               focusable=True, marker_end={"type": "arrowclosed"} if e["arrow"] else {},
+                               label_show_bg=True, edge_type="straight" if cv.WAYPOINT in e["id"] else "default",
+                               label_style={"fontSize": "12px"}) for e in pieces]
     width, height = cv.extent(sent)
     got = streamlit_flow(fkey, StreamlitFlowState(nodes, edges, timestamp=ss["ed_flow"]["ts"]),
-                         height=cv.CANVAS_HEIGHT, fit_view=width > cv.CANVAS_WIDTH or height > cv.CANVAS_HEIGHT,
+                         height=int(min(max(height + 60, 320), cv.CANVAS_MAX_HEIGHT)), fit_view=True,
                          allow_new_edges=True, enable_node_menu=False, enable_edge_menu=True,
-                         get_node_on_click=True, hide_watermark=True, layout=ManualLayout(), min_zoom=0.1)
-    if got.selected_id and got.selected_id != ss.get("ed_node_seen"):  # a click: the app's node dialog
-        ss["ed_node"] = ss["ed_node_seen"] = got.selected_id
-    back = {"nodes": [{"id": n.id, "op": n.data.get("op"), "label": n.data.get("mlabel"),
-                       "x": n.position["x"], "y": n.position["y"]} for n in got.nodes],
-            "edges": [{"id": e.id, "source": e.source, "target": e.target, "label": e.label or ""}
-                      for e in got.edges]}
+                         get_node_on_click=True, hide_watermark=True, layout=ManualLayout(), min_zoom=0.7)
+    if got.selected_id and got.selected_id != ss.get("ed_node_seen") and cv.WAYPOINT not in got.selected_id:
+        ss["ed_node"] = ss["ed_node_seen"] = got.selected_id  # a click on a node: the app's node dialog
+    back = cv.collapse([{"id": n.id, "op": n.data.get("op"), "label": n.data.get("mlabel"),
+                         "x": n.position["x"], "y": n.position["y"]} for n in got.nodes],
+                       [{"id": e.id, "source": e.source, "target": e.target, "label": e.label or ""}
+                        for e in got.edges], sent)
 
     def shape(c: dict) -> tuple:
         return (sorted(n["id"] for n in c["nodes"]),

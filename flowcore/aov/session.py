@@ -256,8 +256,9 @@ def timeline(events: list[dict], running: Sequence[str] = (), now: float | None 
                         hovertemplate="%{y} (%{customdata[0]}, step %{customdata[1]}): %{base:.1f}-"
                                       "%{x:.1f} s<extra></extra>")
     order = list(dict.fromkeys(r["subtask"] for r in sorted(rows, key=lambda r: r["start"])))
-    fig.update_layout(height=80 + 24 * max(len(order), 1), margin={"l": 10, "r": 10, "t": 10, "b": 30},
-                      barmode="overlay", xaxis_title="seconds since the first start", legend_orientation="h",
+    fig.update_layout(height=110 + 24 * max(len(order), 1), margin={"l": 10, "r": 10, "t": 40, "b": 40},
+                      barmode="overlay", xaxis_title="seconds since the first start",  # the legend above, clear of ticks
+                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                       yaxis={"categoryorder": "array", "categoryarray": order[::-1]})
     return fig
 
@@ -310,9 +311,17 @@ def named_texts(example_names: Sequence[str], uploads: Sequence[tuple[str, bytes
     return out + ([("pasted JSON", pasted)] if pasted.strip() else [])
 
 
+METRICS_HELP = ("Parallelism (P_avg): subtasks that can run at the same time, on average over the steps; higher "
+                "finishes sooner. Dependency spread (C_dependency): how unevenly the links are shared among the "
+                "subtasks (the spread of their numbers of links); lower means fewer bottlenecks. Steps: how many "
+                "rounds of waiting the graph needs. The rule picks the highest parallelism, then the lowest spread.")
+
+
 def metrics_text(m: M.Metrics) -> str:
-    """The metrics as one Markdown line."""
-    return f"P_avg **{m.P_avg:.2f}** · C_dependency **{m.C_dependency:.2f}** · T **{m.T}** steps"
+    """The metrics as one Markdown line, named for people (the papers' symbols in brackets; METRICS_HELP says
+    what they mean)."""
+    return (f"parallelism **{m.P_avg:.2f}** (P_avg) · dependency spread **{m.C_dependency:.2f}** (C_dependency) · "
+            f"**{m.T}** step{'s' * (m.T != 1)}")
 
 
 def md(text: Any) -> str:

@@ -406,21 +406,25 @@ class StoredComparison:
     error: str | None
     job_id: str | None
     result: Comparison | None
+    created_by: str = "local"  # who started it: the logged-in member, or "local"
 
 
 def _schema(ws: Workspace) -> None:
     ws.ensure_schema("compare", _DDL)
+    if "compare-who" not in ws._schemas:  # who made each comparison (added later: an additive column)
+        ws.add_columns("comparisons", {"created_by": "TEXT"})
+        ws.ensure_schema("compare-who", "")
 
 
-def save_comparison(ws: Workspace, comparison: Comparison, status: str = "done") -> int:
+def save_comparison(ws: Workspace, comparison: Comparison, status: str = "done", created_by: str = "local") -> int:
     _schema(ws)
     with ws.transaction() as conn:
         cur = conn.execute(
             "INSERT INTO comparisons(created, benchmark, split_json, repeats, names_json, status, result_json,"
-            " finished) VALUES (?,?,?,?,?,?,?,?)",
+            " finished, created_by) VALUES (?,?,?,?,?,?,?,?,?)",
             (time.time(), comparison.benchmark, json.dumps(comparison.split), comparison.repeats,
              json.dumps([m.name for m in comparison.measurements]), status, json.dumps(comparison.to_json()),
-             time.time()))
+             time.time(), created_by))
         return int(cur.lastrowid)
 
 
@@ -428,14 +432,14 @@ def _row(r: Any, with_result: bool) -> StoredComparison:
     result = Comparison.from_json(json.loads(r["result_json"])) if with_result and r["result_json"] else None
     return StoredComparison(int(r["id"]), float(r["created"]), r["benchmark"], json.loads(r["split_json"]),
                             int(r["repeats"]), json.loads(r["names_json"]), r["status"], r["error"], r["job_id"],
-                            result)
+                            result, dict(r).get("created_by") or "local")
 
 
 def list_comparisons(ws: Workspace, limit: int = 50) -> list[StoredComparison]:
     """Newest first, without their results; a 'running' one whose job is gone is reported as interrupted."""
     _schema(ws)
     rows = ws.query("SELECT id, created, benchmark, split_json, repeats, names_json, status, error, job_id,"
-                    " NULL AS result_json FROM comparisons ORDER BY id DESC LIMIT ?", (int(limit),))
+                    " NULL AS result_json, created_by FROM comparisons ORDER BY id DESC LIMIT ?", (int(limit),))
     out = [_row(r, False) for r in rows]
     for c in out:
         if c.status == "running" and jobs.get(c.job_id) is None:
@@ -452,7 +456,8 @@ def load_comparison(ws: Workspace, comparison_id: int) -> StoredComparison:
 
 
 def start_comparison(ws: Workspace, settings: Any, entries: list[tuple[str, str]], benchmark: str,
-                     problems: list[Problem], split: dict, *, repeats: int = 1, concurrency: int = 4) -> jobs.Job:
+                     problems: list[Problem], split: dict, *, repeats: int = 1, concurrency: int = 4,
+                     created_by: str = "local") -> jobs.Job:
     """Check the inputs (ValueError naming what is wrong, before anything is stored), store a 'running'
     comparison and run it as a background job; its progress data: {"workflow", "done", "total"}."""
     from flowcore.llm.client import LLM
@@ -499,8 +504,9 @@ def start_comparison(ws: Workspace, settings: Any, entries: list[tuple[str, str]
     job = jobs.Job(target, COMPARE_JOB)
     with ws.transaction() as conn:
         cur = conn.execute("INSERT INTO comparisons(created, benchmark, split_json, repeats, names_json, status,"
-                           " job_id) VALUES (?,?,?,?,?,?,?)", (time.time(), benchmark, json.dumps(split), repeats,
-                                                                json.dumps(names), "running", job.id))
+                           " job_id, created_by) VALUES (?,?,?,?,?,?,?,?)",
+                           (time.time(), benchmark, json.dumps(split), repeats, json.dumps(names), "running", job.id,
+                            created_by))
         job.meta["comparison_id"] = int(cur.lastrowid)
     return job.start()
 

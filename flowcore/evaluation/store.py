@@ -22,7 +22,9 @@ from flowcore.llm.client import LLM, LLMSettings
 from flowcore.mermaid.reader import parse
 from flowcore.tasks import BENCHMARKS, TASK_OF, EvalReport, Problem, ProblemResult, read_problems
 from flowcore.tasks.harness import bootstrap_ci
-from flowcore.workspace import jobs
+from flowcore.tracing import otel
+from flowcore.tracing.run import traced_run
+from flowcore.workspace import jobs, traces
 from flowcore.workspace.store import Workspace
 
 __all__ = ["EVAL_JOB", "EvalRecord", "benchmarks_for", "create_evaluation", "default_benchmark",
@@ -216,13 +218,28 @@ def _llm_for(settings: LLMSettings, ws: Workspace | None, run_id: str, concurren
 
 
 def run_problem(settings: LLMSettings, ws: Workspace | None, workflow_text: str, task: str | None,
-                problem: str, entry_point: str | None = None, public_tests: str = "") -> RunResult:
+                problem: str, entry_point: str | None = None, public_tests: str = "", *,
+                trace_by: str | None = None, workflow_name: str | None = None) -> RunResult:
     """Run the workflow once (blocking). Raises WorkflowSyntaxError/WorkflowInvalid before any LLM call,
-    NodeError or LLMError when the run fails."""
+    NodeError or LLMError when the run fails. ``trace_by`` (who ran it): the run's trace is stored in ``ws``
+    (and sent over OTLP when configured), failed runs included; ``res.trace_id`` names it."""
     w = parse(workflow_text)
     llm = _llm_for(settings, ws, f"run-{time.time_ns()}")
-    res = asyncio.run(run_workflow(w, problem, entry_point=(entry_point or None), llm=llm,
-                                   public_tests=public_tests, task=task))
+    if trace_by is None:
+        res = asyncio.run(run_workflow(w, problem, entry_point=(entry_point or None), llm=llm,
+                                       public_tests=public_tests, task=task))
+    else:
+        traced = asyncio.run(traced_run(w, problem, llm=llm, task=task, entry_point=(entry_point or None),
+                                        public_tests=public_tests, source="run-page", created_by=trace_by,
+                                        name=workflow_name))
+        if ws is not None:
+            traces.save_trace(ws, traced.trace)
+        otel.export(traced.trace)
+        if traced.error is not None:
+            raise traced.error
+        assert traced.result is not None
+        res = traced.result
+        res.trace_id = traced.trace.id  # type: ignore[attr-defined] - the Traces page opens it
     res.tokens_per_s = llm.usage.tokens_per_s  # type: ignore[attr-defined] - a slow local model shows here
     res.cached_calls = llm.usage.cached  # type: ignore[attr-defined] - answered from the workspace's cache
     res.price_known = settings.price_known(settings.model_for("executor"))  # type: ignore[attr-defined]

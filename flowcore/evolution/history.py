@@ -148,6 +148,7 @@ class RunInfo:
     task: str
     offline: bool
     updated: float = 0.0  # last write (a round stored, a status, pin or note set): how a change is told
+    created_by: str = "local"  # who started it: the logged-in member, a key's owner, or "local"
 
 
 class History:
@@ -158,16 +159,20 @@ class History:
             ws.add_columns("evo_rounds", {"judge_total": "REAL"})  # before the index that covers it
             ws.ensure_schema("evolution-scale", SCALE_DDL)
             _backfill(ws)
+        if "evolution-who" not in ws._schemas:  # who made each run and round (added later: additive columns)
+            ws.add_columns("evo_runs", {"created_by": "TEXT"})
+            ws.add_columns("evo_rounds", {"created_by": "TEXT"})
+            ws.ensure_schema("evolution-who", "")
 
     # -- runs ----------------------------------------------------------------------------------------------
     def create_run(self, config: dict, config_key: str, seed_workflow: str, benchmark: str, task: str,
-                   offline: bool) -> int:
+                   offline: bool, created_by: str = "local") -> int:
         now = time.time()
         with self.ws.transaction() as c:
             cur = c.execute("INSERT INTO evo_runs(created, updated, config_json, config_key, seed_workflow, "
-                            "benchmark, task, offline) VALUES (?,?,?,?,?,?,?,?)",
+                            "benchmark, task, offline, created_by) VALUES (?,?,?,?,?,?,?,?,?)",
                             (now, now, json.dumps(config, sort_keys=True), config_key, seed_workflow, benchmark,
-                             task, int(offline)))
+                             task, int(offline), created_by or "local"))
             return int(cur.lastrowid)
 
     def run(self, run_id: int) -> RunInfo:
@@ -177,7 +182,7 @@ class History:
         r = rows[0]
         return RunInfo(r["id"], r["created"], json.loads(r["config_json"]), r["config_key"], r["status"],
                        r["reason"], r["seed_workflow"], r["benchmark"], r["task"], bool(r["offline"]),
-                       float(r["updated"] or 0.0))
+                       float(r["updated"] or 0.0), r["created_by"] or "local")
 
     def runs(self) -> list[RunInfo]:
         return [self.run(r["id"]) for r in self.ws.query("SELECT id FROM evo_runs ORDER BY id")]
@@ -216,6 +221,10 @@ class History:
         parents = rec.get("parents") or []
         cols = ", ".join(row)
         with self.ws.transaction() as c:
+            if "created_by" not in row:  # a round is made by whoever runs its run (a reviewer may say otherwise)
+                who = c.execute("SELECT created_by FROM evo_runs WHERE id = ?", (run_id,)).fetchone()
+                row["created_by"] = (who["created_by"] if who else None) or "local"
+                cols = ", ".join(row)
             marks = ", ".join("?" * len(row))
             c.execute(f"INSERT INTO evo_rounds({cols}) VALUES ({marks})", tuple(row.values()))
             for p in dict.fromkeys(parents):
@@ -383,15 +392,15 @@ class RunBuffer:
 
     def __init__(self, history: History, run_id: int) -> None:
         self.history, self.run_id = history, run_id
-        self.rows: dict[int, dict] = {}  # round -> light row (round, status, score, operator, parents)
+        self.rows: dict[int, dict] = {}  # round -> light row (round, status, score, ci, operator, detail, parents)
         self._ranked: list[tuple[float, int]] = []  # usable rounds by (-score or 1, -round): top-k order
         self.texts: set[str] = set()
         self.text_rounds: list[int] = []  # rounds with a workflow, in order (the judge's history)
         self.text_of: dict[int, str] = {}
         self.spent = 0.0
         self.record: dict[str, list[float]] = {}
-        for r in history.ws.query("SELECT round, status, score, cost, operator, parents_json, workflow_text "
-                                  "FROM evo_rounds WHERE run_id = ? ORDER BY round", (run_id,)):
+        for r in history.ws.query("SELECT round, status, score, ci_low, ci_high, cost, operator, detail, parents_json, "
+                                  "workflow_text FROM evo_rounds WHERE run_id = ? ORDER BY round", (run_id,)):
             d = dict(r)
             d["parents"] = json.loads(d.pop("parents_json") or "[]")
             self._add(d)
@@ -399,7 +408,8 @@ class RunBuffer:
     def add(self, rec: dict) -> None:
         """Account for a round just stored (the loop's record, with Python values)."""
         self._add({"round": rec["round"], "status": rec.get("status"), "score": rec.get("score"),
-                   "cost": rec.get("cost"), "operator": rec.get("operator"), "parents": rec.get("parents") or [],
+                   "ci_low": rec.get("ci_low"), "ci_high": rec.get("ci_high"), "cost": rec.get("cost"),
+                   "operator": rec.get("operator"), "detail": rec.get("detail"), "parents": rec.get("parents") or [],
                    "workflow_text": rec.get("workflow_text")})
 
     def _add(self, d: dict) -> None:
@@ -420,6 +430,10 @@ class RunBuffer:
                 self.record.setdefault(d["operator"], []).append(-1.0)
             elif p and p["score"] is not None and d["score"] is not None:
                 self.record.setdefault(d["operator"], []).append(d["score"] - p["score"])
+
+    def best_score(self) -> float | None:
+        """The highest validation score of a measured round so far (None before any)."""
+        return -self._ranked[0][0] if self._ranked and self._ranked[0][0] <= 0 else None
 
     def top_k(self, k: int = 4) -> list[dict]:
         """``top_k`` over the stored rounds (same order, seed always included) without reading them."""

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from flowcore import catalogue as cat
 from flowcore.checker.check import check
 from flowcore.evolution import prompts as lib
+from flowcore.evolution.ops import SAMPLERS
+from flowcore.evolution.search import edit_kind, rationale
 from flowcore.mermaid.reader import to_mermaid
 from flowcore.model import Workflow
 
@@ -96,6 +98,8 @@ class RuleJudge:
         kw = {k: v for k, v in kw.items() if k in ("history", "operator_record")}
         return self.score(candidates, parent, **kw)  # type: ignore[arg-type]
 
+    samples_differ = False  # whether parallel copies of a generator count as independent samples
+
     def coherence(self, w: Workflow) -> float:
         diags = check(w, self.task)
         errors = sum(d.severity == "error" for d in diags)
@@ -103,6 +107,8 @@ class RuleJudge:
         # identical parallel nodes (same type, prompt and inputs) add cost but no information
         seen: Counter = Counter()
         for n in w.nodes.values():
+            if self.samples_differ and n.op in SAMPLERS:
+                continue  # a generator samples at temperature > 0: its copies are what self-consistency votes on
             if not n.is_interface:
                 ins = tuple(sorted((e.src, e.label or "") for e in w.in_edges(n.id)))
                 seen[(n.op, w.prompts.get(n.prompt or "", n.prompt), ins)] += 1
@@ -144,6 +150,33 @@ class RuleJudge:
             return 5.0
         signs = [(d > 0) - (d < 0) for d in deltas]
         return _clamp(5 + 5 * sum(signs) / len(signs))
+
+
+class GuidedJudge(RuleJudge):
+    """The rule judge of the guided search (flowcore.evolution.search): each candidate is compared with its own
+    first parent, its *rationale* is what edits of its kind did in this run's history buffer (untried kinds
+    first), and parallel samples of one generator are not duplicates."""
+
+    samples_differ = True
+
+    def score(self, candidates: list[Candidate], parent: Workflow, *, history: Iterable[Workflow] = (),
+              operator_record: dict[str, list[float]] | None = None,
+              kind_record: dict[str, list[float]] | None = None,
+              parents: dict[int, Workflow] | None = None) -> Verdict:
+        if not candidates:
+            raise ValueError("the judge needs at least one candidate")
+        hsigs = [signature(h) for h in history]
+        scores = []
+        for c in candidates:
+            own = (parents or {}).get(c.parents[0]) if c.parents else None
+            s = {"coherence": self.coherence(c.workflow),
+                 "innovation": self.innovation(signature(c.workflow), signature(own or parent), hsigs),
+                 "complexity_balance": self.complexity(c.workflow),
+                 "prompt_quality": self.prompt_quality(c.workflow),
+                 "rationale": rationale(edit_kind(c.operator, c.detail), kind_record or {})}
+            s["total"] = round(sum(s[k] for k in CRITERIA), 2)
+            scores.append(s)
+        return Verdict(scores, pick(scores), self.name)
 
 
 def pick(scores: list[dict[str, float]]) -> int:

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from flowcore.checker.check import check
-from flowcore.evolution import ops
+from flowcore.evolution import ops, search
 from flowcore.evolution.history import History, RunBuffer, sample_from_pool
-from flowcore.evolution.judge import Candidate, LLMJudge, RuleJudge, Verdict
+from flowcore.evolution.judge import Candidate, GuidedJudge, LLMJudge, RuleJudge, Verdict
 from flowcore.evolution.lease import Lease
 from flowcore.evolution.optimizer import Optimizer, rewrite_prompt
 from flowcore.mermaid.reader import WorkflowSyntaxError, parse, to_mermaid
@@ -99,6 +99,10 @@ class EvolutionConfig:
     test_limit: int | None = None
     test_data: str | None = None  # test rows of a run evolved on its own --data
     split_file: str | None = None  # the user's validation/test split instead of ours
+    # guided: the paper's loop plus per-candidate parents and distinct operators, the history buffer's evidence
+    # in the rule judge, and confidence-aware acceptance (flowcore.evolution.search); paper: DESIGN §5 as written.
+    search: str = "guided"
+    remeasure: int = 2  # guided: extra fresh measurements of a round that could be the run's best
 
     @property
     def task(self) -> str:
@@ -118,6 +122,10 @@ class EvolutionConfig:
                 raise ValueError(f"{'lambda' if name == 'lam' else name} must be a finite number, got {v}")
         if self.alpha < 0 or not 0 <= self.lam <= 1:
             raise ValueError(f"alpha must be >= 0 and lambda in [0, 1] (got {self.alpha}, {self.lam})")
+        if self.search not in search.SEARCHES:
+            raise ValueError(f"search must be one of {', '.join(search.SEARCHES)}, got '{self.search}'")
+        if not isinstance(self.remeasure, int) or self.remeasure < 0:
+            raise ValueError(f"remeasure must be an integer >= 0, got {self.remeasure!r}")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got '{self.mode}'")
         if self.budget is not None and self.budget < 0:
@@ -144,6 +152,7 @@ class EvolutionConfig:
     @classmethod
     def from_dict(cls, d: dict) -> EvolutionConfig:
         known = set(cls.__dataclass_fields__)
+        d = {"search": "paper", **d}  # a run stored before the guided search resumes as it started
         return cls(**{k: v for k, v in d.items() if k in known})
 
     def key(self) -> str:
@@ -152,6 +161,9 @@ class EvolutionConfig:
         d.pop("rounds")
         for name in ("test_top", "test_limit", "test_data"):  # re-scoring on test does not change the run
             d.pop(name)
+        if d["search"] == "paper":  # keys of older runs stay valid (remeasure means nothing to a paper run)
+            d.pop("search")
+            d.pop("remeasure")
         for name, default in (("validation_rounds", 1), ("split_file", None)):  # keys of older runs stay valid
             if d[name] == default:
                 d.pop(name)
@@ -234,8 +246,8 @@ class Evolution:
             return int(rows[0]["id"])
         return None
 
-    def start(self, *, resume: bool = True) -> int:
-        """Attach to the latest unfinished run with this config (resume) or create a new one."""
+    def start(self, *, resume: bool = True, created_by: str = "local") -> int:
+        """Attach to the latest unfinished run with this config (resume) or create a new one (by ``created_by``)."""
         if self.run_id is None and resume:
             self.run_id = self.find_resumable()
         if self.run_id is not None:
@@ -253,7 +265,7 @@ class Evolution:
         else:
             cfg = self.config
             self.run_id = self.history.create_run(cfg.to_dict(), cfg.key(), cfg.workflow or "", cfg.benchmark,
-                                                  cfg.task, cfg.offline)
+                                                  cfg.task, cfg.offline, created_by)
         self.lease()
         if self.llm is None and self._settings is not None:
             from flowcore.llm.client import LLM
@@ -463,7 +475,10 @@ class Evolution:
             pws = [self._workflow(p) for p in parents]
             experience = self.history.experience(self.run_id or 0, parents[0]["round"])
             rec["experience"] = experience
-            candidates, dropped = await self._candidates(r, rng, parents, pws, buf.texts, experience)
+            if cfg.search == "guided" and not (cfg.mode == "llm" and self.llm is not None):
+                candidates, dropped = await self._guided_candidates(r, rng, pool, buf.texts)
+            else:
+                candidates, dropped = await self._candidates(r, rng, parents, pws, buf.texts, experience)
             rec["candidates"] = [_cand_json(c) for c in candidates] + dropped  # kept if judging fails
             if not candidates:
                 reasons = "; ".join(d.get("reason") or "" for d in dropped[:3])
@@ -546,6 +561,26 @@ class Evolution:
             cands.append(Candidate(res.workflow, res.operator, res.detail, prounds, "operator"))
         return cands, dropped
 
+    async def _guided_candidates(self, r: int, rng: random.Random, pool: list[dict],
+                           tried: set[str]) -> tuple[list[Candidate], list[dict]]:
+        """Guided search: each candidate from its own parents and, while there are enough, its own operator."""
+        cfg, seen, cands, used = self.config, _Seen(tried), [], set()
+        plan = search.candidate_plan(pool, rng, cfg.candidates, list(cfg.operators), alpha=cfg.alpha, lam=cfg.lam)
+        for i, (drawn, names) in enumerate(plan):
+            pws = [self._parsed_round(p["round"]) for p in drawn]
+            usable = search.usable_operators(names, cfg.task, len({to_mermaid(w) for w in pws}) > 1)
+            usable = [n for n in usable if n not in used] + [n for n in usable if n in used]  # unused ones first
+            for j, name in enumerate([*usable, *usable]):  # operators are randomised: a second pass finds others
+                res = await self._apply(name, pws, rng, f"run{self.run_id}:r{r}:c{i}:{j}")
+                if isinstance(res, ops.Declined) or res.text in seen:
+                    continue
+                seen.add(res.text)
+                used.add(name)
+                cands.append(Candidate(res.workflow, res.operator, res.detail,
+                                       [drawn[k]["round"] for k in res.parents], "operator"))
+                break
+        return cands, []
+
     async def _apply(self, name: str, pws: list[Workflow], rng: random.Random,
                      salt: str) -> ops.Child | ops.Declined:
         """One graph operator; with an LLM at hand the prompt operator lets the optimizer write the prompt."""
@@ -575,6 +610,11 @@ class Evolution:
             return await LLMJudge(self.llm, self.config.task).ascore(
                 cands, parent, parent_score=prow["score"], experience=experience, history=history,
                 operator_record=record, cache_salt=f"run{self.run_id}:r{r}")
+        if self.config.search == "guided":
+            parents = {p: self._parsed_round(p) for c in cands for p in c.parents[:1] if p in buf.text_of}
+            return GuidedJudge(self.config.task).score(cands, parent, history=history, operator_record=record,
+                                                       kind_record=search.kind_record(buf.rows.values()),
+                                                       parents=parents)
         return RuleJudge(self.config.task).score(cands, parent, history=history, operator_record=record)
 
     async def _reviewed(self, r: int, cands: list[Candidate], verdict: Verdict, rec: dict) -> Candidate:
@@ -611,6 +651,45 @@ class Evolution:
                                   split_file=cfg.split_file)
         return self._problems
 
+    async def _measure(self, w: Workflow, problems: list, *, repeat: int = 0) -> Any:
+        """One validation evaluation. A ``repeat`` > 0 draws fresh samples: its calls are cached under their own
+        salt, so they reach the endpoint once and a round retried after an outage gets the same answers."""
+        if self.evaluator is not None:
+            report = await self.evaluator(w, problems)
+        else:
+            from flowcore.evaluation.compare import uncached
+            from flowcore.evaluation.evaluate import evaluate_workflow
+            from flowcore.execution import cluster
+
+            llm = self.llm
+            if repeat and hasattr(llm, "salted"):  # Ray tasks rebuild the client from settings: bypass the cache
+                llm = uncached(llm) if cluster.enabled() else llm.salted(f"repeat{repeat}")
+            report = await evaluate_workflow(w, self.config.benchmark, problems, llm=llm,
+                                             concurrency=self.config.concurrency, cancel=self.cancel)
+        if getattr(report, "cancelled", False):
+            raise Cancelled
+        return report
+
+    async def _remeasured(self, w: Workflow, problems: list, reports: list) -> Any:
+        """Guided search: a round that could be the run's best is measured again with fresh samples (up to
+        ``remeasure`` times) and scored on all its measurements, so one lucky draw does not crown it."""
+        from flowcore.evaluation.compare import pool_reports
+
+        def pooled() -> Any:
+            return pool_reports(reports) if len(reports) > 1 else reports[0]
+
+        cfg, report = self.config, pooled()
+        if cfg.search == "guided":
+            buf = self._buffer()
+            result = search.chosen(list(buf.rows.values()))
+            best, low = buf.best_score(), (result or {}).get("ci_low")
+            for _ in range(cfg.remeasure):
+                if not search.close_call(report.score, report.ci_low, best, low):
+                    break
+                reports.append(await self._measure(w, problems, repeat=len(reports)))
+                report = pooled()
+        return report
+
     async def _evaluate_into(self, rec: dict, w: Workflow, spent0: float) -> dict:
         """Evaluate the chosen workflow on the validation split (or mark it structure-only offline)."""
         if self.config.offline:
@@ -621,20 +700,8 @@ class Evolution:
             problems = self._load_problems()
             reports = []
             for _ in range(self.config.validation_rounds):  # repeats: the LLM's cache is off (see start)
-                if self.evaluator is not None:
-                    report = await self.evaluator(w, problems)
-                else:
-                    from flowcore.evaluation.evaluate import evaluate_workflow
-
-                    report = await evaluate_workflow(w, self.config.benchmark, problems, llm=self.llm,
-                                                     concurrency=self.config.concurrency, cancel=self.cancel)
-                if getattr(report, "cancelled", False):
-                    raise Cancelled
-                reports.append(report)
-            if len(reports) > 1:
-                from flowcore.evaluation.compare import pool_reports
-
-                report = pool_reports(reports)
+                reports.append(await self._measure(w, problems))
+            report = await self._remeasured(w, problems, reports)
             results = list(report.results)
             infra = [x for x in results if _errored(x)]
             if infra and any(getattr(x, "transient", False) for x in infra):

@@ -682,13 +682,158 @@ def _swap(a: Workflow, b: Workflow, task: str, target: str, donor: str) -> Calla
     return site
 
 
+# ----------------------------------------------------------------------------------------- macro-operators
+# Whole motifs from the papers' case studies, each one edit: the landscape is deceptive step by step (a 2-sample
+# vote is no better than one sample, so single-node inserts get no reward until the third sample arrives).
+
+SAMPLERS = ("CustomOp", "AnswerGenerateOp", "ProgrammerOp", "CustomCodeGenerateOp")  # sample at temperature > 0
+ENSEMBLE_SIZES = (3, 5)  # CoT-SC samples five; three is the smallest vote that beats one sample
+RETRY_PROMPT = ("The previous solution failed its tests. Write an improved, fully correct function with the same "
+                "name, handling every case the problem describes.")
+
+
+def _copy_node(w: Workflow, nid: str) -> str:
+    """A new node of the same operator, prompt and inputs: another sample of the same call."""
+    node = w.nodes[nid]
+    new = w.new_id(PREFIX.get(node.op or "", "N"))
+    w.nodes[new] = Node(new, node.label, node.shape or "[", node.op, node.prompt, list(node.classes))
+    for e in w.in_edges(nid):
+        if not is_route(w, e):
+            connect(w, e.src, new, e.label)
+    return new
+
+
+def _voted(w: Workflow, nid: str) -> bool:
+    """Whether every use of the node is as a solution of an ensemble (it is already one of several samples)."""
+    outs = w.out_edges(nid)
+    return bool(outs) and all(w.nodes[e.dst].op == "ScEnsembleOp" and (p := edge_port(w, e)) is not None
+                              and p.name == "solutions" for e in outs)
+
+
+def ensemble(parent: Workflow, task: str, rng: random.Random) -> Child:
+    """Add a k-sample ensemble (CoT-SC): a sampling node becomes k samples of itself (same operator, prompt and
+    inputs: each call samples anew) voted by a new ScEnsemble; an existing ensemble gets more samples of one of
+    its sampling branches until it has k."""
+    sites: list[Callable[[], Child]] = []
+    for n in parent.nodes.values():
+        if gated(parent, n.id) or any(is_route(parent, e) for e in parent.in_edges(n.id)):
+            continue
+        if n.op in SAMPLERS and not _voted(parent, n.id):
+            sites.append(_sample_k(parent, task, rng, n.id))
+        elif n.op == "ScEnsembleOp":
+            sites.append(_grow(parent, task, rng, n.id))
+    return _first(sites, rng, "ensemble", "no sampling node or ensemble to grow")
+
+
+def _sample_k(parent: Workflow, task: str, rng: random.Random, nid: str) -> Callable[[], Child]:
+    def site() -> Child:
+        w = clone(parent)
+        k = rng.choice(ENSEMBLE_SIZES)
+        outs = w.out_edges(nid)
+        copies = [_copy_node(w, nid) for _ in range(k - 1)]
+        e_id = add_node(w, "ScEnsembleOp")
+        w.edges = [e for e in w.edges if e.src != nid]
+        for x in [nid, *copies]:
+            connect(w, x, e_id, "solutions")
+        connect(w, "PROBLEM", e_id, "problem")
+        for o in outs:
+            connect(w, e_id, o.dst, o.label)
+        return finish(parent, w, task, "ensemble", f"{k}-sample ensemble {e_id} of {nid} "
+                      f"({short(w.nodes[nid].op or '')}) and its copies {', '.join(copies)}")
+    return site
+
+
+def _grow(parent: Workflow, task: str, rng: random.Random, eid: str) -> Callable[[], Child]:
+    def site() -> Child:
+        w = clone(parent)
+        sols = [e.src for e in w.in_edges(eid) if (p := edge_port(w, e)) is not None and p.name == "solutions"]
+        bigger = [k for k in ENSEMBLE_SIZES if k > len(sols)] or [len(sols) + 2]
+        k = rng.choice(bigger)
+        samplers = [s for s in sols if w.nodes[s].op in SAMPLERS and not gated(w, s)]
+        added = []
+        for _ in range(k - len(sols)):
+            if samplers:
+                added.append(_copy_node(w, rng.choice(samplers)))
+            else:
+                added.append(_new_generator(w, task, rng, code=emits_code(w, eid))[0])
+            connect(w, added[-1], eid, "solutions")
+        return finish(parent, w, task, "ensemble", f"ensemble {eid} grown from {len(sols)} to {k} samples "
+                      f"(new {', '.join(added)})")
+    return site
+
+
+def _answer_edge(w: Workflow) -> Edge | None:
+    """The one plain (non-route) edge into RETURN, if the answer has a single source."""
+    feeds = [e for e in w.in_edges("RETURN") if not is_route(w, e)] if "RETURN" in w.nodes else []
+    return feeds[0] if len(feeds) == 1 and not any(is_route(w, e) for e in w.in_edges("RETURN")) else None
+
+
+def test_retry(parent: Workflow, task: str, rng: random.Random) -> Child:
+    """Add test + retry (the HumanEval case study): the answer's code is tested on the problem's public
+    examples (the Test asks for fixes itself); a Decision returns it when it passes and otherwise has a fresh
+    generator write an improved version, which is tested in turn."""
+    feed = _answer_edge(parent)
+    if task != "code" or feed is None or "ENTRY_POINT" not in parent.nodes or not emits_code(parent, feed.src):
+        raise Declined("test_retry: the answer is not a single code output (code tasks only)")
+
+    def site() -> Child:
+        w = clone(parent)
+        e = next(x for x in w.edges if x.src == feed.src and x.dst == "RETURN")
+        w.edges.remove(e)
+        tested, what = feed.src, f"Decision on {feed.src}'s verdict"
+        if w.nodes[tested].op != "TestOp":
+            t = add_node(w, "TestOp")
+            connect(w, tested, t, "solution")
+            connect(w, "PROBLEM", t, "problem")
+            connect(w, "ENTRY_POINT", t, "entry_point")
+            tested, what = t, f"Test {t} on {feed.src}'s code"
+        d = add_node(w, cat.DECISION, note="tests passed?")
+        connect(w, tested, d, "verdict")
+        connect(w, d, "RETURN", "Passed")
+        g = add_node(w, "CustomCodeGenerateOp", add_prompt(w, "improve", RETRY_PROMPT))
+        connect(w, d, g, "Failed")
+        connect(w, "PROBLEM", g, "problem")
+        connect(w, "ENTRY_POINT", g, "entry_point")
+        t2 = add_node(w, "TestOp")
+        connect(w, g, t2, "solution")
+        connect(w, "PROBLEM", t2, "problem")
+        connect(w, "ENTRY_POINT", t2, "entry_point")
+        connect(w, t2, "RETURN", None)
+        return finish(parent, w, task, "test_retry", f"{what}, Decision {d}: passed -> RETURN, failed -> new "
+                      f"CustomCodeGenerate {g} tested by {t2}")
+
+    return _first([site], rng, "test_retry", "no code answer to test")
+
+
+def review_revise(parent: Workflow, task: str, rng: random.Random) -> Child:
+    """Add review + revise (Self-Refine) on the answer: a Review of the final answer and a Revise that uses it."""
+    feed = _answer_edge(parent)
+    if feed is None or parent.nodes[feed.src].is_interface:
+        raise Declined("review_revise: the answer has no single source to review")
+    index = parent.edges.index(feed)
+    child = _insert_on_edge(parent, task, rng, index, "review_revise")()
+    return replace(child, operator="review_revise", detail=child.detail.removeprefix("review_revise: "))
+
+
+MACROS: dict[str, Callable[[Workflow, str, random.Random], Child]] = {
+    "ensemble": ensemble, "test_retry": test_retry, "review_revise": review_revise,
+}
+MACRO_TASKS = {"test_retry": ("code",)}  # the macros that only one kind of task can use
+
+
 # ------------------------------------------------------------------------------------------------ registry
 
 MUTATIONS: dict[str, Callable[[Workflow, str, random.Random], Child]] = {
     "substitute": substitute, "insert": insert, "rewire": rewire, "delete": delete,
-    "subgraph": subgraph, "prompt": prompt_rewrite,
+    "subgraph": subgraph, "prompt": prompt_rewrite, **MACROS,
 }
 OPERATORS = (*MUTATIONS, "crossover")
+PAPER_OPERATORS = ("substitute", "insert", "rewire", "delete", "subgraph", "prompt", "crossover")  # §4.1's own
+
+
+def operators_for(task: str, names: list[str] | tuple[str, ...] = OPERATORS) -> list[str]:
+    """The operators of ``names`` that can apply to this kind of task."""
+    return [n for n in names if task in MACRO_TASKS.get(n, (task,))]
 
 
 def apply(name: str, parents: list[Workflow], task: str, rng: random.Random) -> Child | Declined:

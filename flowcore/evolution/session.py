@@ -126,7 +126,8 @@ def _llm(ws: Workspace, settings: LLMSettings, cfg: EvolutionConfig, spent: floa
     return LLM(s, ws)
 
 
-def start_run(ws: Workspace, settings: LLMSettings, config: EvolutionConfig, *, review: bool = False) -> jobs.Job:
+def start_run(ws: Workspace, settings: LLMSettings, config: EvolutionConfig, *, review: bool = False,
+              created_by: str = "local") -> jobs.Job:
     """Store a new run and evolve it in a background job. Without an endpoint the run is structure-only
     (programmatic operators, rule judge, no scores). ValueError (naming the field or file) before anything
     is stored when the settings or the data are bad."""
@@ -137,7 +138,7 @@ def start_run(ws: Workspace, settings: LLMSettings, config: EvolutionConfig, *, 
     gate = ReviewGate(TASK_OF[cfg.benchmark]) if review and cfg.benchmark in TASK_OF else None
     evo = Evolution(ws, cfg, llm=llm, review=gate)
     evo.prepare()  # a bad data file is reported before a run is stored
-    evo.start(resume=False)
+    evo.start(resume=False, created_by=created_by)
     return _spawn(evo, llm, gate)
 
 
@@ -268,13 +269,14 @@ def runs_overview(ws: Workspace) -> list[dict]:
         n, best = stats.get(info.id, (0, None))
         out.append({"id": info.id, "benchmark": info.benchmark, "status": run_status(info, ws),
                     "offline": info.offline, "mode": info.config.get("mode"), "stored": n,
-                    "planned": int(info.config.get("rounds", 0)) + 1, "best": best})
+                    "planned": int(info.config.get("rounds", 0)) + 1, "best": best, "by": info.created_by})
     return out
 
 
 def run_label(o: dict) -> str:
     best = "structure-only" if o["offline"] else ("no score yet" if o["best"] is None else f"best {100 * o['best']:.1f}%")
-    return f"#{o['id']} · {o['benchmark']} · {o['status']} · {o['stored']}/{o['planned']} rounds · {best}"
+    by = f" · by {o['by']}" if o.get("by") else ""
+    return f"#{o['id']} · {o['benchmark']} · {o['status']} · {o['stored']}/{o['planned']} rounds · {best}{by}"
 
 
 # -- tables -------------------------------------------------------------------------------------------------------

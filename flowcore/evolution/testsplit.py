@@ -18,8 +18,8 @@ from flowcore.tasks import load, split_info
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 
-__all__ = ["TEST_JOB", "disjoint", "start_test_rescore", "held_out_problems", "stored_test_scores", "top_rounds",
-           "validation_vs_test"]
+__all__ = ["TEST_JOB", "chosen_round", "disjoint", "held_out_problems", "ranked_rounds", "start_test_rescore",
+           "stored_test_scores", "top_rounds", "validation_vs_test"]
 
 TEST_JOB = "test-rescore"
 _DDL = """
@@ -39,6 +39,21 @@ def top_rounds(rows: list[dict], n: int) -> list[dict]:
     """The n best measured rounds by validation score (ties: the earlier round); ``rows`` may be summaries."""
     scored = [r for r in rows if r["status"] == "ok" and r["score"] is not None]
     return sorted(scored, key=lambda r: (-r["score"], r["round"]))[:max(0, n)]
+
+
+def chosen_round(rows: list[dict], search: str = "paper") -> dict | None:
+    """The round a run offers as its result (re-scored on test first): a guided run's highest lower confidence
+    bound, a paper run's best validation score (``flowcore.evolution.search.chosen``)."""
+    from flowcore.evolution.search import chosen
+
+    return chosen(rows, search)
+
+
+def ranked_rounds(rows: list[dict], n: int, search: str = "paper") -> list[dict]:
+    """The n rounds to re-score on test: the chosen round first, then the best by validation score."""
+    first = chosen_round(rows, search)
+    rest = [r for r in top_rounds(rows, n) if first is None or r["round"] != first["round"]]
+    return ([first] if first is not None and n > 0 else []) + rest[:max(0, n - 1)]
 
 
 def disjoint(validation: list, test: list) -> None:
@@ -69,9 +84,10 @@ def held_out_problems(config: dict, *, limit: int | None = None) -> tuple[list, 
 
 async def rescore_top(ws: Workspace, run_id: int, top: int, *, llm: Any, limit: int | None = None,
                       repeats: int = 1, concurrency: int = 8, cancel: Any = None,
-                      progress: Any = None) -> list[dict]:
-    """Evaluate the run's top-``top`` rounds on the test split and store each score (a round already scored
-    on that split is kept, so a resumed or repeated call finishes what is missing). Returns the stored rows."""
+                      progress: Any = None, rounds: list[int] | None = None) -> list[dict]:
+    """Evaluate the run's top-``top`` rounds (or the given ``rounds``) on the test split and store each score (a
+    round already scored on that split is kept, so a resumed or repeated call finishes what is missing). Returns
+    the stored rows."""
     from flowcore.evaluation.compare import measure
 
     h = History(ws)
@@ -79,7 +95,10 @@ async def rescore_top(ws: Workspace, run_id: int, top: int, *, llm: Any, limit: 
     problems, split, key = held_out_problems(info.config, limit=limit)
     _schema(ws)
     done = {r["round"] for r in stored_test_scores(ws, run_id) if r["split"] == key}
-    for best in top_rounds(h.summaries(run_id), top):  # light rows; only the chosen rounds are read in full
+    rows = h.summaries(run_id)  # light rows; only the chosen rounds are read in full
+    mode = info.config.get("search", "paper")
+    picked = [r for r in rows if r["round"] in rounds] if rounds is not None else ranked_rounds(rows, top, mode)
+    for best in picked:
         row = h.get_round(run_id, best["round"])
         if row is None or row["round"] in done or not row.get("workflow_text"):
             continue

@@ -93,7 +93,9 @@ def _docstring(plan: Plan) -> str:
     ops = ", ".join(plan.ops)
     steps = len(plan.steps)
     entry = " [--entry-point NAME]" if plan.uses("ENTRY_POINT") else ""
-    return (f'"""A MermaidFlow workflow compiled by flowcore: {len(plan.nodes)} nodes in {steps} steps.\n\n'
+    nodes = len(plan.nodes)
+    return (f'"""A MermaidFlow workflow compiled by flowcore: {nodes} node{"s" * (nodes != 1)} in {steps} '
+            f'step{"s" * (steps != 1)}.\n\n'
             f"Operators: {ops}.\n"
             "Generated deterministically from the Mermaid text in MERMAID below; no LLM was involved.\n"
             "Requires only Python 3 (3.11 tested) and its standard library: no flowcore, no pip install.\n"
@@ -279,7 +281,8 @@ _MAIN = '''def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps({"answer": answer, "cost": cost, "calls": workflow.calls}, ensure_ascii=False))
+        print(json.dumps({"answer": answer, "cost": round(cost, 8), "calls": workflow.calls},  # USD, no float noise
+                         ensure_ascii=False))
     else:
         print(answer)
         print(f"cost: ${cost:.6f}, LLM calls: {workflow.calls}", file=sys.stderr)

@@ -294,13 +294,13 @@ def check_base_url(url: str | None) -> str | None:
         parts = urlsplit(url)
         port = parts.port  # raises ValueError when out of range or not a number
     except ValueError as e:
-        raise ValueError(f"LLM settings: the endpoint URL (base_url) {url!r} is not a valid URL ({e}); write one "
+        raise ValueError(f"LLM settings: the endpoint URL {url!r} is not a valid URL ({e}); write one "
                          f"{example}") from None
     if parts.scheme not in ("http", "https"):
-        raise ValueError(f"LLM settings: the endpoint URL (base_url) {url!r} must start with http:// or https:// "
+        raise ValueError(f"LLM settings: the endpoint URL {url!r} must start with http:// or https:// "
                          f"({example})")
     if not parts.hostname or any(c.isspace() for c in url) or port == 0:
-        raise ValueError(f"LLM settings: the endpoint URL (base_url) {url!r} names no valid host ({example})")
+        raise ValueError(f"LLM settings: the endpoint URL {url!r} names no valid host ({example})")
     return url
 
 
@@ -452,6 +452,7 @@ class LLM:
         self.calls: list[dict] = []
         self._parent: LLM | None = None
         self._shared = _Shared(settings)
+        self.salt = ""  # prefixed to every cache salt (see salted)
         if workspace is not None:
             workspace.ensure_schema("llm", _DDL)
 
@@ -460,6 +461,15 @@ class LLM:
         c = LLM.__new__(LLM)
         c.settings, c.workspace, c.run_id = self.settings, self.workspace, self.run_id
         c.usage, c.calls, c._parent, c._shared = Usage(), [], self, self._shared
+        c.salt = self.salt
+        return c
+
+    def salted(self, salt: str) -> LLM:
+        """A child whose calls are cached apart from this one's, under ``salt``: every call is a fresh sample
+        (a repeat measurement), yet the same repeat made again (a round retried after an outage) is answered
+        from the cache."""
+        c = self.child()
+        c.salt = f"{self.salt}{salt}|"
         return c
 
     def _root(self) -> LLM:
@@ -482,7 +492,7 @@ class LLM:
         msgs = _normalize(messages)
         s = self.settings
         model = s.model_for(role)
-        key = _cache_key(model, msgs, temperature, json_mode, max_tokens, cache_salt)
+        key = _cache_key(model, msgs, temperature, json_mode, max_tokens, self.salt + cache_salt)
         hit = self._cache_get(key)
         if hit is not None and _garbled(hit["text"]) is None and (accept is None or accept(hit["text"]) is None):
             reply = Reply(hit["text"], model, int(hit.get("prompt_tokens", 0)),

@@ -8,8 +8,9 @@ already translated to Python patterns), so loading it is a JSON decode and ``dic
 start condition's lexer regex is compiled when the lexer first enters it. (Converting the raw dump and
 compiling all 21 conditions cost ~40 ms of every ``python -m flowcore check``.)
 
-Speed: the LR loop costs ~10 us a line, so lines of the two commonest forms (``A --> B``, ``A["x"]``) at
-statement level take a fast path with the same effect; a test runs every generated text both ways.
+Speed: ``lalr.run`` drives the same tables, flattened, with a lexer that tries only the rules that can match at
+each character (compiled by Cython when ``make`` could build it); ``_Run.run`` below is jison's loop as written,
+kept as the reference the tests compare it with (``parse_flowchart(..., fast=False)``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
+from flowcore.mermaid.compiled import load
+from flowcore.mermaid.errors import MermaidParseError, _DbError
 from flowcore.mermaid.text import JS_SPACE, Prepared, decode_entities
 
 TYPE_CHECKING = False  # not typing's: `check` starts without importing typing (~3 ms)
@@ -28,25 +30,6 @@ if TYPE_CHECKING:
 
 _TABLES = os.path.join(os.path.dirname(__file__), "flow_tables.json")
 MAX_EDGES = 100_000  # as the hard check configures Mermaid (its default is 500)
-
-
-class MermaidParseError(Exception):
-    """What Mermaid would throw: jison's parse/lexical errors (with its hash) or FlowDB's own errors."""
-
-    def __init__(self, message: str, *, pos: int, line: int | None, column0: int | None,
-                 text: str = "", token: str | None = None, expected: list[str] | None = None,
-                 kind: str = "parse"):
-        super().__init__(message)
-        self.message, self.pos, self.line, self.column0 = message, pos, line, column0
-        self.text, self.token, self.expected, self.kind = text, token, expected or [], kind
-
-    def as_mermaid(self) -> dict:
-        """The error in the shape ``mermaid_text.to_error`` reads from Mermaid (name, message, hash)."""
-        hash_ = None
-        if self.kind == "parse":
-            hash_ = {"text": self.text, "token": self.token, "expected": self.expected,
-                     "loc": {"first_line": self.line, "first_column": self.column0}}
-        return {"name": "Error", "message": self.message, "hash": hash_}
 
 
 # ------------------------------------------------------------------------------------------ the tables
@@ -135,9 +118,10 @@ class _ConditionRegexes(dict):
         return self[key]
 
 
-# A rule that starts by skipping every character but some (a negated class) to a literal: (class body, literal).
-_SCAN_AHEAD = re.compile(r"\(\?:\[\^([^\]]*)\][*+]([A-Za-z@]+)")
-
+lalr = load("lalr")  # the driver: Cython's build of lalr.py when it matches the source, else lalr.py itself
+_SCAN_AHEAD, destruct_end, destruct_link, destruct_start = (lalr._SCAN_AHEAD, lalr.destruct_end, lalr.destruct_link,
+                                                            lalr.destruct_start)
+_SIMPLE_TOKENS, _PUSH_TOKENS, _POP_TOKENS = lalr._SIMPLE_TOKENS, lalr._PUSH_TOKENS, lalr._POP_TOKENS
 
 _GRAMMAR: _Grammar | None = None
 
@@ -269,7 +253,7 @@ class FlowDB:
             if isinstance(data, dict):
                 for key, attr in (("animate", "animate"), ("animation", "animation"), ("curve", "curve")):
                     if key in data:
-                        edge.data = {**edge.data, attr: data[key]}  # (the fast path shares one empty mapping)
+                        edge.data = {**edge.data, attr: data[key]}
             return
         v = self.vertices.get(vid)
         if v is None:
@@ -390,7 +374,7 @@ class FlowDB:
                 v.classes.append(cls)
             e = self._edge_ids.get(nid)
             if e is not None:
-                e.classes = [*e.classes, cls]  # (the fast path shares one empty tuple)
+                e.classes = [*e.classes, cls]
             s = self.sub_lookup.get(nid)
             if s is not None:
                 s.classes.append(cls)
@@ -439,17 +423,24 @@ class FlowDB:
         return sid
 
 
-class _DbError(Exception):
-    """An error FlowDB itself throws while the grammar is being read (bad shape, linkStyle index...)."""
-
-
 def _js_str(v: Any) -> str:
+    """``String(v)`` in JavaScript, for a value js-yaml loaded (a list joins its items with ',', null in a list is
+    empty)."""
+    if isinstance(v, list):
+        return ",".join("" if x is None else _js_str(x) for x in v)
+    if isinstance(v, dict):
+        return "[object Object]"
     if v is True:
         return "true"
     if v is False:
         return "false"
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
+    if isinstance(v, float):
+        if v != v:
+            return "NaN"
+        if v in (float("inf"), float("-inf")):
+            return "Infinity" if v > 0 else "-Infinity"
+        if v.is_integer():
+            return str(int(v))
     return str(v)
 
 
@@ -475,104 +466,14 @@ SHAPE_NAMES = frozenset(json.loads(
     '"win-pane","window-pane"]'))
 
 def load_yaml(doc: str) -> Any:
-    """The subset of YAML that shape and edge data use: a flow ``{k: v, ...}`` or block mapping of scalars.
+    """Shape or edge data as Mermaid reads it (js-yaml, JSON schema: ``yamldata``); a document js-yaml would
+    refuse raises :class:`_DbError` (reported as a syntax problem, never guessed at)."""
+    from flowcore.mermaid import yamldata
 
-    Anything else raises :class:`_DbError` (reported as a syntax problem, never guessed at)."""
-    s = doc.strip()
-    block = not s.startswith("{")
-    if not block:
-        if not s.endswith("}"):
-            raise _DbError("shape data: the '{' is never closed")
-        entries = _split_top(s[1:-1])
-    else:
-        entries = [x for x in s.split("\n") if x.strip() and not x.strip().startswith("#")]
-    out: dict[str, Any] = {}
-    for i, entry in enumerate(entries):
-        if entry.strip():
-            k, v = _key_value(entry.strip(), block)
-            out[k] = v
-        elif not block and i < len(entries) - 1:  # {a: 1,, b: 2}: YAML wants a node between the commas
-            raise _DbError("shape data: two commas with nothing between them")
-    return out
-
-
-def _split_top(body: str) -> list[str]:
-    """Split a flow mapping's body at commas outside quoted values."""
-    parts: list[str] = []
-    buf: list[str] = []
-    quote = None
-    for ch in body:
-        if quote:
-            buf.append(ch)
-            if ch == quote:
-                quote = None
-            continue
-        text = "".join(buf).strip()
-        if ch in "\"'" and (not text or text.endswith(":")):
-            quote = ch
-        elif ch == ",":
-            parts.append("".join(buf))
-            buf = []
-            continue
-        elif ch in "{}[]":
-            raise _DbError(f"shape data: nested '{ch}' is not supported")
-        buf.append(ch)
-    if quote:
-        raise _DbError("shape data: a quoted value is never closed")
-    parts.append("".join(buf))
-    return parts
-
-
-def _key_value(entry: str, block: bool) -> tuple[str, Any]:
-    quote = None
-    for i, ch in enumerate(entry):
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "\"'" and i == 0:
-            quote = ch
-        elif ch == ":" and (i + 1 == len(entry) or entry[i + 1] in " \t"):
-            return _scalar_text(entry[:i].strip()), _value(entry[i + 1:].strip())
-    if block:
-        raise _DbError(f"shape data: cannot read '{entry[:30]}' (write key: value)")
-    return _scalar_text(entry), None
-
-
-def _scalar_text(raw: str) -> str:
-    """A key as text (a plain key may hold ':' not followed by a blank, as 'label:::' does)."""
-    if raw[:1] in ("\"", "'"):
-        v = _value(raw)
-        return "null" if v is None else _js_str(v)
-    return raw
-
-
-def _value(raw: str) -> Any:
-    if raw[:1] in ("\"", "'"):
-        q = raw[0]
-        if len(raw) < 2 or raw[-1] != q:
-            raise _DbError("shape data: a quoted value is never closed")
-        body = raw[1:-1]
-        if q == "'":
-            return re.sub(r"[ \t]*\n[ \t]*", " ", body.replace("''", "'"))
-        body = re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
-        return re.sub(r"[ \t]*\n[ \t]*", " ", body)
-    if raw[:1] in tuple("{[]&*!|>%@`#?") or raw.startswith("- ") or ": " in raw or raw.endswith(":"):
-        raise _DbError(f"shape data: cannot read the value '{raw}'")
-    return _yaml_scalar(raw.split(" #", 1)[0].strip())
-
-
-def _yaml_scalar(raw: str) -> Any:
-    if raw in ("", "~", "null", "Null", "NULL"):
-        return None
-    if raw in ("true", "True", "TRUE"):
-        return True
-    if raw in ("false", "False", "FALSE"):
-        return False
-    if re.fullmatch(r"[-+]?[0-9]+", raw):
-        return int(raw)
-    if re.fullmatch(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?", raw):
-        return float(raw)
-    return raw
+    try:
+        return yamldata.load(doc)
+    except yamldata.YamlDataError as exc:
+        raise _DbError(f"shape data is not valid YAML: {exc}") from None
 
 
 # ------------------------------------------------------------------------------------------ the lexer
@@ -746,21 +647,6 @@ class _Lexer:
         raise AssertionError(f"lexer rule {r} has no action")
 
 
-# rule -> token, for rules whose action only returns a token
-_SIMPLE_TOKENS = {61: 78, 62: 105, 63: 111, 64: 46, 65: 60, 66: 44, 67: 8, 68: 106, 69: 115, 72: 119, 75: 119,
-                  78: 119, 79: 77, 81: "TEXT", 87: 58, 95: 117, 98: 118, 99: 67, 100: 90, 101: "SEP", 102: 89,
-                  103: 115, 104: 111, 105: 44, 106: 109, 107: 114, 108: 116, 117: "TEXT", 118: "QUOTE",
-                  119: 9, 120: 10, 121: 11}
-# rule -> (state pushed, token)
-_PUSH_TOKENS = {71: ("edgeText", 75), 74: ("thickEdgeText", 75), 77: ("dottedEdgeText", 75),
-                82: ("ellipseText", 52), 84: ("text", 54), 86: ("text", 56), 88: ("text", 67), 90: ("text", 63),
-                92: ("text", 48), 96: ("trapText", 68), 97: ("trapText", 70), 110: ("text", 62),
-                112: ("text", 50), 114: ("text", 29), 116: ("text", 65)}
-# rule -> token returned after popping the state
-_POP_TOKENS = {70: 77, 73: 77, 76: 77, 80: 53, 83: 55, 85: 57, 89: 64, 91: 49, 93: 69, 94: 71, 109: 62,
-               111: 51, 113: 31, 115: 66}
-
-
 # ------------------------------------------------------------------------------------------ the parser
 
 @dataclass
@@ -771,74 +657,6 @@ class FlowParse:
     prepared: Prepared
     kind: str | None
     errors: list[MermaidParseError]
-
-
-def destruct_start(s: str) -> tuple[str, str]:
-    r = s.strip()
-    t = "arrow_open"
-    if r[:1] == "<":
-        t, r = "arrow_point", r[1:]
-    elif r[:1] == "x":
-        t, r = "arrow_cross", r[1:]
-    elif r[:1] == "o":
-        t, r = "arrow_circle", r[1:]
-    stroke = "normal"
-    if "=" in r:
-        stroke = "thick"
-    if "." in r:
-        stroke = "dotted"
-    return t, stroke
-
-
-def _chain_nodes(stmt: dict) -> list:
-    """A vertex statement's nodes in Mermaid's order (newest first), from the reversed list prod 45-47 grow."""
-    return stmt["rev"][::-1] if "rev" in stmt else stmt["nodes"]
-
-
-def destruct_end(s: str) -> tuple[str, str, int]:
-    r = s.strip()
-    n = r[:-1]
-    t = "arrow_open"
-    last = r[-1:]
-    if last == "x":
-        t = "arrow_cross"
-        if r.startswith("x"):
-            t, n = "double_" + t, n[1:]
-    elif last == ">":
-        t = "arrow_point"
-        if r.startswith("<"):
-            t, n = "double_" + t, n[1:]
-    elif last == "o":
-        t = "arrow_circle"
-        if r.startswith("o"):
-            t, n = "double_" + t, n[1:]
-    stroke, length = "normal", len(n) - 1
-    if n.startswith("="):
-        stroke = "thick"
-    if n.startswith("~"):
-        stroke = "invisible"
-    dots = n.count(".")
-    if dots:
-        stroke, length = "dotted", dots
-    return t, stroke, length
-
-
-def destruct_link(end: str, start: str | None = None) -> dict:
-    t, stroke, length = destruct_end(end)
-    if start:
-        st, sst = destruct_start(start)
-        if sst != stroke:
-            return {"type": "INVALID", "stroke": "INVALID"}
-        if st == "arrow_open":
-            st = t
-        else:
-            if st != t:
-                return {"type": "INVALID", "stroke": "INVALID"}
-            st = "double_" + st
-        if st == "double_arrow":
-            st = "double_arrow_point"
-        return {"type": st, "stroke": sst, "length": length}
-    return {"type": t, "stroke": stroke, "length": length}
 
 
 def parse_flowchart(text: str, *, recover: bool = True, fast: bool = True) -> FlowParse:
@@ -863,20 +681,6 @@ def parse_flowchart(text: str, *, recover: bool = True, fast: bool = True) -> Fl
     return FlowParse(db, prepared, kind, errors)
 
 
-# statement-level fast path: 'A --> B', 'A -->|x| B', 'A["x"]' with plain ids (no keyword, no x/o/v ending
-# or start that the lexer would read differently); the line must end the statement with a newline.
-# The id is possessive (*+): what follows an id (blank, arrow, bracket, newline) is never an id character,
-# so giving characters back could not make a line match; both forms share the first id, read once.
-_FAST_ID = r"(?!(?:style|linkStyle|classDef|class|click|call|href|subgraph|end|default|interpolate|graph|flowchart|accTitle|accDescr|direction|_self|_blank|_parent|_top|v)\b)[A-Za-z_][A-Za-z0-9_]*+"
-_FAST_LINE = re.compile(
-    r"[ \t]*(" + _FAST_ID + r")(?:[ \t]*(-->|---)[ \t]*(?:\|([^\"|\[\](){}~\n]+)\| ?)?(" + _FAST_ID + r")"
-    r'|(\[|\(\[|\(\(|\(|\{)"([^"\n`][^"\n]*)"(\]|\]\)|\)\)|\)|\}))[ \t]*\n')
-_NO_CLASSES: tuple = ()  # shared by fast-path edges until a class statement gives one its own list
-_NO_DATA = MappingProxyType({})
-_FAST_SHAPES = {("[", "]"): "square", ("([", "])"): "stadium", ("((", "))"): "circle", ("(", ")"): "round",
-                ("{", "}"): "diamond"}
-
-
 class _Run:
     """One LR parse (with optional recovery after errors)."""
 
@@ -885,7 +689,12 @@ class _Run:
         self.g = grammar()
         self.has_direction = "direction" in prepared.code  # the lexer reads such a line as a direction
 
-    def run(self) -> None:  # noqa: C901, PLR0912, PLR0915 - the jison driver loop, kept in one place for speed
+    def run(self) -> None:  # noqa: C901, PLR0912, PLR0915 - the jison driver loop, kept in one place
+        """With ``fast``, ``lalr.run`` (flat tables, compiled when built); else jison's algorithm as written, over
+        the tables as loaded: the reference the tests hold the fast driver to."""
+        if self.fast:
+            lalr.run(self)
+            return
         g, db = self.g, self.db
         code = self.p.code
         lexer = _Lexer(code, db, g)
@@ -896,19 +705,9 @@ class _Run:
         sym = None
         last_shift_pos = 0
         snapshot = None  # parser stacks at the last statement boundary (for recovery)
-        root_depth = -1  # stack depth at a top-level statement boundary
-        fast = self.fast
         act = self._reduce
         while True:
             state = states[-1]
-            if sym is None and fast and snapshot is not None and len(states) == snapshot[1] \
-                    and not lexer.done and lexer.stack == ["INITIAL"]:
-                pos0 = lexer.pos
-                doc = values[-1]
-                if isinstance(doc, list):
-                    lexer.pos = self._fast_run(code, pos0, doc, snapshot[1] != root_depth)
-                    if lexer.pos != pos0:
-                        continue
             action = defaults.get(state)
             if action is None:
                 if sym is None:
@@ -959,73 +758,11 @@ class _Run:
                 states.append(goto)
                 values.append(val)
                 poss.append(p0)
-                if lhs == 5:  # a document: a statement boundary, where recovery and the fast path restart
+                if lhs == 5:  # a document: a statement boundary, where recovery restarts
                     # (the stack below is unchanged while it stays at least this long: no copy needed)
                     snapshot = (goto, len(states), val)
-                    if root_depth < 0:  # the first document reduced is the top-level one
-                        root_depth = len(states)
-                    if fast and sym in (9, 10, 109) and lexer.stack == ["INITIAL"]:
-                        # jison read the next statement's first token to decide this reduction: put it
-                        # back, so the fast path can try the whole statement
-                        lexer.pos, lexer.done, sym = tok_pos, False, None
             else:
                 return
-
-    def _fast_run(self, code: str, pos: int, doc: list, in_subgraph: bool) -> int:
-        """Read consecutive 'A --> B' / 'A["x"]' statements from ``pos``; returns where it stopped.
-
-        The effect is the grammar's (FlowDB.add_vertex / add_link for these forms), written out inline: this
-        loop reads most lines of a large workflow, and a call per vertex and edge is most of its cost."""
-        db = self.db
-        vertices, edge_ids, add_vertex, edges = db.vertices, db._edge_ids, db.add_vertex, db.edges
-        pair_count, interp = db._pair_count, db.default_interpolate
-        check_dir = self.has_direction
-        shapes = _FAST_SHAPES
-        append_doc, append_edge = doc.append, edges.append
-        room = MAX_EDGES - len(edges)
-        next_line = _FAST_LINE.scanner(code, pos).match  # each match starts where the last one ended
-        while True:
-            m = next_line()
-            if m is None or (check_dir and "direction" in m.group(0)):
-                return pos
-            a, arrow, label, b, opener, text, closer = m.groups()
-            if arrow is not None:  # an edge
-                if label is not None and label.strip() != label:
-                    return pos
-                if a not in vertices or a in edge_ids:
-                    db.cur_pos = m.start(1)
-                    add_vertex(a)
-                if b not in vertices or b in edge_ids:
-                    db.cur_pos = m.start(4)
-                    add_vertex(b)
-                if room <= 0:
-                    return pos
-                room -= 1
-                pair = (a, b)
-                n = pair_count.get(pair, 0)
-                pair_count[pair] = n + 1
-                eid = f"L_{a}_{b}_{n + 1}" if n else f"L_{a}_{b}_0"
-                e = FlowEdge(a, b, "arrow_point" if arrow == "-->" else "arrow_open", "normal", 1,
-                             "" if label is None else label, "text", eid, False, _NO_CLASSES, None, interp, _NO_DATA,
-                             m.end(1))
-                append_edge(e)
-                if eid not in edge_ids:
-                    edge_ids[eid] = e
-                if in_subgraph:  # the top-level document is never read: only a subgraph's members matter
-                    append_doc([b, a])
-            else:
-                shape = shapes.get((opener, closer))
-                if shape is None:
-                    return pos
-                nid = a
-                db.cur_pos = where = m.start(1)
-                if nid in vertices or nid in edge_ids:
-                    add_vertex(nid, {"text": text, "type": "string"}, shape)
-                else:  # a new vertex: what add_vertex would make of it
-                    vertices[nid] = Vertex(nid, text.strip(), "string", shape, [], [], {}, {}, where, True)
-                if in_subgraph:
-                    append_doc([nid])
-            pos = m.end()
 
     def _resync(self, lexer: _Lexer, snapshot, states: list, values: list, poss: list) -> bool:
         """After an error: drop the rest of the line and go on from the last statement boundary."""
@@ -1045,6 +782,9 @@ class _Run:
         del poss[depth:]
         return len(self.errors) < 50
 
+    def _reduce(self, prod: int, v: list, poss: list, n: int) -> Any:
+        return lalr.reduce_action(self, prod, v, poss, n)
+
     def _error(self, state: int, sym: Any, lexer: _Lexer, last_shift_pos: int) -> MermaidParseError:
         g = self.g
         expected = [f"'{g.terminals[k]}'" for k in sorted(g.table[state]) if k in g.terminals and k > 2]
@@ -1053,226 +793,6 @@ class _Run:
         msg = (f"Parse error on line {line}:\nExpecting {', '.join(expected)}, got '{token}'")
         return MermaidParseError(msg, pos=last_shift_pos, line=line, column0=col0, text=lexer.match,
                                  token=str(token), expected=expected)
-
-    # ------------------------------------------------------------------ semantic actions (flow.jison)
-    def _reduce(self, prod: int, v: list, poss: list, n: int) -> Any:  # noqa: C901, PLR0911, PLR0912
-        db = self.db
-        first = v[-n] if n else None
-        if prod in (142, 143, 144, 145, 146, 147, 148, 149, 150, 151, 152, 181, 183, 40, 41, 42, 4, 54):
-            return first
-        if prod in (182, 184, 133, 43):
-            return v[-2] + v[-1]
-        if prod == 3:
-            doc, line = v[-2], v[-1]
-            if not isinstance(line, list) or line:
-                doc.append(line)
-            return doc
-        if prod == 2:
-            return []
-        if prod == 72:
-            db.cur_pos = poss[-1]
-            db.add_vertex(v[-1])
-            return v[-1]
-        if 56 <= prod <= 71:
-            db.cur_pos = poss[-n]
-            if prod == 62:
-                db.add_vertex(v[-8], v[-2], "rect", props={v[-6]: v[-4]})
-                return v[-8]
-            shape, idx, tidx = _VERTEX_PRODS[prod]
-            db.add_vertex(v[idx], v[tidx], shape)
-            return v[idx]
-        if prod == 51:
-            return [v[-1]]
-        if prod == 55:
-            db.set_class(v[-3], v[-1])
-            return v[-3]
-        if prod == 27:
-            return _chain_nodes(v[-2])
-        if prod in (28, 29, 32):  # style, linkStyle, click: kept as written
-            start = poss[-2]
-            raw = self.p.code[start:poss[-1]].strip()
-            if prod == 32:  # 'click ' itself yields no token: the statement's first token is the node id
-                start = self.p.code.rfind("click", 0, start)
-                raw = self.p.code[start:poss[-1]].strip()
-                target = v[-2]
-                if not any(t in db.vertices or t in db._edge_ids or t in db.sub_lookup
-                           for t in str(target).split(",")):
-                    raw = "\0early\0" + raw  # applied to nothing yet: must stay before the nodes
-            self.db.kept_statements.append(raw)
-            return []
-        if prod in (30, 31):
-            return []
-        if prod == 50 or prod == 48:
-            node = v[-1] if prod == 50 else v[-2]
-            return {"stmt": node, "nodes": node}
-        if prod in (45, 46, 47):
-            if prod == 46:
-                vs, link, node = v[-3], v[-2], v[-1]
-            else:
-                vs, link, node = v[-4], v[-3], v[-2]
-            if prod == 45:
-                db.cur_pos = poss[-2]
-                db.add_vertex(node[-1], shape_data=v[-1])
-            db.cur_pos = poss[-3] if prod == 46 else poss[-3]
-            db.add_link(vs["stmt"], node, link)
-            # Mermaid's nodes are `node + vs.nodes` (newest first); copying that list at every link made a chain of
-            # n links on one line cost n^2. Kept reversed in one list that grows at its end: the same order, linear.
-            rev = vs["rev"] if "rev" in vs else vs["nodes"][::-1]
-            rev.extend(reversed(node))
-            return {"stmt": node, "rev": rev}
-        if prod == 49:
-            db.cur_pos = poss[-2]
-            db.add_vertex(v[-2][-1], shape_data=v[-1])
-            return {"stmt": v[-2], "nodes": v[-2], "shapeData": v[-1]}
-        if prod == 52:  # `a & b`: the group's list (made by prod 51 for this group) grows in place, not copied
-            db.add_vertex(v[-6][-1], shape_data=v[-5])
-            v[-6].append(v[-1])
-            return v[-6]
-        if prod == 53:
-            v[-5].append(v[-1])
-            return v[-5]
-        if prod in (79, 86, 101, 103):
-            return {"text": v[-1], "type": "text"}
-        if prod in (80, 87, 102):
-            return {"text": v[-2]["text"] + v[-1], "type": v[-2]["type"]}
-        if prod in (81, 88):
-            return {"text": v[-1], "type": "string"}
-        if prod in (82, 89, 104):
-            return {"text": v[-1], "type": "markdown"}
-        if prod == 83:
-            return destruct_link(v[-1])
-        if prod == 84:
-            d = destruct_link(v[-1])
-            d["id"] = v[-2]
-            return d
-        if prod == 85:
-            return v[-2]
-        if prod == 73:
-            v[-2]["text"] = v[-1]
-            return v[-2]
-        if prod in (74, 75):
-            v[-3]["text"] = v[-2]
-            return v[-3]
-        if prod == 76:
-            return v[-1]
-        if prod == 77:
-            d = destruct_link(v[-1], v[-3])
-            return {"type": d["type"], "stroke": d["stroke"], "length": d.get("length"), "text": v[-2]}
-        if prod == 78:
-            d = destruct_link(v[-1], v[-3])
-            return {"type": d["type"], "stroke": d["stroke"], "length": d.get("length"), "text": v[-2],
-                    "id": v[-4]}
-        if prod == 11:
-            db.set_direction("TB")
-            return "TB"
-        if prod == 12:
-            db.set_direction(v[-2])
-            return v[-2]
-        if prod == 33:
-            return db.add_subgraph(v[-7], v[-2], v[-5], poss[-9])
-        if prod == 34:
-            return db.add_subgraph(v[-4], v[-2], v[-4], poss[-6])
-        if prod == 35:  # Mermaid's addSubGraph reads the id's text and fails on a subgraph without one
-            raise _DbError("a subgraph needs an id or a title ('subgraph S1' or 'subgraph S1 [Title]')")
-        if prod == 37:
-            db.acc_title = v[-1].strip()
-            db.kept_statements.append(f"accTitle: {db.acc_title}")
-            return db.acc_title
-        if prod in (38, 39):
-            db.acc_descr = v[-1].strip()
-            db.kept_statements.append(f"accDescr: {db.acc_descr}" if prod == 38 or "\n" not in db.acc_descr
-                                      else "accDescr {\n" + db.acc_descr + "\n}")
-            return db.acc_descr
-        if prod == 105:
-            db.add_class(v[-3], v[-1])
-            return v[-5]
-        if prod == 106:
-            db.set_class(v[-3], v[-1])
-            return v[-5]
-        if prod in (107, 115):
-            db.set_click(v[-2], v[-1])
-            return v[-2]
-        if prod in (108, 116):
-            db.set_click(v[-4], v[-3])
-            db.set_tooltip(v[-4], v[-1])
-            return v[-4]
-        if prod == 109:
-            db.set_click(v[-3], v[-2], v[-1])
-            return v[-3]
-        if prod == 110:
-            db.set_click(v[-5], v[-4], v[-3])
-            db.set_tooltip(v[-5], v[-1])
-            return v[-5]
-        if prod == 111:
-            db.set_click(v[-3], "href", v[-1])
-            return v[-3]
-        if prod == 112:
-            db.set_click(v[-5], "href", v[-3])
-            db.set_tooltip(v[-5], v[-1])
-            return v[-5]
-        if prod == 113:
-            db.set_click(v[-5], "href", v[-3], v[-1])
-            return v[-5]
-        if prod == 114:
-            db.set_click(v[-7], "href", v[-5], v[-1])
-            db.set_tooltip(v[-7], v[-3])
-            return v[-7]
-        if prod == 117:
-            db.set_click(v[-2], "href", v[-1])
-            return v[-2]
-        if prod == 118:
-            db.set_click(v[-4], "href", v[-3])
-            db.set_tooltip(v[-4], v[-1])
-            return v[-4]
-        if prod == 119:
-            db.set_click(v[-4], "href", v[-3], v[-1])
-            return v[-4]
-        if prod == 120:
-            db.set_click(v[-6], "href", v[-5], v[-1])
-            db.set_tooltip(v[-6], v[-3])
-            return v[-6]
-        if prod == 121:
-            db.cur_pos = poss[-3]
-            db.add_vertex(v[-3], styles=v[-1])
-            return v[-5]
-        if prod == 122:
-            db.update_link([v[-3]], v[-1])
-            return v[-5]
-        if prod == 123:
-            db.update_link(v[-3], v[-1])
-            return v[-5]
-        if prod == 124:
-            db.update_link_interpolate([v[-7]], v[-3])
-            db.update_link([v[-7]], v[-1])
-            return v[-9]
-        if prod == 125:
-            db.update_link_interpolate(v[-7], v[-3])
-            db.update_link(v[-7], v[-1])
-            return v[-9]
-        if prod == 126:
-            db.update_link_interpolate([v[-5]], v[-1])
-            return v[-7]
-        if prod == 127:
-            db.update_link_interpolate(v[-5], v[-1])
-            return v[-7]
-        if prod in (128, 130):
-            return [v[-1]]
-        if prod in (129, 131):
-            v[-3].append(v[-1])
-            return v[-3]
-        if 185 <= prod <= 189:
-            return {"stmt": "dir", "value": ("TB", "BT", "RL", "LR", "TD")[prod - 185]}
-        return first
-
-
-# vertex productions: (shape, index of the id, index of the text) counted from the top of the stack
-_VERTEX_PRODS = {
-    56: ("square", -4, -2), 57: ("doublecircle", -4, -2), 58: ("circle", -6, -3), 59: ("ellipse", -4, -2),
-    60: ("stadium", -4, -2), 61: ("subroutine", -4, -2), 63: ("cylinder", -4, -2), 64: ("round", -4, -2),
-    65: ("diamond", -4, -2), 66: ("hexagon", -6, -3), 67: ("odd", -4, -2), 68: ("trapezoid", -4, -2),
-    69: ("inv_trapezoid", -4, -2), 70: ("lean_right", -4, -2), 71: ("lean_left", -4, -2),
-}
-
 
 def label_of(text: str | None) -> str | None:
     return decode_entities(text) if text is not None else None

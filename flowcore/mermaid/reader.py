@@ -245,7 +245,6 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
         nodes[v.id] = Node(v.id, label, shape, None, None, classes, None, line, col,
                            "markdown" if v.label_type == "markdown" else "text", None, props, dict(v.data))
     keys: list[str] = []  # model key of each of Mermaid's subgraphs (a repeated id gets "id#2")
-    first_key: dict[str, str] = {}
     tried: dict[str, int] = {}  # the last suffix tried per id: 13,000 subgraphs of one id stay linear
     for sg in db.subgraphs:
         # when a node has the subgraph's id, Mermaid draws the group with the node's classes (getData)
@@ -257,19 +256,21 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
             k = f"{sg.id}#{n}"
         tried[sg.id] = n
         keys.append(k)
-        first_key.setdefault(sg.id, k)
         w.subgraphs[k] = Subgraph(sg.id, decode_entities(sg.title), None, sg.dir,
                                   "markdown" if sg.label_type == "markdown" else "text", classes)
-    index = {k: i for i, k in enumerate(keys)}
+    unplaced: dict[str, list[int]] = {}  # id -> indexes of the subgraphs of that id stored so far, not yet placed
     for i, (k, sg) in enumerate(zip(keys, db.subgraphs)):
         for member in sg.nodes:
-            child = first_key.get(member)
-            # a nested subgraph closes (and is stored) before its parent; a later one of that id is a node
-            if child is not None and index[child] < i and w.subgraphs[child].parent is None:
-                w.subgraphs[child].parent = k
+            # a nested subgraph closes (and is stored) before its parent: a member naming a subgraph is the latest
+            # one of that id stored before this one and not placed yet (an earlier one of that id is another group).
+            # A stack per id finds it at once; scanning past the placed ones made members naming them quadratic.
+            waiting = unplaced.get(member)
+            if waiting:
+                w.subgraphs[keys[waiting.pop()]].parent = k
             node = w.nodes.get(member)
             if node is not None and node.subgraph is None:
                 node.subgraph = k
+        unplaced.setdefault(sg.id, []).append(i)
     arrows: dict[tuple, str] = {}
     append = w.edges.append
     for e, line, col in zip(edges, lines[nv:], columns[nv:]):
@@ -421,6 +422,8 @@ def _label_text(label: str, label_type: str) -> str | None:
 
 
 def _yaml_str(s: str) -> str:
+    if "\n" in s or "\r" in s or "\t" in s:  # escapes in a double-quoted scalar (JSON's are YAML's): no raw line break,
+        return json.dumps(s, ensure_ascii=False)  # which the lexer would turn into <br/>
     if '"' not in s and "\\" not in s:
         return f'"{s}"'
     return "'" + s.replace("'", "''") + "'"
@@ -452,8 +455,9 @@ def _node_text(n: Node) -> list[str]:
             return heads + [f"{n.id}@{{ " + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in n.data.items()) + " }"]
     if shape:
         data["shape"] = _DATA_NAME.get(shape, shape)
-    if n.label is not None and "\n" in n.label and (inner := _label_text(n.label, n.label_type)):
-        # shape data turns a line break into <br/>: give the label in brackets, then the shape
+    if shape and n.label is not None and "\n" in n.label and (inner := _label_text(n.label, n.label_type)):
+        # shape data turns a line break into <br/>: give the label in brackets, then the shape (a node with no
+        # shape keeps its label in the data, the line break written as an escape: brackets would make it square)
         return [f"{n.id}[{inner}]", f"{n.id}@{{ " + ", ".join(f"{k}: {_yaml_value(v)}"
                                                                 for k, v in {**data, **n.data}.items()) + " }"]
     if n.label is not None:

@@ -146,10 +146,11 @@ class Engine:
         return plan
 
     async def run(self, model: str, problem: str, *, entry_point: str | None = None, source: str = "api",
-                  created_by: str = "local", deadline: float | None = None) -> Answer:
-        """Run the published workflow ``model`` on ``problem``. Raises ServeError; a cancelled call (the
-        client went away) cancels the workflow's LLM calls and stores a 'cancelled' trace."""
-        p = self.resolve(model)
+                  created_by: str = "local", deadline: float | None = None,
+                  version: published.Published | None = None) -> Answer:
+        """Run the published workflow ``model`` (``version``: already resolved) on ``problem``. Raises ServeError;
+        a cancelled call (the client went away) cancels the workflow's LLM calls and stores a 'cancelled' trace."""
+        p = version or self.resolve(model)
         return await self._answer(self.plan(p), kind_of(p.task), problem, model, p.model_id, p.name, p.version,
                                   entry_point=entry_point, source=source, created_by=created_by, deadline=deadline)
 

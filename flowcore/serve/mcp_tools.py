@@ -125,7 +125,7 @@ def build_mcp(engine: Engine) -> MCPServer:
 
     @server.tool()
     def evolve_start(benchmark: str, rounds: int = 3, candidates: int = 2, workflow: str | None = None,
-                     limit: int | None = 5, mode: str = "programmatic") -> dict:
+                     limit: int | None = 5, mode: str = "programmatic", ctx: Context | None = None) -> dict:
         """Start an evolution run in the background (mode programmatic or llm; workflow: the seed's text, else
         the benchmark's seed). Returns {run_id}; read its progress with evolve_progress."""
         from flowcore.evolution.loop import EvolutionConfig
@@ -135,7 +135,7 @@ def build_mcp(engine: Engine) -> MCPServer:
                               limit=limit, mode=mode)
         try:
             cfg.validate()
-            job = start_run(engine.ws, engine.llm().settings, cfg)
+            job = start_run(engine.ws, engine.llm().settings, cfg, created_by=owner(ctx))
         except ValueError as exc:
             raise ToolError(str(exc)) from None
         return {"run_id": job.meta.get("run_id"), "job": job.id}

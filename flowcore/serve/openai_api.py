@@ -19,7 +19,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from flowcore.serve.engine import Answer, Engine, ServeError
+from flowcore.serve.engine import Answer, Engine, ServeError, to_serve_error
 from flowcore.workspace import published
 
 KEEPALIVE = 10.0  # seconds between SSE comments while a streamed workflow runs (proxies close idle streams)
@@ -79,6 +79,11 @@ def parse_chat(body: Any) -> ChatRequest:
             problem = text
     if problem is None or not problem.strip():
         raise bad("no user message with text: the last user message is the problem", "invalid_messages")
+    try:
+        problem.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate (\ud800) is valid JSON but no text
+        raise bad(f"the problem is not valid Unicode text ({exc.reason} at offset {exc.start})",
+                  "invalid_messages") from None
     stream = body.get("stream", False)
     if stream is not None and not isinstance(stream, bool):
         raise bad(f"'stream' must be true or false, got {stream!r}")
@@ -147,11 +152,11 @@ async def _until_disconnect(request: Request) -> None:
 
 async def chat(engine: Engine, request: Request, cap: int) -> Response:
     req = parse_chat(_json(await read_body(request, cap)))
-    engine.resolve(req.model)  # 404 before a stream starts
+    version = engine.resolve(req.model)  # 404 before a stream starts
     owner = getattr(request.state, "owner", "local")
     created = int(time.time())
     work = asyncio.ensure_future(engine.run(req.model, req.problem, entry_point=req.entry_point, source="api",
-                                            created_by=owner))
+                                            created_by=owner, version=version))
     if req.stream:
         return StreamingResponse(_events(work, req, created), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -172,6 +177,8 @@ def _json(raw: bytes) -> Any:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise bad(f"the body is not JSON: {exc}", "invalid_json") from None
+    except RecursionError:  # '[[[[...' a hundred thousand deep
+        raise bad("the body is not JSON this server reads: nested too deeply", "invalid_json") from None
 
 
 def _sse(obj: dict) -> str:
@@ -190,8 +197,8 @@ async def _events(work: asyncio.Future, req: ChatRequest, created: int) -> Async
             yield ": keep-alive\n\n"
         try:
             a: Answer = work.result()
-        except ServeError as err:
-            yield _sse(err.body())
+        except Exception as exc:  # noqa: BLE001 - every failure leaves as an error event, never a broken stream
+            yield _sse(to_serve_error(exc, req.model).body())
             yield "data: [DONE]\n\n"
             return
         head["id"] = f"chatcmpl-{a.trace_id}"

@@ -14,7 +14,10 @@ from flowcore.model import Edge, Node, Workflow
 
 X_GAP, Y_GAP = 230, 110  # canvas pixels between layers / between nodes of a layer (top-down)
 CANVAS_WIDTH, CANVAS_HEIGHT = 900, 480  # below this extent the canvas shows the graph at zoom 1 (no fit)
+CANVAS_MAX_HEIGHT = 860  # the canvas grows with the graph up to this, then fits it (zoom >= 0.7) and pans
 NODE_W, NODE_H = 190, 70
+ACROSS_LR = 95  # pixels per node across the flow when it runs left to right
+MARGIN = 24  # around the drawing, so no node touches the canvas's edge
 PREFIX = {"CustomOp": "C", "AnswerGenerateOp": "A", "ProgrammerOp": "P", "ScEnsembleOp": "E",
           "CustomCodeGenerateOp": "G", "TestOp": "T", "ReviewOp": "R", "ReviseOp": "V", "FormatOp": "F",
           cat.DECISION: "D"}
@@ -53,32 +56,99 @@ def depth(w: Workflow) -> int:
     return len(_layers(w))
 
 
-def layout(w: Workflow) -> dict[str, tuple[float, float]]:
-    """Stable positions: layers along the flowchart direction, each layer centred across it."""
+def layered_layout(w: Workflow) -> tuple[dict[str, tuple[float, float]], dict[int, list[tuple[float, float]]]]:
+    """(node -> top-left position, edge index -> bend points) of the layered drawing: layers along the flow, the
+    order in each layer chosen for few crossings, and every edge that skips layers routed through a slot of
+    its own in each layer it passes (so it never runs behind a node)."""
+    from flowcore.ui.layered import layered
+
     layers = _layers(w)
-    widest = max((len(layer) for layer in layers), default=1)
-    horizontal = w.direction in ("LR", "RL")
+    centres, bends = layered(layers, [(e.src, e.dst) for e in w.edges])
+    horizontal, flipped = w.direction in ("LR", "RL"), w.direction in ("RL", "BT")
+    last = len(layers) - 1
+
+    def point(r: int, across: float) -> tuple[float, float]:  # a centre, in canvas pixels
+        along = last - r if flipped else r
+        if horizontal:
+            return along * X_GAP + NODE_W / 2, across * ACROSS_LR
+        return across * NODE_W, along * Y_GAP * 1.2 + NODE_H / 2
+
     pos = {}
-    for depth, layer in enumerate(layers):
-        along = depth if w.direction not in ("RL", "BT") else len(layers) - 1 - depth
-        for i, nid in enumerate(layer):
-            across = i + (widest - len(layer)) / 2
-            if horizontal:
-                pos[nid] = (float(along * X_GAP), float(across * Y_GAP))
-            else:
-                pos[nid] = (float(across * X_GAP), float(along * Y_GAP * 1.2))
-    return pos
+    for nid, (r, across) in centres.items():
+        cx, cy = point(r, across)
+        pos[nid] = (float(cx - NODE_W / 2 + MARGIN), float(cy - NODE_H / 2 + MARGIN))
+    def through(r: int, across: float) -> list[tuple[float, float]]:  # across the layer's band, straight
+        x, y = point(r, across)
+        if horizontal:
+            ends = [(x - NODE_W / 2, y), (x + NODE_W / 2, y)]
+            return ends[::-1] if flipped else ends
+        ends = [(x, y - NODE_H / 2), (x, y + NODE_H / 2)]
+        return ends[::-1] if flipped else ends
+
+    routes = {k: [(float(x + MARGIN), float(y + MARGIN)) for r, a in pts for x, y in through(r, a)]
+              for k, pts in bends.items()}
+    return pos, routes
+
+
+def layout(w: Workflow) -> dict[str, tuple[float, float]]:
+    """Top-left positions of the layered drawing (see :func:`layered_layout`)."""
+    return layered_layout(w)[0]
 
 
 def to_canvas(w: Workflow, positions: dict[str, tuple[float, float]] | None = None) -> dict:
-    """The canvas dict of a workflow; ``positions`` (where the user dragged nodes) win over the layout."""
-    pos = layout(w)
+    """The canvas dict of a workflow; ``positions`` (where the user dragged nodes) win over the layout, and an
+    edge keeps its bends (``bends``: edge id -> points) only while both its ends stay where the layout put them."""
+    pos, routes = layered_layout(w)
+    moved = {k for k, v in (positions or {}).items() if k in w.nodes and tuple(map(float, v)) != pos.get(k)}
     pos.update({k: (float(v[0]), float(v[1])) for k, v in (positions or {}).items() if k in w.nodes})
     nodes = [{"id": n.id, "op": n.op, "label": n.label if n.label is not None else n.id,
               "x": pos[n.id][0], "y": pos[n.id][1], "kind": kind_of(n.id, n.op)} for n in w.nodes.values()]
     edges = [{"id": f"e{i}", "source": e.src, "target": e.dst, "label": e.label or ""}
              for i, e in enumerate(w.edges)]
-    return {"nodes": nodes, "edges": edges}
+    bends = {f"e{i}": pts for i, pts in routes.items() if not {w.edges[i].src, w.edges[i].dst} & moved}
+    return {"nodes": nodes, "edges": edges, "bends": bends}
+
+
+WAYPOINT = "~"  # ids of the canvas's bend points ("e3~0") and of an edge's pieces ("e3~s1")
+
+
+def expand(canvas: dict) -> tuple[list[dict], list[dict]]:
+    """The canvas as the component draws it: each bend a tiny fixed point, each bent edge drawn as pieces
+    through its points (the last piece carries the label and the arrow)."""
+    points, pieces = [], []
+    for e in canvas["edges"]:
+        pts = canvas.get("bends", {}).get(e["id"], [])
+        if not pts:
+            pieces.append({**e, "arrow": True})
+            continue
+        ids = [f"{e['id']}{WAYPOINT}{j}" for j in range(len(pts))]
+        points += [{"id": pid, "x": x, "y": y} for pid, (x, y) in zip(ids, pts, strict=True)]
+        chain = [e["source"], *ids, e["target"]]
+        for j, (a, b) in enumerate(zip(chain, chain[1:], strict=False)):
+            last = j == len(chain) - 2
+            pieces.append({"id": f"{e['id']}{WAYPOINT}s{j}", "source": a, "target": b,
+                           "label": e["label"] if last else "", "arrow": last})
+    return points, pieces
+
+
+def collapse(nodes: list[dict], edges: list[dict], sent: dict) -> dict:
+    """What came back from the component, without its bend points: a bent edge is there while all its pieces
+    are (deleting any piece deletes the edge); edges drawn by the user come as they are."""
+    pieces: dict[str, int] = {}
+    plain = []
+    for e in edges:
+        eid = str(e["id"])
+        if WAYPOINT in eid:
+            base = eid.split(WAYPOINT)[0]
+            pieces[base] = pieces.get(base, 0) + 1
+        elif WAYPOINT not in str(e["source"]) + str(e["target"]):
+            plain.append(e)
+    whole = {e["id"] for e in sent["edges"]
+             if (n := len(sent.get("bends", {}).get(e["id"], []))) and pieces.get(e["id"]) == n + 1}
+    known = {e["id"]: e for e in plain}
+    kept = [known.get(e["id"], e) for e in sent["edges"] if e["id"] in known or e["id"] in whole]
+    new = [e for e in plain if e["id"] not in {k["id"] for k in sent["edges"]}]  # drawn by the user
+    return {"nodes": [n for n in nodes if WAYPOINT not in str(n["id"])], "edges": kept + new}
 
 
 def extent(canvas: dict) -> tuple[float, float]:
@@ -316,3 +386,70 @@ def delete_node(w: Workflow, nid: str) -> Workflow:
     out.nodes.pop(nid, None)
     out.edges = [e for e in out.edges if nid not in (e.src, e.dst)]
     return out
+
+
+# -- how readable a layout is: edge crossings, edges drawn through a node ---------------------------------------
+
+def _cross(p: tuple[float, float], q: tuple[float, float], r: tuple[float, float], s: tuple[float, float]) -> bool:
+    def orient(a, b, c) -> float:  # noqa: ANN001
+        return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
+
+    d1, d2, d3, d4 = orient(r, s, p), orient(r, s, q), orient(p, q, r), orient(p, q, s)
+    return d1 * d2 < 0 and d3 * d4 < 0
+
+
+def _segments(w: Workflow, pos: dict, routes: dict | None = None) -> list[tuple[int, list]]:
+    """Each edge as the polyline it is drawn with: the source's handle, its bends (``routes``), the target's."""
+    out = []
+    for i, e in enumerate(w.edges):
+        if e.src not in pos or e.dst not in pos or e.src == e.dst:
+            continue
+        (sx, sy), (tx, ty) = pos[e.src], pos[e.dst]
+        if w.direction in ("LR", "RL"):  # the handles the canvas draws from and to
+            ends = [(sx + NODE_W, sy + NODE_H / 2), (tx, ty + NODE_H / 2)]
+            if w.direction == "RL":
+                ends = [(sx, sy + NODE_H / 2), (tx + NODE_W, ty + NODE_H / 2)]
+        else:
+            ends = [(sx + NODE_W / 2, sy + NODE_H), (tx + NODE_W / 2, ty)]
+            if w.direction == "BT":
+                ends = [(sx + NODE_W / 2, sy), (tx + NODE_W / 2, ty + NODE_H)]
+        pts = [ends[0], *((routes or {}).get(i, [])), ends[1]]
+        out.append((i, list(zip(pts, pts[1:], strict=False))))
+    return out
+
+
+def crossings(w: Workflow, pos: dict | None = None, routes: dict | None = None) -> tuple[int, int]:
+    """(pairs of edges that cross, pairs of edges) in a layout (default: the layered one, with its bends); edges
+    that share a node are not counted as crossing."""
+    if pos is None:
+        pos, routes = layered_layout(w)
+    segs = _segments(w, pos, routes)
+    crossed = 0
+    pairs = len(segs) * (len(segs) - 1) // 2
+    for a in range(len(segs)):
+        ea = w.edges[segs[a][0]]
+        for b in range(a + 1, len(segs)):
+            eb = w.edges[segs[b][0]]
+            if {ea.src, ea.dst} & {eb.src, eb.dst}:
+                continue
+            if any(_cross(p, q, r, s) for p, q in segs[a][1] for r, s in segs[b][1]):
+                crossed += 1
+    return crossed, pairs
+
+
+def hidden_edges(w: Workflow, pos: dict | None = None, routes: dict | None = None) -> int:
+    """How many edges run through a node box other than their own ends (drawn behind it, unseen)."""
+    if pos is None:
+        pos, routes = layered_layout(w)
+    hidden = 0
+    for i, segs in _segments(w, pos, routes):
+        e = w.edges[i]
+        for nid, (x, y) in pos.items():
+            if nid in (e.src, e.dst):
+                continue
+            box = [(x, y), (x + NODE_W, y), (x + NODE_W, y + NODE_H), (x, y + NODE_H)]
+            inside = any(x < px < x + NODE_W and y < py < y + NODE_H for p, q in segs for px, py in (p, q))
+            if inside or any(_cross(p, q, box[k], box[(k + 1) % 4]) for p, q in segs for k in range(4)):
+                hidden += 1
+                break
+    return hidden

@@ -4,16 +4,20 @@ the per-problem agreement, and a caption saying whose split the problems are."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
 
 from flowcore.evaluation.compare import Comparison, baseline_title, baselines
 from flowcore.evolution.history import History
+from flowcore.evolution.outcome import outcome
+from flowcore.evolution.testsplit import ranked_rounds
 from flowcore.workspace import library
 from flowcore.workspace.store import Workspace
 
-__all__ = ["agreement_frame", "pareto_figure", "split_caption", "table_frame", "validation_test_frame", "workflow_sources"]
+__all__ = ["agreement_frame", "evolved_notes", "evolved_rounds", "pareto_figure", "result_sentence", "split_caption",
+           "table_frame", "validation_test_frame", "workflow_sources"]
 
 
 def workflow_sources(ws: Workspace, task: str, per_run: int = 5) -> dict[str, str]:
@@ -32,12 +36,12 @@ def workflow_sources(ws: Workspace, task: str, per_run: int = 5) -> dict[str, st
     for info in reversed(h.runs()):
         if info.task != task or info.offline:
             continue
-        best = sorted((r for r in h.summaries(info.id) if r["status"] == "ok" and r["score"] is not None),
-                      key=lambda r: (-r["score"], r["round"]))[:per_run]
-        for r in best:  # only these rounds are read in full
+        best = ranked_rounds(h.summaries(info.id), per_run, info.config.get("search", "paper"))
+        for i, r in enumerate(best):  # only these rounds are read in full; the run's result first
             text = (h.get_round(info.id, r["round"]) or {}).get("workflow_text")
             if text:
-                out[f"run #{info.id} · round {r['round']} · validation {100 * r['score']:.1f}%"] = text
+                mark = " · the run's result" if i == 0 else ""
+                out[f"run #{info.id} · round {r['round']} · validation {100 * r['score']:.1f}%{mark}"] = text
     return out
 
 
@@ -61,20 +65,72 @@ def split_caption(split: dict) -> str:
     return text + (f". {s['note'][0].upper()}{s['note'][1:]}." if s.get("note") else ".")
 
 
-def table_frame(c: Comparison) -> pd.DataFrame:
-    """The stakeholder table: percentages and points, the best marked, p-values as numbers."""
+_EVOLVED = re.compile(r"^run #(\d+) · round (\d+)")
+
+
+def evolved_rounds(c: Comparison, ws: Workspace) -> dict[str, dict]:
+    """workflow name -> its stored evolution round (light row, with the run's id) for the compared workflows
+    that are evolved rounds ('run #3 · round 7'), so their validation score can stand beside this score."""
+    h, out = History(ws), {}
+    for r in c.rows():
+        m = _EVOLVED.match(r["workflow"])
+        if m is None:
+            continue
+        try:
+            found = h.summaries(int(m.group(1)), [int(m.group(2))])
+        except KeyError:
+            continue
+        if found:
+            out[r["workflow"]] = {**found[0], "run_id": int(m.group(1))}
+    return out
+
+
+def evolved_notes(c: Comparison, ws: Workspace) -> list[str]:
+    """For each compared round that is its run's result: its validation score beside the score measured here,
+    and whether its validation gain over the seed was within noise (the winner's curse, said plainly)."""
+    notes = []
+    scored = {r["workflow"]: r for r in c.rows()}
+    for name, row in evolved_rounds(c, ws).items():
+        found = outcome(ws, row["run_id"])
+        here = scored[name]
+        if found is None or found.round != row["round"] or here["score"] is None:
+            continue
+        gap = 100 * (here["score"] - found.validation)
+        noise = {True: "within noise", False: "beyond noise", None: "not compared"}[found.within_noise]
+        notes.append(f"{name} is run #{row['run_id']}'s result: validation {100 * found.validation:.1f}%"
+                     f"{_ci(found.val_low, found.val_high)} on {found.val_n} problems (its gain over the seed "
+                     f"{noise}), here {100 * here['score']:.1f}%{_ci(here['ci_low'], here['ci_high'])}: "
+                     f"{gap:+.1f} points" + (" (the winner's curse: the best of many noisy validation scores is "
+                                               "partly luck)" if gap < 0 else ""))
+    return notes
+
+
+def _ci(lo: float | None, hi: float | None) -> str:
+    return "" if lo is None or hi is None else f" [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def table_frame(c: Comparison, ws: Workspace | None = None) -> pd.DataFrame:
+    """The stakeholder table: percentages and points, the best marked, p-values as numbers; with ``ws``, an
+    evolved round also shows the validation score evolution chose it by."""
     rows = []
+    evolved = evolved_rounds(c, ws) if ws is not None else {}
     for r in c.rows():
         none = r["score"] is None  # every run errored: no score
+        v = evolved.get(r["workflow"])
         rows.append({"workflow": r["workflow"], "best": "★" if r["best"] else "",
                      "score %": None if none else 100 * r["score"],
                      "95% CI": "no problem scored" if none else f"{100 * r['ci_low']:.1f} – {100 * r['ci_high']:.1f}",
-                     "sd %": None if r["sd"] is None else 100 * r["sd"], "errors": r["errors"], "cost/problem $": r["cost_per_problem"], "tokens": r["tokens"],
-                     "calls": r["calls"],
-                     "Δ vs best (pts)": None if r["diff_vs_best"] is None else 100 * r["diff_vs_best"],
+                     **({"validation %": None if v is None or v["score"] is None else 100 * v["score"],
+                         "validation 95% CI": "" if v is None or v["ci_low"] is None else
+                         f"{100 * v['ci_low']:.1f} – {100 * v['ci_high']:.1f}"} if evolved else {}),
+                     "sd %": "— (one run)" if r["sd"] is None else f"{100 * r['sd']:.1f}", "errors": r["errors"],
+                     "cost/problem $": r["cost_per_problem"], "tokens": r["tokens"], "calls": r["calls"],
+                     "Δ vs best (pts)": "— (the best)" if r["best"] else "—" if r["diff_vs_best"] is None else
+                     f"{100 * r['diff_vs_best']:+.1f}",
                      "Δ 95% CI": "" if r["diff_low"] is None else
                      f"{100 * r['diff_low']:+.1f} – {100 * r['diff_high']:+.1f}",
-                     "McNemar p": r["mcnemar_p"], "Pareto": "yes" if r["pareto"] else ""})
+                     "McNemar p": "—" if r["mcnemar_p"] is None else f"{r['mcnemar_p']:.3f}",
+                     "Pareto": "yes" if r["pareto"] else ""})
     return pd.DataFrame(rows)
 
 
@@ -87,46 +143,72 @@ def agreement_frame(c: Comparison) -> pd.DataFrame:
 
 
 def pareto_figure(c: Comparison) -> Any:
-    """Score (percent) against cost per problem; the Pareto front drawn as a step line, the best starred."""
+    """Score (percent) against cost per problem: the Pareto front as a step line with its points named, the best
+    as a star, the others unnamed (their names on hover), each with its 95% interval; axes padded around the
+    data and written for people (percent, dollars)."""
     import plotly.graph_objects as go
 
     every = c.rows()
-    keep = [i for i, r in enumerate(every) if r["score"] is not None]  # nothing scored: nothing to plot
-    rows = [every[i] for i in keep]
-    front = [keep.index(i) for i in c.pareto()]
+    rows = [r for r in every if r["score"] is not None]  # nothing scored: nothing to plot
     fig = go.Figure()
-    fig.add_trace(go.Scatter(
-        x=[r["cost_per_problem"] for r in rows], y=[100 * r["score"] for r in rows], mode="markers+text",
-        text=[r["workflow"] for r in rows], textposition="top center", name="workflows",
-        marker={"size": [16 if r["best"] else 11 for r in rows],
-                "symbol": ["star" if r["best"] else "circle" for r in rows],
-                "color": ["#1565c0" if r["pareto"] else "#90a4ae" for r in rows]},
-        error_y={"type": "data", "symmetric": False, "array": [100 * (r["ci_high"] - r["score"]) for r in rows],
-                 "arrayminus": [100 * (r["score"] - r["ci_low"]) for r in rows], "color": "#b0bec5"},
-        hovertext=[f"{r['workflow']}: {100 * r['score']:.1f}% [{100 * r['ci_low']:.1f}, {100 * r['ci_high']:.1f}]"
-                   f", ${r['cost_per_problem']:.6f}/problem" for r in rows], hoverinfo="text"))
-    fig.add_trace(go.Scatter(x=[rows[i]["cost_per_problem"] for i in front], y=[100 * rows[i]["score"] for i in front],
+
+    def trace(group: list[dict], name: str, symbol: str, color: str, size: int, labels: bool) -> None:
+        if not group:
+            return
+        fig.add_trace(go.Scatter(
+            x=[r["cost_per_problem"] for r in group], y=[100 * r["score"] for r in group], name=name,
+            mode="markers+text" if labels else "markers", text=[r["workflow"] for r in group] if labels else None,
+            textposition="top right", cliponaxis=False, marker={"size": size, "symbol": symbol, "color": color},
+            error_y={"type": "data", "symmetric": False, "color": "#b0bec5",
+                     "array": [100 * (r["ci_high"] - r["score"]) for r in group],
+                     "arrayminus": [100 * (r["score"] - r["ci_low"]) for r in group]},
+            hovertext=[f"{r['workflow']}: {100 * r['score']:.1f}% [{100 * r['ci_low']:.1f}, {100 * r['ci_high']:.1f}]"
+                       f", ${r['cost_per_problem']:.6f} a problem" for r in group], hoverinfo="text"))
+
+    trace([r for r in rows if r["best"]], "best", "star", "#1565c0", 16, True)
+    trace([r for r in rows if r["pareto"] and not r["best"]], "on the Pareto front", "circle", "#1565c0", 11, True)
+    trace([r for r in rows if not r["pareto"] and not r["best"]], "others (name on hover)", "circle", "#90a4ae", 10,
+          False)
+    front = sorted((r for r in rows if r["pareto"]), key=lambda r: r["cost_per_problem"])
+    fig.add_trace(go.Scatter(x=[r["cost_per_problem"] for r in front], y=[100 * r["score"] for r in front],
                              mode="lines", line={"shape": "hv", "dash": "dash", "color": "#1565c0"},
-                             name="Pareto front"))
-    fig.update_layout(title="Score vs cost per problem (blue: Pareto front; bars: 95% interval)",
-                      xaxis_title="cost per problem (USD)", yaxis_title="score (%)", height=400,
-                      margin={"l": 40, "r": 10, "t": 50, "b": 40}, legend={"orientation": "h", "y": -0.2})
-    fig.update_yaxes(range=[0, 105])
+                             name="Pareto front", hoverinfo="skip"))
+    lo = min((100 * r["ci_low"] for r in rows), default=0.0)
+    hi = max((100 * r["ci_high"] for r in rows), default=100.0)
+    costs = [r["cost_per_problem"] for r in rows] or [0.0]
+    pad = (max(costs) - min(costs)) * 0.12 or max(costs) * 0.2 or 1e-6
+    fig.update_layout(title="Score vs cost per problem (bars: 95% interval)", height=420,
+                      xaxis_title="cost per problem", yaxis_title="score",
+                      margin={"l": 50, "r": 30, "t": 50, "b": 90}, legend={"orientation": "h", "y": -0.28})
+    fig.update_xaxes(range=[max(0.0, min(costs) - pad), max(costs) + 2 * pad], tickformat="$,.6~f")
+    fig.update_yaxes(range=[max(0.0, lo - 8), min(105.0, hi + 8)], ticksuffix="%")
     return fig
 
 
+def result_sentence(ws: Workspace, run_id: int) -> str | None:
+    """The run's result in one line (its chosen round's validation score, gain over the seed and whether that
+    is within noise, its test score when measured); None while nothing is measured or for a structure-only run."""
+    if History(ws).run(run_id).offline:
+        return None
+    found = outcome(ws, run_id)
+    return None if found is None else found.sentence()
+
+
 def validation_test_frame(ws: Workspace, run_id: int) -> pd.DataFrame:
-    """Validation and test side by side (percent, with intervals) for a run's test-scored rounds."""
+    """Validation and test side by side (percent, with intervals) for a run's test-scored rounds; the round the
+    run offers as its result is marked."""
     from flowcore.evolution.testsplit import validation_vs_test
 
     df = validation_vs_test(ws, run_id)
     if df.empty:
         return df
+    found = outcome(ws, run_id)
 
     def pct(v: Any) -> float | None:
         return None if v is None or pd.isna(v) else 100 * float(v)
 
-    return pd.DataFrame([{"round": r["round"], "operator": r["operator"], "validation %": pct(r["validation"]),
+    return pd.DataFrame([{"round": r["round"], "result": "★" if found and found.round == r["round"] else "",
+                          "operator": r["operator"], "validation %": pct(r["validation"]),
                           "validation 95% CI": "—" if pct(r["val_low"]) is None else
                           f"{pct(r['val_low']):.1f} – {pct(r['val_high']):.1f}", "val n": r["val_n"],
                           "test %": pct(r["test"]), "test 95% CI": f"{pct(r['test_low']):.1f} – {pct(r['test_high']):.1f}",

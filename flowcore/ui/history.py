@@ -92,10 +92,14 @@ def score_figure(curve: pd.DataFrame, offline: bool) -> Any:
         if len(failed):  # one trace, however many failed rounds (not a shape per round)
             traces.append(scatter(x=_arr(failed["round"]), y=_arr(failed["round"] * 0), mode="markers",
                                   name="failed round", marker={"symbol": "x", "color": "#c62828", "size": 7}))
-        title, ytitle, yrange = "Validation score per round", "score (%)", [0, 105]
-    xaxis = {"title": {"text": "round"}, "rangemode": "tozero", **({} if dense else {"dtick": 1})}
+        title, ytitle, yrange = "Validation score per round", "score", [-5, 105]
+    for t in traces if not dense else ():  # WebGL traces have no such setting
+        t.cliponaxis = False  # the round-0 marker and a failed round's ✖ on the axis are drawn whole
+    last = float(curve["round"].max()) if len(curve) else 1.0
+    xaxis = {"title": {"text": "round"}, "range": [-0.3, last + 0.3], **({} if dense else {"dtick": 1})}
     return go.Figure(traces, {"title": {"text": title}, "xaxis": xaxis, "height": 340,
-                              "yaxis": {"title": {"text": ytitle}, "range": yrange},
+                              "yaxis": {"title": {"text": ytitle}, "range": yrange,
+                                        **({} if offline else {"ticksuffix": "%"})},
                               "margin": {"l": 40, "r": 10, "t": 50, "b": 40},
                               "legend": {"orientation": "h", "y": -0.25}})
 
@@ -128,10 +132,19 @@ def cost_figure(curve: pd.DataFrame) -> Any | None:
     trace = (go.Scattergl(x=_arr(measured["cost"]), y=_arr(measured["score"]), mode="markers",
                           customdata=_arr(measured["round"]), hovertemplate="round %{customdata}<extra></extra>")
              if dense else go.Scatter(x=_arr(measured["cost"]), y=_arr(measured["score"]), mode="markers+text",
-                                      text=[f"#{r}" for r in measured["round"]], textposition="top center"))
-    return go.Figure([trace], {"title": {"text": "Cost vs score"}, "xaxis": {"title": {"text": "round cost (USD)"}},
-                               "yaxis": {"title": {"text": "score (%)"}}, "height": 340,
-                               "margin": {"l": 40, "r": 10, "t": 50, "b": 40}})
+                                      text=[f"#{r}" for r in measured["round"]], textposition="top center",
+                                      cliponaxis=False, customdata=_arr(measured["round"]),
+                                      hovertemplate="round %{customdata}: %{y:.1f}%, $%{x:.5f}<extra></extra>"))
+    lo, hi = float(measured["score"].min()), float(measured["score"].max())
+    pad = max((hi - lo) * 0.15, 5.0)  # every point at 33.3% is a band around 33.3%, not 32.5–34
+    costs = measured["cost"].astype(float)
+    cpad = float(costs.max() - costs.min()) * 0.12 or float(costs.max()) * 0.2 or 1e-6
+    return go.Figure([trace], {"title": {"text": "Cost vs score"},
+                               "xaxis": {"title": {"text": "cost of the round"}, "tickformat": "$,.5~f",
+                                         "range": [max(0.0, float(costs.min()) - cpad), float(costs.max()) + cpad]},
+                               "yaxis": {"title": {"text": "score"}, "ticksuffix": "%",
+                                         "range": [max(-2.0, lo - pad), min(102.0, hi + pad)]}, "height": 340,
+                               "margin": {"l": 50, "r": 20, "t": 50, "b": 40}})
 
 
 def round_labels(cols: dict[str, list]) -> dict[int, str]:
@@ -228,7 +241,7 @@ def lineage_figure(cols: dict[str, list], selected: int | None = None,
         traces.append(go.Scatter(
             x=np.array([pos[n][0] for n in members], dtype=float), y=np.array([pos[n][1] for n in members], dtype=float),
             mode="markers+text" if small else "markers", text=[f"#{n}" for n in members], textposition="top center",
-            hoverinfo="text", hovertext=[hover(n) for n in members], name=kind, showlegend=bool(members),
+            cliponaxis=False, hoverinfo="text", hovertext=[hover(n) for n in members], name=kind, showlegend=bool(members),
             marker={"size": 14 if small else 8, "color": color, "line": {"color": "#ffffff", "width": 1}}))
     pinned = [n for n in nodes if cols["pinned"][index[n]]]
     traces.append(go.Scatter(x=np.array([pos[n][0] for n in pinned], dtype=float),
@@ -237,7 +250,7 @@ def lineage_figure(cols: dict[str, list], selected: int | None = None,
                              marker={"size": 20 if small else 13, "symbol": "circle-open", "color": "#ef6c00",
                                      "line": {"width": 3}}))
     height = min(170 + 40 * max(Counter(gen[n] for n in nodes).values(), default=1), 590)
-    fig = go.Figure(traces, {"height": height, "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+    fig = go.Figure(traces, {"height": height, "margin": {"l": 30, "r": 30, "t": 30, "b": 10},  # labels never cut
                              "xaxis": {"visible": False}, "yaxis": {"visible": False}, "plot_bgcolor": "#ffffff",
                              "legend": {"orientation": "h", "y": -0.02, "yanchor": "top"}})
     return fig, f"Lineage (parents → children, left to right by generation): {what}."
@@ -375,3 +388,29 @@ def run_view(history: Any, run_id: int) -> RunView:
         while len(_VIEWS) > KEEP_VIEWS:
             _VIEWS.popitem(last=False)
     return view
+
+
+def for_people(table: pd.DataFrame) -> pd.DataFrame:
+    """The buffer table as a stakeholder reads it: percentages and dollars written out, the interval in one
+    column, and a dash (never "None") where nothing was measured or judged."""
+    def pct(v: Any) -> str:
+        return "—" if v is None or pd.isna(v) else f"{100 * float(v):.1f}%"
+
+    out = table.copy()
+    if "score" in out:
+        out["score"] = [pct(v) for v in out["score"]]
+    if "ci_low" in out:
+        out.insert(out.columns.get_loc("ci_low"), "95% interval",
+                   ["—" if lo is None or pd.isna(lo) else f"{100 * float(lo):.0f}–{100 * float(hi):.0f}%"
+                    for lo, hi in zip(out["ci_low"], out["ci_high"], strict=True)])
+        out = out.drop(columns=["ci_low", "ci_high"])
+    if "n" in out:
+        out["n"] = ["—" if v is None or pd.isna(v) else f"{int(v):,}" for v in out["n"]]
+    if "cost" in out:
+        out["cost"] = ["—" if v is None or pd.isna(v) else f"${float(v):.5f}" for v in out["cost"]]
+    if "judge_total" in out:
+        out["judge_total"] = ["—" if v is None or pd.isna(v) else f"{float(v):.1f} / 50" for v in out["judge_total"]]
+    for col in ("note", "detail", "reason", "judge", "parents"):
+        if col in out:
+            out[col] = ["" if v is None or (not isinstance(v, str) and pd.isna(v)) else v for v in out[col]]
+    return out.rename(columns={"judge_total": "judge total", "n": "problems"})

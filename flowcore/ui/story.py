@@ -7,6 +7,7 @@ import re
 
 from flowcore.evaluation.results import money
 from flowcore.evolution.judge import CRITERIA
+from flowcore.evolution.outcome import outcome_of
 
 __all__ = ["candidate_rows", "progress_phrase"]
 
@@ -50,14 +51,23 @@ def candidate_rows(row: dict) -> list[dict]:
 
 
 def run_summary(info, rows: list[dict], curve) -> list[tuple[str, str, str]]:  # noqa: ANN001 - RunInfo, DataFrame
-    """The four figures above a run's curve, as (label, value, help): rounds done, best score, failed rounds,
-    cost so far. A structure-only run has no score to show, and says so."""
-    measured = curve["score"].dropna()
-    best = "not measured" if info.offline else (f"{measured.max():.1f}%" if len(measured) else "—")
+    """The five figures above a run's curve, as (label, value, help): rounds done, the score of the round the run
+    offers, its gain over the seed (saying when that is within noise), failed rounds, cost so far. A
+    structure-only run has no score to show, and says so."""
+    found = None if info.offline else outcome_of(rows, info.config.get("search", "paper"))
+    best = "not measured" if info.offline else (f"{100 * found.validation:.1f}%" if found else "—")
+    gain, why = ("not measured" if info.offline else "—"), ""
+    if found is not None and found.gain is not None:
+        gain = f"{100 * found.gain:+.1f} pts" + (" (within noise)" if found.within_noise else "")
+        why = found.sentence()
+    elif found is not None and found.round == 0:
+        gain, why = "none", found.sentence()
     return [
         ("Rounds done", f"{max(0, len(rows) - 1)} / {int(info.config.get('rounds', 0))}",
          "Evolution rounds stored, not counting the seed (round 0)"),
-        ("Best score", best, "Validation score of the best measured round"),
+        ("Best score", best, "Validation score of the round the run offers as its result"
+         + (f" (round {found.round})" if found else "")),
+        ("Gain over the seed", gain, why or "The chosen round's validation gain over the seed, on the same problems"),
         ("Failed rounds", str(int((curve["status"] == "failed").sum())), ""),
         ("Cost so far", money(curve["total_cost"].iloc[-1] if len(curve) else 0.0), ""),
     ]

@@ -42,6 +42,9 @@ class WorkflowEntry:
 
 def _schema(ws: Workspace) -> None:
     ws.ensure_schema("library", _DDL)
+    if "library-who" not in ws._schemas:  # who saved each version (added later: an additive column)
+        ws.add_columns("workflows", {"created_by": "TEXT"})
+        ws.ensure_schema("library-who", "")
 
 
 def validate_name(name: object) -> str:
@@ -61,8 +64,8 @@ def _validate_task(task: object) -> str:
     return str(task)
 
 
-def save_workflow(ws: Workspace, name: str, text: str, task: str) -> int:
-    """Store ``text`` as the next version of ``name``; returns the version number (1, 2, ...)."""
+def save_workflow(ws: Workspace, name: str, text: str, task: str, created_by: str = "local") -> int:
+    """Store ``text`` as the next version of ``name`` (saved by ``created_by``); returns the version number."""
     name, task = validate_name(name), _validate_task(task)
     if not isinstance(text, str) or not text.strip():
         raise LibraryError(f"workflow {name!r}: the text is empty; there is nothing to save")
@@ -74,8 +77,8 @@ def save_workflow(ws: Workspace, name: str, text: str, task: str) -> int:
         if last is not None and last["text"] == text and last["task"] == task:
             return int(last["version"])
         version = (int(last["version"]) if last else 0) + 1
-        conn.execute("INSERT INTO workflows(name, version, task, text, valid, created) VALUES (?,?,?,?,?,?)",
-                     (name, version, task, text, int(valid), time.time()))
+        conn.execute("INSERT INTO workflows(name, version, task, text, valid, created, created_by) "
+                     "VALUES (?,?,?,?,?,?,?)", (name, version, task, text, int(valid), time.time(), created_by))
     return version
 
 
@@ -97,6 +100,13 @@ def versions(ws: Workspace, name: str) -> list[tuple[int, float, bool]]:
     rows = ws.query("SELECT version, created, valid FROM workflows WHERE name=? ORDER BY version DESC",
                     (name,))
     return [(int(r["version"]), float(r["created"]), bool(r["valid"])) for r in rows]
+
+
+def authors(ws: Workspace, name: str) -> dict[int, str]:
+    """version -> who saved it ("local" for versions saved before this was recorded)."""
+    _schema(ws)
+    rows = ws.query("SELECT version, created_by FROM workflows WHERE name=?", (name,))
+    return {int(r["version"]): r["created_by"] or "local" for r in rows}
 
 
 def load_workflow(ws: Workspace, name: str, version: int | None = None) -> tuple[str, str]:

@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 from flowcore.aov import AOVGraph, Execution, ManualAgent, run_sync
 from flowcore.aov import session as S
 from flowcore.aov.store import ExecutionConflict, ExecutionStore, load_execution, save_execution
+from flowcore.evolution.ops import OPERATORS
 from flowcore.workspace.store import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,8 +163,7 @@ def test_worker_and_queue_on_a_missing_workspace_say_so_instead_of_waiting_on_a_
     assert p.returncode == 2 and "--poll: must be a number of seconds > 0, got 0" in p.stderr
     p = cli("submit", "--benchmark", "gsm8k", "--rounds", "1", "--operators", "insrt", "--db", db)
     assert p.returncode == 2 and p.stderr.strip() == (
-        "error: --operators: unknown operator(s) insrt; known: substitute, insert, rewire, delete, subgraph, "
-        "prompt, crossover")
+        f"error: --operators: unknown operator(s) insrt; known: {', '.join(OPERATORS)}")
     assert json.loads(cli("queue", "--db", db, "--json").stdout)["items"][0]["status"] == "queued"
 
 

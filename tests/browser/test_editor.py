@@ -16,7 +16,7 @@ from .conftest import goto_page, no_exceptions, save_screenshot, wait_for_app, w
 pytestmark = pytest.mark.browser
 
 ACE = 'iframe[title="streamlit_ace.streamlit_ace"]'
-MERMAID = 'iframe[title="streamlit_mermaid.streamlit_mermaid"]'
+MERMAID = 'iframe[title="pages.drawing.mermaid_drawing"]'
 BASE = 'flowchart TD\nPROBLEM(["Problem"])\nC1["Custom"]\n'
 
 
@@ -30,7 +30,7 @@ def test_error_marked_at_its_line_then_fixed(page, streamlit_app):
     goto_page(page, streamlit_app, "/editor")
     ace = page.frame_locator(ACE)
     ace.locator(".ace_content").wait_for()
-    page.frame_locator(MERMAID).locator("svg .nodeLabel").first.wait_for()
+    page.frame_locator(MERMAID).locator("svg g.node").first.wait_for()
 
     ace.locator(".ace_text-input").focus()
     page.keyboard.press("Control+A")
@@ -71,9 +71,9 @@ def test_error_marked_at_its_line_then_fixed(page, streamlit_app):
     expect(marker).to_have_count(0)
     wait_for_app(page)
     assert _editor_text(ace).splitlines()[3:5] == ["PROBLEM --> C1", 'C1 --> RETURN(["Return"])']
-    labels = page.frame_locator(MERMAID).locator("svg .nodeLabel")
+    labels = page.frame_locator(MERMAID).locator("svg g.node")
     labels.filter(has_text="Return").first.wait_for()
-    assert {"Problem", "Custom", "Return"} <= {t.strip() for t in labels.all_inner_texts()}
+    assert {"Problem", "Custom", "Return"} <= {t.strip() for t in labels.all_text_contents()}
     assert no_exceptions(page) == []
     assert js_errors == []
 
@@ -87,7 +87,7 @@ def test_screenshot_of_an_example(page, streamlit_app):
     wait_for_app(page)
     page.get_by_role("button", name="Load example").click()
     wait_for_app(page)
-    page.frame_locator(MERMAID).locator("svg .nodeLabel").filter(has_text="Decision").first.wait_for()
+    page.frame_locator(MERMAID).locator("svg g.node").filter(has_text="Decision").first.wait_for()
     page.get_by_text("Valid for code tasks").first.wait_for()
     wait_for_still(page)  # the drawing and the gutter laid out: nothing moves any more
     save_screenshot(page, "editor.png")
@@ -136,4 +136,61 @@ def test_the_canvas_node_dialog_is_the_apps_and_writes_the_text(page, streamlit_
     expect(ace.locator(".ace_content")).to_contain_text('C1["AnswerGenerate"]')
     expect(page.get_by_text(re.compile("Valid for math tasks"))).to_be_visible(timeout=20_000)
     expect(flow.locator('.react-flow__node[data-id="C1"]')).to_contain_text("AnswerGenerate")
+    assert no_exceptions(page) == []
+
+
+def _wide(n: int) -> str:
+    """A valid math workflow with ``n`` Custom nodes side by side: wider than the drawing's box at 11 px."""
+    lines = ["flowchart TD", "%% @prompt s: Solve it.", 'PROBLEM(["Problem"])', 'E["ScEnsemble"]', 'RETURN(["Return"])']
+    lines += [f'C{i}["Custom<br/>(role: s)"]' for i in range(n)]
+    lines += [f"PROBLEM --> C{i}" for i in range(n)] + [f"C{i} -->|solutions| E" for i in range(n)]
+    return "\n".join(lines + ["E --> RETURN"]) + "\n"
+
+
+def test_the_drawing_fits_without_tiny_text_pans_zooms_copies_and_falls_back_to_the_last_text_read(
+        page, streamlit_app):
+    from urllib.parse import urlencode
+
+    from flowcore.workspace.drafts import encode_text
+
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=streamlit_app.url)
+    goto_page(page, streamlit_app, f"/editor?{urlencode({'wf': 'wide', 'task': 'math', 'code': encode_text(_wide(12))})}")
+    frame = page.frame_locator(MERMAID).first
+    expect(frame.locator("svg g.node")).to_have_count(15, timeout=20_000)  # Mermaid's first load
+    body = frame.locator("body")
+    text_px = float(body.get_attribute("data-text-px"))
+    assert text_px >= 11, f"Fit drew {text_px} px text"
+    view = frame.locator("#view")
+    assert view.evaluate("v => v.scrollWidth > v.clientWidth")  # too wide at 11 px: the box scrolls instead
+
+    view.hover()
+    page.mouse.wheel(300, 0)  # the wheel pans
+    page.wait_for_function("(f) => f.contentDocument.getElementById('view').scrollLeft > 0",
+                           arg=page.locator(MERMAID).first.element_handle())
+    before = float(body.get_attribute("data-scale"))
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, -400)  # Ctrl + wheel zooms in at the cursor
+    page.keyboard.up("Control")
+    expect(body).not_to_have_attribute("data-scale", str(before))
+    assert float(body.get_attribute("data-scale")) > before
+    frame.get_by_role("button", name="Fit").click()
+    assert float(body.get_attribute("data-text-px")) >= 11
+
+    frame.get_by_role("button", name="Copy link").click()
+    expect(frame.locator("#note")).to_have_text("Link copied")
+    assert page.evaluate("navigator.clipboard.readText()") == page.url  # the link holds the workflow
+    frame.get_by_role("button", name="Copy PNG").click()
+    expect(frame.locator("#note")).to_have_text("PNG copied")
+    size = page.evaluate("""async () => { const [item] = await navigator.clipboard.read();
+        return (await item.getType('image/png')).size; }""")
+    assert size > 5_000
+
+    # a syntax error: the drawing stays exactly the last text that read (15 nodes, 25 edges), nothing invented
+    ace = page.frame_locator(ACE)
+    ace.locator(".ace_text-input").focus()
+    page.keyboard.press("Control+End")
+    page.keyboard.insert_text("PROBLEM --> |problem G\n")
+    expect(page.get_by_text("The diagram shows the last readable version of the text.")).to_be_visible()
+    expect(frame.locator("svg g.node")).to_have_count(15)
+    assert frame.locator("svg .edgePaths path").count() == 25
     assert no_exceptions(page) == []

@@ -21,7 +21,7 @@ from .conftest import goto_page, no_exceptions, save_screenshot, wait_for_app, w
 
 pytestmark = pytest.mark.browser
 
-MERMAID = 'iframe[title="streamlit_mermaid.streamlit_mermaid"]'
+MERMAID = 'iframe[title="pages.drawing.mermaid_drawing"]'
 ROUNDS = 3
 
 
@@ -37,7 +37,7 @@ def _number(page, label: str, value: str) -> None:
 def _drawn(page, count: int) -> None:
     """Wait until the first ``count`` Mermaid iframes have drawn their nodes."""
     for i in range(count):
-        expect(page.frame_locator(MERMAID).nth(i).locator("svg .nodeLabel").first).to_be_visible(timeout=20_000)
+        expect(page.frame_locator(MERMAID).nth(i).locator("svg g.node").first).to_be_visible(timeout=20_000)
 
 
 def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamlit_app):
@@ -105,7 +105,8 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     # Interact only once the page's first run is over: its later elements (the last round's diff is near the
     # end) are drawn, and then the script is idle (waiting a fixed moment for a rerun to start, then for "not
     # running", can return before the run has even begun on a loaded machine).
-    expect(page.locator('[data-testid="stCode"]').filter(has_text=f"+++ round {ROUNDS}")).to_be_visible()
+    expect(page.locator('[data-testid="stCode"]').filter(has_text=f"+++ round {ROUNDS}")).to_be_visible(
+        timeout=20_000)
     wait_for_app(page)
     picker = page.get_by_role("combobox", name="Round", exact=True)  # not "Run", whose labels say "rounds"
     expect(picker).to_have_value(re.compile(rf"^#{ROUNDS} · "))  # the last round is picked

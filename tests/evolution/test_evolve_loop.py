@@ -141,7 +141,8 @@ def test_five_llm_rounds_are_stored(tmp_path, monkeypatch, data):
         _env(monkeypatch, srv)
         ws = Workspace(tmp_path / "w.db")
         seen: list[dict] = []
-        evo = Evolution(ws, EvolutionConfig(benchmark="gsm8k", rounds=5, data_path=str(data)), progress=seen.append)
+        evo = Evolution(ws, EvolutionConfig(benchmark="gsm8k", rounds=5, data_path=str(data), remeasure=0),
+                        progress=seen.append)
         result = evo.run()
         roles = {json.dumps(r.get("response_format")) for r in srv.requests}
     assert result["status"] == "finished" and evo.config.mode == "llm" and not evo.config.offline
@@ -279,7 +280,7 @@ def test_programmatic_mode_with_an_injected_evaluator_scores_rounds(tmp_path, mo
     _env(monkeypatch, None)
     calls: list = []
     ws = Workspace(tmp_path / "w.db")
-    cfg = EvolutionConfig(benchmark="gsm8k", rounds=4, data_path=str(data), mode="programmatic")
+    cfg = EvolutionConfig(benchmark="gsm8k", rounds=4, data_path=str(data), mode="programmatic", remeasure=0)
     result = Evolution(ws, cfg, evaluator=_fake_evaluator(calls)).run()
     rows = _rows(ws, result["run_id"])
     assert len(calls) == 5 and all(r["status"] == "ok" and r["score"] is not None for r in rows)

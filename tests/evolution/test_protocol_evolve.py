@@ -99,7 +99,7 @@ def test_evolve_test_top_3_scores_exactly_three_and_keeps_test_out_of_validation
 def test_validation_rounds_repeat_each_evaluation_past_the_cache(endpoint, capsys, tmp_path):
     db = tmp_path / "w.db"
     code, _, err = cli(capsys, "evolve", "--benchmark", "gsm8k", "--rounds", "1", "--limit", "4", "--mode",
-                       "programmatic", "--operators", "prompt", "--validation-rounds", "3", "--db", str(db))
+                       "programmatic", "--operators", "prompt", "--validation-rounds", "3", "--remeasure", "0", "--db", str(db))
     assert code == 0, err
     ws = Workspace(db)
     (run,) = History(ws).runs()

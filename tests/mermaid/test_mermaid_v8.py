@@ -157,3 +157,40 @@ def test_png_has_the_pixels_novasvg_paints():
         ref = Image.open(io.BytesIO(render_bitmap(mermaid_js.render_svg(text), scale=1.5,
                                                   background=background).to_bytes("png")))
         assert ours.size == ref.size and ours.convert("RGBA").tobytes() == ref.convert("RGBA").tobytes()
+
+
+def test_a_warm_drawing_context_draws_what_a_fresh_one_draws():
+    """The drawing child keeps one context for every drawing and resets its state (v8.RESET_JS, the document,
+    Mermaid's config): after another diagram, the same text draws the same bytes as in a fresh context."""
+    from mermaidx.engines._common import TextMeasurer
+
+    fresh = _seeded_render(True, DRAWING)
+    ctx = mermaid_v8.build_context()
+    known: dict = {}
+
+    def draw(text: str) -> str:
+        ctx.eval(_SEED_JS)
+        return mermaid_v8.render_warm(ctx, text, "default", dict(mermaid_js.MERMAID_CONFIG), None, known,
+                                      TextMeasurer().foreign_object)
+
+    try:
+        draw("flowchart LR\n  X[other] --> Y((thing))\n  subgraph Q\n  Z\n  end\n  classDef hot fill:#f00\n")
+        draw(DRAWING)  # learns its label sizes (two passes, so the seeded random numbers differ)
+        assert draw(DRAWING) == fresh
+    finally:
+        ctx.close()
+
+
+def test_the_drawing_process_reuses_its_context_and_recovers_after_an_error(engine_state, monkeypatch):
+    monkeypatch.delenv(mermaid_js.ENGINE_ENV, raising=False)
+    eng = mermaid_v8.render_engine()
+    eng.start()
+    try:
+        cfg = dict(mermaid_js.MERMAID_CONFIG)
+        first = eng.render_svg("flowchart LR\n  A[one] --> B[two]\n", "default", cfg, None)
+        with pytest.raises(Exception):  # noqa: B017 - mermaidx's own error type
+            eng.render_svg("flowchart LR\n  A --> (\n", "default", cfg, None)
+        again = eng.render_svg("flowchart LR\n  A[one] --> B[two]\n", "default", cfg, None)
+        assert "one" in again and again.count("<g") == first.count("<g")
+    finally:
+        eng.close()

@@ -92,9 +92,9 @@ def test_examples_become_candidates_with_metrics_and_the_rules_choice():
     at.text_area(key="aov_paste").input('{"goal": "x", "subtasks": {}}')
     ok(at.button(key="aov_use").click().run())
     md = texts(at.markdown)
-    assert "P_avg **2.00** · C_dependency **0.94** · T **3** steps" in md  # gobang
-    assert "P_avg **1.50** · C_dependency **0.47** · T **4** steps" in md  # report
-    assert "P_avg **1.75** · C_dependency **1.29** · T **4** steps" in md  # website
+    assert "parallelism **2.00** (P_avg) · dependency spread **0.94** (C_dependency) · **3** steps" in md  # gobang
+    assert "parallelism **1.50** (P_avg) · dependency spread **0.47** (C_dependency) · **4** steps" in md  # report
+    assert "parallelism **1.75** (P_avg) · dependency spread **1.29** (C_dependency) · **4** steps" in md  # website
     chosen = [m for m in md if "chosen by the rule" in m]
     assert chosen == ["**Candidate 1** · `gobang.json` :green-badge[chosen by the rule]"]
     assert any("Dropped" in e and "pasted JSON" in e and "empty (no subtasks)" in e for e in texts(at.error))
@@ -206,7 +206,7 @@ def test_a_failing_manual_output_shows_the_verdict_and_proposals_and_accepting_o
     err = texts(at.error)[0]
     assert "Subtask `win` failed:" in err and "error marker in output: ERROR: off by one" in err
     proposals = [m for m in texts(at.markdown) if m.startswith("**Proposal")]
-    assert len(proposals) == 3 and "edit win" in proposals[0] and "P_avg **2.00**" in proposals[0]
+    assert len(proposals) == 3 and "edit win" in proposals[0] and "parallelism **2.00**" in proposals[0]
     assert "~ win.subtask_requirement" in at.code[0].value and "Previous attempt failed" in at.code[0].value
     verdicts = table(at, 2).set_index("subtask")
     assert not verdicts.loc["win", "passed"] and verdicts.loc["board", "passed"]

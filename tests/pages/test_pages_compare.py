@@ -79,7 +79,8 @@ def test_a_comparison_runs_and_shows_table_plot_and_agreement(db, monkeypatch):
     table = at.dataframe[0].value  # the stakeholder table, then the agreement
     assert list(table["workflow"]) == ["mark-a v1", "mark-b v1"] and list(table["best"]) == ["★", ""]
     assert table["score %"].tolist() == pytest.approx([100 * 10 / 12, 100 * 6 / 12])
-    assert table["McNemar p"].iloc[1] == pytest.approx(hand_mcnemar(6, 2))  # 6 solved only by A, 2 only by B
+    assert table["McNemar p"].iloc[1] == f"{hand_mcnemar(6, 2):.3f}"  # 6 solved only by A, 2 only by B
+    assert table["McNemar p"].iloc[0] == "—" and table["Δ vs best (pts)"].iloc[0] == "— (the best)"  # no None
     agree = at.dataframe[1].value
     assert len(agree) == len(PROBLEMS) and int((~agree["agree"]).sum()) == 8
     assert any("1055 test" in c.value for c in at.caption)
@@ -137,6 +138,7 @@ def test_a_page_run_with_test_top_reports_the_test_phase_and_history_shows_both(
         frame = validation_test_frame(ws, job.meta["run_id"])
         assert len(frame) == 2 and frame["test %"].tolist() == [60.0, 60.0] and (frame["test n"] == 5).all()
         h = page("history")
-    assert any(df.value.columns.tolist()[:3] == ["round", "operator", "validation %"] for df in h.dataframe)
+    assert any(df.value.columns.tolist()[:4] == ["round", "result", "operator", "validation %"] for df in h.dataframe)
     assert any("Validation → test" in m.value for m in h.markdown)
+    assert any(m.value.startswith("**Result: round ") and "Test: " in m.value for m in h.markdown)
     assert next(b for b in h.button if b.key == "hist_test_go")  # on demand, too

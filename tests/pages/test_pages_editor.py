@@ -90,7 +90,7 @@ def test_home_lists_examples_and_opens_one_in_the_editor(db):
     assert any("No LLM endpoint is configured" in i for i in texts(at.info))
     table = at.dataframe[0].value
     assert sorted(table["name"]) == sorted(n for n, _, _ in examples()) and table["valid"].all()
-    assert component(at, "streamlit_mermaid")["code"].split("\n", 1)[1].startswith("flowchart TD")
+    assert component(at, "mermaid_drawing")["code"].split("\n", 1)[1].startswith("flowchart TD")
     at.selectbox(key="home_example").set_value("humaneval_case_study").run()
     at.button(key="home_open").click().run()
     assert texts(at.title) == ["Editor"]
@@ -107,7 +107,7 @@ def test_every_example_loads_without_diagnostics(editor, name, task):
     assert not editor.error
     ace = component(editor, "streamlit_ace")["defaultValue"]
     assert ace == next(t for n, _, t in examples() if n == name)
-    assert "classDef" in component(editor, "streamlit_mermaid")["code"]  # the coloured rendering
+    assert "classDef" in component(editor, "mermaid_drawing")["code"]  # the coloured rendering
 
 
 def test_a_broken_line_is_listed_and_marked_at_its_row_then_fixed(editor):
@@ -121,7 +121,7 @@ def test_a_broken_line_is_listed_and_marked_at_its_row_then_fixed(editor):
     type_text(editor, FIXED)
     assert component(editor, "streamlit_ace")["annotations"] == []
     assert not editor.error
-    assert 'RETURN(["Return"])' in component(editor, "streamlit_mermaid")["code"]
+    assert 'RETURN(["Return"])' in component(editor, "mermaid_drawing")["code"]
     assert editor.session_state["mf_text"] == FIXED  # shared with the other pages
 
 
@@ -238,7 +238,7 @@ def test_a_big_workflow_keeps_text_and_checker_live_without_the_heavy_widgets(db
     at.switch_page("pages/editor.py").run()
     assert not at.exception
     names = [c.proto.component_name for c in at.get("component_instance")]
-    assert not any(n.endswith(("streamlit_ace", "streamlit_mermaid", "streamlit_flow")) for n in names), names
+    assert not any(n.endswith(("streamlit_ace", "mermaid_drawing", "streamlit_flow")) for n in names), names
     assert any("too big to draw as you type" in i.value for i in at.info)
     assert at.selectbox(key="ed_section").options == ["lines 1–804"]
     box = at.text_area[0]

@@ -105,7 +105,7 @@ def figures(at: AppTest) -> list[dict]:
 
 def mermaid_args(at: AppTest) -> list[dict]:
     return [json.loads(c.proto.json_args) for c in at.get("component_instance")
-            if c.proto.component_name.endswith("streamlit_mermaid")]
+            if c.proto.component_name.endswith("mermaid_drawing")]
 
 
 def offline_run(db: Path, rounds: int = 3) -> int:

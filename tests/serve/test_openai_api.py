@@ -105,6 +105,8 @@ def test_unknown_model_is_404_in_openais_shape(server):
 @pytest.mark.parametrize("body, field", [
     ("{not json", "not JSON"),
     ("[1, 2]", "JSON object"),
+    ("[" * 200_000, "JSON"),
+    ('{"model": "solver", "messages": [{"role": "user", "content": "\\ud800 x"}]}', "not valid Unicode"),
     ('{"messages": [{"role": "user", "content": "x"}]}', "'model'"),
     ('{"model": "solver", "messages": []}', "'messages'"),
     ('{"model": "solver", "messages": [{"role": "system", "content": "only"}]}', "no user message"),

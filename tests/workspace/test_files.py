@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from flowcore.evolution.ops import MUTATIONS
 from flowcore.workspace.files import SymlinkRefused, write_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,8 +102,7 @@ def test_split_o_refuses_a_planted_link_even_with_force(tmp_path, secret):
 
 def test_mutate_out_refuses_a_planted_link(tmp_path, secret):
     out = tmp_path / "kids"
-    ops = ("substitute", "insert", "rewire", "delete", "subgraph", "prompt")
-    links = [plant(out / f"math_seed_001_{op}.mmd", secret) for op in ops]  # whichever child comes first
+    links = [plant(out / f"math_seed_001_{op}.mmd", secret) for op in MUTATIONS]  # whichever child comes first
     p = flowcore("mutate", str(SEED), "--task", "math", "--n", "1", "--out", str(out))
     assert p.returncode == 2 and "is a symbolic link" in p.stderr and "Traceback" not in p.stderr, p.stderr
     for link in links:

@@ -85,3 +85,26 @@ def test_a_trace_is_stored_with_its_spans_and_listed_by_workflow_and_version(any
     assert traces.load_trace(any_ws, "c" * 32) is None
     with pytest.raises(ValueError, match="status"):
         traces.save_trace(any_ws, traces.Trace("d" * 32, 1.0, "api", None, None, "x", "weird"))
+
+
+def test_who_made_each_run_round_comparison_and_saved_version_is_kept(any_ws):
+    from flowcore.evaluation.compare import Comparison, list_comparisons, load_comparison, save_comparison
+    from flowcore.evolution.history import History
+    from flowcore.evolution.session import run_label, runs_overview
+    from flowcore.workspace import library
+
+    h = History(any_ws)
+    run = h.create_run({"rounds": 1}, "k", TEXT, "gsm8k", "math", True, created_by="carol@example.com")
+    old = h.create_run({"rounds": 1}, "k2", TEXT, "gsm8k", "math", True)  # a caller that says nothing: local
+    h.add_round(run, {"round": 0, "status": "structure-only", "workflow_text": TEXT})
+    h.add_round(run, {"round": 1, "status": "structure-only", "workflow_text": TEXT, "created_by": "dave"})
+    assert (h.run(run).created_by, h.run(old).created_by) == ("carol@example.com", "local")
+    assert [r["created_by"] for r in h.rounds(run)] == ["carol@example.com", "dave"]
+    overview = {o["id"]: o for o in runs_overview(any_ws)}
+    assert run_label(overview[run]).endswith("by carol@example.com")
+    cid = save_comparison(any_ws, Comparison("gsm8k", {}, 1, []), created_by="erin")
+    assert load_comparison(any_ws, cid).created_by == "erin"
+    assert [c.created_by for c in list_comparisons(any_ws)] == ["erin"]
+    library.save_workflow(any_ws, "mine", TEXT, "math", created_by="frank")
+    library.save_workflow(any_ws, "mine", TEXT + "%% v2\n", "math")
+    assert library.authors(any_ws, "mine") == {1: "frank", 2: "local"}

@@ -14,7 +14,8 @@ it fast, measured with ``benchmarks/mermaid_backends.py`` (see README):
 
 mini-racer's default flag ``--single-threaded`` is kept: background compilation threads use more CPU than they
 save on two shared cores. Parsing runs in this process (one context, kept warm, behind a lock); drawing runs in a
-child process, as mermaidx's V8 engine does, so that a diagram whose JS never stops can be killed.
+child process, as mermaidx's V8 engine does, so that a diagram whose JS never stops can be killed; that child keeps
+one warm context for every drawing (``render_warm``; state reset, not rebooted).
 """
 
 from __future__ import annotations
@@ -147,25 +148,44 @@ class V8ParseEngine:
 
 # ------------------------------------------------------------------------------------------------ drawing
 
-def _child_main(conn) -> None:  # pragma: no cover - runs in the child process
-    """mermaidx's V8 child loop (one isolate, requests over a pipe), with this module's contexts, and one spare
-    context kept ready: a diagram whose label sizes are not known yet is drawn twice (the first pass only learns
-    them, see mermaidx's v8_engine._render), and the second pass needs a fresh context too."""
+# What one drawing leaves in a context that the next could see, and how it is reset instead of booting a fresh
+# context (~0.3 s of CPU each, and mermaidx's child built two after every drawing): the document (render_script's
+# __resetDocument), Mermaid's config (its mermaid.initialize), the result slots (set by render_script), and the
+# label sizes asked for (__foMissing, reset here before every pass). Mermaid's FlowDB is cleared by mermaid.render.
+# A test draws in a fresh context and in a reused one (after another diagram) and compares the bytes.
+RESET_JS = "globalThis.__foMissing = {}; globalThis.__renderResult = null; globalThis.__renderError = null;"
+
+
+def render_warm(ctx, code: str, theme: str, config: dict | None, css: str | None, known: dict, measure) -> str:
+    """mermaidx's ``_render`` (draw until no label size is missing), all passes in the one warm ``ctx``."""
     from mermaidx.engines import v8_engine
+    from mermaidx.engines._common import MermaidRenderError, collect_svg, render_script, run_event_loop
+
+    if len(known) > v8_engine._KNOWN_LIMIT:
+        known.clear()
+    for _ in range(v8_engine._MAX_PASSES):
+        ctx.eval(RESET_JS)
+        ctx.eval(f"globalThis.__foKnown = {json.dumps(known)};")
+        ctx.eval(render_script(code, theme, config, css))
+        run_event_loop(ctx.eval)
+        asked = json.loads(ctx.eval("JSON.stringify(globalThis.__foMissing)"))
+        if not asked:
+            return collect_svg(ctx.eval)
+        for key, what in asked.items():  # rough sizes were used this pass: measure them and draw again
+            known[key] = measure(*what)
+    raise MermaidRenderError(f"the sizes of the <foreignObject> labels did not settle in {v8_engine._MAX_PASSES} "
+                             "passes")
+
+
+def _child_main(conn) -> None:  # pragma: no cover - runs in the child process
+    """mermaidx's V8 child loop (one isolate, requests over a pipe) with one warm context reused by every drawing, as
+    the parse engine is; after a drawing that failed the context is replaced (its state is then unknown)."""
     from mermaidx.engines._common import MermaidRenderError, TextMeasurer
 
     known: dict = {}
     measurer = TextMeasurer()
-    ready: list = []
-    used: list = []  # the contexts the current request has drawn in
-
-    def take():
-        ctx = ready.pop(0) if ready else build_context()
-        used.append(ctx)
-        return ctx
-
     try:
-        ready += [build_context(), build_context()]
+        ctx = build_context()
         conn.send(("ready", None))
     except Exception as exc:  # noqa: BLE001 - any boot failure goes to the parent
         conn.send(("boot_error", f"{type(exc).__name__}: {exc}"))
@@ -178,24 +198,22 @@ def _child_main(conn) -> None:  # pragma: no cover - runs in the child process
         if msg is None:
             return
         code, theme, config, css = msg
+        failed = True
         try:
-            svg = v8_engine._render(take(), code, theme, config, css, known, measurer.foreign_object, take)
+            svg = render_warm(ctx, code, theme, config, css, known, measurer.foreign_object)
+            failed = False
             conn.send(("ok", svg))
         except MermaidRenderError as exc:
             conn.send(("render_error", str(exc)))
         except Exception as exc:  # noqa: BLE001
             conn.send(("render_error", f"{type(exc).__name__}: {exc}"))
-        # mermaid.js numbers ids from module-level counters: every diagram gets fresh contexts (as a browser
-        # opens a page per diagram), built now so that they are ready by the next request
-        for ctx in used:
-            ctx.close()
-        used.clear()
-        try:
-            while len(ready) < 2:
-                ready.append(build_context())
-        except Exception as exc:  # noqa: BLE001
-            conn.send(("boot_error", f"{type(exc).__name__}: {exc}"))
-            return
+        if failed:
+            try:
+                ctx.close()
+                ctx = build_context()
+            except Exception as exc:  # noqa: BLE001
+                conn.send(("boot_error", f"{type(exc).__name__}: {exc}"))
+                return
 
 
 def render_engine(timeout_ms: int = 60_000):

@@ -1,0 +1,187 @@
+// The app's Mermaid 11 drawing: Streamlit's component protocol by hand (postMessage), Mermaid with
+// securityLevel "strict" and SVG text labels (no HTML in a label), zoom that never draws text under
+// MIN_TEXT_PX at Fit (the box scrolls instead), wheel to pan, Ctrl + wheel (or a pinch) to zoom at the
+// cursor, drag to pan, and buttons to copy a link to the workflow and the drawing as a PNG.
+"use strict";
+
+const MIN_TEXT_PX = 11;
+const ZOOMS = [0.25, 0.33, 0.5, 0.67, 0.75, 0.9, 1, 1.1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4];
+const $ = (id) => document.getElementById(id);
+const view = $("view"), stage = $("stage"), errorBox = $("error");
+const state = { code: null, args: {}, fit: true, scale: 1, natural: null, rendering: Promise.resolve(), n: 0 };
+
+function post(type, extra) {
+  window.parent.postMessage(Object.assign({ isStreamlitMessage: true, type }, extra), "*");
+}
+
+mermaid.initialize({
+  startOnLoad: false, securityLevel: "strict", theme: "default", maxEdges: 2000,
+  flowchart: { htmlLabels: false, useMaxWidth: false }, htmlLabels: false,
+});
+
+function fontPx() {
+  return Number(state.args.font_px) || 16;
+}
+
+function minScale() {  // the smallest zoom Fit may choose: text at MIN_TEXT_PX
+  return MIN_TEXT_PX / fontPx();
+}
+
+function fitScale() {
+  if (!state.natural) return 1;
+  const room = Math.max(view.clientWidth - 26, 50);
+  return Math.min(1, Math.max(minScale(), room / state.natural.w));
+}
+
+function apply(scale, anchor) {
+  const svg = stage.querySelector("svg");
+  if (!svg || !state.natural) return;
+  const before = state.scale;
+  state.scale = scale;
+  svg.setAttribute("width", String(state.natural.w * scale));
+  svg.setAttribute("height", String(state.natural.h * scale));
+  if (anchor) {  // keep the point under the cursor where it is
+    const k = scale / before;
+    view.scrollLeft = (view.scrollLeft + anchor.x) * k - anchor.x;
+    view.scrollTop = (view.scrollTop + anchor.y) * k - anchor.y;
+  }
+  $("zoom").textContent = Math.round(scale * 100) + "%" + (state.fit ? " (fit)" : "");
+  document.body.dataset.scale = String(scale);
+  document.body.dataset.textPx = String(Math.round(fontPx() * scale * 100) / 100);
+  resize();
+}
+
+function resize() {
+  const maxH = Number(state.args.max_height) || 720, minH = Number(state.args.min_height) || 120;
+  const content = state.natural ? state.natural.h * state.scale + 26 : 0;
+  const boxH = Math.max(minH, Math.min(maxH, content + 2 + (view.scrollWidth > view.clientWidth ? 14 : 0)));
+  view.style.height = boxH + "px";
+  const total = $("bar").offsetHeight + boxH + (errorBox.hidden ? 0 : errorBox.offsetHeight + 6) + 4;
+  post("streamlit:setFrameHeight", { height: total });
+}
+
+function showError(message) {
+  errorBox.hidden = !message;
+  errorBox.textContent = message || "";  // text, never markup
+  resize();
+}
+
+async function draw(code) {
+  const id = "mf-drawing-" + (++state.n);
+  try {
+    const { svg } = await mermaid.render(id, code);
+    const doc = new DOMParser().parseFromString(svg, "image/svg+xml");
+    const el = doc.documentElement;
+    if (el.nodeName !== "svg") throw new Error("Mermaid returned no drawing");
+    const box = el.viewBox && el.viewBox.baseVal;
+    state.natural = { w: box && box.width ? box.width : 400, h: box && box.height ? box.height : 200 };
+    el.removeAttribute("style");  // Mermaid's max-width; the zoom sets the size
+    stage.replaceChildren(document.importNode(el, true));
+    showError("");
+    apply(state.fit ? fitScale() : state.scale);
+    document.body.dataset.drawn = String(state.n);
+  } catch (e) {
+    document.getElementById(id)?.remove();  // Mermaid's scratch element of a failed render
+    document.getElementById("d" + id)?.remove();
+    showError("Mermaid could not draw this text: " + String((e && e.message) || e).slice(0, 600));
+  }
+}
+
+window.addEventListener("message", (event) => {
+  const msg = event.data;
+  if (!msg || msg.type !== "streamlit:render") return;
+  const args = msg.args || {};
+  state.args = args;
+  if (args.code === state.code) { resize(); return; }
+  if (state.code === null && typeof args.zoom === "number") { state.fit = false; state.scale = args.zoom; }
+  state.code = args.code;
+  state.rendering = state.rendering.then(() => args.code === state.code ? draw(args.code) : null);
+});
+
+function zoomTo(scale, anchor) {
+  state.fit = false;
+  apply(Math.min(4, Math.max(0.1, scale)), anchor);
+}
+
+function step(dir) {
+  const i = ZOOMS.findIndex((z) => z >= state.scale - 1e-6);
+  const next = dir > 0 ? ZOOMS.find((z) => z > state.scale + 1e-6) : [...ZOOMS].reverse().find((z) => z < state.scale - 1e-6);
+  zoomTo(next || ZOOMS[Math.max(0, Math.min(ZOOMS.length - 1, i))]);
+}
+
+$("in").addEventListener("click", () => step(1));
+$("out").addEventListener("click", () => step(-1));
+$("one").addEventListener("click", () => zoomTo(1));
+$("fit").addEventListener("click", () => { state.fit = true; apply(fitScale()); view.scrollTo(0, 0); });
+window.addEventListener("resize", () => { if (state.fit) apply(fitScale()); else resize(); });
+
+view.addEventListener("wheel", (e) => {  // plain wheel pans (the box scrolls); Ctrl + wheel or a pinch zooms
+  if (!e.ctrlKey && !e.metaKey) return;
+  e.preventDefault();
+  const r = view.getBoundingClientRect();
+  zoomTo(state.scale * Math.exp(-e.deltaY * 0.0015), { x: e.clientX - r.left, y: e.clientY - r.top });
+}, { passive: false });
+
+let drag = null;
+view.addEventListener("pointerdown", (e) => {
+  if (e.button !== 0) return;
+  drag = { x: e.clientX, y: e.clientY, left: view.scrollLeft, top: view.scrollTop };
+  view.classList.add("dragging");
+  view.setPointerCapture(e.pointerId);
+});
+view.addEventListener("pointermove", (e) => {
+  if (!drag) return;
+  view.scrollLeft = drag.left - (e.clientX - drag.x);
+  view.scrollTop = drag.top - (e.clientY - drag.y);
+});
+const stop = () => { drag = null; view.classList.remove("dragging"); };
+view.addEventListener("pointerup", stop);
+view.addEventListener("pointercancel", stop);
+
+function note(text) {
+  $("note").textContent = text;
+  setTimeout(() => { if ($("note").textContent === text) $("note").textContent = ""; }, 2500);
+}
+
+function pageUrl() {
+  try { return window.parent.location.href; } catch (e) { return document.referrer; }
+}
+
+$("link").addEventListener("click", async () => {
+  try { await navigator.clipboard.writeText(pageUrl()); note("Link copied"); }
+  catch (e) { note("Copy refused by the browser"); }
+});
+
+function pngBlob(scale) {  // the drawing as it is, at twice its natural size, on white
+  const svg = stage.querySelector("svg");
+  const copy = svg.cloneNode(true);
+  const w = Math.ceil(state.natural.w * scale), h = Math.ceil(state.natural.h * scale);
+  copy.setAttribute("width", String(w));
+  copy.setAttribute("height", String(h));
+  copy.setAttribute("xmlns", "http://www.w3.org/2000/svg");
+  const url = URL.createObjectURL(new Blob([new XMLSerializer().serializeToString(copy)], { type: "image/svg+xml" }));
+  return new Promise((resolve, reject) => {
+    const img = new Image();
+    img.onload = () => {
+      const canvas = document.createElement("canvas");
+      canvas.width = w; canvas.height = h;
+      const g = canvas.getContext("2d");
+      g.fillStyle = "#ffffff"; g.fillRect(0, 0, w, h); g.drawImage(img, 0, 0, w, h);
+      URL.revokeObjectURL(url);
+      canvas.toBlob((b) => (b ? resolve(b) : reject(new Error("no image"))), "image/png");
+    };
+    img.onerror = () => { URL.revokeObjectURL(url); reject(new Error("the drawing could not be rasterised")); };
+    img.src = url;
+  });
+}
+
+$("png").addEventListener("click", async () => {
+  if (!state.natural) return;
+  try {
+    const blob = pngBlob(2);  // a promise: the clipboard write starts inside the click
+    await navigator.clipboard.write([new ClipboardItem({ "image/png": blob })]);
+    note("PNG copied");
+  } catch (e) { note("Copy refused by the browser"); }
+});
+
+post("streamlit:componentReady", { apiVersion: 1 });

@@ -1,0 +1,59 @@
+"""The app's own Mermaid drawing component (a plain module, not a page): static HTML/JS served by Streamlit from
+a folder built once per version, Mermaid 11's browser build taken from the pinned mermaidx package (nothing is
+loaded from outside 127.0.0.1). The drawing itself is in pages/components/mermaid/drawing.js.
+
+Content Security Policy it needs: ``script-src 'self'`` (no inline script, no eval), ``style-src 'self'
+'unsafe-inline'`` (Mermaid writes a ``<style>`` into each SVG, as Streamlit's own styles need anyway),
+``img-src 'self' blob: data:`` (Copy PNG rasterises the drawing through a blob: image) and the iframe's
+``clipboard-write`` permission (Streamlit grants it to component frames).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import mermaidx
+import streamlit.components.v1 as components
+
+SOURCE = Path(__file__).resolve().parent / "components" / "mermaid"
+FILES = ("index.html", "drawing.js", "drawing.css")
+
+
+def mermaid_js() -> Path:
+    """Mermaid 11's browser build inside the installed mermaidx package (an IIFE defining ``mermaid``)."""
+    return Path(mermaidx.__file__).resolve().parent / "assets" / "mermaid.js"
+
+
+@cache
+def build_dir() -> Path:
+    """The component's folder: our files plus ``mermaid.min.js``, made once per version of either (Streamlit
+    serves a component only from inside its folder, so the bundle is copied, not linked)."""
+    digest = hashlib.sha256(mermaid_js().read_bytes()[:4096] + str(mermaid_js().stat().st_size).encode())
+    for name in FILES:
+        digest.update((SOURCE / name).read_bytes())
+    folder = Path(tempfile.gettempdir()) / f"mermaidflow-drawing-{digest.hexdigest()[:16]}"
+    if not (folder / "mermaid.min.js").exists():
+        tmp = Path(tempfile.mkdtemp(prefix="mermaidflow-drawing-"))
+        for name in FILES:
+            shutil.copyfile(SOURCE / name, tmp / name)
+        shutil.copyfile(mermaid_js(), tmp / "mermaid.min.js")
+        try:
+            tmp.rename(folder)  # atomic: another process may be building the same folder
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+@cache
+def _component():  # noqa: ANN202 - Streamlit's component function
+    return components.declare_component("mermaid_drawing", path=str(build_dir()))
+
+
+def drawing(code: str, key: str, *, max_height: int = 720, zoom: float | None = None, font_px: int = 16) -> None:
+    """Draw Mermaid ``code``: Fit (``zoom`` None) or a zoom level to start with; the box grows to
+    ``max_height`` pixels and scrolls past it."""
+    _component()(code=code, max_height=max_height, zoom=zoom, font_px=font_px, key=key, default=None)
