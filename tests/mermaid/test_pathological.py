@@ -43,9 +43,14 @@ def deep_and_wide(n: int, sid: str = "a") -> str:
     return nested(n, sid, body="P & Q --> R\n")
 
 
-FAMILIES = {"deep nesting": nested, "shared ids": shared_ids, "long lines": long_line, "many &": many_amps,
+def members_naming_subgraphs(n: int, sid: str = "a") -> str:
+    """n nested subgraphs of one id, then n groups each naming that id as a member (all already placed)."""
+    return nested(n, sid) + f"subgraph c\n{sid}\nend\n" * n
+
+
+FAMILIES = {"deep nesting": nested, "members naming placed subgraphs": members_naming_subgraphs, "shared ids": shared_ids, "long lines": long_line, "many &": many_amps,
             "nesting with & chains": deep_and_wide}
-BASE = {"deep nesting": 2500, "shared ids": 2500, "long lines": 6000, "many &": 6000,
+BASE = {"deep nesting": 2500, "members naming placed subgraphs": 1500, "shared ids": 2500, "long lines": 6000, "many &": 6000,
         "nesting with & chains": 1200}
 
 
@@ -113,3 +118,5 @@ def test_every_pathological_shape_is_checked_without_raising(family, n, sid):
     w, _ = parse_lenient(text)
     if family in ("deep nesting", "shared ids", "nesting with & chains"):
         assert len(w.subgraphs) == n
+    if family == "members naming placed subgraphs":
+        assert len(w.subgraphs) == 2 * n
