@@ -221,9 +221,12 @@ def judgeable():
     (CI, a quiet box) it comes out wrong, and then so must the self-starving answer."""
     control = sandbox.run_untrusted("def add(a, b):\n    while True:\n        pass\n",
                                     tests="assert add(1, 2) == 3\n", entry_point="add", timeout=2.0)
-    if control.overloaded:
-        pytest.skip(f"the machine is too busy to judge a timeout (a plain infinite loop was errored too; "
-                    f"load {os.getloadavg()[0]:.1f})")
+    share = (control.cpu_time or 0) / max(control.duration, 1e-9)
+    # A run is errored when it gets under a third of a CPU; the control must have had comfortably more, or the
+    # load of the moment (this machine is shared) decides the outcome of the next run, not the rule under test.
+    if control.overloaded or share < 0.6:
+        pytest.skip(f"the machine is too busy to judge a timeout now (a plain infinite loop got {share:.0%} of a "
+                    f"CPU; load {os.getloadavg()[0]:.1f})")
     assert control.timed_out and not control.ok, control.error
 
 
@@ -271,7 +274,7 @@ def test_a_self_starving_answer_fails_the_test_operator_which_asks_for_a_fix(end
                                               "entry_point": ["add"]}, llm=llm, problem=ADD_PROMPT,
                                    entry_point="add"))
     # the starving candidate failed the public example (timed out), the fix the LLM sent passes
-    assert out.meta["passed"] and out.meta["fixes"] == 1, out.meta
+    assert out.verdict["passed"] and out.verdict["fixes"] == 1, out.verdict
     fix_request = srv.requests[0]["messages"][-1]["content"]
     assert "Fix the code" in fix_request and "timed out after 2s" in fix_request
     assert "too busy" not in fix_request
