@@ -22,10 +22,13 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:  # `flowcore` and `pages.common` import from the repository root
     sys.path.insert(0, str(ROOT))
 
-from flowcore import check, is_valid, parse_lenient
-from flowcore.ui import access
-from flowcore.workspace import library
-from pages import common, widgets
+from flowcore.ui import access, webguard
+
+if __name__ == "__main__":  # a page view. Not when `streamlit run` imports this module to serve it (below): a
+    # component declared then, before the app runs, is never registered and its files are not served (404)
+    from flowcore import check, is_valid, parse_lenient
+    from flowcore.workspace import library
+    from pages import common, widgets
 
 # (file, title, url path, icon): the order of the navigation
 PAGES = [
@@ -35,6 +38,7 @@ PAGES = [
     ("pages/evolve.py", "Evolve", "evolve", ":material/auto_awesome:"),
     ("pages/history.py", "History", "history", ":material/history:"),
     ("pages/compare.py", "Compare", "compare", ":material/compare_arrows:"),
+    ("pages/tasks.py", "Tasks", "tasks", ":material/dataset:"),
     ("pages/traces.py", "Traces", "traces", ":material/timeline:"),
     ("pages/aov.py", "AOV Execution", "aov", ":material/account_tree:"),
     ("pages/settings.py", "Settings", "settings", ":material/settings:"),
@@ -149,4 +153,14 @@ def main() -> None:
     common.sync_open_workflow()
 
 
-main()
+if __name__ == "__main__":  # Streamlit runs this script for every page view
+    main()
+else:  # `streamlit run app.py` finds `app` below and serves it: every request passes the web guard first
+    from starlette.middleware import Middleware
+    from streamlit.starlette import App
+
+    try:  # the names this server answers to (DNS rebinding: a foreign Host is refused), read once at start
+        _hosts = webguard.Hosts.served(st.get_option("server.address"))
+    except ValueError as _e:
+        sys.exit(f"MermaidFlow Studio cannot start: {_e}")
+    app = App(Path(__file__).name, middleware=[Middleware(webguard.WebGuard, hosts=_hosts)])

@@ -22,6 +22,7 @@ from flowcore.aov import session as S
 from flowcore.aov import to_mermaid
 from flowcore.aov.session import md
 from flowcore.llm.client import LLM
+from flowcore.mermaid import safe
 from pages import common
 
 common.app_shell()  # a link to this page on a fresh server: run inside the app (menu, workspace memory)
@@ -75,7 +76,7 @@ def candidates_section(configured: bool) -> int | None:
         with st.container(border=True):
             left, right = st.columns([1, 2.6])
             badge = " :green-badge[chosen by the rule]" if i == best else ""
-            left.markdown(f"**Candidate {i + 1}** · `{c.label}`{badge}")
+            left.markdown(f"**Candidate {i + 1}** · {safe.code(c.label)}{badge}")
             if c.candidate.graph is None:
                 left.error(f"Dropped: {md(c.candidate.error)}")
                 continue
@@ -177,12 +178,12 @@ def graph_and_timeline(ex) -> None:
 def execution_section(ex) -> None:
     running = act.job() is not None
     done, paused, manual = ex.done, ex.status == "paused", ss.get("aov_agents") == "manual"
-    st.markdown(f"Execution `{ex.id}` · {md(ex.graph.goal)}")
+    st.markdown(f"Execution {safe.code(ex.id)} · {md(ex.graph.goal)}")
     st.caption("Step runs every ready subtask and waits for all of them (lock-step, outputs by hand in manual "
                "mode). Run to end is event-driven: each subtask starts the moment its last parent completes.")
     for sid in ex.graph.ready() if manual and not (done or paused or running) else []:
         s = ex.graph.subtasks[sid]
-        st.text_area(f"Output of `{sid}` ({md(s.agent)}): {md(s.subtask_requirement)}", height=70,
+        st.text_area(f"Output of {safe.code(sid)} ({md(s.agent)}): {md(s.subtask_requirement)}", height=70,
                      key=act.out_key(ex, sid), placeholder="What the agent returns ('ERROR: ...' fails it).")
     b = st.columns([1, 1.2, 1, 1, 2.4], vertical_alignment="bottom")
     b[0].button("Step", on_click=act.step, key="aov_step", type="primary", icon=":material/skip_next:",

@@ -14,6 +14,7 @@ import streamlit as st
 
 from flowcore.execution import sandbox
 from flowcore.llm.client import LLMSettings, public_url
+from flowcore.mermaid import safe
 from flowcore.workspace import drafts
 from flowcore.workspace import settings as settings_store
 from flowcore.workspace.store import Workspace, is_postgres
@@ -199,12 +200,12 @@ def header(title: str, caption: str | None = None, *, show_open: bool = True) ->
         status = f":material/description: Open workflow: {open_label()} · {status}"
     st.caption("  \n".join(([caption] if caption else []) + [status]))
     if "mf_link_problem" in st.session_state:
-        st.warning(st.session_state.pop("mf_link_problem"), icon=":material/link_off:")
+        st.warning(md(st.session_state.pop("mf_link_problem")), icon=":material/link_off:")  # quotes the link
 
 
-def md(text: str) -> str:
-    """Plain text for st.markdown (no emphasis, links, LaTeX or HTML from user text)."""
-    return "".join("\\" + c if c in "\\`*_[]<>$~#|" else c for c in str(text))
+def md(value: object) -> str:
+    """Plain text for st.markdown (no emphasis, links, images, LaTeX or HTML from user text)."""
+    return safe.plain(value)
 
 
 def sandbox_banner(*, show_ready: bool = False) -> bool:

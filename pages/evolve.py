@@ -18,9 +18,12 @@ from flowcore.checker.bounded import check
 from flowcore.evaluation import store as es
 from flowcore.evolution import OPERATORS, EvolutionConfig, History, Review
 from flowcore.evolution import session as evs
+from flowcore.mermaid import safe
 from flowcore.ui import story
+from flowcore.ui import tasks as tv
 from flowcore.workspace import jobs
 from pages import common, widgets
+from pages.common import md
 from pages.protocol_parts import after_run, run_options
 
 ss = st.session_state
@@ -43,12 +46,13 @@ def run_view(run_id: int, key: str) -> None:
     for col, (label, value, why) in zip(st.columns(len(figures)), figures):
         col.metric(label, value, help=why or None)
     st.plotly_chart(evs.score_figure(curve, info.offline), key=f"evo_curve_{key}")
+    st.caption(tv.graded_caption(tv.run_graded_by(common.workspace(), run_id)) or "")  # a judge's scores say so
     if rows and rows[-1]["round"] > 0:
         last = rows[-1]
         score = "" if last["score"] is None else f" · {100 * last['score']:.1f}%"
         st.markdown(f"**Latest round #{last['round']}** · `{last['operator'] or '—'}` · {last['status']}{score} "
-                    f"· judge: {last['judge'] or '—'}")
-        st.caption(last["detail"] or last["reason"] or "")
+                    f"· judge: {md(last['judge'] or '—')}")
+        st.caption(safe.markdown(last["detail"] or last["reason"] or ""))  # the optimizer's words
         st.dataframe(story.candidate_rows(last), hide_index=True, width="stretch", key=f"evo_cands_{key}",
                      column_config={"what happened": st.column_config.TextColumn(width="large")})
 
@@ -100,7 +104,7 @@ def review_panel(job: jobs.Job, p: evs.PendingReview) -> None:
     snap = job.snapshot()
     st.progress(snap.fraction, text=f"Run #{run_id} · round {p.round} of {snap.meta['rounds']}: waiting for your "
                                     f"review · {max(0, snap.done - 1)} of {snap.meta['rounds']} rounds done")
-    st.caption(f"{story.judge_sentence(p.judge, p.chosen)} Approve it or another one, edit one, or veto the "
+    st.caption(f"{md(story.judge_sentence(p.judge, p.chosen))} Approve it or another one, edit one, or veto the "
                "round (it is stored as failed and the run goes on).")
     cols = st.columns(min(2, len(p.candidates)))
     for i, c in enumerate(p.candidates):
@@ -108,7 +112,7 @@ def review_panel(job: jobs.Job, p: evs.PendingReview) -> None:
             s = c["scores"]
             st.markdown(f"**Candidate {i}**{' (judge pick)' if i == p.chosen else ''} · `{c['operator']}` · "
                         f"total **{s['total']:.1f}** / 50")
-            st.caption(c["detail"])
+            st.caption(safe.markdown(c["detail"]))
             widgets.diagram(c["text"], f"evo_rev_{run_id}_{p.round}_{i}")
     n = len(p.candidates)
     pick = st.radio("Candidate", list(range(n)), index=p.chosen, horizontal=True, key=f"evo_pick_{p.round}",
@@ -134,9 +138,11 @@ def new_run(settings, configured: bool, busy: bool) -> None:
     valid = is_valid(check(text, task))
     if not valid:
         st.error(f"The seed workflow is invalid for the {task} task: fix it in the Editor first.")
-    options = es.benchmarks_for(task)
+    options = es.benchmarks_for(task, common.workspace())
+    if not options:
+        return st.info(f"No {task} task yet: make one on the Tasks page.", icon=":material/dataset:")
     c = st.columns(4)
-    bench = c[0].selectbox("Benchmark", options, index=options.index(es.default_benchmark(task, name)),
+    bench = c[0].selectbox("Benchmark or task", options, index=options.index(es.default_benchmark(task, name, common.workspace())),
                            key=f"evo_bench_{task}")
     limit = c[1].number_input("Validation problems (0 = all)", min_value=0, value=5, key="evo_limit",
                               disabled=not configured, help="Each round is evaluated on the first N problems "
@@ -231,7 +237,7 @@ def main() -> None:
         err = job.snapshot().error if job is not None and job.meta.get("run_id") == run_id else None
         st.subheader(f"Run #{run_id}: {info.status}")
         if err or info.reason:
-            (st.error if err else st.caption)(err or info.reason)
+            (st.error if err else st.caption)(md(err or info.reason))
         run_view(run_id, "last")
         after_run(settings, run_id, info.status, busy, JOB_KEY)
         if st.button("Open in History", icon=":material/history:", key="evo_to_history"):

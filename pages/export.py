@@ -85,7 +85,7 @@ def main() -> None:
         source = _python(text, task)
     mmd = to_mermaid(w)
     data = json.dumps(fx.workflow_json(w, task=task, name=name), indent=2, ensure_ascii=False) + "\n"
-    drawing = to_mermaid(w, styles=True)
+    drawing = fx.drawing_text(w)
     try:  # a key pasted into a prompt or label must not leave in a file
         fx.assert_no_secrets({f"{stem}.py": source.encode(), f"{stem}.mmd": mmd.encode(),
                               f"{stem}.json": data.encode(), "the drawing": drawing.encode()},

@@ -16,11 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
-
 from flowcore.evaluation import results as rs
 from flowcore.evolution import History
 from flowcore.evolution import session as evs
+from flowcore.mermaid import safe
 from flowcore.ui import history as hv
+from flowcore.ui import tasks as tv
 from flowcore.ui import view
 from flowcore.workspace import jobs
 from pages import common, serve_parts, widgets
@@ -121,10 +122,10 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
                 f"{100 * row['ci_low']:.0f}–{100 * row['ci_high']:.0f}%")
     c[2].metric("Cost", f"${row['cost'] or 0:.5f}")
     total = evs.judge_total(row)
-    c[3].metric("Judge total", "—" if total is None else f"{total:.1f} / 50", help=f"judge: {row['judge'] or '—'}")
+    c[3].metric("Judge total", "—" if total is None else f"{total:.1f} / 50", help=f"judge: {safe.plain(row['judge'] or '—')}")
     if row["reason"] and row["status"] == "failed":
-        st.error(f"Failed: {row['reason']}")
-    st.caption(f"{row['detail'] or ''} · made by {row.get('created_by') or info.created_by}")
+        st.error(f"Failed: {safe.plain(row['reason'])}")
+    st.caption(f"{safe.markdown(row['detail'] or '')} · made by {safe.plain(row.get('created_by') or info.created_by)}")
     has_text = bool(row["workflow_text"])
     a = st.columns([1, 1.4, 1.4, 4], vertical_alignment="bottom")
     a[0].button("Unpin" if row["pinned"] else "Pin", icon=":material/push_pin:", key="hist_pin", on_click=_pin,
@@ -216,7 +217,8 @@ def main() -> None:
     cfg = info.config
     st.caption(f"Benchmark **{info.benchmark}** ({info.task}) · mode {cfg.get('mode')} · K={cfg.get('candidates')} "
                f"· α={cfg.get('alpha')} · λ={cfg.get('lam')} · top-k={cfg.get('top_k')} · status "
-               f"**{evs.run_status(info, common.workspace())}**" + (f" ({info.reason})" if info.reason else ""))
+               f"**{evs.run_status(info, common.workspace())}**" + (f" ({safe.plain(info.reason)})" * bool(info.reason)))
+    st.caption(tv.graded_caption(tv.run_graded_by(ws, run_id)) or "")  # a judge metric's scores say so
     if info.offline:
         st.info("**Structure-only run**: no LLM endpoint was configured, so no benchmark score was measured. "
                 "Curves show the rule judge's structural total instead.", icon=":material/cloud_off:")

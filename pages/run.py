@@ -45,7 +45,7 @@ def _fill_sample(benchmark: str) -> None:
     problems = load(benchmark, "validation", limit=done + 1)
     p = problems[done % len(problems)]
     st.session_state.update(run_problem_text=p.question, run_entry=p.entry_point or "", run_samples_used=done + 1,
-                            run_reference="" if es.TASK_OF.get(benchmark) == "code" else p.reference,
+                            run_reference="" if es.kind_of(benchmark) == "code" else p.reference,
                             run_sample_problem={"benchmark": benchmark, "id": p.id, "question": p.question})
 
 
@@ -64,7 +64,7 @@ def _verdict(out: dict) -> None:
 
 
 def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> None:
-    bench = es.default_benchmark(task, name)
+    bench = es.default_benchmark(task, name, common.workspace())
     st.button(f"Fill in a {bench} validation problem", on_click=_fill_sample, args=(bench,), key="run_sample",
               icon=":material/lightbulb:")
     problem = st.text_area("Problem", key="run_problem_text", height=160,
@@ -129,9 +129,11 @@ def _problems(bench: str, source: str, upload, limit: int):
 
 
 def benchmark_form(settings, text: str, task: str, name: str, can_run: bool, busy: bool) -> None:
-    options = es.benchmarks_for(task)
+    options = es.benchmarks_for(task, common.workspace())
+    if not options:
+        return st.info(f"No {task} task yet: make one on the Tasks page.", icon=":material/dataset:")
     c = st.columns([1, 2, 1, 1], vertical_alignment="bottom")
-    bench = c[0].selectbox("Benchmark", options, index=options.index(es.default_benchmark(task, name)),
+    bench = c[0].selectbox("Benchmark or task", options, index=options.index(es.default_benchmark(task, name, common.workspace())),
                            key=f"run_bench_{task}")
     source = c[1].radio("Problems", list(SOURCES), format_func=SOURCES.get, horizontal=True, key="run_source")
     limit = c[2].number_input("Limit (0 = all)", min_value=0, value=10, step=1, key="run_limit",

@@ -15,7 +15,8 @@ from flowcore.evaluation import store as es
 from flowcore.execution.runtime import NodeError, WorkflowInvalid
 from flowcore.llm.client import LLMError
 from flowcore.mermaid.reader import WorkflowSyntaxError
-from flowcore.tasks import load
+from flowcore.tasks import kind_of, load
+from flowcore.ui import tasks as tv
 
 JOB_KEY, SHOW_KEY = "run_job_id", "run_show_eval"
 NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."
@@ -58,11 +59,15 @@ def show_evaluation(ws, settings, rec: es.EvalRecord, can_run: bool, busy: bool)
                 help=rs.interval_text(rec))
     c[3].metric("Cost", _money(rec.cost))
     st.caption(rs.interval_text(rec))
+    graded = tv.graded_caption(sorted({r["grade"]["model"] for r in rec.results if (r.get("grade") or {}).get("model")}))
+    if graded:
+        st.caption(graded)
     use = rs.cache_use(ws, rec.id)
     (st.info if use.all_cached else st.caption)(use.text())
     if use.cached and rec.status == "done" and not split.startswith("file:"):
         if st.button("Measure afresh (bypass the cache)", icon=":material/refresh:", key=f"run_fresh_{rec.id}",
                      disabled=not can_run or busy, help=NO_LLM if not can_run else "New LLM calls: costs money"):
+            kind_of(rec.benchmark, ws)  # a task of your own is read from the workspace
             problems = load(rec.benchmark, split, limit=rec.total)
             job = es.start_evaluation(ws, rs.fresh(settings), workflow_text=rec.workflow_text,
                                       benchmark=rec.benchmark, problems=problems, split=split,

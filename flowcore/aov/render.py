@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable
 
 from flowcore.aov.model import STATUSES, AOVGraph
+from flowcore.mermaid.safe import safe_label
 
 CLASS_STYLES = {
     "pending": "fill:#e5e7eb,stroke:#6b7280,color:#111827",
@@ -33,7 +34,8 @@ def node_ids(graph: AOVGraph) -> dict[str, str]:
 
 
 def _label(text: str, max_len: int) -> str:
-    text = " ".join(text.split())
+    """One line of the subtask's text (an LLM wrote it) that loads nothing (the one drawing sanitiser)."""
+    text = safe_label(" ".join(str(text).split()))
     if len(text) > max_len:
         text = text[: max_len - 1].rstrip() + "…"
     return "".join(_ENTITIES.get(ch, ch) for ch in text)

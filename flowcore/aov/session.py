@@ -28,6 +28,7 @@ from flowcore.aov.store import (
     remember_open,
     save_execution,
 )
+from flowcore.mermaid import safe
 from flowcore.workspace import jobs
 
 CHOICE_KEYS = ("aov_agents", "aov_inspector", "aov_repairs", "aov_refine")  # radios kept with an execution
@@ -325,8 +326,8 @@ def metrics_text(m: M.Metrics) -> str:
 
 
 def md(text: Any) -> str:
-    """Plain text for Markdown: no emphasis, links or HTML from graph or model text."""
-    return "".join("\\" + c if c in "\\`*_[]<>$~#|" else c for c in str(text))
+    """Plain text for Markdown: no emphasis, links, images or HTML from graph or model text."""
+    return safe.plain(text)
 
 
 def task_titles() -> dict[str, str]:
@@ -362,7 +363,7 @@ def decision_text(ex: Execution) -> str:
         return (f"**Periodic refinement:** {md(rs.reason)}. The not-yet-started part of the plan can be "
                 "updated (completed work is kept as it is). Accept an update (best first by the rule), edit "
                 "one, or reject them all to keep the plan.")
-    return (f"**Subtask `{rs.failed}` failed:** {md(rs.reason)}. Accept a repair (best first by the rule), edit "
+    return (f"**Subtask {safe.code(rs.failed)} failed:** {md(rs.reason)}. Accept a repair (best first by the rule), edit "
             "one, or reject them all.")
 
 
@@ -384,7 +385,7 @@ def running_text(ex: Execution) -> str:
     for e in list(ex.events):
         if e["kind"] == "subtask_start":
             started[e["payload"]["subtask"]] = (e["payload"]["agent"], e["payload"]["t"])
-    run = [f"`{sid}` ({md(started[sid][0])}, {now - started[sid][1]:.1f} s)" for sid in ex.running_now()
+    run = [f"{safe.code(sid)} ({md(started[sid][0])}, {now - started[sid][1]:.1f} s)" for sid in ex.running_now()
            if sid in started]
     return "Running now: " + (", ".join(run) if run else "nothing (finishing)")
 

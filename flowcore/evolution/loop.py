@@ -40,7 +40,7 @@ from flowcore.workspace.store import Workspace
 log = logging.getLogger(__name__)
 EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples"
 MODES = ("llm", "programmatic")
-TASK_OF = {"gsm8k": "math", "math": "math", "humaneval": "code", "mbpp": "code"}
+TASK_OF = {"gsm8k": "math", "math": "math", "humaneval": "code", "mbpp": "code"}  # the built-in tasks' kinds
 Evaluator = Callable[[Workflow, list], Awaitable[Any]]  # (workflow, problems) -> EvalReport-like
 
 
@@ -103,15 +103,21 @@ class EvolutionConfig:
     # in the rule judge, and confidence-aware acceptance (flowcore.evolution.search); paper: DESIGN §5 as written.
     search: str = "guided"
     remeasure: int = 2  # guided: extra fresh measurements of a round that could be the run's best
+    task_digest: str | None = None  # a task of your own: its content, so a changed task is another run
 
     @property
     def task(self) -> str:
-        return TASK_OF[self.benchmark]
+        from flowcore.tasks import kind_of
+
+        return kind_of(self.benchmark) or "math"
 
     def validate(self) -> None:
         """ValueError naming the first bad field."""
-        if self.benchmark not in TASK_OF:
-            raise ValueError(f"benchmark must be one of {', '.join(TASK_OF)}, got '{self.benchmark}'")
+        from flowcore.tasks import kind_of
+
+        if kind_of(self.benchmark) is None:
+            raise ValueError(f"benchmark must be one of {', '.join(TASK_OF)} or a task of your own (--task-file, "
+                             f"or saved in the workspace), got '{self.benchmark}'")
         for name, low in (("rounds", 0), ("candidates", 1), ("top_k", 1), ("concurrency", 1)):
             v = getattr(self, name)
             if not isinstance(v, int) or v < low:
@@ -164,7 +170,7 @@ class EvolutionConfig:
         if d["search"] == "paper":  # keys of older runs stay valid (remeasure means nothing to a paper run)
             d.pop("search")
             d.pop("remeasure")
-        for name, default in (("validation_rounds", 1), ("split_file", None)):  # keys of older runs stay valid
+        for name, default in (("validation_rounds", 1), ("split_file", None), ("task_digest", None)):  # keys of older runs stay valid
             if d[name] == default:
                 d.pop(name)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:32]
@@ -183,6 +189,23 @@ class Review:
 ReviewHook = Callable[[int, list[Candidate], Verdict], "Review | None"]
 
 
+def _bind_task(cfg: EvolutionConfig, ws: Workspace) -> None:
+    """Find a task of your own in the workspace (so every path that evolves it, a worker's or a Ray actor's,
+    reads the same rows) and pin its content: a task changed since the run started is refused, not mixed."""
+    if cfg.benchmark in TASK_OF:
+        return
+    from flowcore.tasks import find
+
+    task = find(cfg.benchmark, ws)
+    if task is None:
+        return  # validate() says the task is unknown
+    if cfg.task_digest is None:
+        cfg.task_digest = task.digest
+    elif cfg.task_digest != task.digest:
+        raise ValueError(f"task '{cfg.benchmark}' has changed since this run started (its rows, template or metric "
+                         "differ): start a new run (--new-run) to evolve on the changed task")
+
+
 def default_seed(task: str) -> str:
     return to_mermaid(parse((EXAMPLES / f"{task}_seed.mmd").read_text(encoding="utf-8")))
 
@@ -198,8 +221,9 @@ class Evolution:
                  run_id: int | None = None):
         self.ws, self.history = workspace, History(workspace)
         cfg = replace(config, operators=list(config.operators))
-        if cfg.workflow is None and cfg.benchmark in TASK_OF:
-            cfg.workflow = default_seed(TASK_OF[cfg.benchmark])
+        _bind_task(cfg, workspace)
+        if cfg.workflow is None and cfg.task:
+            cfg.workflow = default_seed(cfg.task)
         cfg.validate()
         self._settings = None
         if llm is None and not cfg.offline:
@@ -757,7 +781,10 @@ def _cand_json(c: Candidate) -> dict:
 def _result_json(x: Any) -> dict:
     return {"id": x.id, "correct": bool(x.correct), "prediction": (x.prediction or "")[:2000],
             "extracted": x.extracted, "cost": x.cost, "latency": round(x.latency or 0.0, 4), "error": x.error,
-            "errored": _errored(x)}
+            "errored": _errored(x),
+            # a task's fractional score and a judge's grade (model, reason): kept so every page can say so
+            **({"score": x.score} if getattr(x, "score", None) is not None else {}),
+            **({"grade": x.grade} if getattr(x, "grade", None) else {})}
 
 
 def load_seed(path: str, task: str) -> str:

@@ -24,7 +24,7 @@ from flowcore.evolution.judge import CRITERIA, Candidate, Verdict
 from flowcore.evolution.lease import holder as lease_holder
 from flowcore.evolution.loop import Cancelled, Evolution, EvolutionConfig, Review
 from flowcore.llm.client import LLM, LLMSettings
-from flowcore.tasks import TASK_OF, load
+from flowcore.tasks import kind_of, load
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 
@@ -135,7 +135,7 @@ def start_run(ws: Workspace, settings: LLMSettings, config: EvolutionConfig, *, 
     if cfg.offline:
         cfg.mode = "programmatic"
     llm = None if cfg.offline else _llm(ws, settings, cfg, 0.0)
-    gate = ReviewGate(TASK_OF[cfg.benchmark]) if review and cfg.benchmark in TASK_OF else None
+    gate = ReviewGate(kind_of(cfg.benchmark, ws)) if review and kind_of(cfg.benchmark, ws) else None
     evo = Evolution(ws, cfg, llm=llm, review=gate)
     evo.prepare()  # a bad data file is reported before a run is stored
     evo.start(resume=False, created_by=created_by)
@@ -476,6 +476,7 @@ def start_reevaluation(ws: Workspace, settings: LLMSettings, run_id: int, rnd: i
     if row is None or not row.get("workflow_text"):
         raise ValueError(f"round {rnd} of run {run_id} has no workflow to evaluate")
     cfg = info.config
+    kind_of(info.benchmark, ws)  # a task of your own is found in the workspace
     problems = load(info.benchmark, "validation", data_path=cfg.get("data_path"), limit=cfg.get("limit"),
                     split_file=cfg.get("split_file"))
     split = f"file:{cfg['data_path']}" if cfg.get("data_path") else "validation"

@@ -82,15 +82,15 @@ def solve_problem(workflow_text: str, benchmark: str, problem: Any, settings: di
     from flowcore.execution.runtime import prepare
     from flowcore.llm.client import LLM, LLMSettings
     from flowcore.mermaid.reader import parse
-    from flowcore.tasks import TASK_OF
-    from flowcore.tasks.harness import _solve
+    from flowcore.tasks import kind_of_problem
+    from flowcore.tasks.harness import Scorer, _solve
     from flowcore.workspace.store import Workspace
 
-    plan = prepare(parse(workflow_text), TASK_OF[benchmark])
+    plan = prepare(parse(workflow_text), kind_of_problem(problem))
     ws = Workspace(workspace) if workspace else None
     llm = LLM(LLMSettings.from_public_dict(settings, api_key=api_key), ws)
     try:
-        return asyncio.run(_solve(make_runner(plan, llm), problem, timeout))
+        return asyncio.run(_solve(make_runner(plan, llm), problem, timeout, Scorer(llm)))
     finally:
         if ws is not None:
             ws.close_all()

@@ -16,6 +16,7 @@ from typing import Any
 from flowcore import catalogue as cat
 from flowcore.execution.compiler import compile_workflow
 from flowcore.mermaid.reader import to_mermaid
+from flowcore.mermaid.safe import display_copy
 from flowcore.model import Workflow
 
 __all__ = ["FORMAT", "MIME", "ExportError", "assert_no_secrets", "export_bundle", "file_stem", "workflow_json"]
@@ -28,6 +29,12 @@ MIME = {".py": "text/x-python", ".mmd": "text/plain", ".svg": "image/svg+xml", "
 
 class ExportError(ValueError):
     """The workflow cannot be exported as asked (it would carry a secret)."""
+
+
+def drawing_text(w: Workflow) -> str:
+    """The Mermaid text the .svg and .png are drawn from: styled, and through the one drawing sanitiser, so an
+    exported picture opened in a browser loads nothing either (the .mmd keeps the workflow as written)."""
+    return to_mermaid(display_copy(w), styles=True)
 
 
 def file_stem(name: str | None) -> str:
@@ -86,7 +93,7 @@ def export_bundle(w: Workflow, *, task: str | None = None, name: str | None = No
             js as mermaid_js,  # the QuickJS engine starts only when a drawing is asked for
         )
 
-        drawing = to_mermaid(w, styles=True)
+        drawing = drawing_text(w)
         files[f"{stem}.svg"] = mermaid_js.render_svg(drawing).encode()
         files[f"{stem}.png"] = mermaid_js.render_png(drawing)
     assert_no_secrets(files, secrets)

@@ -2,8 +2,10 @@
 import cython
 
 cdef class _Condition:
-    cdef public list rules, patterns, buckets, pairs, ahead, slots
-    cdef public Py_ssize_t width
+    cdef public list rules, patterns, pairs, ahead, slots
+    cdef public object buckets
+    cdef public Py_ssize_t width, uses
+    cdef public object join
 
 cpdef object reduce_action(object r, int prod, list v, list poss, int n)
 

@@ -347,7 +347,7 @@ _VERTEX_PRODS = {
 _ALL = frozenset(range(128))
 
 
-def _first(items, re_parser, flags: int) -> tuple[set, bool, bool]:
+def _first(items, re_parser=None, flags: int = 0) -> tuple[set, bool, bool]:
     """(ASCII codes a match can start with, whether it can start with a non-ASCII character, whether it can match
     the empty string) of a parsed pattern (a sequence of items). Over-approximated where unsure: that only keeps a
     rule in more places."""
@@ -382,12 +382,42 @@ def _first_item(name: str, op, av, re_parser, flags: int) -> tuple[set, bool, bo
         return s, w, n or av[0] == 0
     if name in ("AT", "ASSERT", "ASSERT_NOT"):  # zero width: what follows decides
         return set(), False, True
-    if name in ("IN", "NOT_LITERAL", "ANY", "CATEGORY"):
-        import re._compiler as re_compiler
-
-        pat = re_compiler.compile(re_parser.SubPattern(re_parser.State(), [(op, av)]), flags)
-        return {c for c in range(128) if pat.match(chr(c))}, True, False
+    if name == "IN":
+        return _class_chars(av), True, False
+    if name == "NOT_LITERAL":
+        return set(_ALL) - {av}, True, False
+    if name == "ANY":
+        return set(_ALL) - {10}, True, False
+    if name == "CATEGORY":
+        return set(_CATEGORIES.get(str(av), _ALL)), True, False
     return set(_ALL), True, True  # anything else (a back reference...): assume it can start anywhere
+
+
+_DIGITS = frozenset(range(48, 58))
+_WORD = _DIGITS | frozenset(range(65, 91)) | frozenset(range(97, 123)) | {95}
+_SPACE = frozenset(b" \t\n\r\f\v")
+_CATEGORIES = {"CATEGORY_DIGIT": _DIGITS, "CATEGORY_NOT_DIGIT": _ALL - _DIGITS, "CATEGORY_SPACE": _SPACE,
+               "CATEGORY_NOT_SPACE": _ALL - _SPACE, "CATEGORY_WORD": _WORD, "CATEGORY_NOT_WORD": _ALL - _WORD}
+
+
+def _class_chars(items) -> set:
+    """The ASCII codes a character class (``[...]``, parsed) matches; anything unknown counts as everything."""
+    out: set = set()
+    negate = False
+    for op, av in items:
+        name = str(op)
+        if name == "NEGATE":
+            negate = True
+        elif name == "LITERAL":
+            out.add(av)
+        elif name == "RANGE":
+            out.update(range(av[0], min(av[1], 127) + 1))
+        elif name == "CATEGORY" and str(av) in _CATEGORIES:
+            out |= _CATEGORIES[str(av)]
+        else:
+            return set(_ALL)
+    out &= _ALL
+    return set(_ALL) - out if negate else out
 
 
 def first_set(pattern: str) -> tuple[frozenset, bool, bool]:
@@ -400,7 +430,10 @@ def first_set(pattern: str) -> tuple[frozenset, bool, bool]:
 
 # ------------------------------------------------------------------------------------------ the tables
 
-_OTHER, _END = 128, 129  # buckets: a non-ASCII first character, the end of the text
+# buckets: a non-ASCII first character, the end of the text, and every rule (what a start condition uses for its
+# first _WARM tokens: one regex to compile, as jison's own lexer has; a text that lexes more pays for the buckets)
+_OTHER, _END, _EVERY = 128, 129, 130
+_WARM = 256
 _SPECIAL_PRODS = frozenset([
     2, 3, 11, 12, 27, 28, 29, 30, 31, 32, 33, 34, 35, 37, 38, 39, 45, 46, 47, 48, 49, 50, 51, 52, 53, 55,
     *range(56, 90), 101, 102, 103, 104, *range(105, 132), 133, 182, 184, 43, *range(185, 190),
@@ -434,11 +467,32 @@ class Tables:
         kind, tok, self.rule_state = _rule_actions(g.symbols, self.names)
         self.rule_kind, self.rule_tok = array("i", kind), array("i", tok)
         self.conditions: dict[str, _Condition] = {}
+        self.joined: dict[tuple, tuple] = {}  # rules joined (in order) -> (the regex's match method, group -> rule)
+        self.groups: dict[int, int] = {}  # rule -> its own capturing groups
+
+    def join(self, rules: tuple) -> tuple:
+        """One regex trying ``rules`` in order, and which rule each top-level group is: built once per process for
+        each distinct list (most first characters share one)."""
+        out = self.joined.get(rules)
+        if out is None:
+            import re._parser as re_parser
+
+            patterns = self.g.condition_res._rules
+            parts, gmap, group = [], [], 1
+            for k in rules:
+                n = self.groups.get(k)
+                if n is None:
+                    n = self.groups[k] = re_parser.parse(patterns[k], re.ASCII).state.groups - 1
+                gmap += [-1] * (group - len(gmap)) + [k]
+                group += 1 + n
+                parts.append(f"({patterns[k]})")
+            out = self.joined[rules] = (re.compile("|".join(parts), re.ASCII).match if parts else None, gmap)
+        return out
 
     def condition(self, name: str) -> _Condition:
         c = self.conditions.get(name)
         if c is None:
-            c = self.conditions[name] = _Condition(self.g, name)
+            c = self.conditions[name] = _Condition(self.g, name, self.join)
             # the driver keeps one set of skip-ahead positions: for one start condition (INITIAL) with at most 4
             if c.pairs and (len(c.pairs) > 4 or any(o.pairs for o in self.conditions.values() if o is not c)):
                 raise NotImplementedError(f"lexer condition {name}: skip-ahead rules the driver cannot keep")
@@ -501,15 +555,13 @@ class _Condition:
     """One start condition: per first character (and per which skip-ahead rules may match), the regex of the rules
     that can match there, built on first use."""
 
-    def __init__(self, g: _Grammar, name: str):
+    def __init__(self, g: _Grammar, name: str, join):
+        self.join = join
         rules = g.condition_res._rules
         self.rules = list(g.condition_rules[name])
         self.patterns = [rules[k] for k in self.rules]
-        firsts = [first_set(p) for p in self.patterns]
-        self.buckets: list[list[int]] = []  # bucket -> indexes into self.rules
-        for b in range(130):
-            self.buckets.append([i for i, (s, wide, nul) in enumerate(firsts)
-                                 if nul or (b < 128 and b in s) or (b == _OTHER and wide)])
+        self.buckets: list | None = None  # bucket -> indexes into self.rules (FIRST sets read when first needed)
+        self.uses = 0  # tokens lexed in this condition (in _EVERY until _WARM)
         # the skip-ahead rules: (index in self.rules, pair number); pairs: (literal, regex of the characters that
         # end the skip)
         self.pairs: list[tuple[str, re.Pattern]] = []
@@ -524,22 +576,26 @@ class _Condition:
                     self.pairs.append((key[0], re.compile(f"[{key[1]}]", re.ASCII)))
                 self.ahead.append((i, keys.index(key)))
         self.width = 1 << len(self.pairs)
-        self.slots: list = [None] * (130 * self.width)
+        self.slots: list = [None] * (131 * self.width)
+
+    def _buckets(self) -> list:
+        firsts = [first_set(p) for p in self.patterns]
+        out = [[i for i, (s, wide, nul) in enumerate(firsts) if nul or (b < 128 and b in s) or (b == _OTHER and wide)]
+               for b in range(130)]
+        out.append(list(range(len(self.rules))))  # _EVERY
+        return out
 
     def build(self, slot: int) -> tuple:
         """(the regex's match method or None, group number -> rule) for slot ``bucket * width + mask``."""
         bucket, mask = divmod(slot, self.width)
+        if bucket == _EVERY:
+            candidates = range(len(self.rules))
+        else:
+            if self.buckets is None:
+                self.buckets = self._buckets()
+            candidates = self.buckets[bucket]
         dropped = {i for i, pair in self.ahead if not mask >> pair & 1}
-        parts, gmap, group = [], [], 1
-        for i in self.buckets[bucket]:
-            if i in dropped:
-                continue
-            p = self.patterns[i]
-            gmap += [-1] * (group - len(gmap)) + [self.rules[i]]
-            group += 1 + re.compile(p, re.ASCII).groups
-            parts.append(f"({p})")
-        out = (re.compile("|".join(parts), re.ASCII).match if parts else None, gmap)
-        self.slots[slot] = out
+        out = self.slots[slot] = self.join(tuple(self.rules[i] for i in candidates if i not in dropped))
         return out
 
 
@@ -605,6 +661,9 @@ def run(r) -> None:  # noqa: C901, PLR0912, PLR0915 - the lexer and the LR loop 
                 if pos >= length:
                     done = True
                     bucket = _END
+                elif cond.uses < _WARM:
+                    cond.uses += 1
+                    bucket = _EVERY
                 else:
                     bucket = ord(code[pos])
                     if bucket > 127:

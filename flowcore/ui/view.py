@@ -1,9 +1,10 @@
 """How a workflow is shown in the browser (no Streamlit here): the diagram text the pages hand to Mermaid,
 its size, a zoom, what big graphs show instead of a full drawing, and labels that load nothing remote.
 
-- **Safe labels**: a label may hold HTML (`<img src=...>`), and Mermaid draws HTML labels, so the browser
-  would fetch that URL. The drawing keeps only `<br/>` line breaks; other tags show as plain text.
-  `click` lines and styles with `url(` are left out of the drawing too.
+- **Safe labels**: a label, subgraph title or edge label may hold HTML (`<img src=...>`), and Mermaid draws
+  HTML labels, so the browser would fetch that URL. Every drawing goes through `flowcore.mermaid.safe` (one
+  sanitiser): only `<br/>` line breaks stay tags, styles keep plain colours and lengths, and `click` lines,
+  directives, front matter and image shapes are left out of the drawing.
 - **Zoom**: Mermaid fits a diagram to the box width unless told otherwise (`useMaxWidth`). A zoom level
   draws it at its natural size times the zoom (by the font size, so the layout grows with the text), and the
   box scrolls: that is the pan.
@@ -16,12 +17,12 @@ its size, a zoom, what big graphs show instead of a full drawing, and labels tha
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 
 import networkx as nx
 
 from flowcore.mermaid.reader import to_mermaid
+from flowcore.mermaid.safe import display_copy, safe_label
 from flowcore.model import Workflow
 
 __all__ = ["BIG_GRAPH_NODES", "PREVIEW_NODES", "ZOOMS", "diagram_code", "diagram_height", "texts_height", "is_big",
@@ -34,22 +35,6 @@ PREVIEW_NODES = 120  # how many nodes the on-demand partial drawing of a big gra
 SECTION_LINES = 1000  # a big workflow's text is edited a section at a time (one box with it all froze the tab)
 MAX_LISTED_DIAGNOSTICS = 40  # the rest go in a table: thousands of markdown lines would freeze the tab
 ZOOMS = {"Fit": None, "50%": 0.5, "75%": 0.75, "100%": 1.0, "125%": 1.25, "150%": 1.5, "200%": 2.0}
-_TAG = re.compile(r"<(?!br\s*/?>)[^>]*>", re.I)
-
-
-def safe_label(label: str | None) -> str | None:
-    """The label with every HTML tag but ``<br/>`` shown as text (Mermaid would load an ``<img>``)."""
-    if label is None:
-        return None
-    return _TAG.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), label)
-
-
-def _display_copy(w: Workflow) -> Workflow:
-    d = w.copy()
-    for n in d.nodes.values():
-        n.label = safe_label(n.label)
-    d.extras = [x for x in d.extras if not x.startswith(("%%{", "click")) and "url(" not in x.lower()]
-    return d
 
 
 def diagram_code(w: Workflow, zoom: float | None = None) -> str:
@@ -57,7 +42,7 @@ def diagram_code(w: Workflow, zoom: float | None = None) -> str:
     init: dict = {"securityLevel": "strict", "flowchart": {"useMaxWidth": zoom is None}}
     if zoom is not None:
         init["themeVariables"] = {"fontSize": f"{round(16 * zoom)}px"}
-    return f"%%{{init: {json.dumps(init)}}}%%\n" + to_mermaid(_display_copy(w), styles=True)
+    return f"%%{{init: {json.dumps(init)}}}%%\n" + to_mermaid(display_copy(w), styles=True)
 
 
 def _dag(w: Workflow) -> nx.DiGraph:

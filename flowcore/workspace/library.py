@@ -123,7 +123,8 @@ def load_workflow(ws: Workspace, name: str, version: int | None = None) -> tuple
 
 
 def task_of_example(stem: str) -> str:
-    return "math" if stem.lower().startswith(MATH_PREFIXES) else "code"
+    low = stem.lower()
+    return "math" if low.startswith(MATH_PREFIXES) else ("text" if low.startswith("text_") else "code")
 
 
 def examples(directory: Path | None = None) -> list[tuple[str, str, str]]:

@@ -94,6 +94,28 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=10)
 
 
+def start_app(workdir: Path, env: dict[str, str] | None = None, args: list[str] | None = None) -> StreamlitApp:
+    """Another server of its own (`streamlit run app.py` on a free 127.0.0.1 port, a fresh workspace in
+    ``workdir``), for a test that needs its own environment or data; stop it with ``_stop(app.process)``."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    db_path, log_path = workdir / "workspace.db", workdir / "streamlit.log"
+    env = {**os.environ, "MERMAIDFLOW_DB": str(db_path), "PYTHONUNBUFFERED": "1", **(env or {})}
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+           "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none", *(args or [])]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    app = StreamlitApp(url, db_path, log_path, proc)
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not _healthy(url):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _stop(proc)
+            pytest.fail(f"streamlit not healthy at {url}; log tail:\n{app.log_tail()}", pytrace=False)
+        time.sleep(0.2)
+    return app
+
+
 @pytest.fixture(scope="session")
 def streamlit_app(tmp_path_factory) -> StreamlitApp:
     """The app (app.py at the repo root) served on a free 127.0.0.1 port with a fresh workspace DB."""

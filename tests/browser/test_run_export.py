@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from flowcore.tasks import load
+from tests.helpers.capitals import capitals_reply
 from tests.helpers.fakellm import FakeLLMServer, message_text
 
 from .conftest import APP_ENV, goto_page, no_exceptions, save_screenshot, wait_for_app
@@ -26,8 +27,11 @@ RELEASE = threading.Event()  # the third problem's reply waits for it, so the te
 
 
 def _respond(request: dict) -> str:
-    """Right for the first two problems, wrong for the third (answered once RELEASE is set)."""
+    """Right for the first two problems, wrong for the third (answered once RELEASE is set); the worked example
+    task's questions (tests/browser/test_tasks.py shares this endpoint) get the capitals model's reply."""
     text = message_text(request)
+    if (capital := capitals_reply(request)) is not None:
+        return capital
     for p in PROBLEMS[:2]:
         if p.question in text:
             return f"Adding it up step by step, the answer is {p.reference}."
