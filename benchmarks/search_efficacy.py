@@ -102,6 +102,7 @@ def main() -> None:
     ap.add_argument("--benchmarks", default="gsm8k,mbpp")
     ap.add_argument("--p", default="0.6,0.7")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds are first-seed .. first-seed + seeds - 1")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--candidates", type=int, default=4)
     ap.add_argument("--validation", type=int, default=50, help="validation problems evolution scores on")
@@ -123,7 +124,8 @@ def main() -> None:
                 base = measure_baselines(bench, p, test, tmp)
                 io = next(b for b in base if b["name"].endswith("_io"))
                 best = max((b for b in base if b is not io), key=lambda b: b["test"])
-                runs = [evolve_one(bench, p, s, args, val, test, tmp) for s in range(args.seeds)]
+                runs = [evolve_one(bench, p, s, args, val, test, tmp)
+                        for s in range(args.first_seed, args.first_seed + args.seeds)]
                 gain = best["test"] - io["test"]
                 for r in runs:
                     r["captured"] = (r["test"] - io["test"]) / gain if gain > 0 else float("nan")

@@ -96,6 +96,11 @@ def browser_id() -> str:
     return st.session_state["mf_browser"]
 
 
+def tab_id() -> str:
+    """This tab's id (a browser session): its draft row is its own, so two tabs never overwrite each other's work."""
+    return st.session_state.setdefault("mf_tab", drafts.new_tab_id())
+
+
 def _set_cookie() -> None:
     if st.session_state.pop("mf_browser_new", False):
         st.html(f"<script>document.cookie = '{COOKIE}={browser_id()}; path=/; max-age=31536000; "
@@ -146,7 +151,8 @@ def sync_open_workflow() -> None:
     _set_cookie()
     key = st.session_state.get(KEY_STATE) or os.environ.get("OPENAI_API_KEY") or ""
     try:
-        params = drafts.remember(workspace(), browser_id(), wf, st.session_state.get(_SYNCED), api_key=key)
+        params = drafts.remember(workspace(), browser_id(), wf, st.session_state.get(_SYNCED), api_key=key,
+                                 tab=tab_id())
     except Exception as e:  # noqa: BLE001 - a busy or read-only workspace must not break the page
         st.toast(f"The draft could not be stored: {e}")
         return
@@ -167,7 +173,9 @@ def keep_form_values() -> None:
 
 FORM_KEYS = re.compile(r"^(run_(mode|source|limit|conc|bench_\w+|problem_text|entry|reference|pick)|evo_(pick_seed|"
                        r"bench_\w+|limit|rounds|k|alpha|lam|topk|budget|seed|ops|mode|review)|"
-                       r"hist_(status|ops|min|pinned)|ex_pick|ed_(split|live_hard|canvas))$")
+                       r"hist_(status|ops|min|pinned)|ex_pick|ed_(split|live_hard|canvas)|"
+                       r"cmp_(task|split|limit|repeats|conc|bench_\w+|pick_\w+)|"
+                       r"aov_(source|examples|paste|task|taskset|gen_k|agents|inspector|repairs|mode|refine))$")
 
 
 # -- status ---------------------------------------------------------------------------------------------

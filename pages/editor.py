@@ -16,7 +16,7 @@ from flowcore.mermaid.live import with_mermaid
 from flowcore.ui import canvas as cv
 from flowcore.ui import view
 from flowcore.workspace import library
-from pages import common, serve_parts, widgets
+from pages import common, conflicts, serve_parts, widgets
 from pages.common import md
 
 common.app_shell()
@@ -68,9 +68,12 @@ def open_saved() -> None:
 
 def save() -> None:
     wf = common.current_workflow()
+    same = (ss.get(name_key()) or "").strip() == wf["name"]  # a save names the version it started from
     try:
         version = library.save_workflow(common.workspace(), ss.get(name_key(), ""), live_text(), wf["task"],
-                                        serve_parts.user())
+                                        serve_parts.user(), base_version=wf["version"] if same else None)
+    except library.LibraryConflict as e:  # someone saved a newer version meanwhile: never left out silently
+        return conflicts.refused(e)
     except library.LibraryError as e:
         return flash("error", f"Not saved: {md(str(e))}")
     name = library.validate_name(ss[name_key()])
@@ -139,6 +142,8 @@ serve_parts.publish_popover(bar[6], live_text(), task, wf["name"] or "", key="ed
 if "ed_flash" in ss:
     kind, message = ss.pop("ed_flash")
     getattr(st, kind)(message)
+conflicts.library_panel(live_text, flash)
+conflicts.other_tabs_panel()
 
 text = live_text()
 if text != wf["text"]:

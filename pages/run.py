@@ -188,8 +188,9 @@ def evaluations(ws, settings, text: str, task: str, name: str, can_run: bool) ->
         return
     st.subheader("Results")
     ids = [r.id for r in past]
-    labels = {r.id: f"#{r.id} · {r.workflow_name or 'workflow'} · {r.benchmark} · {r.status} · "
-                    f"{_pct(r.score)}" for r in past}
+    labels = {r.id: f"#{r.id} · {r.workflow_name or 'workflow'} · {r.benchmark} · "  # one live figure: the progress's
+                    + ("running (its score is in the progress above)" if r.status == "running" else
+                       f"{r.status} · {_pct(r.score)}") for r in past}
     want = st.session_state.get(SHOW_KEY)
     pick = st.selectbox("Evaluation", ids, index=ids.index(want) if want in ids else 0, format_func=labels.get)
     st.session_state[SHOW_KEY] = pick

@@ -14,6 +14,8 @@ from pages import common, serve_parts
 
 common.app_shell()
 ss = st.session_state
+FORM_KEYS = ("set_url", "set_model_", "set_prices", "set_budget", "set_concurrency", "set_timeout", "set_retries",
+             "set_cache", "set_cap_", "set_context", "set_stream", "set_base")
 
 
 def remember_key() -> None:
@@ -26,6 +28,22 @@ def remember_key() -> None:
 def forget_key() -> None:
     ss.pop(common.KEY_STATE, None)
     ss["set_key_input"] = ""
+
+
+def resolve(prefer: str | None) -> None:
+    """One click on a save refused for a newer version: merge (whose value the fields both changed take), or
+    reload (``prefer`` None: this form's changes are dropped)."""
+    message, mine = ss.pop("set_conflict")
+    if prefer is not None:
+        version, base = ss["set_base"]
+        try:
+            settings_store.save_llm_settings(common.workspace(), mine, secret=ss.get(common.KEY_STATE), base=base,
+                                             version=version, prefer=prefer)
+        except settings_store.SettingsError as e:
+            ss["set_conflict"] = (str(e), mine)
+            return
+        ss["set_flash"] = f"Saved, merged with the other change (keeping {prefer} where both changed a field)."
+    ss["set_reload"] = True
 
 
 def form_settings(values: dict) -> LLMSettings:
@@ -58,6 +76,11 @@ common.header("Settings", show_open=False)
 if "set_flash" in ss:  # after a save the page runs again, so the header and sidebar show the new endpoint
     st.success(ss.pop("set_flash"))
 current = common.llm_settings()
+if ss.pop("set_reload", False):  # after a save or a reload the form shows the stored settings again
+    for k in [k for k in ss if isinstance(k, str) and k.startswith(FORM_KEYS)]:
+        del ss[k]
+if "set_base" not in ss or "set_url" not in ss:  # the version and values this form starts from: its save names them
+    ss["set_base"] = (settings_store.load_versioned(common.workspace())[1], current.to_public_dict())
 common.llm_banner(current)
 common.sandbox_banner(show_ready=True)
 env_key = bool((os.environ.get("OPENAI_API_KEY") or "").strip())
@@ -129,13 +152,17 @@ if save or test:
         st.error(f"Not applied: {e}")
     else:
         if save:
+            version, base = ss["set_base"]
             try:
                 settings_store.save_llm_settings(common.workspace(), chosen.to_public_dict(),
-                                                 secret=ss.get(common.KEY_STATE))
+                                                 secret=ss.get(common.KEY_STATE), base=base, version=version)
+            except settings_store.SettingsConflict as e:  # someone saved the same fields meanwhile: never overwritten
+                ss["set_conflict"] = (str(e), chosen.to_public_dict())
             except settings_store.SettingsError as e:
                 st.error(str(e))
             else:
                 ss["set_flash"] = f"Saved to the workspace ({common.db_label()}); the API key was not saved."
+                ss["set_reload"] = True
                 st.rerun()
         if test:
             if not chosen.configured:
@@ -143,11 +170,18 @@ if save or test:
             else:
                 test_connection(chosen, role)
 
+if "set_conflict" in ss:
+    st.warning(ss["set_conflict"][0].capitalize() + ".", icon=":material/group:")
+    m1, m2, m3 = st.columns(3)
+    m1.button("Merge, keeping mine", on_click=resolve, args=("mine",), key="set_keep_mine", type="primary")
+    m2.button("Merge, keeping theirs", on_click=resolve, args=("theirs",), key="set_keep_theirs")
+    m3.button("Reload (drop my changes)", on_click=resolve, args=(None,), key="set_reload_btn")
+
 with st.expander("Forget saved settings"):
     st.caption("Go back to the environment's settings (`OPENAI_BASE_URL`, `MERMAIDFLOW_MODEL_<ROLE>`, ...).")
     if st.button("Forget saved settings", key="set_clear"):
         settings_store.clear_llm_settings(common.workspace())
-        ss["set_flash"] = "Saved settings removed."
+        ss["set_flash"], ss["set_reload"] = "Saved settings removed.", True
         st.rerun()
 
 serve_parts.keys_section()

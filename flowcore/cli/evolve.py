@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import sqlite3
 import threading
 from collections import Counter
 from pathlib import Path
@@ -201,11 +202,17 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     else:
         print(f"run {run_id}: {args.rounds} round(s) on {args.benchmark}, {mode}", file=_stderr(), flush=True)
     result = evo.run()
-    rows = evo.history.rounds(run_id)
-    if config.test_top and not evo.config.offline:
-        _print_test_scores(evo.ws, run_id, args.json)
-    if not evo.config.offline:
-        _print_outcome(evo.ws, run_id, args.json)
+    if result["status"] == "lost":  # paused, then overtaken by another process: it carries the run on
+        raise JobFailed(f"run {run_id}: {result['reason']}")
+    rows = evo.history.summaries(run_id)  # light columns: no round's JSON decoded
+    try:
+        if config.test_top and not evo.config.offline:
+            _print_test_scores(evo.ws, run_id, args.json)
+        if not evo.config.offline:
+            _print_outcome(evo.ws, run_id, args.json)
+    except sqlite3.Error:  # the workspace failed (a full disk stopped the run): the reason below says so
+        if result["status"] != "stopped":
+            raise
     evolved = [r for r in rows if r["round"] > 0]
     if result["status"] == "stopped":
         raise JobFailed(f"run {run_id} stopped: {result['reason']}")

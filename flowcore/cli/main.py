@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "task": "flowcore.cli.task",
     "publish": "flowcore.cli.serve", "serve": "flowcore.cli.serve", "mcp": "flowcore.cli.serve",
     "keys": "flowcore.cli.serve",
+    "workspace": "flowcore.cli.workspace",
 }
 
 

@@ -108,9 +108,19 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         print(f"{name}: waiting for queued runs in {ws.path} (Ctrl-C to stop)", file=sys.stderr, flush=True)
 
     def said(item: workqueue.Item) -> None:
-        msg = {"worker": name, "item": item.id, "kind": item.kind, "attempt": item.attempts, **item.payload}
-        emit(msg) if args.json else print(f"{name}: finished item {item.id} ({item.kind} {item.payload}, "
-                                          f"attempt {item.attempts})", flush=True)
+        msg = {"worker": name, "item": item.id, "kind": item.kind, "attempt": item.attempts, **item.payload,
+               "outcome": item.outcome, **({"detail": item.detail} if item.detail else {})}
+        if args.json:
+            emit(msg)
+        elif item.outcome == "lost":  # paused or cut off, and another worker carries it on: nothing finished here
+            print(f"{name}: gave up item {item.id} ({item.kind} {item.payload}, attempt {item.attempts}): "
+                  f"{item.detail}", flush=True)
+        elif item.outcome == "failed":
+            print(f"{name}: item {item.id} failed ({item.kind} {item.payload}, attempt {item.attempts}): "
+                  f"{item.detail}", flush=True)
+        else:
+            print(f"{name}: finished item {item.id} ({item.kind} {item.payload}, attempt {item.attempts})",
+                  flush=True)
 
     stop = threading.Event()
     try:

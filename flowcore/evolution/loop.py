@@ -31,10 +31,11 @@ from flowcore.checker.check import check
 from flowcore.evolution import ops, search
 from flowcore.evolution.history import History, RunBuffer, sample_from_pool
 from flowcore.evolution.judge import Candidate, GuidedJudge, LLMJudge, RuleJudge, Verdict
-from flowcore.evolution.lease import Lease
+from flowcore.evolution.lease import STALE_AFTER, Lease, LeaseLost
 from flowcore.evolution.optimizer import Optimizer, rewrite_prompt
 from flowcore.mermaid.reader import WorkflowSyntaxError, parse, to_mermaid
 from flowcore.model import Workflow
+from flowcore.workspace import health
 from flowcore.workspace.store import Workspace
 
 log = logging.getLogger(__name__)
@@ -56,22 +57,24 @@ class EndpointDown(Exception):
     """The endpoint kept failing a round through every back-off: the run stops, resumable."""
 
 
+class StorageStop(Exception):
+    """The workspace cannot keep what the run makes (a full disk, a damaged or read-only file): the run stops at
+    once, saying so by name (waiting would only repeat paid calls whose results cannot be stored)."""
+
+
 def _transient(exc: BaseException | None) -> bool:
     """Did the endpoint or the workspace database fail (anywhere in the exception's chain) for a reason that
     may pass? A database that went away (a PostgreSQL restart, a locked SQLite file) is ridden out as an
     endpoint outage is."""
     from flowcore.tasks import endpoint_failure
 
-    return endpoint_failure(exc)[1] or _db_outage(exc)
+    return endpoint_failure(exc)[1] or health.is_outage(exc)
 
 
-def _db_outage(exc: BaseException | None) -> bool:
-    seen = 0
-    while exc is not None and seen < 20:
-        if isinstance(exc, sqlite3.OperationalError):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
+def _storage_fault(exc: BaseException | None) -> str | None:
+    """The storage failure (full, damaged, readonly, io) in the exception's chain that no waiting cures."""
+    kind = health.fault_of(exc)
+    return None if kind in (None, "outage") else kind
 
 
 @dataclass
@@ -218,7 +221,7 @@ class Evolution:
     def __init__(self, workspace: Workspace, config: EvolutionConfig, *, llm: Any = None,
                  evaluator: Evaluator | None = None, progress: Callable[[dict], None] | None = None,
                  cancel: threading.Event | None = None, review: ReviewHook | None = None,
-                 run_id: int | None = None):
+                 run_id: int | None = None, lease_stale_after: float | None = None):
         self.ws, self.history = workspace, History(workspace)
         cfg = replace(config, operators=list(config.operators))
         _bind_task(cfg, workspace)
@@ -248,6 +251,8 @@ class Evolution:
         self._parsed: dict[int, Workflow] = {}
         self.outage_waits: tuple[float, ...] = OUTAGE_WAITS
         self._lease: Lease | None = None
+        self._lease_stale = lease_stale_after or STALE_AFTER
+        self.lost: str | None = None  # why this process lost the run to another (its lease was taken over)
         self._buf: RunBuffer | None = None
         self._started = False
 
@@ -284,6 +289,7 @@ class Evolution:
             stored = info.config
             if stored.get("rounds") != self.config.rounds:  # a resumed run may be extended or shortened
                 with self.ws.transaction() as c:
+                    self.history.guard(c)
                     c.execute("UPDATE evo_runs SET config_json = ? WHERE id = ?",
                               (json.dumps(self.config.to_dict(), sort_keys=True), self.run_id))
         else:
@@ -301,14 +307,24 @@ class Evolution:
             if self.config.budget is not None:
                 settings = replace(settings, budget_usd=max(0.0, self.config.budget - spent))
             self.llm = LLM(settings, self.ws, run_id=f"evo-{self.run_id}")
+            self.llm.guard = self._lease.verify if self._lease is not None else None
         self._started = True
         return self.run_id
 
     def lease(self) -> None:
-        """Take the run's lease (RunBusy naming the other process when one is evolving it)."""
+        """Take the run's lease (RunBusy naming the other process when one is evolving it). From then on every
+        write of the run checks the lease's fencing token, and every paid LLM call first checks the lease."""
         if self._lease is None or self._lease.run_id != self.run_id:
-            self._lease = Lease(self.ws, int(self.run_id or 0))
+            self._lease = Lease(self.ws, int(self.run_id or 0), stale_after=self._lease_stale, on_lost=self._on_lost)
         self._lease.acquire()
+        self.history.guard = self._lease.check
+        if self.llm is not None:
+            self.llm.guard = self._lease.verify
+
+    def _on_lost(self, why: str) -> None:
+        """Another process took the run over (this one was paused or cut off): stop, writing nothing more."""
+        self.lost = why
+        self.cancel.set()
 
     def release(self) -> None:
         if self._lease is not None:
@@ -339,8 +355,11 @@ class Evolution:
         except Exception as exc:
             self.history.set_status(run_id, "stopped", f"cannot load the problems: {exc}")
             raise
-        self.history.set_status(run_id, "running")
         records: list[dict] = []
+        try:
+            self.history.set_status(run_id, "running")
+        except LeaseLost as exc:
+            return self._lost_result(run_id, exc, records)
         status, reason = "finished", None
         self._buf = RunBuffer(self.history, run_id)  # the stored rounds, read once; then kept current below
         db_waits, nxt = list(self.outage_waits), -1
@@ -353,7 +372,9 @@ class Evolution:
                         break
                     outcome = await self._one_round(run_id, nxt, records)
                     db_waits = list(self.outage_waits)
-                except sqlite3.OperationalError as exc:  # the workspace went away: wait for it, as for an endpoint
+                except sqlite3.Error as exc:  # the workspace went away: wait for it, as for an endpoint
+                    if not health.is_outage(exc):
+                        raise StorageStop(health.describe(exc, self.ws.path)) from exc
                     if not db_waits:
                         status, reason = "stopped", (f"the workspace database stayed unreachable ({exc}); run the "
                                                      "same command again to resume once it is back")
@@ -373,20 +394,34 @@ class Evolution:
                                              f"{evolved[-1].get('reason') or evolved[-1].get('detail')})")
             if status == "finished" and cfg.test_top and not cfg.offline:
                 status, reason = await self._rescore_on_test()
+        except LeaseLost as exc:
+            return self._lost_result(run_id, exc, records)
         except Cancelled:
+            if self.lost is not None:
+                return self._lost_result(run_id, LeaseLost(self.lost), records)
             status, reason = "cancelled", "cancelled by the user"
-        except EndpointDown as exc:
+        except (EndpointDown, StorageStop) as exc:
             status, reason = "stopped", str(exc)
-        for wait in (*OUTAGE_WAITS, None):  # the outcome is stored once the database is back
+        for wait in (*OUTAGE_WAITS, None):  # the outcome is stored once the database is back (up to a minute)
             try:
                 self.history.set_status(run_id, status, reason)
                 break
-            except sqlite3.OperationalError as exc:
-                if wait is None:
+            except LeaseLost as exc:
+                return self._lost_result(run_id, exc, records)
+            except sqlite3.Error as exc:
+                if health.fault_of(exc) == "full" and self.ws.release_reserve():
+                    continue  # the room set aside for this: the run is recorded stopped, not left "running"
+                if wait is None or not health.is_outage(exc):
                     log.error("run %s ended %s but the workspace could not record it: %s", run_id, status, exc)
                     break
                 await asyncio.sleep(wait)
         return {"run_id": run_id, "status": status, "reason": reason, "rounds": records}
+
+    def _lost_result(self, run_id: int, exc: BaseException, records: list[dict]) -> dict:
+        """Another process holds the run now: say so and write nothing (its status is the new holder's to set)."""
+        self.lost = self.lost or str(exc)
+        log.warning("%s", self.lost)
+        return {"run_id": run_id, "status": "lost", "reason": self.lost, "rounds": records}
 
     async def _one_round(self, run_id: int, nxt: int, records: list[dict]) -> tuple[str, str] | None:
         """Make, judge, evaluate and store round ``nxt``; a (status, reason) that ends the run, else None."""
@@ -398,7 +433,7 @@ class Evolution:
         rec = await self._attempts(nxt)
         if nxt == 0 and rec["status"] == "failed":
             return "stopped", f"the seed round failed, so there is nothing to evolve: {rec.get('reason')}"
-        self.history.add_round(run_id, rec)
+        await self._store(run_id, rec)
         self._buffer().add(rec)
         summary = self.summary(rec)
         records.append(summary)
@@ -410,6 +445,32 @@ class Evolution:
         if rec["status"] == "failed" and "BudgetExceeded" in (rec.get("reason") or ""):
             return "stopped", rec["reason"]
         return None
+
+    async def _store(self, run_id: int, rec: dict) -> None:
+        """Store a finished round (with the LLM replies an outage left in memory), riding out a database outage
+        with the back-offs: the round is kept and stored once the database is back, never made again."""
+        waits = list(self.outage_waits)
+        while True:
+            try:
+                if self.llm is not None and hasattr(self.llm, "flush"):
+                    self.llm.flush()
+                self.history.add_round(run_id, rec)
+                return
+            except sqlite3.Error as exc:
+                if not health.is_outage(exc) or not waits:
+                    raise
+                wait = waits.pop(0)
+                log.warning("round %s: the workspace database failed while storing it (%s); trying again in %g s",
+                            rec["round"], exc, wait)
+                await self._pause(wait)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, but stop at once when the run is cancelled (or lost to another process)."""
+        deadline = asyncio.get_running_loop().time() + seconds
+        while asyncio.get_running_loop().time() < deadline:
+            if self.cancel.is_set():
+                raise Cancelled
+            await asyncio.sleep(min(0.2, seconds))
 
     def _db_ok(self) -> bool:
         try:
@@ -443,6 +504,9 @@ class Evolution:
         while True:
             rec = await (self._seed_round() if r == 0 else self._round(r))
             cost += float(rec.get("cost") or 0.0)
+            fault = rec.pop("_fault", None)
+            if fault is not None:  # the workspace cannot keep what this round makes: stop now, by name
+                raise StorageStop(fault)
             if not rec.pop("_transient", False):
                 rec["cost"] = cost
                 return rec
@@ -453,12 +517,9 @@ class Evolution:
                 raise EndpointDown(f"the LLM endpoint or the workspace kept failing round {r} ({rec.get('reason')}); the round "
                                    "was not stored: run the same command again to resume once it is back")
             wait = waits.pop(0)
-            log.warning("round %s: the endpoint failed (%s); trying again in %g s", r, rec.get("reason"), wait)
-            deadline = asyncio.get_running_loop().time() + wait
-            while asyncio.get_running_loop().time() < deadline:
-                if self.cancel.is_set():
-                    raise Cancelled
-                await asyncio.sleep(min(0.2, wait))
+            log.warning("round %s: the endpoint or the workspace database failed (%s); trying again in %g s", r,
+                        rec.get("reason"), wait)
+            await self._pause(wait)
 
     def summary(self, rec: dict) -> dict:
         return {"run": self.run_id, "round": rec["round"], "status": rec["status"], "score": rec.get("score"),
@@ -515,13 +576,15 @@ class Evolution:
             rec.update(workflow_text=child.text, prompts=child.workflow.prompts, operator=child.operator,
                        detail=child.detail, parents=child.parents)
             return await self._evaluate_into(rec, child.workflow, spent0)
-        except Cancelled:
+        except (Cancelled, LeaseLost):
             raise
         except Exception as exc:  # noqa: BLE001 - a failed round is stored with its reason; the run goes on
             rec["status"], rec["reason"] = "failed", str(exc) if isinstance(exc, Vetoed) else \
                 f"{type(exc).__name__}: {exc}"
             rec["cost"] = self._spent() - spent0
             rec["_transient"] = _transient(exc)
+            if _storage_fault(exc):
+                rec["_fault"] = health.describe(exc, self.ws.path)
             return rec
 
     def _buffer(self) -> RunBuffer:
@@ -628,7 +691,7 @@ class Evolution:
 
     async def _judge(self, r: int, cands: list[Candidate], parent: Workflow, prow: dict, buf: RunBuffer,
                      experience: list[dict]) -> Verdict:
-        history = [self._parsed_round(x) for x in buf.text_rounds]
+        history = [self._parsed_round(x) for x in buf.judge_history(self.config.top_k)]  # bounded: see RunBuffer
         record = buf.record
         if self.config.mode == "llm" and self.llm is not None:
             return await LLMJudge(self.llm, self.config.task).ascore(
@@ -739,11 +802,14 @@ class Evolution:
             rec.update(status="ok", score=report.score, ci_low=report.ci_low, ci_high=report.ci_high,
                        n=report.n, per_problem=[{**_result_json(x), **({"repeat": i} if len(reports) > 1 else {})}
                                                 for i, rep in enumerate(reports) for x in rep.results])
-        except Cancelled:
+        except (Cancelled, LeaseLost):
             raise
         except Exception as exc:  # noqa: BLE001 - stored as the round's reason
             rec.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
             rec["_transient"] = rec.get("_transient") or _transient(exc)
+            if _storage_fault(exc):
+                rec["_fault"] = str(exc) if type(exc).__name__ == "ResultNotStored" else \
+                    health.describe(exc, self.ws.path)
             extra = 0.0
         rec["cost"] = self._spent() - spent0 + extra
         return rec

@@ -157,7 +157,7 @@ def resume_run(ws: Workspace, settings: LLMSettings, run_id: int, *, review: boo
         raise ValueError(f"run {run_id} was measured against an LLM endpoint; configure one (Settings page) "
                          "to resume it")
     cfg = EvolutionConfig.from_dict(info.config)
-    spent = sum(r["cost"] or 0.0 for r in h.rounds(run_id))
+    spent = h.spent(run_id)  # one aggregate: a resume decodes no stored round
     llm = None if info.offline else _llm(ws, settings, cfg, spent)
     gate = ReviewGate(info.task) if review else None
     evo = Evolution(ws, cfg, llm=llm, review=gate, run_id=run_id)
@@ -182,7 +182,7 @@ def continue_run(ws: Workspace, settings: LLMSettings, run_id: int, more: int, *
                          "to continue it")
     cfg = EvolutionConfig.from_dict(info.config)
     cfg.rounds = h.last_round(run_id) + more
-    spent = sum(r["cost"] or 0.0 for r in h.rounds(run_id))
+    spent = h.spent(run_id)  # one aggregate: a resume decodes no stored round
     llm = None if info.offline else _llm(ws, settings, cfg, spent)
     gate = ReviewGate(info.task) if review else None
     evo = Evolution(ws, cfg, llm=llm, review=gate, run_id=run_id)

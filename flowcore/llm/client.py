@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import sqlite3
 import ssl
 import threading
 import time
@@ -80,6 +81,11 @@ class LLMError(Exception):
     def __init__(self, message: str, *, transient: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
+
+
+class ResultNotStored(sqlite3.OperationalError):
+    """A call was made and paid for, but the workspace could not store its result (a full disk, a damaged or
+    read-only file): a storage failure, never an endpoint failure. The message says what the call cost."""
 
 
 class BudgetExceeded(LLMError):
@@ -378,6 +384,10 @@ class _Shared:
         self.tokenizer = lc.Tokenizer(settings.base_url)
         self.learned: dict[str, int] = {}  # model -> context window the server named in an overflow error
         self.json_ok = True  # False once the server refused response_format json_object: ask in words only
+        # Replies and call-log rows not yet in the workspace (its database was away when they came): kept here,
+        # served from here, and written with the next write that succeeds, so a paid call is never made twice.
+        self.pending: dict[str, tuple[str, dict]] = {}
+        self.unlogged: list[tuple] = []
 
     async def for_loop(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
@@ -452,6 +462,9 @@ class LLM:
         self.calls: list[dict] = []
         self._parent: LLM | None = None
         self._shared = _Shared(settings)
+        # Called before every paid call (a cache miss); raising stops it. An evolution run sets its lease's
+        # verify here, so a process that lost its run (paused, then taken over) makes no more paid calls.
+        self.guard: Callable[[], None] | None = None
         self.salt = ""  # prefixed to every cache salt (see salted)
         if workspace is not None:
             workspace.ensure_schema("llm", _DDL)
@@ -503,6 +516,9 @@ class LLM:
             raise NotConfigured("no LLM endpoint configured: set OPENAI_BASE_URL (any OpenAI-compatible "
                                 "server, e.g. vLLM, Ollama, llama.cpp) and/or OPENAI_API_KEY, or enter them on "
                                 "the Settings page")
+        guard = getattr(self._root(), "guard", None)
+        if guard is not None:
+            guard()
         where = f"{role}, model {model!r} at {public_url(s.base_url)}"
         sent, cap, counted = await self._fit(msgs, model, role, max_tokens, where)
         rejected: Reply | None = None
@@ -658,7 +674,7 @@ class LLM:
 
     def _record(self, role: str, reply: Reply, error: str | None) -> None:
         """Log one attempt. A failed one counts as an error; a paid one (even a malformed or rejected reply)
-        adds its cost, since the endpoint charged for it."""
+        adds its cost, since the endpoint charged for it. Counted in memory first, then written (``_persist``)."""
         rec = {"role": role, "model": reply.model, "prompt_tokens": reply.prompt_tokens,
                "completion_tokens": reply.completion_tokens, "cost": reply.cost, "latency": reply.latency,
                "cached": reply.cached, "error": error}
@@ -680,16 +696,67 @@ class LLM:
                 u.latency += reply.latency
                 node.calls.append(dict(rec))
                 node = node._parent
+            if self.workspace is not None:
+                self._shared.unlogged.append((self.run_id, time.time(), role, reply.model, reply.prompt_tokens,
+                                              reply.completion_tokens, reply.cost, reply.latency, int(reply.cached),
+                                              error))
         if self.workspace is not None:
-            with self.workspace.transaction() as conn:
-                conn.execute("INSERT INTO llm_calls(run_id, ts, role, model, prompt_tokens,"
-                             " completion_tokens, cost, latency, cached, error) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                             (self.run_id, time.time(), role, reply.model, reply.prompt_tokens,
-                              reply.completion_tokens, reply.cost, reply.latency, int(reply.cached), error))
+            self._persist(reply if error is None and not reply.cached else None)
+
+    def _persist(self, paid: Reply | None = None) -> None:
+        """Write the replies and call-log rows still in memory. While the database is away (an outage) they stay
+        in memory, served from there, and go out with the next write that succeeds. Any other storage failure
+        (a full disk, a damaged or read-only file) of a paid call is ResultNotStored: the call was made and paid
+        for, its result could not be stored - never an endpoint failure."""
+        from flowcore.workspace import health
+
+        sh = self._shared
+        with sh.lock:
+            cache, logs = dict(sh.pending), list(sh.unlogged)
+        if not cache and not logs:
+            return
+        try:
+            with self.workspace.transaction() as conn:  # type: ignore[union-attr]
+                for key, (model, data) in cache.items():
+                    conn.execute("INSERT OR REPLACE INTO llm_cache(key, model, response_json, created)"
+                                 " VALUES (?,?,?,?)", (key, model, json.dumps(data), time.time()))
+                for row in logs:
+                    conn.execute("INSERT INTO llm_calls(run_id, ts, role, model, prompt_tokens,"
+                                 " completion_tokens, cost, latency, cached, error) VALUES (?,?,?,?,?,?,?,?,?,?)", row)
+        except Exception as exc:
+            kind = health.fault_of(exc)
+            if kind is None:
+                raise
+            if kind == "outage" or paid is None:
+                return  # kept in memory: written with the next write that succeeds
+            where = self.workspace.path  # type: ignore[union-attr]
+            err = ResultNotStored(f"an LLM call ({paid.model}, {paid.prompt_tokens}+{paid.completion_tokens} tokens, "
+                                  f"${paid.cost:.6f}) was made and paid for, but its result could not be stored: "
+                                  f"{health.describe(exc, where)}")
+            err.fault = kind  # type: ignore[attr-defined]
+            raise err from exc
+        with sh.lock:
+            for key in cache:
+                if sh.pending.get(key) == cache[key]:
+                    del sh.pending[key]
+            del sh.unlogged[:len(logs)]
+
+    def flush(self) -> None:
+        """Write what an outage left in memory (before a round is stored); storage errors propagate."""
+        if self.workspace is not None:
+            self._persist()
+
+    @property
+    def unwritten(self) -> int:
+        """Replies and log rows still waiting for the database."""
+        return len(self._shared.pending) + len(self._shared.unlogged)
 
     def _cache_get(self, key: str) -> dict | None:
         if self.workspace is None or not self.settings.cache:
             return None
+        held = self._shared.pending.get(key)
+        if held is not None:
+            return held[1]
         rows = self.workspace.query("SELECT response_json FROM llm_cache WHERE key = ?", (key,))
         if not rows:
             return None
@@ -700,11 +767,11 @@ class LLM:
         return data if isinstance(data, dict) and isinstance(data.get("text"), str) else None
 
     def _cache_put(self, key: str, model: str, data: dict) -> None:
+        """Keep the reply for this key; it is written by the ``_record`` that follows (in one transaction)."""
         if self.workspace is None or not self.settings.cache:
             return
-        with self.workspace.transaction() as conn:
-            conn.execute("INSERT OR REPLACE INTO llm_cache(key, model, response_json, created)"
-                         " VALUES (?,?,?,?)", (key, model, json.dumps(data), time.time()))
+        with self._shared.lock:
+            self._shared.pending[key] = (model, data)
 
 
 def _normalize(messages: list[dict] | str) -> list[dict]:

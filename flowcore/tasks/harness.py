@@ -24,6 +24,7 @@ from flowcore.execution.sandbox import SandboxUnavailable, require_sandbox
 from flowcore.tasks.metrics import Grade, PythonBatcher, grade_text, judge
 from flowcore.tasks.problem import Problem, needs_sandbox
 from flowcore.tasks.scoring import score
+from flowcore.workspace import health
 
 log = logging.getLogger(__name__)
 
@@ -148,12 +149,16 @@ async def _solve(runner: Runner, problem: Problem, timeout: float | None,
     except SandboxUnavailable:
         raise  # no problem's fault: the whole evaluation stops (code is never run unconfined)
     except Exception as exc:  # noqa: BLE001 - any runner failure is this problem's result
+        fault = health.fault_of(exc)
+        if fault not in (None, "outage"):  # a full disk, a damaged or read-only workspace: the evaluation stops
+            raise health.cause(exc) from None  # saying so (not the node that happened to write)
         timed_out = timeout is not None and isinstance(exc, TimeoutError) and time.perf_counter() - start >= timeout
         msg = f"timed out after {timeout:g}s" if timed_out else str(exc)
         cost = float(getattr(exc, "cost", 0.0) or 0.0)  # what a failed run had already spent, when it says
         # An endpoint failure, a timeout or an exception in a node or the engine leaves no answer to judge: the
-        # problem is errored (left out of the score, counted against --max-error-rate), never a wrong answer.
-        transient = endpoint_failure(exc)[1] or timed_out
+        # problem is errored (left out of the score, counted against --max-error-rate), never a wrong answer. The
+        # workspace database away for a while (a restart, a lock) is an outage like the endpoint's: transient.
+        transient = endpoint_failure(exc)[1] or timed_out or fault == "outage"
         return ProblemResult(problem.id, False, answer, None, cost, time.perf_counter() - start,
                              f"{type(exc).__name__}: {msg}", True, transient)
     latency = time.perf_counter() - start
@@ -209,16 +214,23 @@ async def evaluate(runner: Runner, problems: list[Problem], *, concurrency: int 
     results: dict[int, ProblemResult] = {}
     next_index = 0
     cancelled = False
+    fatal: list[BaseException] = []  # a storage failure: no new problem starts (its calls could not be kept)
 
     async def worker() -> None:
         nonlocal next_index, cancelled
-        while next_index < total:
+        while next_index < total and not fatal:
             if cancel is not None and cancel.is_set():
                 cancelled = True
                 return
             i = next_index
             next_index += 1
-            res = await _solve(runner, problems[i], timeout, scorer)
+            try:
+                res = await _solve(runner, problems[i], timeout, scorer)
+            except SandboxUnavailable:
+                raise
+            except Exception as exc:  # noqa: BLE001 - _solve lets only storage failures through
+                fatal.append(exc)
+                return
             results[i] = res
             if progress is not None:
                 try:
@@ -227,6 +239,8 @@ async def evaluate(runner: Runner, problems: list[Problem], *, concurrency: int 
                     log.exception("progress callback failed")
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, max(total, 1)))))
+    if fatal:
+        raise fatal[0]
     return report_of(problems[0].benchmark if problems else "", [results[i] for i in sorted(results)],
                      cancelled=cancelled or (cancel is not None and cancel.is_set() and len(results) < total))
 

@@ -1,5 +1,7 @@
 """Members only (issue 19.8): served to a team, the app requires a login through a real OpenID Connect provider
-on 127.0.0.1 (oidc-provider-mock); a stranger is refused, a member gets in, and logging out ends the session."""
+on 127.0.0.1 (oidc-provider-mock); a stranger is refused, a member gets in, and logging out ends the session.
+Claims are read strictly (issue 25.4): an unverified address, a subject without an email claim, an address
+with a line break before the team's @domain and a Kelvin-sign look-alike of a member are all refused."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ pytestmark = pytest.mark.browser
 oidc = pytest.importorskip("oidc_provider_mock", reason="oidc-provider-mock is installed by `make test`")
 
 
-def _serve(tmp_path: Path, issuer: str) -> tuple[str, subprocess.Popen]:
+def _serve(tmp_path: Path, issuer: str, **extra: str) -> tuple[str, subprocess.Popen]:
     import time
 
     port = _free_port()
@@ -30,6 +32,7 @@ def _serve(tmp_path: Path, issuer: str) -> tuple[str, subprocess.Popen]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env.update(MERMAIDFLOW_DB=str(tmp_path / "ws.db"), MERMAIDFLOW_LOGIN="1", PYTHONUNBUFFERED="1",
                MERMAIDFLOW_MEMBERS="alice@example.com")
+    env.update(extra)
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
            "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none", "--secrets.files", str(secrets)]
@@ -67,7 +70,8 @@ def test_strangers_are_refused_members_get_in_and_logout_ends_the_session(browse
     with oidc.run_server_in_thread() as server:
         issuer = f"http://localhost:{server.server_port}"
         for email in ("alice@example.com", "bob@example.com"):
-            r = httpx.put(f"{issuer}/users/{quote(email)}", json={"email": email, "name": email.split("@")[0]})
+            r = httpx.put(f"{issuer}/users/{quote(email)}", json={"email": email, "email_verified": True,
+                                                                  "name": email.split("@")[0]})
             assert r.status_code == 204
         url, proc = _serve(tmp_path, issuer)
         context = new_context(browser, viewport={"width": 1400, "height": 1000})
@@ -95,6 +99,38 @@ def test_strangers_are_refused_members_get_in_and_logout_ends_the_session(browse
             page.reload(wait_until="domcontentloaded")  # the identity cookie is gone, not just the page state
             wait_for_app(page)
             expect(page.get_by_text("This workspace is for the members of its team")).to_be_visible()
+        finally:
+            context.close()
+            _stop(proc)
+
+
+def test_claims_that_do_not_name_a_verified_plain_address_are_refused(browser, tmp_path):
+    import httpx
+
+    attackers = {  # subject -> the claims the provider hands over, and what the refusal says
+        "unverified": ({"email": "alice@example.com", "email_verified": False}, "is verified"),
+        "alice@example.com": ({"email_verified": True}, "gave no email address"),  # the subject looks like a member
+        "newline": ({"email": "x\n@team.example.org", "email_verified": True}, "not one plain address"),
+        "kelvin": ({"email": "mi\u212ae@example.com", "email_verified": True}, "not one plain address"),
+    }
+    with oidc.run_server_in_thread() as server:
+        issuer = f"http://localhost:{server.server_port}"
+        for sub, (claims, _) in attackers.items():
+            assert httpx.put(f"{issuer}/users/{quote(sub)}", json=claims).status_code == 204
+        url, proc = _serve(tmp_path, issuer, MERMAIDFLOW_MEMBERS="alice@example.com, mike@example.com, "
+                                                                 "@team.example.org")
+        context = new_context(browser, viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        try:
+            page.goto(url, wait_until="domcontentloaded")
+            wait_for_app(page)
+            for sub, (_, why) in attackers.items():
+                _log_in(page, issuer, sub)
+                expect(page.get_by_text("Not signed in: the identity provider", exact=False)
+                       .filter(has_text=why)).to_be_visible()
+                expect(page.get_by_role("link", name="Editor")).to_have_count(0)  # nothing of the app
+                expect(page.get_by_text("Signed in as")).to_have_count(0)
+                _log_out(page, issuer)
         finally:
             context.close()
             _stop(proc)

@@ -5,7 +5,9 @@ It behaves as a model of accuracy ``p`` would:
 
 - every answer to a benchmark problem is a *sample*, right with probability ``p``, drawn independently for each
   distinct call and for each repeat of an identical call (a model at temperature > 0), yet deterministic given
-  the seed: the k-th time the same request arrives gets the k-th draw of that request's own stream;
+  the seed: the k-th time the same request arrives gets the k-th draw of that request's own stream (so requests
+  made one after another repeat exactly; which of two identical *concurrent* requests, e.g. two samples of one
+  prompt, gets which draw is up to their arrival order, as nothing a model sees tells them apart);
 - wrong answers scatter (a math answer is the reference moved by ±1..±``spread``; broken code raises, each with
   its own attempt number), so a wrong majority is rare;
 - asked by ScEnsemble to pick among lettered solutions it votes for the answer most of them share (a tie is a

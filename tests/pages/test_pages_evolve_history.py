@@ -397,7 +397,8 @@ def test_resume_guards_and_interrupted_runs(db, monkeypatch):
     other = subprocess.Popen(["sleep", "60"])  # a live process of this machine holds the run's lease
     try:
         with ws.transaction() as c:
-            c.execute("INSERT INTO evo_leases(run_id, token, pid, host, started, heartbeat) VALUES (?,?,?,?,?,?)",
+            c.execute("INSERT OR REPLACE INTO evo_leases(run_id, token, pid, host, started, heartbeat) "
+                      "VALUES (?,?,?,?,?,?)",
                       (run_id, "other", other.pid, socket.gethostname(), time.time(), time.time()))
         with pytest.raises(ValueError, match=f"being evolved by process {other.pid} on "):
             evs.resume_run(ws, offline, run_id)
