@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
-from flowcore import check, is_valid
+from flowcore import is_valid
+from flowcore.checker.bounded import check
 from flowcore.evaluation import store as es
 from flowcore.evolution import OPERATORS, EvolutionConfig, History, Review
 from flowcore.evolution import session as evs

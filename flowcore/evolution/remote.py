@@ -7,6 +7,8 @@ from typing import Any
 
 from flowcore.execution import cluster
 
+ANSWER_GRACE = 5.0  # seconds a finished actor stays for its answer to reach the driver before it leaves
+
 
 class _Evolver:
     """A detached actor evolving one stored run (resuming after its last stored round)."""
@@ -34,9 +36,19 @@ class _Evolver:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(1.0)
-            return evo.run()
+            out = evo.run()
         finally:
             ws.close_all()
+        import threading
+        import time
+
+        import ray
+
+        # Leave once this answer is out, for good (no restart): asked here, not by the driver right after submitting
+        # (a restarted actor is sent the driver's queued calls again, so an early terminate ended it unfinished).
+        me = ray.get_runtime_context().current_actor
+        threading.Thread(target=lambda: (time.sleep(ANSWER_GRACE), ray.kill(me, no_restart=True)), daemon=True).start()
+        return out
 
 
 def submit_evolution(ws: Any, config: Any, settings: Any | None = None) -> tuple[int, Any]:
@@ -63,5 +75,4 @@ def submit_evolution(ws: Any, config: Any, settings: Any | None = None) -> tuple
                               max_restarts=cluster.RESTARTS, max_task_retries=cluster.RESTARTS).remote()
     public = None if settings is None else settings.to_public_dict()
     ref = actor.run.remote(target, run_id, public, None if settings is None else settings.api_key)
-    actor.__ray_terminate__.remote()  # queued behind run(): the actor exits once the run is over
     return run_id, ref

@@ -64,8 +64,15 @@ def connect(where: str | None = None, **init: Any) -> Any:
                 # A Ray inside the app is for this machine alone: on loopback only. On Linux Ray binds every
                 # interface (and names the external address) unless its cluster mode is off and the node's address
                 # is 127.0.0.1 (tests/execution/test_cluster.py checks what it listens on with `ss`).
-                os.environ.setdefault(LOOPBACK_ENV, "0")
+                os.environ.setdefault(LOOPBACK_ENV, "0")  # read by the processes Ray starts
                 kw.setdefault("_node_ip_address", "127.0.0.1")
+                if os.environ[LOOPBACK_ENV] == "0":
+                    try:  # and by this one, which read it when ray was imported (a private constant of Ray's)
+                        from ray._private import ray_constants
+
+                        ray_constants.ENABLE_RAY_CLUSTER = False
+                    except (ImportError, AttributeError):
+                        pass
             try:
                 ray.init(address=None if where == "local" else where, **kw)
             except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, …: say which cluster

@@ -36,6 +36,7 @@ import openai
 
 from flowcore.execution._standalone_ops import MAX_REPLY_MB, price_lookup, reply_cap_hooks, reply_too_large
 from flowcore.llm import context as lc
+from flowcore.llm import egress
 
 if TYPE_CHECKING:
     from flowcore.workspace.store import Workspace
@@ -128,6 +129,9 @@ class LLMSettings:
     context_tokens: int | None = None  # the model's context window when the server does not say (tokens)
     stream: bool = False  # stream replies: the timeout is then a silence timeout, not a total one
     max_reply_mb: float = MAX_REPLY_MB  # a larger reply (decompressed) is refused as it streams in, never kept
+    # where the client may connect (flowcore.llm.egress); None: this process's environment decides. Not a setting
+    # that is saved or shown: the app attaches it (team or not), and it travels with the settings to jobs and Ray
+    egress: egress.Egress | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.base_url = check_base_url(self.base_url)
@@ -398,10 +402,13 @@ class _Shared:
                 for old in [lp for lp in self.per_loop if lp.is_closed()]:
                     del self.per_loop[old]
                 s = self.settings
+                hooks = reply_cap_hooks(s.max_reply_bytes)
+                policy = egress.from_settings(s.egress)
+                http = egress.http_client(policy, _ssl_context(), event_hooks=hooks) if policy.active else \
+                    openai.DefaultAsyncHttpxClient(verify=_ssl_context(), event_hooks=hooks)
                 client = openai.AsyncOpenAI(
                     base_url=s.base_url or OPENAI_URL, api_key=s.api_key or "not-needed", timeout=s.timeout,
-                    max_retries=s.max_retries, http_client=openai.DefaultAsyncHttpxClient(
-                        verify=_ssl_context(), event_hooks=reply_cap_hooks(s.max_reply_bytes)))
+                    max_retries=s.max_retries, http_client=http)
                 closer = _close_at_shutdown(client)
                 entry = self.per_loop[loop] = (client, asyncio.Semaphore(s.concurrency), closer)
         if closer is not None:
@@ -598,7 +605,8 @@ class LLM:
                                  refuses_json="response_format" in kwargs and e.status_code in (400, 422, 500)
                                  and re.search(r"response_format|json", detail, re.I) is not None)
             except (openai.APIConnectionError, httpx.TransportError) as e:
-                error = _Failure(f"cannot connect ({getattr(e, '__cause__', None) or e})", True)
+                why = str(getattr(e, "__cause__", None) or e)  # a refusal by the endpoint policy is not transient
+                error = _Failure(f"cannot connect ({why})", "refused by the endpoint policy" not in why)
             except openai.OpenAIError as e:
                 error = _Failure(f"{type(e).__name__}: {e}", False)
             except ValueError as e:  # json.JSONDecodeError from a body that is not JSON: a garbled transfer
@@ -888,13 +896,16 @@ def list_models(settings: LLMSettings) -> list[str]:
     """Model ids the endpoint offers (a connection test for the Settings page). Raises LLMError."""
     if not settings.configured:
         raise NotConfigured("no LLM endpoint configured: set OPENAI_BASE_URL and/or OPENAI_API_KEY")
+    hooks = reply_cap_hooks(settings.max_reply_bytes, sync=True)
+    policy = egress.from_settings(settings.egress)
+    http = egress.http_client(policy, _ssl_context(), sync=True, event_hooks=hooks) if policy.active else \
+        openai.DefaultHttpxClient(event_hooks=hooks)
     client = openai.OpenAI(base_url=settings.base_url or OPENAI_URL, api_key=settings.api_key or "not-needed",
-                           timeout=min(settings.timeout, 15.0), max_retries=0, http_client=openai.DefaultHttpxClient(
-                               event_hooks=reply_cap_hooks(settings.max_reply_bytes, sync=True)))
+                           timeout=min(settings.timeout, 15.0), max_retries=0, http_client=http)
     try:
         return sorted(m.id for m in client.models.list())
     except (openai.OpenAIError, ValueError) as e:
-        msg = str(e)
+        msg = str(e.__cause__ or e) if isinstance(e, openai.APIConnectionError) else str(e)
         if settings.api_key:
             msg = msg.replace(settings.api_key, "***")
         raise LLMError(f"cannot list models at {public_url(settings.base_url)}: {msg}") from None

@@ -9,6 +9,7 @@ import csv
 import gzip
 import io
 import json
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,11 +129,25 @@ def _columns(rows: list[dict]) -> list[str]:
     return list(dict.fromkeys(k for r in rows for k in r))
 
 
+_CONTENT = re.compile(r"\S")
+
+
+def _nonblank_lines(text: str):
+    """(line number, line) of the lines holding more than whitespace, found in C (re.search, str.find): 49 MB of
+    newlines under the cap made splitlines() a 49-million-item list (468 MB for a 200 KB .gz, issue 25.6)."""
+    pos, lineno = 0, 0
+    while (m := _CONTENT.search(text, pos)) is not None:
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.start())
+        end = len(text) if end < 0 else end
+        lineno += text.count("\n", pos, start) + 1
+        yield lineno, text[start:end].rstrip("\r")
+        pos = end + 1
+
+
 def _jsonl(text: str, name: str) -> Table:
     rows, lines = [], []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
+    for lineno, line in _nonblank_lines(text):
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:

@@ -35,7 +35,11 @@ __all__ = ["DraftConflict", "DraftError", "OpenWorkflow", "other_drafts", "new_t
            "resolve", "save_draft", "saved_state", "to_params", "valid_browser_id"]
 
 PREFIX = "z:"
-MAX_TEXT_BYTES = 8 * 1024 * 1024  # a decoded link never expands past this (a zip bomb stops here)
+# A decoded link never expands past this. Links the app writes carry at most MAX_URL_CODE compressed characters
+# (~100-250 KB of workflow text); 570 characters once expanded to 13,000 nested subgraphs (195 KB) that cost
+# 80 s to check. Past it the link is refused, naming the limit; the checks of what it holds have their own
+# budget (flowcore/checker/bounded.py).
+MAX_TEXT_BYTES = 256 * 1024
 MAX_URL_CODE = 24_000  # longer compressed texts stay out of the URL (the draft row still has them)
 DEFAULT_EXAMPLE = "math_seed"
 _B64_RE = re.compile(r"^[A-Za-z0-9_-]*={0,2}$")
@@ -103,7 +107,8 @@ def decode_text(code: str) -> str:
     except zlib.error:
         raise DraftError("the link's 'code' does not decompress (was the link cut short?)") from None
     if len(data) > MAX_TEXT_BYTES or d.unconsumed_tail:
-        raise DraftError(f"the link's text is larger than {MAX_TEXT_BYTES // (1024 * 1024)} MB")
+        raise DraftError(f"the link's text is larger than {MAX_TEXT_BYTES // 1024} KB once expanded (the limit "
+                         "for a workflow in a link; open a larger one from a file or the workspace)")
     if not d.eof:
         raise DraftError("the link's 'code' is incomplete (was the link cut short?)")
     try:

@@ -211,9 +211,22 @@ def test_a_local_ray_listens_on_loopback_only(local_ray):
 
     if shutil.which("ss") is None:
         pytest.skip("ss (iproute2) is not installed")
+    import os
+    import re
+
     local_ray.get(local_ray.remote(lambda: 1).remote(), timeout=120)  # a worker up, listening too
+    session = local_ray._private.worker._global_node.session_name  # this Ray's processes, not another test run's
+
+    def ours(pid: str) -> bool:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+            return session.encode() in cmd or int(pid) == os.getpid()
+        except OSError:
+            return False
+
     lines = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout.splitlines()
-    ray_lines = [ln for ln in lines if any(n in ln for n in ('"raylet"', '"gcs_server"', '"ray::'))]
-    assert ray_lines, lines
+    ray_lines = [ln for ln in lines if any(ours(pid) for pid in re.findall(r"pid=(\d+)", ln))]
+    assert any('"raylet"' in ln for ln in ray_lines) and any('"gcs_server"' in ln for ln in ray_lines), lines
     bound = {ln.split()[3].rsplit(":", 1)[0] for ln in ray_lines}
     assert bound <= {"127.0.0.1", "[::ffff:127.0.0.1]", "[::1]"}, ray_lines
