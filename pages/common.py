@@ -15,8 +15,8 @@ import streamlit as st
 from flowcore.execution import sandbox
 from flowcore.llm.client import LLMSettings, public_url
 from flowcore.mermaid import safe
+from flowcore.ui import access, endpoints
 from flowcore.workspace import drafts
-from flowcore.workspace import settings as settings_store
 from flowcore.workspace.store import Workspace, is_postgres
 
 APP_PATH = Path(__file__).resolve().parent.parent / "app.py"
@@ -38,7 +38,7 @@ def app_shell() -> None:
 
 
 DB_ENV = "MERMAIDFLOW_DB"
-KEY_STATE = "llm_api_key"  # the key typed on the Settings page: session memory only, never written anywhere
+KEY_STATE = endpoints.KEY  # the key typed on the Settings page: session memory only, never written anywhere
 DEFAULT_EXAMPLE = drafts.DEFAULT_EXAMPLE
 
 
@@ -68,9 +68,14 @@ def workspace() -> Workspace:
     return _workspace(db_target())
 
 
+def viewer() -> endpoints.Viewer:
+    """Who this session is: in a team deployment or not, and the signed-in member's address."""
+    return endpoints.Viewer(access.login_required(st.get_option("server.address")), st.session_state.get("mf_user"))
+
+
 def llm_settings() -> LLMSettings:
-    """The effective settings (flowcore.workspace.settings decides the order); what was ignored is shown."""
-    settings, problems = settings_store.effective_llm_settings(workspace(), st.session_state.get(KEY_STATE))
+    """The effective settings (flowcore.ui.endpoints decides which endpoint and key); what was ignored is shown."""
+    settings, problems = endpoints.effective(workspace(), viewer(), st.session_state)
     for problem in problems:
         st.warning(problem)
     return settings
