@@ -7,8 +7,9 @@ import hashlib
 import streamlit as st
 from streamlit_ace import st_ace
 
-from flowcore import WorkflowSyntaxError, check, is_valid, parse, parse_lenient, to_mermaid
+from flowcore import WorkflowSyntaxError, is_valid, parse, parse_lenient, to_mermaid
 from flowcore import catalogue as cat
+from flowcore.checker import bounded
 from flowcore.export.bundle import file_stem
 from flowcore.mermaid.live import verdict as mermaid_verdict
 from flowcore.mermaid.live import with_mermaid
@@ -77,7 +78,7 @@ def save() -> None:
         return flash("error", f"Not saved: {md(str(e))}")
     name = library.validate_name(ss[name_key()])
     common.set_current_workflow(live_text(), name=name, version=version, from_editor=True)
-    ok = is_valid(check(live_text(), wf["task"]))
+    ok = is_valid(bounded.check(live_text(), wf["task"]))
     flash("success" if ok else "warning", f"Saved {name} as version {version}"
           + ("." if ok else " (it has errors; fix them before running it)."))
 
@@ -149,10 +150,10 @@ if text != wf["text"]:
     common.set_current_workflow(text, from_editor=True)
 live_hard = st.session_state.get("ed_live_hard", False)
 hard = live_hard or ss.get("ed_hard_for") == hashlib.sha1(text.encode()).hexdigest()
-diags = check(text, task, hard=hard)
+# a typed, pasted or linked text is read within a time and size budget (a long one in a process that is stopped)
+diags, w, parse_diags = bounded.read(text, task, hard=hard)
 # Mermaid 11's own verdict whenever the soft reader accepts: computed off the typing path (debounced)
 diags, mermaid_pending = with_mermaid(text, diags)
-w, parse_diags = parse_lenient(text)
 readable = not any(d.code == "M001" for d in parse_diags)
 
 lay = st.columns([2, 5], vertical_alignment="bottom")
@@ -208,7 +209,8 @@ with right:  # fixed slots (list, notice, diagram): the diagram keeps its place,
     if isinstance(ss.get("ed_last_good"), str):
         if not readable:
             notice.caption("The diagram shows the last readable version of the text.")
-        widgets.diagram(parse_lenient(ss["ed_last_good"])[0], "ed_mermaid")
+        last = ss["ed_last_good"]  # the text read just now within its budget is not read again
+        widgets.diagram(w if last == text else parse_lenient(last)[0], "ed_mermaid")
 
 st.subheader("Draw")
 if not readable:

@@ -36,6 +36,7 @@ import openai
 
 from flowcore.execution._standalone_ops import MAX_REPLY_MB, price_lookup, reply_cap_hooks, reply_too_large
 from flowcore.llm import context as lc
+from flowcore.llm import egress
 
 if TYPE_CHECKING:
     from flowcore.workspace.store import Workspace
@@ -128,6 +129,9 @@ class LLMSettings:
     context_tokens: int | None = None  # the model's context window when the server does not say (tokens)
     stream: bool = False  # stream replies: the timeout is then a silence timeout, not a total one
     max_reply_mb: float = MAX_REPLY_MB  # a larger reply (decompressed) is refused as it streams in, never kept
+    # where the client may connect (flowcore.llm.egress); None: this process's environment decides. Not a setting
+    # that is saved or shown: the app attaches it (team or not), and it travels with the settings to jobs and Ray
+    egress: egress.Egress | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.base_url = check_base_url(self.base_url)
@@ -333,6 +337,9 @@ class Reply:
     latency: float
     cached: bool
     accepted: bool = True  # False: every attempt was rejected by the caller's check (this one is not cached)
+    # a cache hit: what the call cost and took when it was first made (None: not recorded, an older cache row)
+    first_cost: float | None = None
+    first_latency: float | None = None
 
 
 @dataclass
@@ -398,10 +405,13 @@ class _Shared:
                 for old in [lp for lp in self.per_loop if lp.is_closed()]:
                     del self.per_loop[old]
                 s = self.settings
+                hooks = reply_cap_hooks(s.max_reply_bytes)
+                policy = egress.from_settings(s.egress)
+                http = egress.http_client(policy, _ssl_context(), event_hooks=hooks) if policy.active else \
+                    openai.DefaultAsyncHttpxClient(verify=_ssl_context(), event_hooks=hooks)
                 client = openai.AsyncOpenAI(
                     base_url=s.base_url or OPENAI_URL, api_key=s.api_key or "not-needed", timeout=s.timeout,
-                    max_retries=s.max_retries, http_client=openai.DefaultAsyncHttpxClient(
-                        verify=_ssl_context(), event_hooks=reply_cap_hooks(s.max_reply_bytes)))
+                    max_retries=s.max_retries, http_client=http)
                 closer = _close_at_shutdown(client)
                 entry = self.per_loop[loop] = (client, asyncio.Semaphore(s.concurrency), closer)
         if closer is not None:
@@ -509,7 +519,8 @@ class LLM:
         hit = self._cache_get(key)
         if hit is not None and _garbled(hit["text"]) is None and (accept is None or accept(hit["text"]) is None):
             reply = Reply(hit["text"], model, int(hit.get("prompt_tokens", 0)),
-                          int(hit.get("completion_tokens", 0)), 0.0, 0.0, True)
+                          int(hit.get("completion_tokens", 0)), 0.0, 0.0, True,
+                          first_cost=_number(hit.get("cost")), first_latency=_number(hit.get("latency")))
             self._record(role, reply, None)
             return reply
         if not s.configured:
@@ -554,7 +565,8 @@ class LLM:
                 continue
             why = accept(text) if accept is not None else None
             if why is None:
-                self._cache_put(key, model, {"text": text, "prompt_tokens": pt, "completion_tokens": ct})
+                self._cache_put(key, model, {"text": text, "prompt_tokens": pt, "completion_tokens": ct,
+                                             "cost": paid.cost, "latency": round(latency, 4)})
                 self._record(role, paid, None)
                 return paid
             rejected = replace(paid, accepted=False)
@@ -598,7 +610,8 @@ class LLM:
                                  refuses_json="response_format" in kwargs and e.status_code in (400, 422, 500)
                                  and re.search(r"response_format|json", detail, re.I) is not None)
             except (openai.APIConnectionError, httpx.TransportError) as e:
-                error = _Failure(f"cannot connect ({getattr(e, '__cause__', None) or e})", True)
+                why = str(getattr(e, "__cause__", None) or e)  # a refusal by the endpoint policy is not transient
+                error = _Failure(f"cannot connect ({why})", "refused by the endpoint policy" not in why)
             except openai.OpenAIError as e:
                 error = _Failure(f"{type(e).__name__}: {e}", False)
             except ValueError as e:  # json.JSONDecodeError from a body that is not JSON: a garbled transfer
@@ -774,6 +787,13 @@ class LLM:
             self._shared.pending[key] = (model, data)
 
 
+def _number(value: object) -> float | None:
+    """A cost or latency read back from a cache row: a finite number >= 0, else None (not recorded)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 <= value < float("inf") else None
+
+
 def _normalize(messages: list[dict] | str) -> list[dict]:
     if isinstance(messages, str):
         return [{"role": "user", "content": messages}]
@@ -888,13 +908,16 @@ def list_models(settings: LLMSettings) -> list[str]:
     """Model ids the endpoint offers (a connection test for the Settings page). Raises LLMError."""
     if not settings.configured:
         raise NotConfigured("no LLM endpoint configured: set OPENAI_BASE_URL and/or OPENAI_API_KEY")
+    hooks = reply_cap_hooks(settings.max_reply_bytes, sync=True)
+    policy = egress.from_settings(settings.egress)
+    http = egress.http_client(policy, _ssl_context(), sync=True, event_hooks=hooks) if policy.active else \
+        openai.DefaultHttpxClient(event_hooks=hooks)
     client = openai.OpenAI(base_url=settings.base_url or OPENAI_URL, api_key=settings.api_key or "not-needed",
-                           timeout=min(settings.timeout, 15.0), max_retries=0, http_client=openai.DefaultHttpxClient(
-                               event_hooks=reply_cap_hooks(settings.max_reply_bytes, sync=True)))
+                           timeout=min(settings.timeout, 15.0), max_retries=0, http_client=http)
     try:
         return sorted(m.id for m in client.models.list())
     except (openai.OpenAIError, ValueError) as e:
-        msg = str(e)
+        msg = str(e.__cause__ or e) if isinstance(e, openai.APIConnectionError) else str(e)
         if settings.api_key:
             msg = msg.replace(settings.api_key, "***")
         raise LLMError(f"cannot list models at {public_url(settings.base_url)}: {msg}") from None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -24,6 +25,7 @@ _DDL = """
 CREATE TABLE IF NOT EXISTS settings(name TEXT PRIMARY KEY, value TEXT NOT NULL, updated REAL NOT NULL);
 """
 LLM_SETTINGS = "llm"
+SAVED_BY = "llm_saved_by"  # who saved them last (an address in a team deployment, "local" on loopback)
 # (token counts such as max_tokens and context_tokens are settings, not secrets: "tokens" at the end is let through)
 _SECRET = re.compile(
     r"(api[_-]?key|^key$|[_-]key$|secret|password|passwd|token(?!s$)|auth|credential|^sig$|signature)", re.I)
@@ -105,8 +107,8 @@ def public_only(d: dict) -> dict:
 
 
 def save_llm_settings(ws: Workspace, public: dict, *, secret: str | None = None, base: dict | None = None,
-                      version: int | None = None, prefer: str | None = None) -> dict:
-    """Store the public part of the LLM settings; returns what was stored.
+                      version: int | None = None, prefer: str | None = None, saved_by: str | None = None) -> dict:
+    """Store the public part of the LLM settings, and who saved them (``saved_by``); returns what was stored.
 
     ``secret`` is the live API key, if any: the save is refused if it would appear in what is written.
     ``version`` and ``base``: the stored version and the values the editor started from (``load_versioned``).
@@ -162,7 +164,20 @@ def save_llm_settings(ws: Workspace, public: dict, *, secret: str | None = None,
                      "version=excluded.version, fields_json=excluded.fields_json",
                      (LLM_SETTINGS, json.dumps(clean, sort_keys=True), time.time(), new_version,
                       json.dumps(field_versions, sort_keys=True)))
+        conn.execute("INSERT INTO settings(name, value, updated) VALUES (?,?,?) ON CONFLICT(name) DO UPDATE SET "
+                     "value=excluded.value, updated=excluded.updated", (SAVED_BY, json.dumps(saved_by), time.time()))
     return clean
+
+
+def llm_saved_by(ws: Workspace) -> str | None:
+    """Who saved the LLM settings last (None: nobody named, e.g. settings saved by an older version)."""
+    _schema(ws)
+    rows = ws.query("SELECT value FROM settings WHERE name=?", (SAVED_BY,))
+    try:
+        by = json.loads(rows[0]["value"]) if rows else None
+    except ValueError:
+        return None
+    return by if isinstance(by, str) else None
 
 
 def _decode(value: str, ws: Workspace) -> dict:
@@ -188,8 +203,8 @@ def load_llm_settings(ws: Workspace) -> dict | None:
     return load_versioned(ws)[0]
 
 
-def clear_llm_settings(ws: Workspace) -> None:
-    save_llm_settings(ws, {})  # a new version without any field: an editor still holding an older one is told
+def clear_llm_settings(ws: Workspace, saved_by: str | None = None) -> None:
+    save_llm_settings(ws, {}, saved_by=saved_by)  # a new version without any field: an editor still holding an older one is told
 
 
 def prices_from_rows(rows: list[dict]) -> dict[str, tuple[float, float]]:
@@ -217,7 +232,8 @@ def prices_from_rows(rows: list[dict]) -> dict[str, tuple[float, float]]:
     return prices
 
 
-def effective_llm_settings(ws: Workspace, typed_key: str | None = None) -> tuple[Any, list[str]]:
+def effective_llm_settings(ws: Workspace, typed_key: str | None = None, *,
+                           saved_ok: Callable[[str | None], bool] | None = None) -> tuple[Any, list[str]]:
     """The settings every page uses, and what was ignored: the environment, overlaid by the settings saved in the
     workspace, overlaid by the key typed this session (which lives in the session only). A bad environment
     variable or unreadable saved settings are reported in the list, never raised."""
@@ -234,6 +250,10 @@ def effective_llm_settings(ws: Workspace, typed_key: str | None = None) -> tuple
         saved = load_llm_settings(ws) or {}
     except SettingsError as e:
         problems.append(str(e))
+        saved = {}
+    if saved and saved_ok is not None and not saved_ok(by := llm_saved_by(ws)):
+        problems.append(f"Ignoring the LLM settings saved in the workspace by {by or 'someone unnamed'}: in a team "
+                        "deployment only an admin's (MERMAIDFLOW_ADMINS) are used; an admin can save them again.")
         saved = {}
     merged.update({k: v for k, v in saved.items() if v not in (None, "") or k == "budget_usd"})
     key = typed_key or env.api_key

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -329,3 +330,29 @@ def test_two_tabs_of_one_browser_keep_their_own_drafts(db):
     assert len(opened) == 1
     opened[0].click().run()
     assert c.session_state["mf_text"].endswith("%% left tab\n")
+
+
+def test_a_570_character_link_of_nested_subgraphs_opens_within_its_budget(db):
+    """Issue 25.5: 13,000 nested subgraphs sharing one id, from a 570-character link, cost ~80 s of server CPU on
+    every opening. The Editor now reads it in well under its budget and Mermaid 11 is stopped at its own."""
+    from flowcore.mermaid.engines.process import check_seconds
+    from flowcore.workspace import drafts
+
+    text = "flowchart TD\n%% opened from a link\n" + "subgraph a\n" * 13_000 + "end\n" * 13_000
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["code"] = drafts.encode_text(text)
+    at.query_params["task"] = "math"
+    t = time.monotonic()
+    at.run()
+    at.switch_page("pages/editor.py").run()
+    opened = time.monotonic() - t
+    assert not at.exception, at.exception
+    assert at.session_state["mf_text"] == text
+    listed = " ".join(texts(at.markdown))
+    assert "M004" in listed and opened < 30, (opened, listed[:300])
+    t = time.monotonic()
+    verdict = mermaid_live.wait(text, timeout=60)
+    assert verdict is not None and not verdict.ok and time.monotonic() - t < check_seconds() + 30
+    assert "did not finish within its" in verdict.diagnostic.message
+    at.run()
+    assert "did not finish within its" in " ".join(texts(at.markdown))
