@@ -30,7 +30,7 @@ if __name__ == "__main__":  # a page view. Not when `streamlit run` imports this
     from flowcore import check, is_valid, parse_lenient
     from flowcore.workspace import health, library
     from flowcore.workspace.health import WorkspaceDamaged
-    from pages import common, widgets
+    from pages import common, keep, widgets
 
 # (file, title, url path, icon): the order of the navigation
 PAGES = [
@@ -157,7 +157,8 @@ def main() -> None:
         st.stop()
     if common.workspace().read_only:
         st.warning(f"Read-only: {common.workspace().read_only}.", icon=":material/database:")
-    common.keep_form_values()
+    keep.restore_page_state()  # a reload: each page as this browser left it
+    keep.keep_form_values()
     try:
         nav.run()
     except sqlite3.DatabaseError as e:  # the workspace failed mid-page (damaged, full, away): a panel, no traceback
@@ -165,6 +166,7 @@ def main() -> None:
         return
     common.sidebar_status()
     common.sync_open_workflow()
+    keep.sync_page_state()
 
 
 if __name__ == "__main__":  # Streamlit runs this script for every page view

@@ -6,7 +6,6 @@ A plain module (not a page): app.py lists the pages explicitly, so nothing here 
 from __future__ import annotations
 
 import os
-import re
 import runpy
 from pathlib import Path
 
@@ -166,21 +165,6 @@ def sync_open_workflow() -> None:
     st.session_state[_SYNCED] = wf
     if {k: st.query_params.get(k) for k in params} != params or set(st.query_params) - set(params):
         st.query_params.from_dict(params)
-
-
-def keep_form_values() -> None:
-    """Streamlit forgets a widget's value when its page is not shown; writing it back keeps each form as the
-    user left it. Only value widgets: a button's or an uploader's state cannot be written."""
-    for k in list(st.session_state):
-        if isinstance(k, str) and FORM_KEYS.match(k):
-            st.session_state[k] = st.session_state[k]
-
-
-FORM_KEYS = re.compile(r"^(run_(mode|source|limit|conc|bench_\w+|problem_text|entry|reference|pick)|evo_(pick_seed|"
-                       r"bench_\w+|limit|rounds|k|alpha|lam|topk|budget|seed|ops|mode|review)|"
-                       r"hist_(status|ops|min|pinned)|ex_pick|ed_(split|live_hard|canvas)|"
-                       r"cmp_(task|split|limit|repeats|conc|bench_\w+|pick_\w+)|"
-                       r"aov_(source|examples|paste|task|taskset|gen_k|agents|inspector|repairs|mode|refine))$")
 
 
 # -- status ---------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from pages import common, widgets
 from pages.run_results import show_evaluation, trace_table
 
 JOB_KEY, SHOW_KEY, ONE_KEY = "run_job_id", "run_show_eval", "run_one_result"
+MIRRORED = "run_mirrored_job"  # the running evaluation whose settings this session's form already shows
 NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."
 SOURCES = {"validation": "Validation split", "test": "Test split", "file": "Upload a .jsonl file"}
 
@@ -152,6 +153,7 @@ def benchmark_form(settings, text: str, task: str, name: str, can_run: bool, bus
             st.error(str(e), icon=":material/error:")
             return
         st.session_state[JOB_KEY], st.session_state[SHOW_KEY] = job.id, job.meta["eval_id"]
+        st.session_state[MIRRORED] = job.id  # the form already shows what it was started with
         st.rerun()
 
 
@@ -202,6 +204,26 @@ def evaluations(ws, settings, text: str, task: str, name: str, can_run: bool) ->
                      | {"cost": st.column_config.NumberColumn(format="$%.4f")})
 
 
+def mirror_running(job) -> None:  # noqa: ANN001 - a jobs.Job or None
+    """A page that finds an evaluation running that it has not shown yet (a reload, a new tab) opens on it, its
+    form showing what the run was started with (benchmark, split, limit, concurrency), not the defaults."""
+    ss = st.session_state
+    if job is None or ss.get(MIRRORED) == job.id:
+        return
+    ss[MIRRORED] = job.id
+    form = job.meta.get("form") or {}
+    ss["run_mode"] = "Benchmark"
+    if form.get("benchmark"):
+        ss[f"run_bench_{es.kind_of(form['benchmark'], common.workspace())}"] = form["benchmark"]
+    split = str(form.get("split") or "")
+    if split:
+        ss["run_source"] = split if split in SOURCES else "file"
+    if isinstance(form.get("total"), int):
+        ss["run_limit"] = form["total"]
+    if isinstance(form.get("concurrency"), int):
+        ss["run_conc"] = form["concurrency"]
+
+
 def main() -> None:
     common.app_shell()
     common.header("Run", "Run a workflow on one problem, or evaluate it on a benchmark.")
@@ -216,9 +238,8 @@ def main() -> None:
         st.dataframe([d.to_dict() for d in diags if d.severity == "error"], hide_index=True, width="stretch",
                      column_order=["line", "column", "code", "message", "node"])
     can_run = configured and valid
-    # a reloaded page (or a new tab) opens on the evaluation still running, not on an empty form
-    running = "run_mode" not in st.session_state and es.running_job(common.workspace()) is not None
-    mode = st.radio("Mode", ["One problem", "Benchmark"], horizontal=True, key="run_mode", index=int(running))
+    mirror_running(es.running_job(common.workspace()))
+    mode = st.radio("Mode", ["One problem", "Benchmark"], horizontal=True, key="run_mode")
     if mode == "One problem":
         one_problem(settings, text, task, name, can_run)
     else:

@@ -24,9 +24,8 @@ _money, _pct = rs.money, rs.pct
 
 
 def trace_table(trace: list[dict]) -> None:
-    st.caption("Per-node trace (in execution order)")
-    cols = ["node", "op", "calls", "cost", "latency", "skipped", "output"]
-    st.dataframe(pd.DataFrame(trace).reindex(columns=cols), hide_index=True, width="stretch",
+    st.caption(rs.trace_caption(trace))
+    st.dataframe(pd.DataFrame(rs.trace_rows(trace), columns=rs.TRACE_COLUMNS), hide_index=True, width="stretch",
                  column_config={"cost": st.column_config.NumberColumn(format="$%.5f"),
                                 "latency": st.column_config.NumberColumn("latency (s)", format="%.2f")})
 
@@ -73,6 +72,7 @@ def show_evaluation(ws, settings, rec: es.EvalRecord, can_run: bool, busy: bool)
                                       benchmark=rec.benchmark, problems=problems, split=split,
                                       workflow_name=rec.workflow_name)
             st.session_state[JOB_KEY], st.session_state[SHOW_KEY] = job.id, job.meta["eval_id"]
+            st.session_state["run_mirrored_job"] = job.id  # its settings are not the form's: leave the form
             st.rerun()
     which = st.segmented_control("Show", list(rs.FILTERS), format_func=rs.FILTERS.get, default="all",
                                  key=f"run_filter_{rec.id}") or "all"

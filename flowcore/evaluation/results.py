@@ -21,8 +21,8 @@ from flowcore.tasks import Problem, kind_of, load, score
 from flowcore.workspace.store import Workspace
 
 __all__ = ["FILTERS", "CacheUse", "Verdict", "cache_use", "find_problem", "fresh", "interval_text",
-           "judge_answer", "money", "past_rows", "pct", "result_rows", "single_verdict", "trace_problem",
-           "verdict_of"]
+           "judge_answer", "money", "past_rows", "pct", "result_rows", "single_verdict", "trace_caption",
+           "trace_problem", "trace_rows", "verdict_of"]
 
 FILTERS = {"all": "All problems", "failures": "Failures (wrong or error)", "wrong": "Wrong answers",
            "errors": "Errors"}
@@ -194,6 +194,32 @@ def single_verdict(benchmark: str, answer: str, problem_text: str, reference: st
     if reference.strip():
         return judge_answer(benchmark, answer, reference.strip())
     return None
+
+
+TRACE_COLUMNS = ["node", "op", "calls", "answered by", "cost", "latency", "skipped", "output"]
+
+
+def trace_rows(trace: list[dict]) -> list[dict]:
+    """A run's per-node trace for people: who answered each node's calls (the endpoint, or this workspace's
+    cache), and for a cached call what it cost and took when it was first made (see tracing.run.mark_cached)."""
+    out = []
+    for r in trace:
+        calls, hits = int(r.get("calls") or 0), int(r.get("cached") or 0)
+        by = ("—" if not calls else "endpoint" if not hits else
+              ("cache" if hits >= calls else f"cache ({hits} of {calls} calls)")
+              + ("" if r.get("first_known", True) else ", first cost not recorded"))
+        out.append({"node": r.get("node"), "op": r.get("op"), "calls": calls, "answered by": by,
+                    "cost": r.get("cost"), "latency": r.get("latency"), "skipped": bool(r.get("skipped")),
+                    "output": r.get("output")})
+    return out
+
+
+def trace_caption(trace: list[dict]) -> str:
+    """One line above a trace: what its cost and latency columns mean when the cache answered some calls."""
+    if not any(r.get("cached") for r in trace):
+        return "Per-node trace (in execution order)"
+    return ("Per-node trace (in execution order). Calls answered from this workspace's cache cost nothing now: "
+            "their rows show what they cost and took when they were first made.")
 
 
 def trace_problem(settings: LLMSettings, ws: Workspace, rec: EvalRecord, problem: Problem) -> Any:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from flowcore.evaluation.evaluate import evaluate_workflow
-from flowcore.execution.runtime import RunResult, prepare, run_workflow
+from flowcore.execution.runtime import RunResult, prepare
 from flowcore.llm.client import LLM, LLMSettings
 from flowcore.mermaid.reader import parse
 from flowcore.tasks import (
@@ -32,7 +32,7 @@ from flowcore.tasks import (
 )
 from flowcore.tasks.harness import report_of
 from flowcore.tracing import otel
-from flowcore.tracing.run import traced_run
+from flowcore.tracing.run import mark_cached, traced_run
 from flowcore.workspace import jobs, traces
 from flowcore.workspace.store import Workspace
 
@@ -239,20 +239,19 @@ def run_problem(settings: LLMSettings, ws: Workspace | None, workflow_text: str,
     (and sent over OTLP when configured), failed runs included; ``res.trace_id`` names it."""
     w = parse(workflow_text)
     llm = _llm_for(settings, ws, f"run-{time.time_ns()}")
-    if trace_by is None:
-        res = asyncio.run(run_workflow(w, problem, entry_point=(entry_point or None), llm=llm,
-                                       public_tests=public_tests, task=task))
-    else:
-        traced = asyncio.run(traced_run(w, problem, llm=llm, task=task, entry_point=(entry_point or None),
-                                        public_tests=public_tests, source="run-page", created_by=trace_by,
-                                        name=workflow_name))
+    traced = asyncio.run(traced_run(w, problem, llm=llm, task=task, entry_point=(entry_point or None),
+                                    public_tests=public_tests, source="run-page", created_by=trace_by or "local",
+                                    name=workflow_name))
+    if trace_by is not None:
         if ws is not None:
             traces.save_trace(ws, traced.trace)
         otel.export(traced.trace)
-        if traced.error is not None:
-            raise traced.error
-        assert traced.result is not None
-        res = traced.result
+    if traced.error is not None:
+        raise traced.error
+    assert traced.result is not None
+    res = traced.result
+    res.trace = mark_cached(res.trace, traced.calls)  # a replayed call: its first cost and time, said to be cached
+    if trace_by is not None:
         res.trace_id = traced.trace.id  # type: ignore[attr-defined] - the Traces page opens it
     res.tokens_per_s = llm.usage.tokens_per_s  # type: ignore[attr-defined] - a slow local model shows here
     res.cached_calls = llm.usage.cached  # type: ignore[attr-defined] - answered from the workspace's cache
@@ -266,7 +265,8 @@ def start_evaluation(ws: Workspace, settings: LLMSettings, *, workflow_text: str
     """Check the workflow for the benchmark's task (WorkflowInvalid/WorkflowSyntaxError raised here, before
     anything starts), store a 'running' evaluation and start the job that runs, scores and stores it.
 
-    The job's progress data: {"solved", "errors", "cost"} so far; its meta: {"eval_id"}; its result: the
+    The job's progress data: {"solved", "errors", "cost"} so far; its meta: {"eval_id", "form": {"benchmark",
+    "split", "total", "concurrency"}}; its result: the
     EvalReport (partial when cancelled)."""
     w = parse(workflow_text)
     prepare(w, kind_of(benchmark, ws))
@@ -308,4 +308,6 @@ def start_evaluation(ws: Workspace, settings: LLMSettings, *, workflow_text: str
     eval_id = create_evaluation(ws, workflow_text=workflow_text, benchmark=benchmark, split=split,
                                 total=len(problems), workflow_name=workflow_name, job_id=job.id)
     job.meta["eval_id"] = eval_id
+    # what it was started with: a reloaded Run page shows these in its form, not the defaults
+    job.meta["form"] = {"benchmark": benchmark, "split": split, "total": len(problems), "concurrency": concurrency}
     return job.start()

@@ -189,7 +189,20 @@ class Review:
     reason: str = ""
 
 
-ReviewHook = Callable[[int, list[Candidate], Verdict], "Review | None"]
+# (round, the judged candidates, the verdict, the candidates dropped before judging with their reasons)
+ReviewHook = Callable[[int, list[Candidate], Verdict, list[dict]], "Review | None"]
+
+
+def _missing(n: int, repeats: int, declined: int) -> list[dict]:
+    """Entries for the ``n`` of K candidates the operators could not make, saying why (never a silent gap)."""
+    why = []
+    if repeats:
+        why.append(f"{repeats} attempt{'s' * (repeats != 1)} gave the same workflow as an earlier round")
+    if declined:
+        why.append(f"{declined} {'were' if declined != 1 else 'was'} declined by the operator (nothing it "
+                   "could change)")
+    reason = "no new workflow" + (": " + "; ".join(why) if why else " from the operators for this parent")
+    return [{"text": "", "operator": "operators", "source": "operator", "reason": reason} for _ in range(max(0, n))]
 
 
 def _bind_task(cfg: EvolutionConfig, ws: Workspace) -> None:
@@ -572,7 +585,7 @@ class Evolution:
             rec["judge"], rec["chosen"] = verdict.judge, verdict.chosen
             rec["candidates"] = [{**_cand_json(c), "scores": s} for c, s in zip(candidates, verdict.scores)]
             rec["candidates"] += dropped
-            child = await self._reviewed(r, candidates, verdict, rec)
+            child = await self._reviewed(r, candidates, verdict, rec, dropped)
             rec.update(workflow_text=child.text, prompts=child.workflow.prompts, operator=child.operator,
                        detail=child.detail, parents=child.parents)
             return await self._evaluate_into(rec, child.workflow, spent0)
@@ -633,20 +646,23 @@ class Evolution:
                 return cands, dropped
         distinct = len({to_mermaid(w) for w in pws}) > 1
         names = [n for n in cfg.operators if n != "crossover" or distinct] or ["insert"]
+        repeats, declined = 0, 0
         for attempt in range(cfg.candidates * 8):
             if len(cands) >= cfg.candidates:
                 break
             name = rng.choice(names)
             res = await self._apply(name, pws, rng, f"run{self.run_id}:r{r}:{attempt}")
             if isinstance(res, ops.Declined):
+                declined += 1
                 continue
             text = res.text
             if text in seen:
+                repeats += 1
                 continue
             seen.add(text)
             prounds = [parents[i]["round"] for i in res.parents]
             cands.append(Candidate(res.workflow, res.operator, res.detail, prounds, "operator"))
-        return cands, dropped
+        return cands, dropped + _missing(cfg.candidates - len(cands) - len(dropped), repeats, declined)
 
     async def _guided_candidates(self, r: int, rng: random.Random, pool: list[dict],
                            tried: set[str]) -> tuple[list[Candidate], list[dict]]:
@@ -666,7 +682,7 @@ class Evolution:
                 cands.append(Candidate(res.workflow, res.operator, res.detail,
                                        [drawn[k]["round"] for k in res.parents], "operator"))
                 break
-        return cands, []
+        return cands, _missing(cfg.candidates - len(cands), 0, 0)
 
     async def _apply(self, name: str, pws: list[Workflow], rng: random.Random,
                      salt: str) -> ops.Child | ops.Declined:
@@ -704,12 +720,14 @@ class Evolution:
                                                        parents=parents)
         return RuleJudge(self.config.task).score(cands, parent, history=history, operator_record=record)
 
-    async def _reviewed(self, r: int, cands: list[Candidate], verdict: Verdict, rec: dict) -> Candidate:
-        """Apply the review hook: approve, choose another candidate, edit one, or veto the round."""
+    async def _reviewed(self, r: int, cands: list[Candidate], verdict: Verdict, rec: dict,
+                        dropped: list[dict] | None = None) -> Candidate:
+        """Apply the review hook: approve, choose another candidate, edit one, or veto the round. The reviewer
+        also sees the candidates dropped before judging, with why (all K, not only the usable ones)."""
         chosen = cands[verdict.chosen]
         if self.review is None:
             return chosen
-        decision = await asyncio.to_thread(self.review, r, cands, verdict)
+        decision = await asyncio.to_thread(self.review, r, cands, verdict, list(dropped or []))
         if decision is None or decision.action == "approve":
             return chosen
         idx = verdict.chosen if decision.index is None else decision.index

@@ -337,6 +337,9 @@ class Reply:
     latency: float
     cached: bool
     accepted: bool = True  # False: every attempt was rejected by the caller's check (this one is not cached)
+    # a cache hit: what the call cost and took when it was first made (None: not recorded, an older cache row)
+    first_cost: float | None = None
+    first_latency: float | None = None
 
 
 @dataclass
@@ -516,7 +519,8 @@ class LLM:
         hit = self._cache_get(key)
         if hit is not None and _garbled(hit["text"]) is None and (accept is None or accept(hit["text"]) is None):
             reply = Reply(hit["text"], model, int(hit.get("prompt_tokens", 0)),
-                          int(hit.get("completion_tokens", 0)), 0.0, 0.0, True)
+                          int(hit.get("completion_tokens", 0)), 0.0, 0.0, True,
+                          first_cost=_number(hit.get("cost")), first_latency=_number(hit.get("latency")))
             self._record(role, reply, None)
             return reply
         if not s.configured:
@@ -561,7 +565,8 @@ class LLM:
                 continue
             why = accept(text) if accept is not None else None
             if why is None:
-                self._cache_put(key, model, {"text": text, "prompt_tokens": pt, "completion_tokens": ct})
+                self._cache_put(key, model, {"text": text, "prompt_tokens": pt, "completion_tokens": ct,
+                                             "cost": paid.cost, "latency": round(latency, 4)})
                 self._record(role, paid, None)
                 return paid
             rejected = replace(paid, accepted=False)
@@ -780,6 +785,13 @@ class LLM:
             return
         with self._shared.lock:
             self._shared.pending[key] = (model, data)
+
+
+def _number(value: object) -> float | None:
+    """A cost or latency read back from a cache row: a finite number >= 0, else None (not recorded)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 <= value < float("inf") else None
 
 
 def _normalize(messages: list[dict] | str) -> list[dict]:

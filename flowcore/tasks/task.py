@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from flowcore.tasks.data import DataError
-from flowcore.tasks.metrics import Grade, Metric, check_reference, grade_text, make_metric, run_python
+from flowcore.tasks.metrics import Grade, Metric, grade_text, make_metric, reference_check, run_python
 from flowcore.tasks.problem import Problem
 from flowcore.tasks.rows import MAX_BYTES, Table, cell, read_table
 
@@ -92,7 +92,20 @@ class Task:
                        meta={"row": row, "line": self.lines[i]}, metric=self.metric)
 
     def problems(self) -> list[Problem]:
-        return [self.problem_of(i, pid) for i, pid in enumerate(self.ids())]
+        """Every row as a Problem (what ``problem_of`` makes, written out: it runs once a row on every load)."""
+        code, metric, name, ref_field = self.kind == "code", self.metric, self.name, self.reference
+        field_only = self.problem if "{" not in self.problem else None  # render()'s shortcut, decided once
+        out = []
+        for row, line, pid in zip(self.rows, self.lines, self.ids()):
+            if code:
+                out.append(self.problem_of(len(out), pid))
+                continue
+            question = cell(row[field_only]) if field_only is not None and field_only in row else render(self.problem, row)
+            value = row.get(ref_field)
+            out.append(Problem(id=pid, benchmark=name, question=question,
+                               reference=value if type(value) is str else cell(value),
+                               meta={"row": row, "line": line}, metric=metric))
+        return out
 
     def split(self) -> tuple[list[str], list[str]]:
         """(validation ids, test ids): a seeded shuffle, ``validation`` of the rows (at least one each side)."""
@@ -217,26 +230,32 @@ def build_task(spec: dict[str, Any], table: Table, *, where: str, source: str = 
 
 def _check_rows(table: Table, used: list[str], reference: str, metric: Metric, kind: str,
                 id_field: str | None) -> None:
+    """Every row has the fields the template uses and a reference the metric can score, or a DataError naming
+    the row. The whole check runs on every read, so it is kept to what costs little per row (the metric's
+    reference check is built once, the row's place is spelled out only for an error): issue 26's load target."""
     seen: dict[str, int] = {}
+    tests = metric.name == "tests"
+    check = None if metric.name in ("python", "judge", "tests", "gsm8k", "math") else reference_check(metric)
     for i, row in enumerate(table.rows):
-        at = table.where(i)
         for f in used:
-            if f not in row or row[f] is None:
-                raise DataError(f"{at}: field '{f}' is missing (the problem template uses it)")
-        ref = cell(row.get(reference))
-        if reference not in row or not ref.strip():
-            if not (metric.name == "tests"):
-                raise DataError(f"{at}: field '{reference}' is empty (the reference answer)")
-        elif metric.name not in ("python", "judge", "tests", "gsm8k", "math"):
-            why = check_reference(metric, ref)
+            if row.get(f) is None:
+                raise DataError(f"{table.where(i)}: field '{f}' is missing (the problem template uses it)")
+        value = row.get(reference)
+        ref = value if type(value) is str else cell(value)
+        if not ref.strip():
+            if not tests:
+                raise DataError(f"{table.where(i)}: field '{reference}' is empty (the reference answer)")
+        elif check is not None:
+            why = check(ref)
             if why:
-                raise DataError(f"{at}: field '{reference}': '{ref[:80]}' {why}")
-        if metric.name == "tests" and not cell(row.get("tests")).strip():
-            raise DataError(f"{at}: field 'tests' is empty (metric 'tests' runs each row's tests)")
+                raise DataError(f"{table.where(i)}: field '{reference}': '{ref[:80]}' {why}")
+        if tests and not cell(row.get("tests")).strip():
+            raise DataError(f"{table.where(i)}: field 'tests' is empty (metric 'tests' runs each row's tests)")
         if id_field is not None:
             key = cell(row.get(id_field))
             if key in seen:
-                raise DataError(f"{at}: field '{id_field}': id '{key}' is also on {table.unit} {seen[key]}")
+                raise DataError(f"{table.where(i)}: field '{id_field}': id '{key}' is also on {table.unit} "
+                                f"{seen[key]}")
             seen[key] = table.lines[i]
 
 

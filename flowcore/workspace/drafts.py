@@ -13,6 +13,11 @@ Two places, as Mermaid Live Editor does it:
 
 The pages call :func:`resolve` once per browser session and :func:`remember` after every run; nothing here
 imports Streamlit.
+
+Beside the workflow, each page's own state (the Run page's mode, problem and answer, the AOV candidates, the
+Compare form, the run History shows) is kept per browser and page (``page_state``): :func:`save_page_state`
+after a run that changed it, :func:`load_page_state` when a browser session starts, so a reload finds every
+page as it was left.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import json
 import re
 import time
 import uuid
@@ -31,8 +37,8 @@ from flowcore.workspace import library
 from flowcore.workspace.store import Workspace
 
 __all__ = ["DraftConflict", "DraftError", "OpenWorkflow", "other_drafts", "new_tab_id", "MAX_TEXT_BYTES", "MAX_URL_CODE", "decode_text", "default_workflow",
-           "encode_text", "forget_draft", "from_params", "load_draft", "new_browser_id", "remember",
-           "resolve", "save_draft", "saved_state", "to_params", "valid_browser_id"]
+           "encode_text", "forget_draft", "from_params", "load_draft", "load_page_state", "new_browser_id",
+           "remember", "resolve", "save_draft", "save_page_state", "saved_state", "to_params", "valid_browser_id"]
 
 PREFIX = "z:"
 # A decoded link never expands past this. Links the app writes carry at most MAX_URL_CODE compressed characters
@@ -287,9 +293,62 @@ def other_drafts(ws: Workspace, browser: str, tab: str, current: OpenWorkflow | 
 
 def forget_draft(ws: Workspace, browser: str) -> None:
     _schema(ws)
+    _page_schema(ws)
     with ws.transaction() as conn:
         conn.execute("DELETE FROM drafts WHERE browser=?", (browser,))
         conn.execute("DELETE FROM tab_drafts WHERE browser=?", (browser,))
+        conn.execute("DELETE FROM page_state WHERE browser=?", (browser,))
+
+
+# -- each page's own state -------------------------------------------------------------------------------------------
+
+MAX_STATE_BYTES = 512 * 1024  # one page's state as JSON: a form, a few candidate graphs, one run's answer
+_PAGE_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+_PAGE_DDL = """
+CREATE TABLE IF NOT EXISTS page_state(
+    browser TEXT NOT NULL, page TEXT NOT NULL, state TEXT NOT NULL, updated REAL NOT NULL,
+    PRIMARY KEY (browser, page));
+"""
+
+
+def _page_schema(ws: Workspace) -> None:
+    ws.ensure_schema("page_state", _PAGE_DDL)
+
+
+def save_page_state(ws: Workspace, browser: str, page: str, state: dict) -> None:
+    """Keep ``state`` (JSON-able values by name) as this browser's state of ``page``; DraftError naming what is
+    wrong (the browser id, the page name, a value JSON cannot hold, a state over MAX_STATE_BYTES)."""
+    if not valid_browser_id(browser):
+        raise DraftError("a browser id is 32 hexadecimal digits")
+    if not _PAGE_RE.match(page or ""):
+        raise DraftError(f"a page name is a short lower-case identifier, not {page!r}")
+    try:
+        text = json.dumps(state, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise DraftError(f"the {page} page's state cannot be stored: {e}") from None
+    if len(text.encode("utf-8")) > MAX_STATE_BYTES:
+        raise DraftError(f"the {page} page's state is larger than {MAX_STATE_BYTES // 1024} KB; not stored")
+    _page_schema(ws)
+    with ws.transaction() as conn:
+        conn.execute("INSERT INTO page_state(browser, page, state, updated) VALUES (?,?,?,?) "
+                     "ON CONFLICT(browser, page) DO UPDATE SET state=excluded.state, updated=excluded.updated",
+                     (browser, page, text, time.time()))
+
+
+def load_page_state(ws: Workspace, browser: str) -> dict[str, dict]:
+    """Every page's stored state for this browser (page -> values); a row that does not read is left out."""
+    if not valid_browser_id(browser):
+        return {}
+    _page_schema(ws)
+    out: dict[str, dict] = {}
+    for r in ws.query("SELECT page, state FROM page_state WHERE browser=?", (browser,)):
+        try:
+            value = json.loads(r["state"])
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            out[str(r["page"])] = value
+    return out
 
 
 # -- one call per page run -------------------------------------------------------------------------------------------

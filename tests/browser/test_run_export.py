@@ -107,6 +107,12 @@ def test_run_page_evaluates_gsm8k_with_progress_and_scores(page, streamlit_app):
     expect(page.get_by_role("button", name="Show this problem's trace")).to_be_visible()
     expect(page.locator('[data-testid="stMarkdown"]').filter(has_text="Problem").filter(has_text=first_id)
            ).to_be_visible()
+    page.get_by_role("button", name="Show this problem's trace").click()  # replayed: its call is the cache's
+    wait_for_app(page)
+    expect(page.get_by_text("Calls answered from this workspace's cache cost nothing now")).to_be_visible()
+    trace = page.locator('[data-testid="stDataFrame"]').filter(
+        has=page.locator('th[role="columnheader"]', has_text="answered by"))
+    expect(trace.locator('td[role="gridcell"][aria-colindex="4"]').first).to_have_text("cache")
     assert no_exceptions(page) == [] and js_errors == []
     page.set_viewport_size({"width": 1400, "height": 1250})  # the app scrolls inside: make room for the table
     wait_for_app(page)

@@ -57,8 +57,9 @@ def _settings(url: str, policy: Egress | None, key: str = "sk-server-0123456789"
 def test_the_client_refuses_at_connection_time_too_and_nothing_is_received():
     with Listener() as evil:
         policy = Egress(team=True)
-        with pytest.raises(LLMError, match="refused by the endpoint policy"):
+        with pytest.raises(LLMError, match="refused by the endpoint policy") as refused:
             LLM(_settings(evil.base_url, policy)).chat_sync("hi", max_tokens=4)
+        assert refused.value.transient is False  # not an outage to wait out: evolution stops instead of retrying
         with pytest.raises(LLMError, match="refused by the endpoint policy"):
             list_models(_settings(evil.base_url, policy))
         assert evil.received == []
