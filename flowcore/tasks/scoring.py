@@ -86,21 +86,47 @@ def _group(text: str, i: int) -> tuple[str, int] | None:
     return None
 
 
+_BOXED = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
+_BARE = re.compile(r"[^\s$]+")
+_BRACES = re.compile(r"\\.|[{}]", re.DOTALL)  # an escape pair (skipped, as _group skips it) or a brace
+
+
+def _closing_braces(text: str) -> dict[int, int]:
+    """{index of '{': index of its '}'} for the whole text in one pass: the pairs _group finds one at a time.
+    A '{' that _group would start at is never an escape's second character (it follows \\boxed or a space)."""
+    closes: dict[int, int] = {}
+    stack: list[int] = []
+    for m in _BRACES.finditer(text):
+        ch = m.group()
+        if ch == "{":
+            stack.append(m.start())
+        elif ch == "}" and stack:
+            closes[stack.pop()] = m.start()
+    return closes
+
+
 def last_boxed(text: str) -> str | None:
-    """Content of the last \\boxed{...} or \\fbox{...} (balanced braces at any depth); also `\\boxed 5`."""
+    """Content of the last \\boxed{...} or \\fbox{...} (balanced braces at any depth); also `\\boxed 5`.
+
+    Linear in the text: the braces are paired once for all the \\boxed in it. Trying each \\boxed{ with a scan to
+    its closing brace was quadratic: 28 KB of unclosed `\\boxed{` took 4.2 s of the scorer's CPU, a 1 MB reply
+    (the reply cap) about an hour (tests/tasks/test_pathological_answers.py)."""
     if not isinstance(text, str):
         return None
-    starts = sorted(m.end() for m in re.finditer(r"\\(?:boxed|fbox)(?![a-zA-Z])", text))
+    starts = [m.end() for m in _BOXED.finditer(text)]
+    closes: dict[int, int] | None = None
     for start in reversed(starts):
         i = start
         while i < len(text) and text[i] == " ":
             i += 1
         if i < len(text) and text[i] == "{":
-            got = _group(text, i)
-            if got is not None:
-                return got[0].strip()
-        elif i > start:  # `\boxed 5`: up to the next $ or whitespace
-            m = re.match(r"[^\s$]+", text[i:])
+            if closes is None:
+                closes = _closing_braces(text)
+            j = closes.get(i)
+            if j is not None:
+                return text[i + 1:j].strip()
+        elif i > start:  # `\\boxed 5`: up to the next $ or whitespace
+            m = _BARE.match(text, i)
             if m:
                 return m.group(0)
     return None
@@ -127,7 +153,9 @@ def _math_prediction(text: str) -> str | None:
 
 # ---------------------------------------------------------------- MATH: normalisation
 
-_PMATRIX = re.compile(r"\\begin\{[pbv]?matrix\}(.*?)\\end\{[pbv]?matrix\}", re.DOTALL)
+_BEGIN_MATRIX = re.compile(r"\\begin\{[pbv]?matrix\}")
+_END_MATRIX = re.compile(r"\\end\{[pbv]?matrix\}")
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _UNWRAP = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
 
 
@@ -140,28 +168,58 @@ def _fix_fracs(s: str) -> str:
 
 
 def _drop_spaces(s: str) -> str:
-    """Remove whitespace, except one space after a command followed by a letter (`\\pi r` is not `\\pir`)."""
-    out = ""
+    """Remove whitespace, except one space after a command followed by a letter (`\\pi r` is not `\\pir`).
+
+    Whether the text so far ends in a command is kept as it grows (the length of its trailing run of ASCII
+    letters, and whether a backslash precedes that run): searching the whole text again for each piece was
+    quadratic (160 KB of `\\a ` took 22 s)."""
+    out: list[str] = []
+    run, slash, last = 0, False, ""  # trailing ASCII-letter run of the text so far, '\\' before it, last char
     for piece in s.split():
-        if out and re.search(r"\\[A-Za-z]+$", out) and piece[0].isalpha():
-            out += " "
-        out += piece
-    return out
+        if out and run and slash and piece[0].isalpha():
+            out.append(" ")
+            run, slash, last = 0, False, " "
+        out.append(piece)
+        tail = len(piece) - len(piece.rstrip(_LETTERS))
+        if tail == len(piece):
+            if run == 0:
+                slash = last == "\\"
+            run += tail
+        else:
+            run, slash = tail, piece[len(piece) - tail - 1] == "\\"
+        last = piece[-1]
+    return "".join(out)
+
+
+def _matrices(s: str) -> str:
+    """Each \\begin{matrix}...\\end{matrix} as a tuple "(a,b,...)". The same as re.sub with a lazy
+    `\\begin{..}(.*?)\\end{..}`, which rescanned the rest of the text from every \\begin when no \\end followed
+    (112 KB of them: 5.6 s); once a \\begin has no \\end after it, no later one has."""
+    out, pos = [], 0
+    while (b := _BEGIN_MATRIX.search(s, pos)) is not None:
+        e = _END_MATRIX.search(s, b.end())
+        if e is None:
+            break
+        out += [s[pos:b.start()], "(" + ",".join(re.split(r"\\\\|&", s[b.end():e.start()])) + ")"]
+        pos = e.end()
+    return "".join(out) + s[pos:] if out else s
 
 
 def normalize(s: str) -> str:
     s = str(s).strip().replace("\n", " ")
     s = re.sub(r"(?<=\d),\\!(?=\d{3})", "", s)  # MATH writes 14,\!400 for 14400
-    s = _PMATRIX.sub(lambda m: "(" + ",".join(re.split(r"\\\\|&", m.group(1))) + ")", s)
+    s = _matrices(s)
     s = s.replace("\\!", "").replace("\\,", "").replace("\\;", "").replace("\\:", "").replace("\\ ", "")
     s = s.replace("tfrac", "frac").replace("dfrac", "frac")
     s = s.replace("\\left", "").replace("\\right", "").replace("\\displaystyle", "")
-    s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?", "", s).replace("°", "").replace("\\circ", "")
+    # possessive runs of spaces: backtracking between them made 1 MB of spaces after a ^ take hours
+    s = re.sub(r"\^\s*+\{?\s*+\\circ\s*\}?", "", s).replace("°", "").replace("\\circ", "")
     s = s.replace("\\$", "").replace("$", "").replace("\\%", "").replace("%", "")
     s = s.replace("{,}", "")
     s = s.strip()
     # a trailing unit: 5\text{ cm}^2, 10 \mbox{inches}
-    unit = re.sub(r"\s*\\(?:text|mbox|mathrm)\s*\{\s*[A-Za-z][A-Za-z .]*\}(\^\{?\d\}?)?\s*$", "", s)
+    # (?<!\s): tried from the first space of a run only, not again from each of its spaces (quadratic)
+    unit = re.sub(r"(?<!\s)\s*\\(?:text|mbox|mathrm)\s*\{\s*[A-Za-z][A-Za-z .]*\}(\^\{?\d\}?)?\s*$", "", s)
     if unit.strip():
         s = unit
     s = _UNWRAP.sub(r"\1", s)
@@ -263,6 +321,11 @@ def _latex_to_py(s: str, depth: int = 0) -> str:
     return py
 
 
+# A LaTeX text longer than this gives Python longer than _safe_size's 400 characters (no command shrinks by more
+# than half: \\times -> " * "); refusing it first keeps _latex_to_py's per-command slicing off 1 MB answers.
+_LATEX_MAX = 1000
+
+
 def _safe_size(py: str) -> bool:
     """Refuse inputs whose evaluation could run for ever inside one C call (huge powers, long numbers)."""
     if len(py) > 400 or py.count("**") > 6 or re.search(r"\d{40,}", py):
@@ -314,6 +377,8 @@ def math_equal(pred: str, ref: str, *, timeout: float = SYMPY_TIMEOUT) -> bool:
                 return all(math_equal(x, y, timeout=timeout) for x, y in zip(ea, eb))
             if len(ea) > 1 or len(eb) > 1:
                 return False
+        if len(a) > _LATEX_MAX or len(b) > _LATEX_MAX:  # its Python would fail _safe_size (> 400 characters)
+            return False
         try:
             pa, pb = _latex_to_py(a), _latex_to_py(b)
         except _Unsupported:
