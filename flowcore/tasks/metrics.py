@@ -233,20 +233,21 @@ def f1(prediction: str, reference: str) -> float:
 
 
 def _json_object(text: str) -> Any:
-    """The answer's JSON value: the whole text, a ```json block, or the last {...} that parses."""
+    """The answer's JSON value: the whole text, a ```json block, or the last {...} that parses. Nesting too deep
+    for the decoder (RecursionError) is no JSON: left uncaught it made a wrong answer's row errored."""
     text = text.strip()
     fenced = re.findall(r"```(?:json)?\s*(.*?)```", text, re.DOTALL)
     for candidate in [text, *reversed(fenced)]:
         try:
             return json.loads(candidate)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):
             pass
     decoder = json.JSONDecoder()
     found = None
     for m in re.finditer(r"\{", text):
         try:
             found, _ = decoder.raw_decode(text, m.start())
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
     return found
 

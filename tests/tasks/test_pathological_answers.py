@@ -191,3 +191,12 @@ def test_the_former_code_was_quadratic_on_these_answers():
     scoring.normalize(scoring.last_boxed(answer))
     new = time.process_time() - start
     assert old > 10 * new and new < 0.5, (old, new)
+
+
+@pytest.mark.parametrize("answer", ['{"answer": ' * 5000 + "1" + "}" * 5000, '{"answer": [' * 5000])
+def test_json_nested_too_deep_is_a_wrong_answer_not_an_errored_row(answer):
+    """The decoder's RecursionError escaped the json metric: the row was errored (left out of the score)."""
+    from flowcore.tasks.metrics import grade_text, make_metric
+
+    g = grade_text(make_metric("json", {}, where="t"), answer, '{"answer": 2}')
+    assert g.score == 0.0 and not g.errored
