@@ -266,7 +266,10 @@ def run_status(info: RunInfo, ws: Workspace | None = None) -> str:
 
 def runs_overview(ws: Workspace) -> list[dict]:
     """Every run, newest first: id, benchmark, status, offline, rounds stored/planned, best measured score."""
+    from flowcore.evolution import remote
+
     h, out = History(ws), []
+    remote.reconcile(ws)  # a Ray run whose actor died for good: recorded stopped, with the command that resumes it
     stats = {r["run_id"]: (r["n"], r["best"]) for r in ws.query(  # one query, not every round's JSON
         "SELECT run_id, COUNT(*) AS n, MAX(score) AS best FROM evo_rounds GROUP BY run_id")}
     for info in reversed(h.runs()):
