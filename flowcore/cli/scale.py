@@ -202,7 +202,7 @@ def _cmd_queue(args: argparse.Namespace) -> int:
     ws = _workspace(args, existing=True)
     rows = workqueue.items(ws)
     ray_runs: list[dict] = []
-    if "evo_runs" in _tables(ws):
+    if "evo_runs" in ws.tables():
         remote.reconcile(ws)  # a Ray run no actor evolves any more is recorded stopped, with its resume command
         ray_runs = remote.runs(ws)
     if args.json:
@@ -218,18 +218,6 @@ def _cmd_queue(args: argparse.Namespace) -> int:
         print(f"run {r['run_id']} · Ray actor {r['actor']} ({r['cluster']}) · {r['status']} · started "
               f"{r['starts']} time(s)" + (f" · {r['reason']}" if r["reason"] else ""))
     return 0
-
-
-def _tables(ws) -> list[str]:  # noqa: ANN001
-    """The workspace's table names (a queue listing creates no evolution tables)."""
-    if ws.is_postgres:
-        rows = ws.query("SELECT table_name AS name FROM information_schema.tables WHERE table_schema = "
-                        "current_schema()")
-    else:
-        rows = ws.query("SELECT name FROM sqlite_master WHERE type = 'table'")
-    return [r["name"] for r in rows]
-
-
 
 
 def _seconds(v: str) -> float:
