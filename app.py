@@ -175,8 +175,11 @@ else:  # `streamlit run app.py` finds `app` below and serves it: every request p
     from starlette.middleware import Middleware
     from streamlit.starlette import App
 
+    from flowcore.serve import slow
+
     try:  # the names this server answers to (DNS rebinding: a foreign Host is refused), read once at start
         _hosts = webguard.Hosts.served(st.get_option("server.address"))
     except ValueError as _e:
         sys.exit(f"MermaidFlow Studio cannot start: {_e}")
     app = App(Path(__file__).name, middleware=[Middleware(webguard.WebGuard, hosts=_hosts)])
+    slow.install()  # a request head that never ends closes its connection (slowloris), as `flowcore serve` does

@@ -5,7 +5,8 @@
 - On loopback without keys, a request that presents one of our keys (``mf_...``) must present a valid one (a
   mistyped or revoked key is never silently ignored; an OpenAI client's placeholder key is), and the Host and Origin headers must be loopback ones: a web page elsewhere cannot reach
   the server through DNS rebinding or a cross-site form post.
-- A body whose Content-Length passes the cap is refused with 413 before it is read.
+- A body whose Content-Length passes the cap is refused with 413 before it is read, and one whose parts stop
+  coming is abandoned (flowcore.serve.slow; a late request head is the HTTP protocol's to close).
 
 The key's owner goes into ``scope["state"]["owner"]`` ("local" without a key): traces and publishes record it.
 """
@@ -19,6 +20,7 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from flowcore.serve.slow import body_deadline
 from flowcore.workspace.keys import verify_key
 from flowcore.workspace.store import Workspace
 
@@ -65,7 +67,7 @@ class Guard:
         if refusal is not None:
             await _refuse(send, *refusal)
             return
-        await self.app(scope, receive, send)
+        await self.app(scope, body_deadline(receive), send)  # a body sent a byte a minute is abandoned
 
     def _check(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str, str, str] | None:
         if not self.require_keys:

@@ -21,6 +21,9 @@ from flowcore.serve.publish import describe, publish_workflow
 from flowcore.workspace import published
 from flowcore.workspace.keys import verify_key
 
+# What one evolve_start may ask for (the command line and the pages, run by the operator, have no such bound).
+MAX_ROUNDS, MAX_CANDIDATES, MAX_LIMIT, MAX_LIVE_RUNS = 30, 8, 500, 2
+
 INSTRUCTIONS = ("MermaidFlow Studio: workflows are Mermaid flowcharts of typed LLM operators. Check and format "
                 "them, run one on a problem, evaluate it on a benchmark, publish it as NAME@vN, list the published "
                 "versions, start an evolution run and read its progress.")
@@ -124,21 +127,32 @@ def build_mcp(engine: Engine) -> MCPServer:
             raise ToolError(str(exc)) from None
         return describe(p)
 
+    started: list = []  # the evolution jobs this server's tool started (a caller cannot pile them up)
+
     @server.tool()
     def evolve_start(benchmark: str, rounds: int = 3, candidates: int = 2, workflow: str | None = None,
-                     limit: int | None = 5, mode: str = "programmatic", ctx: Context | None = None) -> dict:
+                     limit: int = 5, mode: str = "programmatic", ctx: Context | None = None) -> dict:
         """Start an evolution run in the background (mode programmatic or llm; workflow: the seed's text, else
-        the benchmark's seed). Returns {run_id}; read its progress with evolve_progress."""
+        the benchmark's seed; at most 30 rounds of 8 candidates on at most 500 problems, 2 runs at a time, all
+        spending from the server's budget). Returns {run_id}; read its progress with evolve_progress."""
         from flowcore.evolution.loop import EvolutionConfig
         from flowcore.evolution.session import start_run
 
+        _evolve_bounds(rounds, candidates, limit)
+        live = [j for j in started if j.snapshot().active]
+        if len(live) >= MAX_LIVE_RUNS:
+            raise ToolError(f"{len(live)} evolution runs started here are still going (runs "
+                            f"{', '.join(str(j.meta.get('run_id')) for j in live)}); at most {MAX_LIVE_RUNS} at a "
+                            "time: wait for one to finish (evolve_progress)")
         cfg = EvolutionConfig(benchmark=benchmark, rounds=rounds, candidates=candidates, workflow=workflow,
                               limit=limit, mode=mode)
         try:
             cfg.validate()
-            job = start_run(engine.ws, engine.llm().settings, cfg, created_by=owner(ctx))
+            root = engine.llm()  # the run spends from the server's budget, never from a fresh one of its own
+            job = start_run(engine.ws, root.settings, cfg, created_by=owner(ctx), spend_under=root)
         except ValueError as exc:
             raise ToolError(str(exc)) from None
+        started[:] = [*live, job]
         return {"run_id": job.meta.get("run_id"), "job": job.id}
 
     @server.tool()
@@ -162,6 +176,14 @@ def build_mcp(engine: Engine) -> MCPServer:
                 "best": max(scores) if scores else None}
 
     return server
+
+
+def _evolve_bounds(rounds: object, candidates: object, limit: object) -> None:
+    """A run a remote caller starts keeps going after the call, spending the server's endpoint: bounded."""
+    for name, value, low, top in (("rounds", rounds, 0, MAX_ROUNDS), ("candidates", candidates, 1, MAX_CANDIDATES),
+                                  ("limit", limit, 1, MAX_LIMIT)):
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= top:
+            raise ToolError(f"{name} must be a whole number from {low} to {top}, got {value!r}")
 
 
 def _text_of(engine: Engine, model: str | None, workflow: str | None) -> str:
