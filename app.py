@@ -8,6 +8,7 @@ the `flowcore` engine.
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -27,8 +28,9 @@ from flowcore.ui import access, webguard
 if __name__ == "__main__":  # a page view. Not when `streamlit run` imports this module to serve it (below): a
     # component declared then, before the app runs, is never registered and its files are not served (404)
     from flowcore import check, is_valid, parse_lenient
-    from flowcore.workspace import library
-    from pages import common, widgets
+    from flowcore.workspace import health, library
+    from flowcore.workspace.health import WorkspaceDamaged
+    from pages import common, keep, widgets
 
 # (file, title, url path, icon): the order of the navigation
 PAGES = [
@@ -38,6 +40,7 @@ PAGES = [
     ("pages/evolve.py", "Evolve", "evolve", ":material/auto_awesome:"),
     ("pages/history.py", "History", "history", ":material/history:"),
     ("pages/compare.py", "Compare", "compare", ":material/compare_arrows:"),
+    ("pages/tasks.py", "Tasks", "tasks", ":material/dataset:"),
     ("pages/traces.py", "Traces", "traces", ":material/timeline:"),
     ("pages/aov.py", "AOV Execution", "aov", ":material/account_tree:"),
     ("pages/settings.py", "Settings", "settings", ":material/settings:"),
@@ -85,7 +88,7 @@ def home() -> None:
 
     if st.session_state.get("mf_user"):
         c = st.columns([4, 1], vertical_alignment="center")
-        c[0].caption(f"Signed in as {st.session_state['mf_user']}")
+        c[0].caption(f"Signed in as {common.md(st.session_state['mf_user'])}")
         c[1].button("Log out", icon=":material/logout:", on_click=st.logout, key="logout")
     st.subheader("Workspace")
     ws = common.workspace()
@@ -117,12 +120,14 @@ def locked():  # noqa: ANN201 - a page function, or None
             st.write("This workspace is for the members of its team: log in to continue.")
             st.button("Log in", icon=":material/login:", type="primary", on_click=st.login, key="login")
         return log_in
-    who = st.user.get("email") or st.user.get("sub")
-    if not access.is_member(who):
+    claims = st.user.to_dict() if hasattr(st.user, "to_dict") else {k: st.user.get(k) for k in st.user}
+    who, why = access.member_address(claims)  # the verified email claim, read strictly; never `sub`
+    if who is None or not access.is_member(who):
+        shown = common.md(claims.get("email") or "this account")
         def stranger() -> None:
             st.title("MermaidFlow Studio")
-            st.error(f"{who} is not a member of this workspace's team; ask its owner to add you.",
-                     icon=":material/block:")
+            st.error(f"{shown} is not a member of this workspace's team; ask its owner to add you."
+                     if who else f"Not signed in: {why}.", icon=":material/block:")
             st.button("Log out", icon=":material/logout:", on_click=st.logout, key="logout")
         return stranger
     st.session_state["mf_user"] = who
@@ -141,15 +146,27 @@ def main() -> None:
     nav = st.navigation(pages, position="top")
     try:  # a workspace that is not a database, a folder or read-only: say so once, instead of a traceback
         common.workspace().check_usable()
+    except WorkspaceDamaged as e:
+        st.error(f"{str(e)[0].upper()}{str(e)[1:]}. Then point `{common.DB_ENV}` at the recovered file (or use "
+                 "`--replace`) and restart the app.", icon=":material/database:")
+        st.stop()
     except OSError as e:
         st.error(f"The workspace `{getattr(e, 'path', common.db_target())}` cannot be used: {e}. Nothing in it "
                  f"was changed. Point `{common.DB_ENV}` at another file (a new name starts an empty workspace) "
                  "and restart the app.", icon=":material/database:")
         st.stop()
-    common.keep_form_values()
-    nav.run()
+    if common.workspace().read_only:
+        st.warning(f"Read-only: {common.workspace().read_only}.", icon=":material/database:")
+    keep.restore_page_state()  # a reload: each page as this browser left it
+    keep.keep_form_values()
+    try:
+        nav.run()
+    except sqlite3.DatabaseError as e:  # the workspace failed mid-page (damaged, full, away): a panel, no traceback
+        st.error(f"{health.describe(e, common.db_path()).capitalize()}.", icon=":material/database:")
+        return
     common.sidebar_status()
     common.sync_open_workflow()
+    keep.sync_page_state()
 
 
 if __name__ == "__main__":  # Streamlit runs this script for every page view

@@ -1,7 +1,7 @@
-"""History at scale: the History page's Python work and one evolution round's bookkeeping at 100 / 1,000 / 10,000
+"""History at scale: the History page's Python work and one evolution round's bookkeeping at 1,000 / 10,000 / 20,000
 stored rounds, through the project's own API, before (the old full-decode path, still in the code base) and after.
 
-    .venv/bin/python benchmarks/history_scale.py [--sizes 100,1000,10000] [--repeat 5] [--no-page]
+    .venv/bin/python benchmarks/history_scale.py [--sizes 1000,10000,20000] [--repeat 5] [--no-page]
 
 "engine" = every engine call one History view makes (runs overview, the run's view: filters and the table's
 last page, with and without a filter; curves and both figures, the round picker's labels, the lineage figure; the selected round and
@@ -11,8 +11,11 @@ it), "rerun" the same page again (a widget touched: one small read finds the run
 script only, so Streamlit's own work is included (dataframe to Arrow, figures to JSON, widgets) but not
 AppTest's polling; Streamlit's script cache is kept between runs as the server keeps it. "round" = one round's
 bookkeeping in the evolution loop (top-k pool, parent draw, parents read by key, experience, texts tried,
-operator record, budget). "reads" counts the SQL statements one round's bookkeeping sends. Machines are
-shared: the load average is printed; compare the ratios within one run.
+operator record, budget, and the rule judge's comparison of a candidate with the run's history). "reads" counts the
+SQL statements one round's bookkeeping sends. "open" is a new process's first ``History()`` on the workspace (what
+every page and command pays once), "resume" what an evolution run does before its first round after a restart
+(its RunBuffer, and parsing the workflows its judge compares with). Machines are shared: the load average is
+printed; compare the ratios within one run.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ sys.path.insert(0, str(ROOT))
 
 from flowcore.evolution import session as evs
 from flowcore.evolution.history import History, RunBuffer, sample_from_pool, sample_parents
+from flowcore.evolution.judge import Candidate, RuleJudge
 from flowcore.evolution.testsplit import validation_vs_test
+from flowcore.mermaid.reader import parse
 from flowcore.ui import history as hv
 from flowcore.workspace.store import Workspace
 
@@ -87,11 +92,13 @@ def page_script(db: Path, repeat: int) -> tuple[float, float]:
     """(first, rerun): the History page's script time, median of ``repeat``, under Streamlit's AppTest."""
     import os
 
+    from streamlit import config as st_config
     from streamlit.navigation import page as stpage
     from streamlit.runtime.scriptrunner import script_cache
     from streamlit.testing.v1 import AppTest
 
     os.environ["MERMAIDFLOW_DB"] = str(db)
+    st_config.set_option("server.address", "127.0.0.1")  # as `make run` serves it: no login screen
     for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
         os.environ.pop(k, None)
     compiled: dict[str, object] = {}
@@ -152,6 +159,21 @@ def page_old(ws: Workspace, run: int) -> dict:
     return {"lineage": time.perf_counter() - t, "lineage_chars": len(text), "picker_sampled": min(len(rounds), 2000)}
 
 
+PARSED: dict[int, object] = {}  # as the loop keeps them: each round's workflow parsed once per process
+CANDIDATES = [Candidate(parse(SEED + f"%% candidate {k}\n"), "insert", "bench") for k in range(4)]
+
+
+def judged_rounds(buf: RunBuffer) -> list[int]:
+    """The rounds the judge compares with (all of them before the bounded window)."""
+    return buf.judge_history(4) if hasattr(buf, "judge_history") else buf.text_rounds
+
+
+def parsed(buf: RunBuffer, rnd: int) -> object:
+    if rnd not in PARSED:
+        PARSED[rnd] = parse(buf.text_of[rnd])
+    return PARSED[rnd]
+
+
 def round_new(ws: Workspace, run: int, buf: RunBuffer, r: int) -> None:
     h = History(ws)
     rng = random.Random(r)
@@ -159,6 +181,27 @@ def round_new(ws: Workspace, run: int, buf: RunBuffer, r: int) -> None:
     parents = [h.get_round(run, p["round"]) for p in drawn]
     h.experience(run, parents[0]["round"])
     _ = "flowchart TD" in buf.texts, buf.record, buf.spent
+    history = [parsed(buf, x) for x in judged_rounds(buf)]
+    RuleJudge("math").score(CANDIDATES, parse(parents[0]["workflow_text"]), history=history, operator_record=buf.record)
+
+
+def resume(ws: Workspace, run: int) -> None:
+    """What an evolution run does before its first round after a restart."""
+    PARSED.clear()
+    buf = RunBuffer(History(ws), run)
+    [parsed(buf, x) for x in judged_rounds(buf)]
+
+
+def open_fresh(db: Path, repeat: int) -> float:
+    """A new process's first History() on the workspace (median of ``repeat`` processes), imports excluded."""
+    import subprocess
+
+    code = ("import sys, time; sys.path.insert(0, sys.argv[2]); from flowcore.evolution.history import History; "
+            "from flowcore.workspace.store import Workspace; ws = Workspace(sys.argv[1]); ws.query('SELECT 1'); "
+            "t = time.perf_counter(); History(ws); print(time.perf_counter() - t)")
+    times = [float(subprocess.run([sys.executable, "-c", code, str(db), str(ROOT)], capture_output=True, text=True,
+                                  check=True).stdout) for _ in range(repeat)]
+    return statistics.median(times)
 
 
 def round_old(ws: Workspace, run: int, r: int) -> None:
@@ -189,7 +232,7 @@ def main() -> None:
     import os
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default="100,1000,10000")
+    ap.add_argument("--sizes", default="1000,10000,20000")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--old-limit", type=int, default=1000, help="skip the old path above this many rounds")
     ap.add_argument("--no-page", action="store_true", help="skip the page script (Streamlit AppTest) timings")
@@ -207,7 +250,10 @@ def main() -> None:
             page, extra = timed(page_new, args.repeat, ws, run)
             rerun, _ = timed(page_new, args.repeat, ws, run, False)
             script = (None, None) if args.no_page else page_script(db, args.repeat)
+            opened = open_fresh(db, args.repeat)
+            resumed, _ = timed(resume, 1, ws, run)
             buf = RunBuffer(History(ws), run)
+            round_new(ws, run, buf, n)  # the loop parses each round once: warm its cache as a running loop has it
             statements: list[str] = []
             ws.conn.set_trace_callback(statements.append)
             rnd, _ = timed(round_new, args.repeat, ws, run, buf, n)
@@ -217,16 +263,18 @@ def main() -> None:
             if n <= args.old_limit:
                 old_page, old_extra = timed(page_old, 1, ws, run)
                 old_round, _ = timed(round_old, 1, ws, run, n)
-            out.append((n, page, rerun, script, extra, rnd, reads, old_page, old_extra, old_round))
+            out.append((n, page, rerun, script, extra, rnd, reads, old_page, old_extra, old_round, opened, resumed))
             ws.close()
     print(f"History at scale (median of {args.repeat}; load average {load0:.1f} at the start, "
           f"{os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} CPUs shared)\n")
-    print("| rounds | view, engine: first (ms) | view, engine: rerun (ms) | page script: first (ms) | page script: "
-          "rerun (ms) | old view, engine (ms) | lineage build (ms) | lineage figure (chars) | old Mermaid lineage "
-          "(chars) | round bookkeeping (ms) | SQL per round | old bookkeeping (ms) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n, page, rerun, script, extra, rnd, reads, old_page, old_extra, old_round in out:
-        print(f"| {n:,} | {1000 * page:.1f} | {1000 * rerun:.1f} | {fmt(script[0])} | {fmt(script[1])} | "
+    print("| rounds | open: first History() (ms) | resume (ms) | view, engine: first (ms) | view, engine: rerun (ms) | "
+          "page script: first (ms) | page script: rerun (ms) | old view, engine (ms) | lineage build (ms) | lineage "
+          "figure (chars) | old Mermaid lineage (chars) | round bookkeeping (ms) | SQL per round | old bookkeeping "
+          "(ms) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, page, rerun, script, extra, rnd, reads, old_page, old_extra, old_round, opened, resumed in out:
+        print(f"| {n:,} | {1000 * opened:.1f} | {1000 * resumed:.1f} | {1000 * page:.1f} | {1000 * rerun:.1f} | "
+              f"{fmt(script[0])} | {fmt(script[1])} | "
               f"{fmt(old_page)} | {1000 * extra['lineage']:.1f} | {extra['lineage_chars']:,} | "
               f"{'—' if old_extra is None else format(old_extra['lineage_chars'], ',')} | {1000 * rnd:.2f} | "
               f"{reads:.0f} | {fmt(old_round)} |")
@@ -234,6 +282,9 @@ def main() -> None:
         import math
 
         (n0, p0, _, s0, _, r0, *_), (n1, p1, _, s1, _, r1, *_) = out[0], out[-1]
+        i10 = next((i for i, o in enumerate(out) if o[0] == 10 * n0), None)
+        if i10 is not None:
+            print(f"round bookkeeping, {out[i10][0]:,} vs {n0:,} rounds: {out[i10][5] / r0:.2f}x (goal <= 2x)")
         growth = f"History view (engine, first) {math.log(p1 / p0) / math.log(n1 / n0):.2f}"
         if s0[0] and s1[0]:
             growth += f", page script (first) {math.log(s1[0] / s0[0]) / math.log(n1 / n0):.2f}"

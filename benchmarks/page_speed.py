@@ -197,14 +197,17 @@ def main() -> int:
                     measure(browser, url + path, editor, args.timeout)
                     if (label, path, editor) == targets[-1] or args.no_pages:
                         break
-                burners = [multiprocessing.Process(target=_burn, daemon=True) for _ in range(args.burners)]
+                # spawned, not forked: a forked child would hold the browser's pipe open and browser.close() hangs
+                spawn = multiprocessing.get_context("spawn")
+                burners = [spawn.Process(target=_burn, daemon=True) for _ in range(args.burners)]
                 for b in burners:
                     b.start()
                 load = os.getloadavg()[0]
                 for label, path, editor in targets:
                     runs = [measure(browser, url + path, editor, args.timeout) for _ in range(args.repeats)]
                     rows.append((label, runs))
-                    print(f"  measured {label}", file=sys.stderr, flush=True)
+                    print(f"  measured {label}: first paint max {max(r['tti'] for r in runs):.2f} s",
+                          file=sys.stderr, flush=True)
                 load = max(load, os.getloadavg()[0])
                 browser.close()
         finally:

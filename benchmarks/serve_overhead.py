@@ -4,7 +4,8 @@ process (``run_workflow`` with the same settings, C at once), against the same s
 
 Goal (issue 27): served <= 1.1 x direct at concurrency 32. The endpoint answers each call after LATENCY seconds
 (default 0.25 s: a short real completion); both paths log every call in a workspace, with distinct problems so
-no answer comes from the cache. The two paths alternate, REPEATS times each; the table shows the medians.
+no answer comes from the cache. The two paths alternate, REPEATS times each; the table shows the medians. On a
+machine shared under heavy load, wall time follows CPU share; the CPU each path spends per problem is printed too.
 Usage: python benchmarks/serve_overhead.py [N=128] [C=32] [LATENCY=0.25] [REPEATS=3]
 """
 
@@ -77,13 +78,17 @@ def main(n: int, c: int, latency: float, repeats: int) -> None:
         db = Path(tmp) / "served.db"
         published.publish(Workspace(db), "bench", TEXT, "math", created_by="bench")
         settings, ws = LLMSettings.from_env(), Workspace(Path(tmp) / "direct.db")
-        s_times, d_times = [], []
+        s_times, d_times, s_cpu, d_cpu = [], [], [], []
         with Served(db, llm_url=fake.base_url, env=env) as srv:
             asyncio.run(served(srv.base_url, c, c, "warm"))  # connections and imports, both sides
             asyncio.run(direct(settings, ws, c, c, "warm"))
             for r in range(repeats):
+                t = time.process_time()
                 d_times.append(asyncio.run(direct(settings, ws, n, c, f"d{r}")))
+                d_cpu.append(time.process_time() - t)
+                t, server = time.process_time(), _cpu(srv.proc.pid)
                 s_times.append(asyncio.run(served(srv.base_url, n, c, f"s{r}")))
+                s_cpu.append(time.process_time() - t + _cpu(srv.proc.pid) - server)
     fake.stop()
     s, d = statistics.median(s_times), statistics.median(d_times)
     load = os.getloadavg()[0]
@@ -92,6 +97,15 @@ def main(n: int, c: int, latency: float, repeats: int) -> None:
     print(f"{'product (served)':>18} | {'direct (runtime)':>16} | {'ratio':>6} | load")
     print(f"{s:>16.2f} s | {d:>14.2f} s | {s / d:>6.3f} | {load:.2f}")
     print(f"goal <= 1.1 x direct: {'met' if s <= 1.1 * d else 'NOT met'}")
+    sc, dc = statistics.median(s_cpu) / n * 1000, statistics.median(d_cpu) / n * 1000
+    print(f"CPU per problem (load-independent): served {sc:.1f} ms (client + endpoint + server process), direct "
+          f"{dc:.1f} ms (runtime + endpoint): serving adds {sc - dc:.1f} ms of CPU per request")
+
+
+def _cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ SUBTYPES: dict[str, frozenset[str]] = {
     VERDICT: frozenset({VERDICT}),
 }
 
-TASKS = ("math", "code")
+TASKS = ("math", "code", "text")  # text: a task of your own that is neither (DESIGN §11)
 INTERFACE = "Interface"
 DECISION = "Decision"
 ROUTES = ("Passed", "Failed")
@@ -110,7 +110,7 @@ CATALOGUE: dict[str, OpSpec] = {
                description="Think step by step, then give the answer."),
         OpSpec("ProgrammerOp",
                (Port("problem", (PROBLEM,), default=True, required=True), Port("analysis", (TEXT,))),
-               (TEXT,), tasks=("math",), aliases=("Programmer", "ProgramOp"), color="#ede7f6",
+               (TEXT,), tasks=("math", "text"), aliases=("Programmer", "ProgramOp"), color="#ede7f6",
                description="Writes a solve() program, runs it in the sandbox, retries on errors (3 tries)."),
         OpSpec("ScEnsembleOp",
                (Port("solutions", (TEXT,), default=True, required=True, min_inputs=2,
@@ -134,7 +134,7 @@ CATALOGUE: dict[str, OpSpec] = {
                (_solution, Port("feedback", (TEXT,)), _problem),
                SAME_AS_SOLUTION, aliases=("Revise",), color="#f3e5f5",
                description="Revises a solution using feedback."),
-        OpSpec("FormatOp", (_solution, _problem), (TEXT,), tasks=("math",), aliases=("Format",),
+        OpSpec("FormatOp", (_solution, _problem), (TEXT,), tasks=("math", "text"), aliases=("Format",),
                color="#eceff1", description="Extracts the final answer in the expected format."),
         OpSpec(DECISION, (Port("verdict", (VERDICT,), default=True, required=True),), (),
                tasks=("code",), aliases=("Condition", "DecisionOp", "ConditionOp"), llm=False, color="#fffde7",

@@ -6,7 +6,6 @@ A plain module (not a page): app.py lists the pages explicitly, so nothing here 
 from __future__ import annotations
 
 import os
-import re
 import runpy
 from pathlib import Path
 
@@ -15,8 +14,8 @@ import streamlit as st
 from flowcore.execution import sandbox
 from flowcore.llm.client import LLMSettings, public_url
 from flowcore.mermaid import safe
+from flowcore.ui import access, endpoints
 from flowcore.workspace import drafts
-from flowcore.workspace import settings as settings_store
 from flowcore.workspace.store import Workspace, is_postgres
 
 APP_PATH = Path(__file__).resolve().parent.parent / "app.py"
@@ -38,7 +37,7 @@ def app_shell() -> None:
 
 
 DB_ENV = "MERMAIDFLOW_DB"
-KEY_STATE = "llm_api_key"  # the key typed on the Settings page: session memory only, never written anywhere
+KEY_STATE = endpoints.KEY  # the key typed on the Settings page: session memory only, never written anywhere
 DEFAULT_EXAMPLE = drafts.DEFAULT_EXAMPLE
 
 
@@ -68,9 +67,14 @@ def workspace() -> Workspace:
     return _workspace(db_target())
 
 
+def viewer() -> endpoints.Viewer:
+    """Who this session is: in a team deployment or not, and the signed-in member's address."""
+    return endpoints.Viewer(access.login_required(st.get_option("server.address")), st.session_state.get("mf_user"))
+
+
 def llm_settings() -> LLMSettings:
-    """The effective settings (flowcore.workspace.settings decides the order); what was ignored is shown."""
-    settings, problems = settings_store.effective_llm_settings(workspace(), st.session_state.get(KEY_STATE))
+    """The effective settings (flowcore.ui.endpoints decides which endpoint and key); what was ignored is shown."""
+    settings, problems = endpoints.effective(workspace(), viewer(), st.session_state)
     for problem in problems:
         st.warning(problem)
     return settings
@@ -94,6 +98,11 @@ def browser_id() -> str:
         st.session_state["mf_browser"] = cookie if drafts.valid_browser_id(cookie) else drafts.new_browser_id()
         st.session_state["mf_browser_new"] = not drafts.valid_browser_id(cookie)
     return st.session_state["mf_browser"]
+
+
+def tab_id() -> str:
+    """This tab's id (a browser session): its draft row is its own, so two tabs never overwrite each other's work."""
+    return st.session_state.setdefault("mf_tab", drafts.new_tab_id())
 
 
 def _set_cookie() -> None:
@@ -146,7 +155,8 @@ def sync_open_workflow() -> None:
     _set_cookie()
     key = st.session_state.get(KEY_STATE) or os.environ.get("OPENAI_API_KEY") or ""
     try:
-        params = drafts.remember(workspace(), browser_id(), wf, st.session_state.get(_SYNCED), api_key=key)
+        params = drafts.remember(workspace(), browser_id(), wf, st.session_state.get(_SYNCED), api_key=key,
+                                 tab=tab_id())
     except Exception as e:  # noqa: BLE001 - a busy or read-only workspace must not break the page
         st.toast(f"The draft could not be stored: {e}")
         return
@@ -155,19 +165,6 @@ def sync_open_workflow() -> None:
     st.session_state[_SYNCED] = wf
     if {k: st.query_params.get(k) for k in params} != params or set(st.query_params) - set(params):
         st.query_params.from_dict(params)
-
-
-def keep_form_values() -> None:
-    """Streamlit forgets a widget's value when its page is not shown; writing it back keeps each form as the
-    user left it. Only value widgets: a button's or an uploader's state cannot be written."""
-    for k in list(st.session_state):
-        if isinstance(k, str) and FORM_KEYS.match(k):
-            st.session_state[k] = st.session_state[k]
-
-
-FORM_KEYS = re.compile(r"^(run_(mode|source|limit|conc|bench_\w+|problem_text|entry|reference|pick)|evo_(pick_seed|"
-                       r"bench_\w+|limit|rounds|k|alpha|lam|topk|budget|seed|ops|mode|review)|"
-                       r"hist_(status|ops|min|pinned)|ex_pick|ed_(split|live_hard|canvas))$")
 
 
 # -- status ---------------------------------------------------------------------------------------------

@@ -43,9 +43,11 @@ def _split_file(upload) -> str | None:
 def form(settings, configured: bool, busy: bool) -> None:
     ws = common.workspace()
     c = st.columns([1, 1, 1.4], vertical_alignment="bottom")
-    task = c[0].radio("Task", ["math", "code"], horizontal=True, key="cmp_task")
-    options = es.benchmarks_for(task)
-    bench = c[1].selectbox("Benchmark", options, key=f"cmp_bench_{task}")
+    task = c[0].radio("Kind", list(es.KINDS), horizontal=True, key="cmp_task")
+    options = es.benchmarks_for(task, ws)
+    if not options:
+        return st.info(f"No {task} task yet: make one on the Tasks page.", icon=":material/dataset:")
+    bench = c[1].selectbox("Benchmark or task", options, key=f"cmp_bench_{task}")
     split = c[2].radio("Split", ["test", "validation"], horizontal=True, key="cmp_split",
                        help="Claims are made on the held-out test split; evolution only ever sees validation.")
     sources = cv.workflow_sources(ws, task)
@@ -122,6 +124,8 @@ def show(stored) -> None:
                                 "cost/problem $": st.column_config.NumberColumn(format="$%.6f"),
                                 "tokens": st.column_config.NumberColumn(format="localized"),
                                 "calls": st.column_config.NumberColumn(format="localized")})
+    if cv.graded_note(c):
+        st.caption(f":material/gavel: {cv.graded_note(c)}")
     st.plotly_chart(cv.pareto_figure(c), key=f"cmp_pareto_{stored.id}")
     agree = cv.agreement_frame(c)
     if not agree.empty:

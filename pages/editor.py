@@ -7,15 +7,16 @@ import hashlib
 import streamlit as st
 from streamlit_ace import st_ace
 
-from flowcore import WorkflowSyntaxError, check, is_valid, parse, parse_lenient, to_mermaid
+from flowcore import WorkflowSyntaxError, is_valid, parse, parse_lenient, to_mermaid
 from flowcore import catalogue as cat
+from flowcore.checker import bounded
 from flowcore.export.bundle import file_stem
 from flowcore.mermaid.live import verdict as mermaid_verdict
 from flowcore.mermaid.live import with_mermaid
 from flowcore.ui import canvas as cv
 from flowcore.ui import view
 from flowcore.workspace import library
-from pages import common, serve_parts, widgets
+from pages import common, conflicts, serve_parts, widgets
 from pages.common import md
 
 common.app_shell()
@@ -67,14 +68,17 @@ def open_saved() -> None:
 
 def save() -> None:
     wf = common.current_workflow()
+    same = (ss.get(name_key()) or "").strip() == wf["name"]  # a save names the version it started from
     try:
         version = library.save_workflow(common.workspace(), ss.get(name_key(), ""), live_text(), wf["task"],
-                                        serve_parts.user())
+                                        serve_parts.user(), base_version=wf["version"] if same else None)
+    except library.LibraryConflict as e:  # someone saved a newer version meanwhile: never left out silently
+        return conflicts.refused(e)
     except library.LibraryError as e:
         return flash("error", f"Not saved: {md(str(e))}")
     name = library.validate_name(ss[name_key()])
     common.set_current_workflow(live_text(), name=name, version=version, from_editor=True)
-    ok = is_valid(check(live_text(), wf["task"]))
+    ok = is_valid(bounded.check(live_text(), wf["task"]))
     flash("success" if ok else "warning", f"Saved {name} as version {version}"
           + ("." if ok else " (it has errors; fix them before running it)."))
 
@@ -138,16 +142,18 @@ serve_parts.publish_popover(bar[6], live_text(), task, wf["name"] or "", key="ed
 if "ed_flash" in ss:
     kind, message = ss.pop("ed_flash")
     getattr(st, kind)(message)
+conflicts.library_panel(live_text, flash)
+conflicts.other_tabs_panel()
 
 text = live_text()
 if text != wf["text"]:
     common.set_current_workflow(text, from_editor=True)
 live_hard = st.session_state.get("ed_live_hard", False)
 hard = live_hard or ss.get("ed_hard_for") == hashlib.sha1(text.encode()).hexdigest()
-diags = check(text, task, hard=hard)
+# a typed, pasted or linked text is read within a time and size budget (a long one in a process that is stopped)
+diags, w, parse_diags = bounded.read(text, task, hard=hard)
 # Mermaid 11's own verdict whenever the soft reader accepts: computed off the typing path (debounced)
 diags, mermaid_pending = with_mermaid(text, diags)
-w, parse_diags = parse_lenient(text)
 readable = not any(d.code == "M001" for d in parse_diags)
 
 lay = st.columns([2, 5], vertical_alignment="bottom")
@@ -203,7 +209,8 @@ with right:  # fixed slots (list, notice, diagram): the diagram keeps its place,
     if isinstance(ss.get("ed_last_good"), str):
         if not readable:
             notice.caption("The diagram shows the last readable version of the text.")
-        widgets.diagram(parse_lenient(ss["ed_last_good"])[0], "ed_mermaid")
+        last = ss["ed_last_good"]  # the text read just now within its budget is not read again
+        widgets.diagram(w if last == text else parse_lenient(last)[0], "ed_mermaid")
 
 st.subheader("Draw")
 if not readable:

@@ -13,14 +13,18 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
-from flowcore import check, is_valid
+from flowcore import is_valid
+from flowcore.checker.bounded import check
 from flowcore.evaluation import store as es
-from flowcore.evolution import OPERATORS, EvolutionConfig, History, Review
+from flowcore.evolution import OPERATORS, EvolutionConfig, History
 from flowcore.evolution import session as evs
 from flowcore.mermaid import safe
+from flowcore.ui import history as hv
 from flowcore.ui import story
+from flowcore.ui import tasks as tv
 from flowcore.workspace import jobs
 from pages import common, widgets
+from pages import evolve_review as review
 from pages.common import md
 from pages.protocol_parts import after_run, run_options
 
@@ -43,7 +47,8 @@ def run_view(run_id: int, key: str) -> None:
     figures = story.run_summary(info, rows, curve)
     for col, (label, value, why) in zip(st.columns(len(figures)), figures):
         col.metric(label, value, help=why or None)
-    st.plotly_chart(evs.score_figure(curve, info.offline), key=f"evo_curve_{key}")
+    st.plotly_chart(hv.score_figure(curve, info.offline), key=f"evo_curve_{key}")  # as History draws it
+    st.caption(tv.graded_caption(tv.run_graded_by(common.workspace(), run_id)) or "")  # a judge's scores say so
     if rows and rows[-1]["round"] > 0:
         last = rows[-1]
         score = "" if last["score"] is None else f" · {100 * last['score']:.1f}%"
@@ -71,62 +76,6 @@ def live(job_id: str) -> None:
     run_view(jobs.get(job_id).snapshot().meta["run_id"], "live")
 
 
-# -- review ------------------------------------------------------------------------------------------------------
-
-def _decide(job_id: str, rnd: int, action: str, judge_pick: int) -> None:
-    """Read the pick and the edit from session state: a button's args were bound when it was drawn, before
-    the user changed them."""
-    pick = ss.get(f"evo_pick_{rnd}", judge_pick)
-    review = {"approve": Review("approve") if pick == judge_pick else Review("choose", index=pick),
-              "veto": Review("veto", reason="vetoed on the Evolve page"),
-              "edit": Review("edit", index=pick, text=ss.get(f"evo_edit_{rnd}_{pick}") or "")}[action]
-    gate = evs.gate_of(job_id)
-    try:
-        errors = gate.decide(rnd, review) if gate else ["the run is no longer waiting"]
-    except ValueError as e:
-        errors = [str(e)]
-    if errors:
-        ss["evo_flash"] = ("error", "Not applied: " + "; ".join(errors[:5]))
-
-
-def _cancel(job: jobs.Job) -> None:
-    job.cancel()
-    if (gate := evs.gate_of(job.id)) is not None:
-        gate.withdraw()
-
-
-def review_panel(job: jobs.Job, p: evs.PendingReview) -> None:
-    run_id = job.meta["run_id"]
-    st.subheader(f"Run #{run_id} · round {p.round}: review before evaluation")
-    snap = job.snapshot()
-    st.progress(snap.fraction, text=f"Run #{run_id} · round {p.round} of {snap.meta['rounds']}: waiting for your "
-                                    f"review · {max(0, snap.done - 1)} of {snap.meta['rounds']} rounds done")
-    st.caption(f"{md(story.judge_sentence(p.judge, p.chosen))} Approve it or another one, edit one, or veto the "
-               "round (it is stored as failed and the run goes on).")
-    cols = st.columns(min(2, len(p.candidates)))
-    for i, c in enumerate(p.candidates):
-        with cols[i % len(cols)]:
-            s = c["scores"]
-            st.markdown(f"**Candidate {i}**{' (judge pick)' if i == p.chosen else ''} · `{c['operator']}` · "
-                        f"total **{s['total']:.1f}** / 50")
-            st.caption(safe.markdown(c["detail"]))
-            widgets.diagram(c["text"], f"evo_rev_{run_id}_{p.round}_{i}")
-    n = len(p.candidates)
-    pick = st.radio("Candidate", list(range(n)), index=p.chosen, horizontal=True, key=f"evo_pick_{p.round}",
-                    format_func=lambda i: f"{i} · {p.candidates[i]['operator']}")
-    b = st.columns([1, 1, 1, 3])
-    b[0].button("Approve", type="primary", icon=":material/check:", key="evo_approve", on_click=_decide,
-                args=(job.id, p.round, "approve", p.chosen))
-    b[1].button("Veto round", icon=":material/block:", key="evo_veto", on_click=_decide,
-                args=(job.id, p.round, "veto", p.chosen))
-    b[2].button("Cancel run", icon=":material/stop:", key="evo_cancel_review", on_click=_cancel, args=(job,))
-    st.text_area(f"Edit candidate {pick} (checked before it is used)", p.candidates[pick]["text"], height=260,
-                 key=f"evo_edit_{p.round}_{pick}")
-    st.button("Use the edited workflow", icon=":material/edit:", key="evo_use_edit", on_click=_decide,
-              args=(job.id, p.round, "edit", p.chosen))
-    run_view(run_id, "review")
-
-
 # -- new run / resume --------------------------------------------------------------------------------------------
 
 def new_run(settings, configured: bool, busy: bool) -> None:
@@ -135,9 +84,11 @@ def new_run(settings, configured: bool, busy: bool) -> None:
     valid = is_valid(check(text, task))
     if not valid:
         st.error(f"The seed workflow is invalid for the {task} task: fix it in the Editor first.")
-    options = es.benchmarks_for(task)
+    options = es.benchmarks_for(task, common.workspace())
+    if not options:
+        return st.info(f"No {task} task yet: make one on the Tasks page.", icon=":material/dataset:")
     c = st.columns(4)
-    bench = c[0].selectbox("Benchmark", options, index=options.index(es.default_benchmark(task, name)),
+    bench = c[0].selectbox("Benchmark or task", options, index=options.index(es.default_benchmark(task, name, common.workspace())),
                            key=f"evo_bench_{task}")
     limit = c[1].number_input("Validation problems (0 = all)", min_value=0, value=5, key="evo_limit",
                               disabled=not configured, help="Each round is evaluated on the first N problems "
@@ -205,9 +156,6 @@ def main() -> None:
     settings = common.llm_settings()
     configured = common.llm_banner(settings)
     common.sandbox_banner()
-    if "evo_flash" in ss:
-        kind, msg = ss.pop("evo_flash")
-        getattr(st, kind)(msg)
     job = jobs.get(ss.get(JOB_KEY))
     if job is None or not job.snapshot().active:
         job = evs.active_job() or job  # a reloaded page finds a run still going in this server
@@ -218,8 +166,10 @@ def main() -> None:
         ss[LAST_KEY] = latest[0]["id"]  # a new tab shows the latest run in the workspace
     gate = evs.gate_of(job.id) if busy else None
     pending = gate.pending if gate is not None else None
+    if pending is None and (left := review.take_message(None)):  # a review decided elsewhere meanwhile
+        st.error(left, icon=":material/error:")
     if pending is not None:
-        review_panel(job, pending)
+        review.review_panel(job, pending, run_view)
     elif busy:
         live(job.id)
     elif ss.get(LAST_KEY) is not None:

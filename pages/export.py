@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
-from flowcore import check, is_valid, parse, to_mermaid
+from flowcore import is_valid, parse, to_mermaid
+from flowcore.checker.bounded import check
 from flowcore.execution.compiler import compile_workflow
 from flowcore.export import bundle as fx
 from flowcore.mermaid.engines import js as mermaid_js

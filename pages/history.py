@@ -21,6 +21,7 @@ from flowcore.evolution import History
 from flowcore.evolution import session as evs
 from flowcore.mermaid import safe
 from flowcore.ui import history as hv
+from flowcore.ui import tasks as tv
 from flowcore.ui import view
 from flowcore.workspace import jobs
 from pages import common, serve_parts, widgets
@@ -217,6 +218,7 @@ def main() -> None:
     st.caption(f"Benchmark **{info.benchmark}** ({info.task}) · mode {cfg.get('mode')} · K={cfg.get('candidates')} "
                f"· α={cfg.get('alpha')} · λ={cfg.get('lam')} · top-k={cfg.get('top_k')} · status "
                f"**{evs.run_status(info, common.workspace())}**" + (f" ({safe.plain(info.reason)})" * bool(info.reason)))
+    st.caption(tv.graded_caption(tv.run_graded_by(ws, run_id)) or "")  # a judge metric's scores say so
     if info.offline:
         st.info("**Structure-only run**: no LLM endpoint was configured, so no benchmark score was measured. "
                 "Curves show the rule judge's structural total instead.", icon=":material/cloud_off:")

@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
-from flowcore import check, is_valid
+from flowcore import is_valid
+from flowcore.checker.bounded import check
 from flowcore.evaluation import results as rs
 from flowcore.evaluation import store as es
 from flowcore.execution.runtime import NodeError, WorkflowInvalid
@@ -30,6 +31,7 @@ from pages import common, widgets
 from pages.run_results import show_evaluation, trace_table
 
 JOB_KEY, SHOW_KEY, ONE_KEY = "run_job_id", "run_show_eval", "run_one_result"
+MIRRORED = "run_mirrored_job"  # the running evaluation whose settings this session's form already shows
 NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."
 SOURCES = {"validation": "Validation split", "test": "Test split", "file": "Upload a .jsonl file"}
 
@@ -44,7 +46,7 @@ def _fill_sample(benchmark: str) -> None:
     problems = load(benchmark, "validation", limit=done + 1)
     p = problems[done % len(problems)]
     st.session_state.update(run_problem_text=p.question, run_entry=p.entry_point or "", run_samples_used=done + 1,
-                            run_reference="" if es.TASK_OF.get(benchmark) == "code" else p.reference,
+                            run_reference="" if es.kind_of(benchmark) == "code" else p.reference,
                             run_sample_problem={"benchmark": benchmark, "id": p.id, "question": p.question})
 
 
@@ -63,7 +65,7 @@ def _verdict(out: dict) -> None:
 
 
 def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> None:
-    bench = es.default_benchmark(task, name)
+    bench = es.default_benchmark(task, name, common.workspace())
     st.button(f"Fill in a {bench} validation problem", on_click=_fill_sample, args=(bench,), key="run_sample",
               icon=":material/lightbulb:")
     problem = st.text_area("Problem", key="run_problem_text", height=160,
@@ -128,9 +130,11 @@ def _problems(bench: str, source: str, upload, limit: int):
 
 
 def benchmark_form(settings, text: str, task: str, name: str, can_run: bool, busy: bool) -> None:
-    options = es.benchmarks_for(task)
+    options = es.benchmarks_for(task, common.workspace())
+    if not options:
+        return st.info(f"No {task} task yet: make one on the Tasks page.", icon=":material/dataset:")
     c = st.columns([1, 2, 1, 1], vertical_alignment="bottom")
-    bench = c[0].selectbox("Benchmark", options, index=options.index(es.default_benchmark(task, name)),
+    bench = c[0].selectbox("Benchmark or task", options, index=options.index(es.default_benchmark(task, name, common.workspace())),
                            key=f"run_bench_{task}")
     source = c[1].radio("Problems", list(SOURCES), format_func=SOURCES.get, horizontal=True, key="run_source")
     limit = c[2].number_input("Limit (0 = all)", min_value=0, value=10, step=1, key="run_limit",
@@ -149,6 +153,7 @@ def benchmark_form(settings, text: str, task: str, name: str, can_run: bool, bus
             st.error(str(e), icon=":material/error:")
             return
         st.session_state[JOB_KEY], st.session_state[SHOW_KEY] = job.id, job.meta["eval_id"]
+        st.session_state[MIRRORED] = job.id  # the form already shows what it was started with
         st.rerun()
 
 
@@ -185,8 +190,9 @@ def evaluations(ws, settings, text: str, task: str, name: str, can_run: bool) ->
         return
     st.subheader("Results")
     ids = [r.id for r in past]
-    labels = {r.id: f"#{r.id} · {r.workflow_name or 'workflow'} · {r.benchmark} · {r.status} · "
-                    f"{_pct(r.score)}" for r in past}
+    labels = {r.id: f"#{r.id} · {r.workflow_name or 'workflow'} · {r.benchmark} · "  # one live figure: the progress's
+                    + ("running (its score is in the progress above)" if r.status == "running" else
+                       f"{r.status} · {_pct(r.score)}") for r in past}
     want = st.session_state.get(SHOW_KEY)
     pick = st.selectbox("Evaluation", ids, index=ids.index(want) if want in ids else 0, format_func=labels.get)
     st.session_state[SHOW_KEY] = pick
@@ -196,6 +202,26 @@ def evaluations(ws, settings, text: str, task: str, name: str, can_run: bool) ->
                      column_config={c: st.column_config.NumberColumn(format="percent") for c in ("score", "ci_low",
                                                                                                "ci_high")}
                      | {"cost": st.column_config.NumberColumn(format="$%.4f")})
+
+
+def mirror_running(job) -> None:  # noqa: ANN001 - a jobs.Job or None
+    """A page that finds an evaluation running that it has not shown yet (a reload, a new tab) opens on it, its
+    form showing what the run was started with (benchmark, split, limit, concurrency), not the defaults."""
+    ss = st.session_state
+    if job is None or ss.get(MIRRORED) == job.id:
+        return
+    ss[MIRRORED] = job.id
+    form = job.meta.get("form") or {}
+    ss["run_mode"] = "Benchmark"
+    if form.get("benchmark"):
+        ss[f"run_bench_{es.kind_of(form['benchmark'], common.workspace())}"] = form["benchmark"]
+    split = str(form.get("split") or "")
+    if split:
+        ss["run_source"] = split if split in SOURCES else "file"
+    if isinstance(form.get("total"), int):
+        ss["run_limit"] = form["total"]
+    if isinstance(form.get("concurrency"), int):
+        ss["run_conc"] = form["concurrency"]
 
 
 def main() -> None:
@@ -212,9 +238,8 @@ def main() -> None:
         st.dataframe([d.to_dict() for d in diags if d.severity == "error"], hide_index=True, width="stretch",
                      column_order=["line", "column", "code", "message", "node"])
     can_run = configured and valid
-    # a reloaded page (or a new tab) opens on the evaluation still running, not on an empty form
-    running = "run_mode" not in st.session_state and es.running_job(common.workspace()) is not None
-    mode = st.radio("Mode", ["One problem", "Benchmark"], horizontal=True, key="run_mode", index=int(running))
+    mirror_running(es.running_job(common.workspace()))
+    mode = st.radio("Mode", ["One problem", "Benchmark"], horizontal=True, key="run_mode")
     if mode == "One problem":
         one_problem(settings, text, task, name, can_run)
     else:

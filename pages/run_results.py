@@ -15,7 +15,8 @@ from flowcore.evaluation import store as es
 from flowcore.execution.runtime import NodeError, WorkflowInvalid
 from flowcore.llm.client import LLMError
 from flowcore.mermaid.reader import WorkflowSyntaxError
-from flowcore.tasks import load
+from flowcore.tasks import kind_of, load
+from flowcore.ui import tasks as tv
 
 JOB_KEY, SHOW_KEY = "run_job_id", "run_show_eval"
 NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."
@@ -23,9 +24,8 @@ _money, _pct = rs.money, rs.pct
 
 
 def trace_table(trace: list[dict]) -> None:
-    st.caption("Per-node trace (in execution order)")
-    cols = ["node", "op", "calls", "cost", "latency", "skipped", "output"]
-    st.dataframe(pd.DataFrame(trace).reindex(columns=cols), hide_index=True, width="stretch",
+    st.caption(rs.trace_caption(trace))
+    st.dataframe(pd.DataFrame(rs.trace_rows(trace), columns=rs.TRACE_COLUMNS), hide_index=True, width="stretch",
                  column_config={"cost": st.column_config.NumberColumn(format="$%.5f"),
                                 "latency": st.column_config.NumberColumn("latency (s)", format="%.2f")})
 
@@ -58,16 +58,21 @@ def show_evaluation(ws, settings, rec: es.EvalRecord, can_run: bool, busy: bool)
                 help=rs.interval_text(rec))
     c[3].metric("Cost", _money(rec.cost))
     st.caption(rs.interval_text(rec))
+    graded = tv.graded_caption(sorted({r["grade"]["model"] for r in rec.results if (r.get("grade") or {}).get("model")}))
+    if graded:
+        st.caption(graded)
     use = rs.cache_use(ws, rec.id)
     (st.info if use.all_cached else st.caption)(use.text())
     if use.cached and rec.status == "done" and not split.startswith("file:"):
         if st.button("Measure afresh (bypass the cache)", icon=":material/refresh:", key=f"run_fresh_{rec.id}",
                      disabled=not can_run or busy, help=NO_LLM if not can_run else "New LLM calls: costs money"):
+            kind_of(rec.benchmark, ws)  # a task of your own is read from the workspace
             problems = load(rec.benchmark, split, limit=rec.total)
             job = es.start_evaluation(ws, rs.fresh(settings), workflow_text=rec.workflow_text,
                                       benchmark=rec.benchmark, problems=problems, split=split,
                                       workflow_name=rec.workflow_name)
             st.session_state[JOB_KEY], st.session_state[SHOW_KEY] = job.id, job.meta["eval_id"]
+            st.session_state["run_mirrored_job"] = job.id  # its settings are not the form's: leave the form
             st.rerun()
     which = st.segmented_control("Show", list(rs.FILTERS), format_func=rs.FILTERS.get, default="all",
                                  key=f"run_filter_{rec.id}") or "all"

@@ -3,33 +3,52 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import pandas as pd
 import streamlit as st
 
 from flowcore.llm.client import LLM, ROLES, LLMError, LLMSettings, public_url
+from flowcore.llm.egress import EndpointRefused
+from flowcore.mermaid import safe
+from flowcore.ui import endpoints
 from flowcore.workspace import settings as settings_store
 from pages import common, serve_parts
 
 common.app_shell()
 ss = st.session_state
+FORM_KEYS = ("set_url", "set_model_", "set_prices", "set_budget", "set_concurrency", "set_timeout", "set_retries",
+             "set_cache", "set_cap_", "set_context", "set_stream", "set_base")
 
 
 def remember_key() -> None:
     """The typed key goes to session memory only (a plain session value survives page switches)."""
     typed = (ss.get("set_key_input") or "").strip()
-    if typed:
-        ss[common.KEY_STATE] = typed
+    if typed:  # bound to the endpoint this session uses now (flowcore.ui.endpoints)
+        endpoints.remember_key(common.workspace(), common.viewer(), ss, typed)
 
 
 def forget_key() -> None:
-    ss.pop(common.KEY_STATE, None)
+    endpoints.forget_key(ss)
     ss["set_key_input"] = ""
 
 
-def form_settings(values: dict) -> LLMSettings:
-    """LLMSettings from the form (ValueError with a readable message when a value is wrong)."""
+def resolve(prefer: str | None) -> None:
+    """One click on a save refused for a newer version: merge (whose value the fields both changed take), or
+    reload (``prefer`` None: this form's changes are dropped)."""
+    message, mine = ss.pop("set_conflict")
+    if prefer is not None:
+        version, base = ss["set_base"]
+        try:
+            endpoints.save(common.workspace(), common.viewer(), ss, mine, base=base, version=version, prefer=prefer)
+        except (settings_store.SettingsError, EndpointRefused) as e:
+            ss["set_conflict"] = (str(e), mine)
+            return
+        ss["set_flash"] = f"Saved, merged with the other change (keeping {prefer} where both changed a field)."
+    ss["set_reload"] = True
+
+
+def form_settings(values: dict) -> dict:
+    """The public settings from the form (ValueError with a readable message when a value is wrong)."""
     prices = settings_store.prices_from_rows(values["prices"].to_dict("records"))
     public = {"base_url": values["base_url"].strip() or None, "models": values["models"], "prices": prices,
               "timeout": values["timeout"], "max_retries": values["max_retries"],
@@ -37,8 +56,7 @@ def form_settings(values: dict) -> LLMSettings:
               "budget_usd": values["budget"] if values["budget"] > 0 else None, "cache": values["cache"],
               "max_tokens": values.get("max_tokens") or {}, "stream": values.get("stream", False),
               "context_tokens": values.get("context") or None}
-    key = ss.get(common.KEY_STATE) or LLMSettings.from_env().api_key
-    return LLMSettings.from_public_dict(public, api_key=key)
+    return LLMSettings.from_public_dict(public).to_public_dict()  # every value checked where it was typed
 
 
 def test_connection(settings: LLMSettings, role: str) -> None:
@@ -47,7 +65,7 @@ def test_connection(settings: LLMSettings, role: str) -> None:
         try:
             reply = LLM(quick).chat_sync("Reply with the single word OK.", role=role, max_tokens=8)
         except LLMError as e:
-            st.error(f"Connection test failed: {e}")
+            st.error(f"Connection test failed: {safe.markdown(e)}")  # the endpoint's own words
             return
     st.success(f"The endpoint answered in {reply.latency:.2f} s: “{reply.text.strip()[:200]}” "
                f"(model {reply.model}, {reply.prompt_tokens}+{reply.completion_tokens} tokens, "
@@ -58,9 +76,18 @@ common.header("Settings", show_open=False)
 if "set_flash" in ss:  # after a save the page runs again, so the header and sidebar show the new endpoint
     st.success(ss.pop("set_flash"))
 current = common.llm_settings()
+if ss.pop("set_reload", False):  # after a save or a reload the form shows the stored settings again
+    for k in [k for k in ss if isinstance(k, str) and k.startswith(FORM_KEYS)]:
+        del ss[k]
+if "set_base" not in ss or "set_url" not in ss:  # the version and values this form starts from: its save names them
+    ss["set_base"] = (settings_store.load_versioned(common.workspace())[1], current.to_public_dict())
 common.llm_banner(current)
 common.sandbox_banner(show_ready=True)
-env_key = bool((os.environ.get("OPENAI_API_KEY") or "").strip())
+viewer = common.viewer()
+shared_ok = viewer.may_change_shared()
+if not shared_ok:
+    st.info("The team's endpoint is set by its admins (`MERMAIDFLOW_ADMINS`). What you save here is kept for your "
+            "session only and goes out with the key you type, never with the server's key.", icon=":material/group:")
 
 st.subheader("API key")
 st.text_input("API key", type="password", key="set_key_input", on_change=remember_key,
@@ -71,8 +98,8 @@ st.caption("The key is **never saved**: not in the workspace database, not in fi
 if ss.get(common.KEY_STATE):
     st.caption(":green[A key typed here is in use for this session.]")
     st.button("Forget the key", on_click=forget_key, key="set_forget")
-elif env_key:
-    st.caption(":green[The key from `OPENAI_API_KEY` is in use.]")
+elif current.api_key:
+    st.caption(":green[The server's key (`OPENAI_API_KEY`) is in use with the team's endpoint.]")
 else:
     st.caption("No key set (a local server such as vLLM, Ollama or llama.cpp may not need one).")
 
@@ -114,7 +141,7 @@ with st.form("llm_settings_form", enter_to_submit=False):  # Enter in a box must
     stream = st.checkbox("Stream replies (the timeout then counts silence, not the length of an answer)",
                          value=current.stream, key="set_stream")
     b1, b2, b3 = st.columns([1, 1, 2], vertical_alignment="bottom")
-    save = b1.form_submit_button("Save settings", type="primary")
+    save = b1.form_submit_button("Save settings" if shared_ok else "Use for my session", type="primary")
     role = b3.selectbox("Role to test", ROLES, index=ROLES.index("executor"), key="set_test_role")
     test = b2.form_submit_button("Test connection")
 
@@ -123,31 +150,41 @@ if save or test:
               "concurrency": int(concurrency), "timeout": float(timeout), "max_retries": int(retries),
               "cache": cache, "max_tokens": {r: int(v) for r, v in caps.items()}, "stream": stream,
               "context": int(context)}
+    version, base = ss["set_base"]
     try:
-        chosen = form_settings(values)
-    except ValueError as e:
-        st.error(f"Not applied: {e}")
+        public = form_settings(values)
+        if save:
+            done = endpoints.save(common.workspace(), viewer, ss, public, base=base, version=version)
+        else:
+            chosen = endpoints.for_test(common.workspace(), viewer, ss, public)
+    except settings_store.SettingsConflict as e:  # someone saved the same fields meanwhile: never overwritten
+        ss["set_conflict"] = (str(e), public)
+    except EndpointRefused as e:
+        st.error(f"Not sent: {safe.markdown(e)}", icon=":material/block:")
+    except (ValueError, settings_store.SettingsError) as e:
+        st.error(f"Not applied: {safe.markdown(e)}")
     else:
         if save:
-            try:
-                settings_store.save_llm_settings(common.workspace(), chosen.to_public_dict(),
-                                                 secret=ss.get(common.KEY_STATE))
-            except settings_store.SettingsError as e:
-                st.error(str(e))
-            else:
-                ss["set_flash"] = f"Saved to the workspace ({common.db_label()}); the API key was not saved."
-                st.rerun()
-        if test:
-            if not chosen.configured:
-                st.warning("No endpoint to test: enter an endpoint URL or an API key first.")
-            else:
-                test_connection(chosen, role)
+            ss["set_flash"] = f"{done} ({common.db_label()}); the API key was not saved."
+            ss["set_reload"] = True
+            st.rerun()
+        elif not chosen.configured:
+            st.warning("No endpoint to test: enter an endpoint URL or an API key first.")
+        else:
+            test_connection(chosen, role)
 
-with st.expander("Forget saved settings"):
-    st.caption("Go back to the environment's settings (`OPENAI_BASE_URL`, `MERMAIDFLOW_MODEL_<ROLE>`, ...).")
-    if st.button("Forget saved settings", key="set_clear"):
-        settings_store.clear_llm_settings(common.workspace())
-        ss["set_flash"] = "Saved settings removed."
+if "set_conflict" in ss:
+    st.warning(ss["set_conflict"][0].capitalize() + ".", icon=":material/group:")
+    m1, m2, m3 = st.columns(3)
+    m1.button("Merge, keeping mine", on_click=resolve, args=("mine",), key="set_keep_mine", type="primary")
+    m2.button("Merge, keeping theirs", on_click=resolve, args=("theirs",), key="set_keep_theirs")
+    m3.button("Reload (drop my changes)", on_click=resolve, args=(None,), key="set_reload_btn")
+
+with st.expander("Forget saved settings" if shared_ok else "Use the team's settings again"):
+    st.caption("Go back to the environment's settings (`OPENAI_BASE_URL`, `MERMAIDFLOW_MODEL_<ROLE>`, ...)." if shared_ok
+               else "Forget the settings you kept for your session.")
+    if st.button("Forget saved settings" if shared_ok else "Forget my settings", key="set_clear"):
+        ss["set_flash"], ss["set_reload"] = endpoints.clear(common.workspace(), viewer, ss), True
         st.rerun()
 
 serve_parts.keys_section()

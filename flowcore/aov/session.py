@@ -67,6 +67,31 @@ def candidates_from_texts(named: Sequence[tuple[str, str]]) -> list[Labeled]:
     return out
 
 
+def candidates_state(cands: Sequence[Labeled]) -> list[dict[str, Any]]:
+    """The candidates as JSON values (kept per browser, so a reload finds them): each one's label, graph (AOV
+    JSON) or the error that dropped it, and what was fixed on reading."""
+    return [{"label": c.label, "graph": c.candidate.graph.to_json() if c.candidate.graph is not None else None,
+             "error": c.candidate.error, "repairs": list(c.candidate.repairs)} for c in cands]
+
+
+def candidates_from_state(value: Any) -> list[Labeled]:
+    """The candidates :func:`candidates_state` kept; an entry that no longer reads is left out."""
+    out: list[Labeled] = []
+    for i, d in enumerate(value if isinstance(value, list) else []):
+        if not isinstance(d, dict) or not isinstance(d.get("label"), str):
+            continue
+        repairs = [str(r) for r in d.get("repairs") or [] if isinstance(r, str)]
+        if isinstance(d.get("graph"), str):
+            try:
+                g = AOVGraph.from_json(d["graph"])
+            except AOVError:
+                continue
+            out.append(Labeled(d["label"], Candidate(i, g, M.compute(g), repairs=repairs)))
+        elif isinstance(d.get("error"), str):
+            out.append(Labeled(d["label"], Candidate(i, None, None, d["error"])))
+    return out
+
+
 def rule_choice(cands: Sequence[Labeled]) -> int | None:
     """Index of the candidate the selection rule picks (None when no candidate is valid)."""
     order = M.rank([c.candidate.metrics for c in cands])

@@ -22,7 +22,7 @@ def check(source: str | Workflow, task: str | None = None, *, hard: bool = False
         else:
             w, diags = parse_lenient(source)
         if task not in (None, *cat.TASKS):
-            diags.append(Diagnostic("M011", "warning", f"unknown task '{task}' (use math or code); "
+            diags.append(Diagnostic("M011", "warning", f"unknown task '{task}' (use {', '.join(cat.TASKS)}); "
                                     "task restrictions were not checked"))
             task = None
         if not any(d.code == "M001" for d in diags):

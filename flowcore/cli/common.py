@@ -139,3 +139,53 @@ def load_problems(args: argparse.Namespace, split: str) -> tuple[list, dict]:
     except (DataError, ValueError) as exc:
         raise CliError(str(exc)) from None
     return problems, info
+
+
+# -- which task: --benchmark NAME (built in, or saved in the workspace) or --task-file TASK.toml ------------------
+
+def add_task_args(parser: argparse.ArgumentParser) -> None:
+    """``--benchmark NAME`` or ``--task-file TASK.toml``, one of them required (every command that takes a task)."""
+    g = parser.add_mutually_exclusive_group(required=True)
+    g.add_argument("--benchmark", metavar="NAME",
+                   help="gsm8k, math, humaneval, mbpp, or the name of a task saved in the workspace (--db)")
+    g.add_argument("--task-file", metavar="TASK.toml",
+                   help="a task of your own: data + problem template + reference + metric (docs/tasks.md)")
+
+
+def _lookup_workspace(db: str | None):  # noqa: ANN202
+    """The workspace a saved task is looked up in: --db, else $MERMAIDFLOW_DB or workspace.db when it exists
+    (a lookup never creates a workspace)."""
+    import os
+
+    from flowcore.workspace.store import Workspace, default_target, is_postgres
+
+    target = db or default_target()
+    if not db and not is_postgres(target) and not os.path.exists(target):
+        return None
+    return Workspace(target)
+
+
+def resolve_task(args: argparse.Namespace, ws=None):  # noqa: ANN001, ANN201
+    """The task the arguments name, made findable by name; ``args.benchmark`` becomes its name. A bad task file
+    is invalid input (exit 1, naming file, row and field); an unknown name is a usage error (exit 2)."""
+    from flowcore.tasks import BUILTIN, DataError, find, from_file, known_names
+
+    if getattr(args, "task_file", None):
+        try:
+            task = from_file(args.task_file)
+        except DataError as exc:
+            raise JobFailed(str(exc)) from None
+        args.benchmark = task.name
+        return task
+    name = args.benchmark
+    if name in BUILTIN:
+        return BUILTIN[name]
+    try:
+        task = find(name, ws if ws is not None else _lookup_workspace(getattr(args, "db", None)))
+    except DataError as exc:  # a saved task that no longer reads (hand-edited rows)
+        raise JobFailed(str(exc)) from None
+    if task is None:
+        raise CliError(f"--benchmark {name}: no such task (built in: {', '.join(BUILTIN)}; saved: "
+                       f"{', '.join(n for n in known_names() if n not in BUILTIN) or 'none'}); give a task of your "
+                       "own with --task-file TASK.toml, or --db the workspace it is saved in")
+    return task

@@ -13,8 +13,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from flowcore.cli.common import CliError, JobFailed, emit, load_problems, load_workflow, positive, read_text
-from flowcore.cli.run import BENCHMARKS, _llm, _progress, _stop_on_signals, seconds
+from flowcore.cli.common import (
+    CliError,
+    JobFailed,
+    add_task_args,
+    emit,
+    load_problems,
+    load_workflow,
+    positive,
+    read_text,
+    resolve_task,
+)
+from flowcore.cli.run import _llm, _progress, _stop_on_signals, seconds
 
 DEFAULT_MAX_ERROR_RATE = 0.1
 
@@ -26,7 +36,7 @@ def register(sub: Any) -> None:
     c.add_argument("workflows", nargs="+", metavar="WORKFLOW",
                    help="a .mmd file, or baseline:NAME for a bundled baseline (io, cot, cot_sc, self_refine, "
                         "multipersona, medprompt)")
-    c.add_argument("--benchmark", required=True, choices=BENCHMARKS)
+    add_task_args(c)
     src = c.add_mutually_exclusive_group()
     src.add_argument("--split", choices=("validation", "test"), default=None, help="default: test")
     src.add_argument("--data", help="a JSONL/JSON file of rows in the benchmark's own format (all rows used)")
@@ -42,7 +52,8 @@ def register(sub: Any) -> None:
     c.set_defaults(func=_cmd_compare)
 
     s = sub.add_parser("split", help="write our validation/test split of a benchmark as a split file")
-    s.add_argument("--benchmark", required=True, choices=BENCHMARKS)
+    add_task_args(s)
+    s.add_argument("--db", help="the workspace a task named by --benchmark is saved in")
     s.add_argument("-o", "--out", required=True, help="the JSON file to write")
     s.add_argument("--seed", type=int, default=42)
     s.add_argument("--force", action="store_true", help="replace OUT if it exists")
@@ -68,13 +79,12 @@ def resolve_workflow(spec: str, task: str) -> tuple[str, str]:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from flowcore.evaluation.compare import run_compare, save_comparison
-    from flowcore.tasks import TASK_OF
 
     if not 0 <= args.max_error_rate <= 1:
         raise CliError(f"--max-error-rate must be in [0, 1], got {args.max_error_rate}")
     if args.data and args.split_file:
         raise CliError("--split-file chooses problems of the bundled data; it cannot be used with --data")
-    task = TASK_OF[args.benchmark]
+    task = resolve_task(args).kind
     if len(args.workflows) < 2:
         raise CliError("compare needs at least two workflows")
     entries = [resolve_workflow(w, task) for w in args.workflows]
@@ -108,6 +118,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         emit(doc)
     elif result.measurements:
         print(format_table(doc))
+        if doc.get("graded_by"):
+            from flowcore.tasks.metrics import graded_by_note
+
+            print(f"scores {graded_by_note(doc['graded_by'])}")
     if unsaved:
         raise CliError(unsaved)
     if interrupted:
@@ -140,13 +154,15 @@ def format_table(doc: dict) -> str:
     lines = [head, f"{n} problems × {doc['repeats']} repeat(s); differences are against the best on the same "
                    "problems (paired)", ""]
     cols = ["workflow", "score %", "95% CI", "sd", "cost/problem $", "tokens", "calls", "errors",
-            "Δ vs best (pts) [95% CI]", "McNemar p"]
+            "Δ vs best (pts) [95% CI]",
+            "p (test)" if any(r.get("test") == "Wilcoxon" for r in doc["table"]) else "McNemar p"]
     table = []
     for r in rows:
         sd = "—" if r["sd"] is None else f"{100 * r['sd']:.1f}"
         delta = "best" if r["best"] else "—" if r["diff_vs_best"] is None else (
             f"{100 * r['diff_vs_best']:+.1f} [{100 * r['diff_low']:+.1f}, {100 * r['diff_high']:+.1f}]")
-        p = "—" if r["mcnemar_p"] is None else f"{r['mcnemar_p']:.4g}"
+        p = "—" if r.get("p_value") is None else f"{r['p_value']:.4g}" + (
+            " (Wilcoxon)" if r.get("test") == "Wilcoxon" else "")
         table.append([r["workflow"] + (" *" if r["pareto"] else ""), _pct(r["score"]),
                       "no problem scored" if r["score"] is None else f"[{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]", sd, f"{r['cost_per_problem']:.6f}",
                       str(r["tokens"]), str(r["calls"]), str(r["errors"]), delta, p])
@@ -160,11 +176,21 @@ def format_table(doc: dict) -> str:
 def _cmd_split(args: argparse.Namespace) -> int:
     from flowcore.tasks import write_split_file
 
+    task = resolve_task(args)
     if Path(args.out).exists() and not args.force:  # likely a split the user edited: never replaced unasked
         raise CliError(f"{args.out} already exists (a split you edited would be lost): choose another -o, or add "
                        "--force to replace it")
     try:
-        doc = write_split_file(args.benchmark, args.out, seed=args.seed)
+        if not task.builtin:  # a task of your own: its own seeded split (its TOML's [split])
+            import json
+
+            from flowcore.workspace.files import write_file
+
+            val, test = task.split()
+            doc = {"benchmark": task.name, "seed": task.seed, "validation": val, "test": test}
+            write_file(args.out, json.dumps(doc, indent=1) + "\n")
+        else:
+            doc = write_split_file(args.benchmark, args.out, seed=args.seed)
     except OSError as exc:
         raise CliError(f"{args.out}: cannot write ({exc.strerror or exc})") from None
     print(f"wrote {args.out}: {len(doc['validation'])} validation, {len(doc['test'])} test problems",

@@ -8,12 +8,22 @@ from __future__ import annotations
 
 import argparse
 import random
+import sqlite3
 import threading
 from collections import Counter
 from pathlib import Path
 
 from flowcore import catalogue as cat
-from flowcore.cli.common import CliError, JobFailed, emit, load_workflow, nonnegative, positive
+from flowcore.cli.common import (
+    CliError,
+    JobFailed,
+    add_task_args,
+    emit,
+    load_workflow,
+    nonnegative,
+    positive,
+    resolve_task,
+)
 from flowcore.evolution import ops
 from flowcore.execution.sandbox import require_sandbox
 from flowcore.mermaid.reader import to_mermaid
@@ -106,10 +116,23 @@ def _human(rec: dict) -> str:
 
 
 def _cmd_evolve(args: argparse.Namespace) -> int:
-    from flowcore.evolution.loop import TASK_OF, Evolution, EvolutionConfig, load_seed
+    from flowcore.evolution.loop import Evolution, EvolutionConfig, load_seed
     from flowcore.workspace.store import Workspace
 
-    task = TASK_OF[args.benchmark]
+    try:
+        ws = Workspace(args.db) if args.db else Workspace()
+    except OSError as exc:
+        raise CliError(f"{args.db or 'workspace'}: {exc}") from None
+    own = resolve_task(args, ws)
+    if args.task_file:  # saved with the run's workspace: a worker, a resume and History find the same rows
+        from flowcore.tasks import DataError
+        from flowcore.tasks.saved import save
+
+        try:
+            save(ws, own)
+        except DataError as exc:
+            raise JobFailed(str(exc)) from None
+    task = own.kind
     for opt, path in (("--data", args.data), ("--test-data", args.test_data), ("--split-file", args.split_file)):
         if path and not Path(path).is_file():
             raise CliError(f"{path}: no such file ({opt})")
@@ -140,7 +163,6 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     from flowcore.evolution.lease import RunBusy
 
     try:
-        ws = Workspace(args.db) if args.db else Workspace()
         printer = (lambda rec: emit(rec)) if args.json else (lambda rec: print(_human(rec), flush=True))
         evo = Evolution(ws, config, progress=printer, cancel=threading.Event())
         if not evo.config.offline:
@@ -180,11 +202,17 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     else:
         print(f"run {run_id}: {args.rounds} round(s) on {args.benchmark}, {mode}", file=_stderr(), flush=True)
     result = evo.run()
-    rows = evo.history.rounds(run_id)
-    if config.test_top and not evo.config.offline:
-        _print_test_scores(evo.ws, run_id, args.json)
-    if not evo.config.offline:
-        _print_outcome(evo.ws, run_id, args.json)
+    if result["status"] == "lost":  # paused, then overtaken by another process: it carries the run on
+        raise JobFailed(f"run {run_id}: {result['reason']}")
+    rows = evo.history.summaries(run_id)  # light columns: no round's JSON decoded
+    try:
+        if config.test_top and not evo.config.offline:
+            _print_test_scores(evo.ws, run_id, args.json)
+        if not evo.config.offline:
+            _print_outcome(evo.ws, run_id, args.json)
+    except sqlite3.Error:  # the workspace failed (a full disk stopped the run): the reason below says so
+        if result["status"] != "stopped":
+            raise
     evolved = [r for r in rows if r["round"] > 0]
     if result["status"] == "stopped":
         raise JobFailed(f"run {run_id} stopped: {result['reason']}")
@@ -247,7 +275,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=_cmd_crossover)
 
     e = sub.add_parser("evolve", help="evolve a workflow on a benchmark (resumable with the same --db)")
-    e.add_argument("--benchmark", choices=sorted(TASKS_OF_BENCHMARK), required=True)
+    add_task_args(e)
     e.add_argument("--rounds", type=positive, required=True)
     e.add_argument("--candidates", type=positive, default=4)
     e.add_argument("--seed", type=int, default=0)
@@ -282,5 +310,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--split-file", help='your own split: JSON {"validation": [ids], "test": [ids]}')
     e.set_defaults(func=_cmd_evolve)
 
-
-TASKS_OF_BENCHMARK = ("gsm8k", "math", "humaneval", "mbpp")

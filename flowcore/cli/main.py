@@ -24,8 +24,10 @@ COMMANDS: dict[str, str] = {
     "link": "flowcore.cli.link",
     "submit": "flowcore.cli.scale", "worker": "flowcore.cli.scale", "queue": "flowcore.cli.scale",
     "export": "flowcore.cli.export",
+    "task": "flowcore.cli.task",
     "publish": "flowcore.cli.serve", "serve": "flowcore.cli.serve", "mcp": "flowcore.cli.serve",
     "keys": "flowcore.cli.serve",
+    "workspace": "flowcore.cli.workspace",
 }
 
 

@@ -16,7 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from flowcore import catalogue as cat
-from flowcore.cli.common import CliError, JobFailed, emit, load_problems, load_workflow, read_text
+from flowcore.cli.common import (
+    CliError,
+    JobFailed,
+    add_task_args,
+    emit,
+    load_problems,
+    load_workflow,
+    read_text,
+    resolve_task,
+)
 from flowcore.workspace.files import write_file
 
 # The engine (openai client, networkx, sympy) is imported inside the commands, so registering them keeps
@@ -49,11 +58,12 @@ def register(sub: Any) -> None:
 
     e = sub.add_parser("evaluate", help="evaluate a workflow on a benchmark")
     e.add_argument("file")
-    e.add_argument("--benchmark", required=True, choices=BENCHMARKS)
+    add_task_args(e)
     src = e.add_mutually_exclusive_group()
     src.add_argument("--split", choices=("validation", "test"), default=None,
                      help="split of the bundled data (default: validation)")
-    src.add_argument("--data", help="a JSONL/JSON file of rows in the benchmark's own format (all rows used)")
+    src.add_argument("--data", help="a file of rows in the benchmark's own format, or the task's columns (all rows "
+                                    "used)")
     e.add_argument("--split-file", help='your own split: JSON {"validation": [ids], "test": [ids]}')
     e.add_argument("--limit", type=int, help="only the first N problems")
     e.add_argument("--repeats", type=int, default=1,
@@ -69,7 +79,8 @@ def register(sub: Any) -> None:
     e.set_defaults(func=_cmd_evaluate)
 
     s = sub.add_parser("score", help="score one prediction against a reference")
-    s.add_argument("--benchmark", required=True, choices=BENCHMARKS)
+    add_task_args(s)
+    s.add_argument("--db", help="the workspace a task named by --benchmark is saved in")
     s.add_argument("--prediction", required=True, help="the answer text, or @FILE")
     s.add_argument("--reference", required=True,
                    help="gold answer (gsm8k/math) or test code (humaneval/mbpp), or @FILE")
@@ -173,7 +184,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from flowcore.evaluation.evaluate import evaluate_workflow
-    from flowcore.tasks import TASK_OF
 
     if args.limit is not None and args.limit < 1:  # 0 problems would print a score of nothing
         raise CliError(f"--limit must be at least 1, got {args.limit}")
@@ -185,7 +195,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise CliError(f"--max-error-rate must be in [0, 1], got {args.max_error_rate}")
     if args.data and args.split_file:
         raise CliError("--split-file chooses problems of the bundled data; it cannot be used with --data")
-    w = load_workflow(args.file, TASK_OF[args.benchmark])
+    task = resolve_task(args)
+    w = load_workflow(args.file, task.kind)
     split = args.split or "validation"
     problems, info = load_problems(args, split)
     llm = _llm(args.concurrency, db=args.db, run_id=f"evaluate:{Path(args.file).name}:{args.benchmark}")
@@ -216,6 +227,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         errs = f", {report.errors} not run (endpoint errors, not counted)" if report.errors else ""
         scored = (f"score {report.score:.3f} ({solved}/{report.n}){errs}, 95% CI [{report.ci_low:.3f}, "
                   f"{report.ci_high:.3f}]") if report.n else f"no score: no problem was scored{errs}"
+        if report.graded_by:
+            from flowcore.tasks.metrics import graded_by_note
+
+            print(f"scores {graded_by_note(report.graded_by)}")
         print(f"{args.benchmark}: {scored}, {_cost_text(llm, out['cost'])}, "
               f"{out['tokens']['prompt']}+{out['tokens']['completion']} tokens")
         if report.cancelled:
@@ -313,9 +328,12 @@ def _evaluate_repeated(args: argparse.Namespace, w: Any, problems: list, llm: An
 def _cmd_score(args: argparse.Namespace) -> int:
     from flowcore.tasks import score
 
+    task = resolve_task(args)
     prediction, reference = _text_arg(args.prediction), _text_arg(args.reference)
     if not reference.strip():  # an empty gold answer or test file would score every prediction as wrong
         raise CliError(f"--reference is empty{f' ({args.reference[1:]} holds no text)' if args.reference[:1] == '@' else ''}")
+    if not task.builtin:
+        return _score_task(task, prediction, reference)
     target: Any = reference
     if args.prompt:
         from flowcore.tasks import Problem
@@ -331,6 +349,25 @@ def _cmd_score(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {"correct": bool(res.correct), "extracted": res.extracted}
     if getattr(res, "detail", None):
         out["detail"] = res.detail
+    emit(out)
+    return 0
+
+
+def _score_task(task: Any, prediction: str, reference: str) -> int:
+    """``score --task-file``: the task's metric on one answer ({"score", "correct", "extracted", "detail"})."""
+    from flowcore.tasks.metrics import grade_text, run_python
+
+    m = task.metric
+    if m.name in ("judge", "tests"):
+        raise CliError(f"metric '{m.name}' grades inside an evaluation (it needs {'the LLM' if m.name == 'judge' else 'the row'}"
+                       "'s context): use evaluate")
+    g = run_python(m, [(prediction, {task.reference: reference})])[0] if m.name == "python" else \
+        grade_text(m, prediction, reference)
+    if g.score is None:
+        raise JobFailed(f"the metric gave no score: {g.detail}")
+    out: dict[str, Any] = {"score": g.score, "correct": g.score >= 1, "extracted": g.extracted}
+    if g.detail:
+        out["detail"] = g.detail
     emit(out)
     return 0
 

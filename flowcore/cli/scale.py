@@ -53,10 +53,22 @@ def _config(args: argparse.Namespace):  # noqa: ANN202
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
+    from flowcore.cli.common import resolve_task
     from flowcore.workspace.settings import effective_llm_settings
 
     ws = _workspace(args)
+    own = resolve_task(args, ws)
+    if args.task_file:  # the workers read the task from the shared workspace
+        from flowcore.tasks import DataError
+        from flowcore.tasks.saved import save
+
+        try:
+            save(ws, own)
+        except DataError as exc:
+            raise JobFailed(str(exc)) from None
     cfg = _config(args)
+    if not own.builtin:
+        cfg.task_digest = own.digest
     settings = None
     if not args.offline:  # the settings the worker or actor will use: said now, not after the run is queued
         settings, _ = effective_llm_settings(ws)
@@ -96,9 +108,19 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         print(f"{name}: waiting for queued runs in {ws.path} (Ctrl-C to stop)", file=sys.stderr, flush=True)
 
     def said(item: workqueue.Item) -> None:
-        msg = {"worker": name, "item": item.id, "kind": item.kind, "attempt": item.attempts, **item.payload}
-        emit(msg) if args.json else print(f"{name}: finished item {item.id} ({item.kind} {item.payload}, "
-                                          f"attempt {item.attempts})", flush=True)
+        msg = {"worker": name, "item": item.id, "kind": item.kind, "attempt": item.attempts, **item.payload,
+               "outcome": item.outcome, **({"detail": item.detail} if item.detail else {})}
+        if args.json:
+            emit(msg)
+        elif item.outcome == "lost":  # paused or cut off, and another worker carries it on: nothing finished here
+            print(f"{name}: gave up item {item.id} ({item.kind} {item.payload}, attempt {item.attempts}): "
+                  f"{item.detail}", flush=True)
+        elif item.outcome == "failed":
+            print(f"{name}: item {item.id} failed ({item.kind} {item.payload}, attempt {item.attempts}): "
+                  f"{item.detail}", flush=True)
+        else:
+            print(f"{name}: finished item {item.id} ({item.kind} {item.payload}, attempt {item.attempts})",
+                  flush=True)
 
     stop = threading.Event()
     try:
@@ -141,10 +163,10 @@ def _seconds(v: str) -> float:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from flowcore.evolution.loop import TASK_OF
+    from flowcore.cli.common import add_task_args
 
     s = sub.add_parser("submit", help="store an evolution run and queue it for workers (or --ray: a Ray job)")
-    s.add_argument("--benchmark", choices=sorted(TASK_OF), required=True)
+    add_task_args(s)
     s.add_argument("--rounds", type=positive, required=True)
     s.add_argument("--candidates", type=positive, default=4)
     s.add_argument("--seed", type=int, default=0)

@@ -25,15 +25,18 @@ from typing import Any
 
 from flowcore.evaluation.stats import (
     McNemar,
+    Wilcoxon,
+    is_binary,
     mcnemar_exact,
     mean_sd,
     paired_bootstrap,
     pareto_front,
     problem_bootstrap,
+    wilcoxon_paired,
 )
 from flowcore.mermaid.reader import parse
 from flowcore.model import Workflow
-from flowcore.tasks import TASK_OF, EvalReport, Problem, ProblemResult
+from flowcore.tasks import EvalReport, Problem, ProblemResult, kind_of
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 
@@ -106,17 +109,28 @@ def _errored(r: ProblemResult) -> bool:
     return bool(getattr(r, "errored", False))
 
 
+def _value(r: ProblemResult) -> float:
+    """A problem's score in [0, 1]: a task metric's fraction, else 1 for solved."""
+    score = getattr(r, "score", None)
+    return float(score) if score is not None else float(bool(r.correct))
+
+
+def graded_by(results: list[ProblemResult]) -> list[str]:
+    """The judge models whose grades these results hold (empty: no score here was made by a model)."""
+    return sorted({str(r.grade["model"]) for r in results if getattr(r, "grade", None) and r.grade.get("model")})
+
+
 def pool_reports(reports: list[EvalReport]) -> PooledReport:
     """One report of R: a problem's rate is over its runs the endpoint did not fail; a problem every run of
     which errored has no rate (and is not in ``n``)."""
     if not reports:
         raise ValueError("no evaluation to pool")
     ids: list[str] = list(dict.fromkeys(r.id for rep in reports for r in rep.results))
-    solved: dict[str, list[bool]] = {i: [] for i in ids}
+    solved: dict[str, list[float]] = {i: [] for i in ids}
     for rep in reports:
         for r in rep.results:
             if not _errored(r):
-                solved[r.id].append(bool(r.correct))
+                solved[r.id].append(_value(r))
     rates = {i: sum(v) / len(v) for i, v in solved.items() if v}
     scores = [rep.score for rep in reports if rep.n]
     mean, sd = mean_sd(scores)
@@ -159,6 +173,10 @@ class Measurement:
         runs = self.pooled.n * self.repeats
         return self.priced / runs if runs else 0.0
 
+    @property
+    def graded_by(self) -> list[str]:
+        return graded_by(self.pooled.results)
+
     def to_json(self) -> dict:
         p = self.pooled
         return {"name": self.name, "text": self.text, "score": p.score, "ci": [p.ci_low, p.ci_high], "n": p.n,
@@ -167,6 +185,7 @@ class Measurement:
                 "cost_paid": self.paid, "tokens": self.prompt_tokens + self.completion_tokens,
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "calls": self.calls, "cached_calls": self.cached, "cancelled": p.cancelled, "rates": p.rates,
+                "graded_by": self.graded_by,
                 "results": [{**asdict(r), "repeat": i} for i, rep in enumerate(p.reports) for r in rep.results]}
 
     @classmethod
@@ -248,10 +267,22 @@ class PairTest:
     ci_low: float
     ci_high: float
     mcnemar: McNemar
+    wilcoxon: Wilcoxon | None = None  # fractional scores: the signed-rank test instead of McNemar's
+
+    @property
+    def p_value(self) -> float:
+        return self.wilcoxon.p_value if self.wilcoxon is not None else self.mcnemar.p_value
+
+    @property
+    def test(self) -> str:
+        return "Wilcoxon" if self.wilcoxon is not None else "McNemar"
 
     def to_json(self) -> dict:
-        return {"name": self.name, "best": self.best, "n": self.n, "excluded": self.excluded, "diff": self.diff,
-                "ci": [self.ci_low, self.ci_high], "mcnemar": self.mcnemar.to_json()}
+        out = {"name": self.name, "best": self.best, "n": self.n, "excluded": self.excluded, "diff": self.diff,
+               "ci": [self.ci_low, self.ci_high], "mcnemar": self.mcnemar.to_json()}
+        if self.wilcoxon is not None:
+            out["wilcoxon"] = self.wilcoxon.to_json()
+        return out
 
 
 def pair_test(m: Measurement, best: Measurement, seed: int = 0) -> PairTest:
@@ -261,9 +292,13 @@ def pair_test(m: Measurement, best: Measurement, seed: int = 0) -> PairTest:
     b = [best.pooled.rates[i] for i in ids]
     diff, lo, hi = paired_bootstrap(a, b, seed=seed)
     test = mcnemar_exact([x > 0.5 for x in a], [y > 0.5 for y in b])
+    # Fractional scores (a task's f1/json/python/judge metric) are not solved/unsolved: the signed-rank test
+    # compares them as they are. 0/1 outcomes (and solve rates over repeats) keep McNemar.
+    fractional = not is_binary([_value(r) for r in m.pooled.results + best.pooled.results if not _errored(r)])
+    signed = wilcoxon_paired(a, b) if fractional else None
     every = {r.id for r in m.pooled.results} | {r.id for r in best.pooled.results}
     excluded = len(every) - len(ids)
-    return PairTest(m.name, best.name, len(ids), excluded, diff, lo, hi, test)
+    return PairTest(m.name, best.name, len(ids), excluded, diff, lo, hi, test, signed)
 
 
 @dataclass
@@ -306,7 +341,10 @@ class Comparison:
                         "tokens": m.prompt_tokens + m.completion_tokens, "calls": m.calls,
                         "diff_vs_best": None if t is None else t.diff,
                         "diff_low": None if t is None else t.ci_low, "diff_high": None if t is None else t.ci_high,
-                        "mcnemar_p": None if t is None else t.mcnemar.p_value, "pareto": i in front})
+                        "mcnemar_p": None if t is None or t.wilcoxon is not None else t.mcnemar.p_value,
+                        "wilcoxon_p": None if t is None or t.wilcoxon is None else t.wilcoxon.p_value,
+                        "test": None if t is None else t.test, "p_value": None if t is None else t.p_value,
+                        "graded_by": m.graded_by, "pareto": i in front})
         return out
 
     def agreement(self) -> list[dict]:
@@ -325,7 +363,8 @@ class Comparison:
         return out
 
     def to_json(self) -> dict:
-        return {"benchmark": self.benchmark, "split": self.split, "repeats": self.repeats,
+        models = sorted({g for m in self.measurements for g in m.graded_by})
+        return {"benchmark": self.benchmark, "split": self.split, "repeats": self.repeats, "graded_by": models,
                 "best": self.measurements[self.best].name if self.measurements else None,
                 "pareto": [self.measurements[i].name for i in self.pareto()],
                 "table": self.rows(), "tests": [t.to_json() for t in self.tests if t is not None],
@@ -365,7 +404,7 @@ async def compare(entries: list[tuple[str, str]], benchmark: str, problems: list
     for name, (_, text) in zip(names, entries):
         try:
             w = parse(text)
-            prepare(w, TASK_OF[benchmark])
+            prepare(w, kind_of(benchmark))
         except ValueError as exc:
             raise ValueError(f"workflow '{name}': {exc}") from None
         parsed.append(w)
@@ -474,7 +513,7 @@ def start_comparison(ws: Workspace, settings: Any, entries: list[tuple[str, str]
 
     for name, text in entries:
         try:
-            prepare(parse(text), TASK_OF[benchmark])
+            prepare(parse(text), kind_of(benchmark))
         except ValueError as exc:
             raise ValueError(f"workflow '{name}': {exc}") from None
     names = unique_names([n for n, _ in entries])

@@ -17,12 +17,12 @@ from typing import Any
 
 from flowcore.evaluation.store import EvalRecord, run_problem
 from flowcore.llm.client import LLMSettings, run_usage
-from flowcore.tasks import TASK_OF, Problem, load, score
+from flowcore.tasks import Problem, kind_of, load, score
 from flowcore.workspace.store import Workspace
 
 __all__ = ["FILTERS", "CacheUse", "Verdict", "cache_use", "find_problem", "fresh", "interval_text",
-           "judge_answer", "money", "past_rows", "pct", "result_rows", "single_verdict", "trace_problem",
-           "verdict_of"]
+           "judge_answer", "money", "past_rows", "pct", "result_rows", "single_verdict", "trace_caption",
+           "trace_problem", "trace_rows", "verdict_of"]
 
 FILTERS = {"all": "All problems", "failures": "Failures (wrong or error)", "wrong": "Wrong answers",
            "errors": "Errors"}
@@ -68,8 +68,9 @@ def result_rows(rec: EvalRecord, which: str = "all", problems: dict[str, Problem
         ref = r.get("reference")
         if ref is None and problems and r.get("id") in problems:
             ref = problems[r["id"]].reference
-        code = TASK_OF.get(rec.benchmark) == "code"
-        rows.append({"id": r.get("id"), "verdict": v, "extracted": r.get("extracted") or "",
+        code = kind_of(rec.benchmark) == "code"
+        rows.append({"id": r.get("id"), "verdict": v, **({"score": r["score"]} if r.get("score") is not None else {}),
+                     "extracted": r.get("extracted") or "",
                      "reference": ("hidden tests" if code else (ref or "")), "error": r.get("error") or "",
                      "cost": float(r.get("cost") or 0.0), "latency": r.get("latency"),
                      "answer": _first_line(r.get("prediction") or "")})
@@ -87,8 +88,11 @@ def interval_text(rec: EvalRecord) -> str:
     n = rec.n
     if not n:
         return "no problem finished"
-    solved = sum(bool(r.get("correct")) for r in rec.results) if rec.results else round((rec.score or 0) * n)
-    if solved in (0, n):
+    values = [r["score"] if r.get("score") is not None else float(bool(r.get("correct")))
+              for r in rec.results if not r.get("errored")]
+    fractional = any(v not in (0, 1) for v in values)
+    solved = sum(v == 1 for v in values) if rec.results else round((rec.score or 0) * n)
+    if solved in (0, n) and not fractional:
         edge = 1 - (ALPHA / 2) ** (1 / n)  # the exact bound when k = 0 (mirrored for k = n)
         lo, hi = (0.0, edge) if solved == 0 else (1 - edge, 1.0)
         return f"95% interval {100 * lo:.0f}–{100 * hi:.0f}% (exact, n = {n}: all {n} {'failed' if solved == 0 else 'solved'})"
@@ -152,11 +156,30 @@ class Verdict:
 
 def judge_answer(benchmark: str, answer: str, reference: str | Problem) -> Verdict:
     """Score a single run's answer against a reference (the expected answer, or the benchmark problem)."""
+    if kind_of(benchmark) is not None and benchmark not in ("gsm8k", "math", "humaneval", "mbpp"):
+        return _task_verdict(benchmark, answer, reference)
     res = score(benchmark, answer, reference)
     ref = reference.reference if isinstance(reference, Problem) else str(reference)
-    if isinstance(reference, Problem) and TASK_OF.get(benchmark) == "code":
+    if isinstance(reference, Problem) and kind_of(benchmark) == "code":
         ref = "the problem's hidden tests"
     return Verdict(bool(res.correct), res.extracted, ref)
+
+
+def _task_verdict(name: str, answer: str, reference: str | Problem) -> Verdict:
+    """A task's own metric on one answer (a judge grades only inside evaluations, where its grade is kept)."""
+    from flowcore.tasks import get
+    from flowcore.tasks.metrics import grade_text, run_python
+
+    metric = get(name).metric
+    ref = reference.reference if isinstance(reference, Problem) else str(reference)
+    row = reference.meta.get("row", {}) if isinstance(reference, Problem) else {}
+    if metric.name == "python":
+        g = run_python(metric, [(answer, row)])[0]
+    elif metric.name in ("judge", "tests"):
+        return Verdict(False, None, f"{ref} (metric '{metric.name}' grades inside evaluations only)")
+    else:
+        g = grade_text(metric, answer, ref)
+    return Verdict(bool(g.score is not None and g.score >= 1), g.extracted if g.score is not None else g.detail, ref)
 
 
 def single_verdict(benchmark: str, answer: str, problem_text: str, reference: str = "",
@@ -173,8 +196,34 @@ def single_verdict(benchmark: str, answer: str, problem_text: str, reference: st
     return None
 
 
+TRACE_COLUMNS = ["node", "op", "calls", "answered by", "cost", "latency", "skipped", "output"]
+
+
+def trace_rows(trace: list[dict]) -> list[dict]:
+    """A run's per-node trace for people: who answered each node's calls (the endpoint, or this workspace's
+    cache), and for a cached call what it cost and took when it was first made (see tracing.run.mark_cached)."""
+    out = []
+    for r in trace:
+        calls, hits = int(r.get("calls") or 0), int(r.get("cached") or 0)
+        by = ("—" if not calls else "endpoint" if not hits else
+              ("cache" if hits >= calls else f"cache ({hits} of {calls} calls)")
+              + ("" if r.get("first_known", True) else ", first cost not recorded"))
+        out.append({"node": r.get("node"), "op": r.get("op"), "calls": calls, "answered by": by,
+                    "cost": r.get("cost"), "latency": r.get("latency"), "skipped": bool(r.get("skipped")),
+                    "output": r.get("output")})
+    return out
+
+
+def trace_caption(trace: list[dict]) -> str:
+    """One line above a trace: what its cost and latency columns mean when the cache answered some calls."""
+    if not any(r.get("cached") for r in trace):
+        return "Per-node trace (in execution order)"
+    return ("Per-node trace (in execution order). Calls answered from this workspace's cache cost nothing now: "
+            "their rows show what they cost and took when they were first made.")
+
+
 def trace_problem(settings: LLMSettings, ws: Workspace, rec: EvalRecord, problem: Problem) -> Any:
     """Run the evaluated workflow on one of its problems again and return the RunResult (its per-node trace).
     With the cache on, every call the evaluation made is answered from it: no cost, the same answer."""
-    return run_problem(settings, ws, rec.workflow_text, TASK_OF.get(rec.benchmark), problem.question,
+    return run_problem(settings, ws, rec.workflow_text, kind_of(rec.benchmark, ws), problem.question,
                        problem.entry_point, problem.public_tests)

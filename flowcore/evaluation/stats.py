@@ -1,6 +1,8 @@
 """Statistics for honest comparisons (scipy): McNemar's exact test on paired solved/unsolved outcomes, a paired
 bootstrap interval of a score difference, a problem-level (cluster) bootstrap interval for repeated runs, and
-the score-vs-cost Pareto front.
+the score-vs-cost Pareto front. Fractional scores (a task's f1, json, python or judge metric) get a percentile
+bootstrap interval of the mean (``mean_ci``) and the Wilcoxon signed-rank test on paired scores; McNemar stays
+for 0/1 outcomes.
 
 scipy is imported inside the functions: the command line's quick commands never pay for it.
 """
@@ -14,6 +16,52 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 BOOTSTRAP_RESAMPLES = 10_000
+
+
+def exact_all_same(solved: bool, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """Clopper-Pearson interval when all n outcomes agree: 0/10 is 0-31%, 10/10 is 69-100%."""
+    edge = 1 - (alpha / 2) ** (1 / n)
+    return (1 - edge, 1.0) if solved else (0.0, edge)
+
+
+def is_binary(values: Sequence[float]) -> bool:
+    """Every score is 0 or 1 (a solved/unsolved outcome), so McNemar and the binomial interval apply."""
+    return all(v in (0, 1) for v in values)
+
+
+def mean_ci(values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES, confidence: float = 0.95,
+            seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of fractional scores in [0, 1] (resampling problems)."""
+    return problem_bootstrap(values, resamples=resamples, confidence=confidence, seed=seed)
+
+
+@dataclass(frozen=True)
+class Wilcoxon:
+    n: int  # pairs that differ (zero differences are dropped, as the test does)
+    higher_a: int
+    higher_b: int
+    p_value: float  # two-sided
+
+    def to_json(self) -> dict:
+        return {"n": self.n, "higher_a": self.higher_a, "higher_b": self.higher_b, "p_value": self.p_value}
+
+
+def wilcoxon_paired(a: Sequence[float], b: Sequence[float]) -> Wilcoxon:
+    """Wilcoxon signed-rank test on paired fractional scores (two-sided; exact for small n, as scipy chooses).
+    No difference at all is p = 1."""
+    if len(a) != len(b):
+        raise ValueError(f"paired scores differ in length ({len(a)} vs {len(b)})")
+    d = [x - y for x, y in zip(a, b) if abs(x - y) > 1e-12]
+    if not d:
+        return Wilcoxon(0, 0, 0, 1.0)
+    from scipy.stats import wilcoxon
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # small samples warn that the normal approximation is rough
+        p = float(wilcoxon(d, alternative="two-sided").pvalue)
+    if math.isnan(p):
+        p = 1.0
+    return Wilcoxon(len(d), sum(1 for x in d if x > 0), sum(1 for x in d if x < 0), min(1.0, p))
 
 
 @dataclass(frozen=True)
@@ -76,8 +124,6 @@ def problem_bootstrap(rates: Sequence[float], *, resamples: int = BOOTSTRAP_RESA
         return 0.0, 0.0
     if len(set(rates)) == 1:
         if rates[0] in (0, 1):  # every run of every problem failed (solved): exact, never "0-0%"
-            from flowcore.tasks.harness import exact_all_same
-
             return exact_all_same(rates[0] == 1, len(rates), 1 - confidence)
         return float(rates[0]), float(rates[0])
     import numpy as np

@@ -17,17 +17,26 @@ from pathlib import Path
 from typing import Any
 
 from flowcore.evaluation.evaluate import evaluate_workflow
-from flowcore.execution.runtime import RunResult, prepare, run_workflow
+from flowcore.execution.runtime import RunResult, prepare
 from flowcore.llm.client import LLM, LLMSettings
 from flowcore.mermaid.reader import parse
-from flowcore.tasks import BENCHMARKS, TASK_OF, EvalReport, Problem, ProblemResult, read_problems
-from flowcore.tasks.harness import bootstrap_ci
+from flowcore.tasks import (
+    BENCHMARKS,
+    KINDS,
+    TASK_OF,
+    EvalReport,
+    Problem,
+    ProblemResult,
+    kind_of,
+    read_problems,
+)
+from flowcore.tasks.harness import report_of
 from flowcore.tracing import otel
-from flowcore.tracing.run import traced_run
+from flowcore.tracing.run import mark_cached, traced_run
 from flowcore.workspace import jobs, traces
 from flowcore.workspace.store import Workspace
 
-__all__ = ["EVAL_JOB", "EvalRecord", "benchmarks_for", "create_evaluation", "default_benchmark",
+__all__ = ["KINDS", "kind_of", "EVAL_JOB", "EvalRecord", "benchmarks_for", "create_evaluation", "default_benchmark",
            "finish_evaluation", "list_evaluations", "load_evaluation", "problems_from_upload", "reconcile",
            "run_problem", "start_evaluation"]
 
@@ -73,8 +82,9 @@ def _schema(ws: Workspace) -> None:
 def create_evaluation(ws: Workspace, *, workflow_text: str, benchmark: str, split: str | None, total: int,
                       workflow_name: str | None = None, job_id: str | None = None) -> int:
     """A new evaluation in status 'running'; returns its id."""
-    if benchmark not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark '{benchmark}' (choose from {', '.join(BENCHMARKS)})")
+    if kind_of(benchmark, ws) is None:
+        raise ValueError(f"unknown benchmark or task '{benchmark}' (choose from {', '.join(BENCHMARKS)} or a task "
+                         "saved in the workspace)")
     _schema(ws)
     with ws.transaction() as conn:
         cur = conn.execute(
@@ -139,10 +149,10 @@ def load_evaluation(ws: Workspace, eval_id: int) -> EvalRecord:
 def save_progress(ws: Workspace, eval_id: int, results: list[ProblemResult], cost: float) -> None:
     """Store the problems finished so far (in problem order), so an evaluation whose server is stopped
     mid-run keeps them: ``reconcile`` later marks it interrupted with these results and their score."""
-    flags = [r.correct for r in results if not r.errored]  # an endpoint failure is no wrong answer
-    n = len(flags)
-    score = sum(flags) / n if n else None
-    lo, hi = bootstrap_ci(flags) if n else (None, None)
+    part = report_of("", results)  # an endpoint failure is no wrong answer; fractional scores count as such
+    n = part.n
+    score = part.score if n else None
+    lo, hi = (part.ci_low, part.ci_high) if n else (None, None)
     with ws.transaction() as conn:
         conn.execute("UPDATE evaluations SET n=?, score=?, ci_low=?, ci_high=?, cost=?, results_json=? "
                      "WHERE id=? AND status='running'",
@@ -182,13 +192,17 @@ def reconcile(ws: Workspace) -> int:
 
 # -- running ----------------------------------------------------------------------------------------------------
 
-def benchmarks_for(task: str | None) -> list[str]:
-    return [b for b in BENCHMARKS if task is None or TASK_OF[b] == task]
+def benchmarks_for(task: str | None, ws: Workspace | None = None) -> list[str]:
+    """The built-in benchmarks of a kind (math, code, text), then the tasks saved in ``ws`` of that kind."""
+    from flowcore.tasks.saved import saved
+
+    own = [t["name"] for t in saved(ws, task)] if ws is not None else []
+    return [b for b in BENCHMARKS if task is None or TASK_OF[b] == task] + own
 
 
-def default_benchmark(task: str | None, workflow_name: str | None = None) -> str:
+def default_benchmark(task: str | None, workflow_name: str | None = None, ws: Workspace | None = None) -> str:
     """A benchmark named in the workflow's name (``gsm8k_case_study``), else the task's first one."""
-    options = benchmarks_for(task) or list(BENCHMARKS)
+    options = benchmarks_for(task, ws) or list(BENCHMARKS)
     name = (workflow_name or "").lower()
     named = [b for b in options if b in name and b != task]  # "math" names a task as well as a benchmark
     return named[0] if named else options[0]
@@ -225,20 +239,19 @@ def run_problem(settings: LLMSettings, ws: Workspace | None, workflow_text: str,
     (and sent over OTLP when configured), failed runs included; ``res.trace_id`` names it."""
     w = parse(workflow_text)
     llm = _llm_for(settings, ws, f"run-{time.time_ns()}")
-    if trace_by is None:
-        res = asyncio.run(run_workflow(w, problem, entry_point=(entry_point or None), llm=llm,
-                                       public_tests=public_tests, task=task))
-    else:
-        traced = asyncio.run(traced_run(w, problem, llm=llm, task=task, entry_point=(entry_point or None),
-                                        public_tests=public_tests, source="run-page", created_by=trace_by,
-                                        name=workflow_name))
+    traced = asyncio.run(traced_run(w, problem, llm=llm, task=task, entry_point=(entry_point or None),
+                                    public_tests=public_tests, source="run-page", created_by=trace_by or "local",
+                                    name=workflow_name))
+    if trace_by is not None:
         if ws is not None:
             traces.save_trace(ws, traced.trace)
         otel.export(traced.trace)
-        if traced.error is not None:
-            raise traced.error
-        assert traced.result is not None
-        res = traced.result
+    if traced.error is not None:
+        raise traced.error
+    assert traced.result is not None
+    res = traced.result
+    res.trace = mark_cached(res.trace, traced.calls)  # a replayed call: its first cost and time, said to be cached
+    if trace_by is not None:
         res.trace_id = traced.trace.id  # type: ignore[attr-defined] - the Traces page opens it
     res.tokens_per_s = llm.usage.tokens_per_s  # type: ignore[attr-defined] - a slow local model shows here
     res.cached_calls = llm.usage.cached  # type: ignore[attr-defined] - answered from the workspace's cache
@@ -252,10 +265,11 @@ def start_evaluation(ws: Workspace, settings: LLMSettings, *, workflow_text: str
     """Check the workflow for the benchmark's task (WorkflowInvalid/WorkflowSyntaxError raised here, before
     anything starts), store a 'running' evaluation and start the job that runs, scores and stores it.
 
-    The job's progress data: {"solved", "errors", "cost"} so far; its meta: {"eval_id"}; its result: the
+    The job's progress data: {"solved", "errors", "cost"} so far; its meta: {"eval_id", "form": {"benchmark",
+    "split", "total", "concurrency"}}; its result: the
     EvalReport (partial when cancelled)."""
     w = parse(workflow_text)
-    prepare(w, TASK_OF.get(benchmark))
+    prepare(w, kind_of(benchmark, ws))
     if not problems:
         raise ValueError("no problems to evaluate: choose a split, a file with rows, or a limit above 0")
     concurrency = max(1, int(concurrency))
@@ -286,7 +300,7 @@ def start_evaluation(ws: Workspace, settings: LLMSettings, *, workflow_text: str
             finish_evaluation(ws, eval_id, None, status="failed", error=jobs.error_message(exc), cost=llm.usage.cost)
             raise
         finish_evaluation(ws, eval_id, report, status="cancelled" if report.cancelled else "done",
-                          references={p.id: p.reference for p in problems if TASK_OF.get(benchmark) != "code"},
+                          references={p.id: p.reference for p in problems if kind_of(benchmark) != "code"},
                           cost=llm.usage.cost)
         return report
 
@@ -294,4 +308,6 @@ def start_evaluation(ws: Workspace, settings: LLMSettings, *, workflow_text: str
     eval_id = create_evaluation(ws, workflow_text=workflow_text, benchmark=benchmark, split=split,
                                 total=len(problems), workflow_name=workflow_name, job_id=job.id)
     job.meta["eval_id"] = eval_id
+    # what it was started with: a reloaded Run page shows these in its form, not the defaults
+    job.meta["form"] = {"benchmark": benchmark, "split": split, "total": len(problems), "concurrency": concurrency}
     return job.start()

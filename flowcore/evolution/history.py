@@ -68,6 +68,7 @@ CREATE TABLE IF NOT EXISTS evo_lineage(
     child INTEGER NOT NULL,
     PRIMARY KEY (run_id, parent, child)
 );
+CREATE INDEX IF NOT EXISTS evo_lineage_child ON evo_lineage(run_id, child);
 CREATE INDEX IF NOT EXISTS evo_rounds_score ON evo_rounds(run_id, score);
 CREATE INDEX IF NOT EXISTS evo_rounds_summary ON evo_rounds(run_id, round, status, score, ci_low, ci_high, n, cost,
     operator, parents_json, judge, judge_total, pinned, note, detail, reason);
@@ -75,6 +76,7 @@ CREATE INDEX IF NOT EXISTS evo_rounds_summary ON evo_rounds(run_id, round, statu
 SUMMARY_COLUMNS = ("round", "status", "score", "ci_low", "ci_high", "n", "cost", "operator", "parents_json", "judge",
                    "judge_total", "pinned", "note", "detail", "reason")
 STATUSES = ("ok", "structure-only", "failed")
+JUDGE_WINDOW = 256  # the latest rounds the judge compares a candidate with (plus the top-k pool)
 _JSON_COLS = ("prompts_json", "parents_json", "candidates_json", "per_problem_json", "experience_json",
               "sampling_json")
 
@@ -154,11 +156,15 @@ class RunInfo:
 class History:
     def __init__(self, ws: Workspace):
         self.ws = ws
+        # Called first inside every write of a round or a status (an evolution run sets its lease's check here:
+        # a process whose lease was taken over writes nothing; see lease.py).
+        self.guard: Any = None
         ws.ensure_schema("evolution", DDL)
         if "evolution-scale" not in ws._schemas:
             ws.add_columns("evo_rounds", {"judge_total": "REAL"})  # before the index that covers it
             ws.ensure_schema("evolution-scale", SCALE_DDL)
-            _backfill(ws)
+            if not ws.query("SELECT 1 FROM mf_schema WHERE name = ?", (BACKFILLED,)) and not ws.read_only:
+                _backfill(ws)  # once per workspace, not per process
         if "evolution-who" not in ws._schemas:  # who made each run and round (added later: additive columns)
             ws.add_columns("evo_runs", {"created_by": "TEXT"})
             ws.add_columns("evo_rounds", {"created_by": "TEXT"})
@@ -200,6 +206,8 @@ class History:
 
     def set_status(self, run_id: int, status: str, reason: str | None = None) -> None:
         with self.ws.transaction() as c:
+            if self.guard is not None:
+                self.guard(c)
             c.execute("UPDATE evo_runs SET status = ?, reason = ? WHERE id = ?", (status, reason, run_id))
             _touch(c, run_id)
 
@@ -221,6 +229,8 @@ class History:
         parents = rec.get("parents") or []
         cols = ", ".join(row)
         with self.ws.transaction() as c:
+            if self.guard is not None:
+                self.guard(c)
             if "created_by" not in row:  # a round is made by whoever runs its run (a reviewer may say otherwise)
                 who = c.execute("SELECT created_by FROM evo_runs WHERE id = ?", (run_id,)).fetchone()
                 row["created_by"] = (who["created_by"] if who else None) or "local"
@@ -358,15 +368,21 @@ def _judge_total(candidates: Any, chosen: Any) -> float | None:
     return float(total) if isinstance(total, (int, float)) else None
 
 
+BACKFILLED = "evolution-backfill"  # mf_schema row: the scale columns of older rounds are filled in
+
+
 def _backfill(ws: Workspace) -> None:
-    """Runs stored before the scale columns: fill the judge totals and lineage edges once."""
+    """Runs stored before the scale columns: fill the judge totals and lineage edges, once per workspace (its
+    mf_schema row says it is done); the lineage look-up goes through evo_lineage_child, one probe per round."""
     todo = ws.query("SELECT run_id, round, candidates_json, chosen FROM evo_rounds WHERE judge_total IS NULL "
                     "AND chosen IS NOT NULL")
     edges = ws.query("SELECT run_id, round, parents_json FROM evo_rounds r WHERE round > 0 AND parents_json != '[]' "
                      "AND NOT EXISTS (SELECT 1 FROM evo_lineage l WHERE l.run_id = r.run_id AND l.child = r.round)")
-    if not todo and not edges:
-        return
     with ws.transaction() as c:
+        c.execute("INSERT OR REPLACE INTO mf_schema(name, ddl_hash, applied) VALUES (?,?,?)", (BACKFILLED, "1",
+                                                                                            time.time()))
+        if not todo and not edges:
+            return
         for run_id in {r["run_id"] for r in todo} | {r["run_id"] for r in edges}:
             _touch(c, run_id)
         for r in todo:
@@ -430,6 +446,14 @@ class RunBuffer:
                 self.record.setdefault(d["operator"], []).append(-1.0)
             elif p and p["score"] is not None and d["score"] is not None:
                 self.record.setdefault(d["operator"], []).append(d["score"] - p["score"])
+
+    def judge_history(self, k: int = 4, window: int = JUDGE_WINDOW) -> list[int]:
+        """The rounds the judge compares candidates with (its "innovation"): the latest ``window`` rounds with a
+        workflow and the top-k pool, oldest first. Bounded, so a round's judging costs the same at round 20,000
+        as at round 200 (and a resume parses at most these, never every stored workflow). Candidates already
+        tried anywhere in the run are dropped before judging (``texts``), so none of them reaches the judge."""
+        picked = set(self.text_rounds[-window:]) | {r["round"] for r in self.top_k(k) if r["round"] in self.text_of}
+        return sorted(picked)
 
     def best_score(self) -> float | None:
         """The highest validation score of a measured round so far (None before any)."""

@@ -22,9 +22,10 @@ from flowcore.mermaid.reader import to_mermaid
 from flowcore.model import Workflow
 
 CRITERIA = ("coherence", "innovation", "complexity_balance", "prompt_quality", "rationale")
-SIZE_BAND = {"math": (2, 8), "code": (2, 9)}  # non-interface nodes that are "enough but not too much"
+SIZE_BAND = {"math": (2, 8), "code": (2, 9), "text": (2, 8)}  # non-interface nodes that are "enough but not too much"
 KEYWORDS = {"math": ("\\boxed", "step", "answer", "check", "verify", "final"),
-            "code": ("function", "name", "edge", "test", "import", "example")}
+            "code": ("function", "name", "edge", "test", "import", "example"),
+            "text": ("answer", "step", "form", "check", "only", "task")}
 
 
 @dataclass

@@ -31,16 +31,17 @@ from flowcore.checker.check import check
 from flowcore.evolution import ops, search
 from flowcore.evolution.history import History, RunBuffer, sample_from_pool
 from flowcore.evolution.judge import Candidate, GuidedJudge, LLMJudge, RuleJudge, Verdict
-from flowcore.evolution.lease import Lease
+from flowcore.evolution.lease import STALE_AFTER, Lease, LeaseLost
 from flowcore.evolution.optimizer import Optimizer, rewrite_prompt
 from flowcore.mermaid.reader import WorkflowSyntaxError, parse, to_mermaid
 from flowcore.model import Workflow
+from flowcore.workspace import health
 from flowcore.workspace.store import Workspace
 
 log = logging.getLogger(__name__)
 EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples"
 MODES = ("llm", "programmatic")
-TASK_OF = {"gsm8k": "math", "math": "math", "humaneval": "code", "mbpp": "code"}
+TASK_OF = {"gsm8k": "math", "math": "math", "humaneval": "code", "mbpp": "code"}  # the built-in tasks' kinds
 Evaluator = Callable[[Workflow, list], Awaitable[Any]]  # (workflow, problems) -> EvalReport-like
 
 
@@ -56,22 +57,24 @@ class EndpointDown(Exception):
     """The endpoint kept failing a round through every back-off: the run stops, resumable."""
 
 
+class StorageStop(Exception):
+    """The workspace cannot keep what the run makes (a full disk, a damaged or read-only file): the run stops at
+    once, saying so by name (waiting would only repeat paid calls whose results cannot be stored)."""
+
+
 def _transient(exc: BaseException | None) -> bool:
     """Did the endpoint or the workspace database fail (anywhere in the exception's chain) for a reason that
     may pass? A database that went away (a PostgreSQL restart, a locked SQLite file) is ridden out as an
     endpoint outage is."""
     from flowcore.tasks import endpoint_failure
 
-    return endpoint_failure(exc)[1] or _db_outage(exc)
+    return endpoint_failure(exc)[1] or health.is_outage(exc)
 
 
-def _db_outage(exc: BaseException | None) -> bool:
-    seen = 0
-    while exc is not None and seen < 20:
-        if isinstance(exc, sqlite3.OperationalError):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
+def _storage_fault(exc: BaseException | None) -> str | None:
+    """The storage failure (full, damaged, readonly, io) in the exception's chain that no waiting cures."""
+    kind = health.fault_of(exc)
+    return None if kind in (None, "outage") else kind
 
 
 @dataclass
@@ -103,15 +106,21 @@ class EvolutionConfig:
     # in the rule judge, and confidence-aware acceptance (flowcore.evolution.search); paper: DESIGN §5 as written.
     search: str = "guided"
     remeasure: int = 2  # guided: extra fresh measurements of a round that could be the run's best
+    task_digest: str | None = None  # a task of your own: its content, so a changed task is another run
 
     @property
     def task(self) -> str:
-        return TASK_OF[self.benchmark]
+        from flowcore.tasks import kind_of
+
+        return kind_of(self.benchmark) or "math"
 
     def validate(self) -> None:
         """ValueError naming the first bad field."""
-        if self.benchmark not in TASK_OF:
-            raise ValueError(f"benchmark must be one of {', '.join(TASK_OF)}, got '{self.benchmark}'")
+        from flowcore.tasks import kind_of
+
+        if kind_of(self.benchmark) is None:
+            raise ValueError(f"benchmark must be one of {', '.join(TASK_OF)} or a task of your own (--task-file, "
+                             f"or saved in the workspace), got '{self.benchmark}'")
         for name, low in (("rounds", 0), ("candidates", 1), ("top_k", 1), ("concurrency", 1)):
             v = getattr(self, name)
             if not isinstance(v, int) or v < low:
@@ -164,7 +173,7 @@ class EvolutionConfig:
         if d["search"] == "paper":  # keys of older runs stay valid (remeasure means nothing to a paper run)
             d.pop("search")
             d.pop("remeasure")
-        for name, default in (("validation_rounds", 1), ("split_file", None)):  # keys of older runs stay valid
+        for name, default in (("validation_rounds", 1), ("split_file", None), ("task_digest", None)):  # keys of older runs stay valid
             if d[name] == default:
                 d.pop(name)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:32]
@@ -180,7 +189,37 @@ class Review:
     reason: str = ""
 
 
-ReviewHook = Callable[[int, list[Candidate], Verdict], "Review | None"]
+# (round, the judged candidates, the verdict, the candidates dropped before judging with their reasons)
+ReviewHook = Callable[[int, list[Candidate], Verdict, list[dict]], "Review | None"]
+
+
+def _missing(n: int, repeats: int, declined: int) -> list[dict]:
+    """Entries for the ``n`` of K candidates the operators could not make, saying why (never a silent gap)."""
+    why = []
+    if repeats:
+        why.append(f"{repeats} attempt{'s' * (repeats != 1)} gave the same workflow as an earlier round")
+    if declined:
+        why.append(f"{declined} {'were' if declined != 1 else 'was'} declined by the operator (nothing it "
+                   "could change)")
+    reason = "no new workflow" + (": " + "; ".join(why) if why else " from the operators for this parent")
+    return [{"text": "", "operator": "operators", "source": "operator", "reason": reason} for _ in range(max(0, n))]
+
+
+def _bind_task(cfg: EvolutionConfig, ws: Workspace) -> None:
+    """Find a task of your own in the workspace (so every path that evolves it, a worker's or a Ray actor's,
+    reads the same rows) and pin its content: a task changed since the run started is refused, not mixed."""
+    if cfg.benchmark in TASK_OF:
+        return
+    from flowcore.tasks import find
+
+    task = find(cfg.benchmark, ws)
+    if task is None:
+        return  # validate() says the task is unknown
+    if cfg.task_digest is None:
+        cfg.task_digest = task.digest
+    elif cfg.task_digest != task.digest:
+        raise ValueError(f"task '{cfg.benchmark}' has changed since this run started (its rows, template or metric "
+                         "differ): start a new run (--new-run) to evolve on the changed task")
 
 
 def default_seed(task: str) -> str:
@@ -195,11 +234,12 @@ class Evolution:
     def __init__(self, workspace: Workspace, config: EvolutionConfig, *, llm: Any = None,
                  evaluator: Evaluator | None = None, progress: Callable[[dict], None] | None = None,
                  cancel: threading.Event | None = None, review: ReviewHook | None = None,
-                 run_id: int | None = None):
+                 run_id: int | None = None, lease_stale_after: float | None = None):
         self.ws, self.history = workspace, History(workspace)
         cfg = replace(config, operators=list(config.operators))
-        if cfg.workflow is None and cfg.benchmark in TASK_OF:
-            cfg.workflow = default_seed(TASK_OF[cfg.benchmark])
+        _bind_task(cfg, workspace)
+        if cfg.workflow is None and cfg.task:
+            cfg.workflow = default_seed(cfg.task)
         cfg.validate()
         self._settings = None
         if llm is None and not cfg.offline:
@@ -224,6 +264,8 @@ class Evolution:
         self._parsed: dict[int, Workflow] = {}
         self.outage_waits: tuple[float, ...] = OUTAGE_WAITS
         self._lease: Lease | None = None
+        self._lease_stale = lease_stale_after or STALE_AFTER
+        self.lost: str | None = None  # why this process lost the run to another (its lease was taken over)
         self._buf: RunBuffer | None = None
         self._started = False
 
@@ -260,6 +302,7 @@ class Evolution:
             stored = info.config
             if stored.get("rounds") != self.config.rounds:  # a resumed run may be extended or shortened
                 with self.ws.transaction() as c:
+                    self.history.guard(c)
                     c.execute("UPDATE evo_runs SET config_json = ? WHERE id = ?",
                               (json.dumps(self.config.to_dict(), sort_keys=True), self.run_id))
         else:
@@ -277,14 +320,24 @@ class Evolution:
             if self.config.budget is not None:
                 settings = replace(settings, budget_usd=max(0.0, self.config.budget - spent))
             self.llm = LLM(settings, self.ws, run_id=f"evo-{self.run_id}")
+            self.llm.guard = self._lease.verify if self._lease is not None else None
         self._started = True
         return self.run_id
 
     def lease(self) -> None:
-        """Take the run's lease (RunBusy naming the other process when one is evolving it)."""
+        """Take the run's lease (RunBusy naming the other process when one is evolving it). From then on every
+        write of the run checks the lease's fencing token, and every paid LLM call first checks the lease."""
         if self._lease is None or self._lease.run_id != self.run_id:
-            self._lease = Lease(self.ws, int(self.run_id or 0))
+            self._lease = Lease(self.ws, int(self.run_id or 0), stale_after=self._lease_stale, on_lost=self._on_lost)
         self._lease.acquire()
+        self.history.guard = self._lease.check
+        if self.llm is not None:
+            self.llm.guard = self._lease.verify
+
+    def _on_lost(self, why: str) -> None:
+        """Another process took the run over (this one was paused or cut off): stop, writing nothing more."""
+        self.lost = why
+        self.cancel.set()
 
     def release(self) -> None:
         if self._lease is not None:
@@ -315,8 +368,11 @@ class Evolution:
         except Exception as exc:
             self.history.set_status(run_id, "stopped", f"cannot load the problems: {exc}")
             raise
-        self.history.set_status(run_id, "running")
         records: list[dict] = []
+        try:
+            self.history.set_status(run_id, "running")
+        except LeaseLost as exc:
+            return self._lost_result(run_id, exc, records)
         status, reason = "finished", None
         self._buf = RunBuffer(self.history, run_id)  # the stored rounds, read once; then kept current below
         db_waits, nxt = list(self.outage_waits), -1
@@ -329,7 +385,9 @@ class Evolution:
                         break
                     outcome = await self._one_round(run_id, nxt, records)
                     db_waits = list(self.outage_waits)
-                except sqlite3.OperationalError as exc:  # the workspace went away: wait for it, as for an endpoint
+                except sqlite3.Error as exc:  # the workspace went away: wait for it, as for an endpoint
+                    if not health.is_outage(exc):
+                        raise StorageStop(health.describe(exc, self.ws.path)) from exc
                     if not db_waits:
                         status, reason = "stopped", (f"the workspace database stayed unreachable ({exc}); run the "
                                                      "same command again to resume once it is back")
@@ -349,20 +407,34 @@ class Evolution:
                                              f"{evolved[-1].get('reason') or evolved[-1].get('detail')})")
             if status == "finished" and cfg.test_top and not cfg.offline:
                 status, reason = await self._rescore_on_test()
+        except LeaseLost as exc:
+            return self._lost_result(run_id, exc, records)
         except Cancelled:
+            if self.lost is not None:
+                return self._lost_result(run_id, LeaseLost(self.lost), records)
             status, reason = "cancelled", "cancelled by the user"
-        except EndpointDown as exc:
+        except (EndpointDown, StorageStop) as exc:
             status, reason = "stopped", str(exc)
-        for wait in (*OUTAGE_WAITS, None):  # the outcome is stored once the database is back
+        for wait in (*OUTAGE_WAITS, None):  # the outcome is stored once the database is back (up to a minute)
             try:
                 self.history.set_status(run_id, status, reason)
                 break
-            except sqlite3.OperationalError as exc:
-                if wait is None:
+            except LeaseLost as exc:
+                return self._lost_result(run_id, exc, records)
+            except sqlite3.Error as exc:
+                if health.fault_of(exc) == "full" and self.ws.release_reserve():
+                    continue  # the room set aside for this: the run is recorded stopped, not left "running"
+                if wait is None or not health.is_outage(exc):
                     log.error("run %s ended %s but the workspace could not record it: %s", run_id, status, exc)
                     break
                 await asyncio.sleep(wait)
         return {"run_id": run_id, "status": status, "reason": reason, "rounds": records}
+
+    def _lost_result(self, run_id: int, exc: BaseException, records: list[dict]) -> dict:
+        """Another process holds the run now: say so and write nothing (its status is the new holder's to set)."""
+        self.lost = self.lost or str(exc)
+        log.warning("%s", self.lost)
+        return {"run_id": run_id, "status": "lost", "reason": self.lost, "rounds": records}
 
     async def _one_round(self, run_id: int, nxt: int, records: list[dict]) -> tuple[str, str] | None:
         """Make, judge, evaluate and store round ``nxt``; a (status, reason) that ends the run, else None."""
@@ -374,7 +446,7 @@ class Evolution:
         rec = await self._attempts(nxt)
         if nxt == 0 and rec["status"] == "failed":
             return "stopped", f"the seed round failed, so there is nothing to evolve: {rec.get('reason')}"
-        self.history.add_round(run_id, rec)
+        await self._store(run_id, rec)
         self._buffer().add(rec)
         summary = self.summary(rec)
         records.append(summary)
@@ -386,6 +458,32 @@ class Evolution:
         if rec["status"] == "failed" and "BudgetExceeded" in (rec.get("reason") or ""):
             return "stopped", rec["reason"]
         return None
+
+    async def _store(self, run_id: int, rec: dict) -> None:
+        """Store a finished round (with the LLM replies an outage left in memory), riding out a database outage
+        with the back-offs: the round is kept and stored once the database is back, never made again."""
+        waits = list(self.outage_waits)
+        while True:
+            try:
+                if self.llm is not None and hasattr(self.llm, "flush"):
+                    self.llm.flush()
+                self.history.add_round(run_id, rec)
+                return
+            except sqlite3.Error as exc:
+                if not health.is_outage(exc) or not waits:
+                    raise
+                wait = waits.pop(0)
+                log.warning("round %s: the workspace database failed while storing it (%s); trying again in %g s",
+                            rec["round"], exc, wait)
+                await self._pause(wait)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, but stop at once when the run is cancelled (or lost to another process)."""
+        deadline = asyncio.get_running_loop().time() + seconds
+        while asyncio.get_running_loop().time() < deadline:
+            if self.cancel.is_set():
+                raise Cancelled
+            await asyncio.sleep(min(0.2, seconds))
 
     def _db_ok(self) -> bool:
         try:
@@ -419,6 +517,9 @@ class Evolution:
         while True:
             rec = await (self._seed_round() if r == 0 else self._round(r))
             cost += float(rec.get("cost") or 0.0)
+            fault = rec.pop("_fault", None)
+            if fault is not None:  # the workspace cannot keep what this round makes: stop now, by name
+                raise StorageStop(fault)
             if not rec.pop("_transient", False):
                 rec["cost"] = cost
                 return rec
@@ -429,12 +530,9 @@ class Evolution:
                 raise EndpointDown(f"the LLM endpoint or the workspace kept failing round {r} ({rec.get('reason')}); the round "
                                    "was not stored: run the same command again to resume once it is back")
             wait = waits.pop(0)
-            log.warning("round %s: the endpoint failed (%s); trying again in %g s", r, rec.get("reason"), wait)
-            deadline = asyncio.get_running_loop().time() + wait
-            while asyncio.get_running_loop().time() < deadline:
-                if self.cancel.is_set():
-                    raise Cancelled
-                await asyncio.sleep(min(0.2, wait))
+            log.warning("round %s: the endpoint or the workspace database failed (%s); trying again in %g s", r,
+                        rec.get("reason"), wait)
+            await self._pause(wait)
 
     def summary(self, rec: dict) -> dict:
         return {"run": self.run_id, "round": rec["round"], "status": rec["status"], "score": rec.get("score"),
@@ -487,17 +585,19 @@ class Evolution:
             rec["judge"], rec["chosen"] = verdict.judge, verdict.chosen
             rec["candidates"] = [{**_cand_json(c), "scores": s} for c, s in zip(candidates, verdict.scores)]
             rec["candidates"] += dropped
-            child = await self._reviewed(r, candidates, verdict, rec)
+            child = await self._reviewed(r, candidates, verdict, rec, dropped)
             rec.update(workflow_text=child.text, prompts=child.workflow.prompts, operator=child.operator,
                        detail=child.detail, parents=child.parents)
             return await self._evaluate_into(rec, child.workflow, spent0)
-        except Cancelled:
+        except (Cancelled, LeaseLost):
             raise
         except Exception as exc:  # noqa: BLE001 - a failed round is stored with its reason; the run goes on
             rec["status"], rec["reason"] = "failed", str(exc) if isinstance(exc, Vetoed) else \
                 f"{type(exc).__name__}: {exc}"
             rec["cost"] = self._spent() - spent0
             rec["_transient"] = _transient(exc)
+            if _storage_fault(exc):
+                rec["_fault"] = health.describe(exc, self.ws.path)
             return rec
 
     def _buffer(self) -> RunBuffer:
@@ -546,20 +646,23 @@ class Evolution:
                 return cands, dropped
         distinct = len({to_mermaid(w) for w in pws}) > 1
         names = [n for n in cfg.operators if n != "crossover" or distinct] or ["insert"]
+        repeats, declined = 0, 0
         for attempt in range(cfg.candidates * 8):
             if len(cands) >= cfg.candidates:
                 break
             name = rng.choice(names)
             res = await self._apply(name, pws, rng, f"run{self.run_id}:r{r}:{attempt}")
             if isinstance(res, ops.Declined):
+                declined += 1
                 continue
             text = res.text
             if text in seen:
+                repeats += 1
                 continue
             seen.add(text)
             prounds = [parents[i]["round"] for i in res.parents]
             cands.append(Candidate(res.workflow, res.operator, res.detail, prounds, "operator"))
-        return cands, dropped
+        return cands, dropped + _missing(cfg.candidates - len(cands) - len(dropped), repeats, declined)
 
     async def _guided_candidates(self, r: int, rng: random.Random, pool: list[dict],
                            tried: set[str]) -> tuple[list[Candidate], list[dict]]:
@@ -579,7 +682,7 @@ class Evolution:
                 cands.append(Candidate(res.workflow, res.operator, res.detail,
                                        [drawn[k]["round"] for k in res.parents], "operator"))
                 break
-        return cands, []
+        return cands, _missing(cfg.candidates - len(cands), 0, 0)
 
     async def _apply(self, name: str, pws: list[Workflow], rng: random.Random,
                      salt: str) -> ops.Child | ops.Declined:
@@ -604,7 +707,7 @@ class Evolution:
 
     async def _judge(self, r: int, cands: list[Candidate], parent: Workflow, prow: dict, buf: RunBuffer,
                      experience: list[dict]) -> Verdict:
-        history = [self._parsed_round(x) for x in buf.text_rounds]
+        history = [self._parsed_round(x) for x in buf.judge_history(self.config.top_k)]  # bounded: see RunBuffer
         record = buf.record
         if self.config.mode == "llm" and self.llm is not None:
             return await LLMJudge(self.llm, self.config.task).ascore(
@@ -617,12 +720,14 @@ class Evolution:
                                                        parents=parents)
         return RuleJudge(self.config.task).score(cands, parent, history=history, operator_record=record)
 
-    async def _reviewed(self, r: int, cands: list[Candidate], verdict: Verdict, rec: dict) -> Candidate:
-        """Apply the review hook: approve, choose another candidate, edit one, or veto the round."""
+    async def _reviewed(self, r: int, cands: list[Candidate], verdict: Verdict, rec: dict,
+                        dropped: list[dict] | None = None) -> Candidate:
+        """Apply the review hook: approve, choose another candidate, edit one, or veto the round. The reviewer
+        also sees the candidates dropped before judging, with why (all K, not only the usable ones)."""
         chosen = cands[verdict.chosen]
         if self.review is None:
             return chosen
-        decision = await asyncio.to_thread(self.review, r, cands, verdict)
+        decision = await asyncio.to_thread(self.review, r, cands, verdict, list(dropped or []))
         if decision is None or decision.action == "approve":
             return chosen
         idx = verdict.chosen if decision.index is None else decision.index
@@ -715,11 +820,14 @@ class Evolution:
             rec.update(status="ok", score=report.score, ci_low=report.ci_low, ci_high=report.ci_high,
                        n=report.n, per_problem=[{**_result_json(x), **({"repeat": i} if len(reports) > 1 else {})}
                                                 for i, rep in enumerate(reports) for x in rep.results])
-        except Cancelled:
+        except (Cancelled, LeaseLost):
             raise
         except Exception as exc:  # noqa: BLE001 - stored as the round's reason
             rec.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
             rec["_transient"] = rec.get("_transient") or _transient(exc)
+            if _storage_fault(exc):
+                rec["_fault"] = str(exc) if type(exc).__name__ == "ResultNotStored" else \
+                    health.describe(exc, self.ws.path)
             extra = 0.0
         rec["cost"] = self._spent() - spent0 + extra
         return rec
@@ -757,7 +865,10 @@ def _cand_json(c: Candidate) -> dict:
 def _result_json(x: Any) -> dict:
     return {"id": x.id, "correct": bool(x.correct), "prediction": (x.prediction or "")[:2000],
             "extracted": x.extracted, "cost": x.cost, "latency": round(x.latency or 0.0, 4), "error": x.error,
-            "errored": _errored(x)}
+            "errored": _errored(x),
+            # a task's fractional score and a judge's grade (model, reason): kept so every page can say so
+            **({"score": x.score} if getattr(x, "score", None) is not None else {}),
+            **({"grade": x.grade} if getattr(x, "grade", None) else {})}
 
 
 def load_seed(path: str, task: str) -> str:

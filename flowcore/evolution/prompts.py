@@ -59,6 +59,23 @@ INSTRUCTIONS: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
 }
+# A task of your own (kind "text"): the metric compares what follows the last "Answer:" line.
+INSTRUCTIONS["text"] = {
+    "solve": (
+        "Read the task carefully and answer it. End with one line 'Answer: ...' giving only the answer.",
+        ("Restate what the task asks for and in what form, then answer. End with one line 'Answer: ...' "
+         "giving only the answer."),
+        ("Think step by step about the task, check your answer against what was asked, then end with one line "
+         "'Answer: ...' giving only the answer."),
+    ),
+    "refine": (
+        ("Check the answer above against the task; correct it if needed. End with one line 'Answer: ...' giving "
+         "only the answer."),
+        ("Make sure the answer above is in exactly the form the task asks for (no extra words). End with one line "
+         "'Answer: ...'."),
+    ),
+    "plan": ("Do not answer yet: list what the task asks for, the form of the answer and how to find it.",),
+}
 INSTRUCTIONS["code"]["solve"] = INSTRUCTIONS["code"]["generate"]
 
 # Sentences appended by the "mutate" flavour of prompt rewriting.
@@ -68,6 +85,11 @@ MODIFIERS: dict[str, tuple[str, ...]] = {
         "Watch units and rounding.",
         "If several cases arise, handle each one explicitly.",
         "Keep the reasoning concise.",
+    ),
+    "text": (
+        "Give only the answer on the last line, with no extra words.",
+        "Follow the form the task asks for exactly.",
+        "Keep the reasoning short.",
     ),
     "code": (
         "Consider empty and single-element inputs.",

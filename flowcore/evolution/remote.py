@@ -7,11 +7,16 @@ from typing import Any
 
 from flowcore.execution import cluster
 
+ANSWER_GRACE = 5.0  # seconds a finished actor stays for its answer to reach the driver before it leaves
+
 
 class _Evolver:
     """A detached actor evolving one stored run (resuming after its last stored round)."""
 
     def run(self, workspace: str, run_id: int, settings: dict | None, api_key: str | None) -> dict:
+        import time
+
+        from flowcore.evolution.lease import STALE_AFTER, RunBusy
         from flowcore.evolution.loop import Evolution
         from flowcore.llm.client import LLM, LLMSettings
         from flowcore.workspace.store import Workspace
@@ -21,9 +26,29 @@ class _Evolver:
         if settings is not None:
             llm = LLM(LLMSettings.from_public_dict(settings, api_key=api_key), ws, run_id=f"evo-{run_id}")
         try:
-            return Evolution.resume(ws, run_id, llm=llm).run()
+            evo = Evolution.resume(ws, run_id, llm=llm)
+            deadline = time.monotonic() + STALE_AFTER + 10
+            while True:  # restarted after its process died: the dead one's lease frees itself (at once on one machine)
+                try:
+                    evo.start()
+                    break
+                except RunBusy:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(1.0)
+            out = evo.run()
         finally:
             ws.close_all()
+        import threading
+        import time
+
+        import ray
+
+        # Leave once this answer is out, for good (no restart): asked here, not by the driver right after submitting
+        # (a restarted actor is sent the driver's queued calls again, so an early terminate ended it unfinished).
+        me = ray.get_runtime_context().current_actor
+        threading.Thread(target=lambda: (time.sleep(ANSWER_GRACE), ray.kill(me, no_restart=True)), daemon=True).start()
+        return out
 
 
 def submit_evolution(ws: Any, config: Any, settings: Any | None = None) -> tuple[int, Any]:
@@ -44,9 +69,10 @@ def submit_evolution(ws: Any, config: Any, settings: Any | None = None) -> tuple
     run_id = evo.start(resume=False)
     evo.release()  # the actor takes the run's lease
     actor_cls = cluster._remote_fn("evolver", _Evolver, num_cpus=1)
-    actor = actor_cls.options(name=f"mermaidflow-evolve-{run_id}", namespace="mermaidflow",
-                              lifetime="detached").remote()
+    # A process that dies (killed, out of memory) is restarted by Ray and its run() task sent again: it resumes the
+    # run after its last stored round, as the same command would (Ray's max_restarts / max_task_retries).
+    actor = actor_cls.options(name=f"mermaidflow-evolve-{run_id}", namespace="mermaidflow", lifetime="detached",
+                              max_restarts=cluster.RESTARTS, max_task_retries=cluster.RESTARTS).remote()
     public = None if settings is None else settings.to_public_dict()
     ref = actor.run.remote(target, run_id, public, None if settings is None else settings.api_key)
-    actor.__ray_terminate__.remote()  # queued behind run(): the actor exits once the run is over
     return run_id, ref

@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import threading
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -24,14 +24,14 @@ from flowcore.evolution.judge import CRITERIA, Candidate, Verdict
 from flowcore.evolution.lease import holder as lease_holder
 from flowcore.evolution.loop import Cancelled, Evolution, EvolutionConfig, Review
 from flowcore.llm.client import LLM, LLMSettings
-from flowcore.tasks import TASK_OF, load
+from flowcore.tasks import kind_of, load
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 
 __all__ = ["EVOLVE_JOB", "PendingReview", "ReviewGate", "active_job", "candidates_frame", "continue_run", "cost_figure",
            "curve_frame", "filter_rounds", "fork_name", "gate_of", "judge_total", "lineage_edges", "lineage_height",
            "lineage_mermaid", "live_job", "reeval_name", "reevaluations", "resume_run", "rounds_frame",
-           "run_label", "run_status", "runs_overview", "sampling_figure", "sampling_frame", "score_figure", "start_reevaluation", "start_run",
+           "run_label", "run_status", "runs_overview", "sampling_figure", "sampling_frame", "start_reevaluation", "start_run",
            "text_diff"]
 
 EVOLVE_JOB = "evolution"  # the jobs-registry name of evolution runs
@@ -47,6 +47,7 @@ class PendingReview:
     candidates: list[dict]  # {"text", "operator", "detail", "parents", "source", "scores"}
     chosen: int  # the judge's pick
     judge: str
+    dropped: list[dict] = field(default_factory=list)  # the rest of the K: {"operator", "reason", "text"}
 
 
 class ReviewGate:
@@ -60,10 +61,13 @@ class ReviewGate:
         self._pending: PendingReview | None = None
         self._decision: Review | None = None
 
-    def __call__(self, rnd: int, cands: list[Candidate], verdict: Verdict) -> Review:
+    def __call__(self, rnd: int, cands: list[Candidate], verdict: Verdict, dropped: list[dict] | None = None
+                 ) -> Review:
         pending = PendingReview(rnd, [{"text": c.text, "operator": c.operator, "detail": c.detail,
                                        "parents": list(c.parents), "source": c.source, "scores": s}
-                                      for c, s in zip(cands, verdict.scores)], verdict.chosen, verdict.judge)
+                                      for c, s in zip(cands, verdict.scores)], verdict.chosen, verdict.judge,
+                                [{"operator": d.get("operator") or "—", "reason": d.get("reason") or "dropped",
+                                  "text": d.get("text") or ""} for d in dropped or []])
         with self._lock:
             self._pending, self._decision = pending, None
             self._ready.clear()
@@ -135,7 +139,7 @@ def start_run(ws: Workspace, settings: LLMSettings, config: EvolutionConfig, *, 
     if cfg.offline:
         cfg.mode = "programmatic"
     llm = None if cfg.offline else _llm(ws, settings, cfg, 0.0)
-    gate = ReviewGate(TASK_OF[cfg.benchmark]) if review and cfg.benchmark in TASK_OF else None
+    gate = ReviewGate(kind_of(cfg.benchmark, ws)) if review and kind_of(cfg.benchmark, ws) else None
     evo = Evolution(ws, cfg, llm=llm, review=gate)
     evo.prepare()  # a bad data file is reported before a run is stored
     evo.start(resume=False, created_by=created_by)
@@ -157,7 +161,7 @@ def resume_run(ws: Workspace, settings: LLMSettings, run_id: int, *, review: boo
         raise ValueError(f"run {run_id} was measured against an LLM endpoint; configure one (Settings page) "
                          "to resume it")
     cfg = EvolutionConfig.from_dict(info.config)
-    spent = sum(r["cost"] or 0.0 for r in h.rounds(run_id))
+    spent = h.spent(run_id)  # one aggregate: a resume decodes no stored round
     llm = None if info.offline else _llm(ws, settings, cfg, spent)
     gate = ReviewGate(info.task) if review else None
     evo = Evolution(ws, cfg, llm=llm, review=gate, run_id=run_id)
@@ -182,7 +186,7 @@ def continue_run(ws: Workspace, settings: LLMSettings, run_id: int, more: int, *
                          "to continue it")
     cfg = EvolutionConfig.from_dict(info.config)
     cfg.rounds = h.last_round(run_id) + more
-    spent = sum(r["cost"] or 0.0 for r in h.rounds(run_id))
+    spent = h.spent(run_id)  # one aggregate: a resume decodes no stored round
     llm = None if info.offline else _llm(ws, settings, cfg, spent)
     gate = ReviewGate(info.task) if review else None
     evo = Evolution(ws, cfg, llm=llm, review=gate, run_id=run_id)
@@ -405,32 +409,6 @@ def fork_name(benchmark: str, run_id: int, rnd: int) -> str:
 
 # -- figures (plotly; the pages only place them) ----------------------------------------------------------------
 
-def score_figure(curve: pd.DataFrame, offline: bool) -> Any:
-    """Score per round and best so far; for a structure-only run the judge's total, labelled as such."""
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
-    if offline:
-        judged = curve[curve["judge_total"].notna()]
-        fig.add_trace(go.Scatter(x=judged["round"], y=judged["judge_total"], mode="lines+markers",
-                                 name="judge total (structure only)", text=judged["operator"]))
-        title, ytitle, yrange = "Judge total per round (structure only)", "judge total (0-50)", [0, 52.5]
-    else:
-        measured = curve[curve["score"].notna()]
-        fig.add_trace(go.Scatter(x=measured["round"], y=measured["score"], mode="lines+markers",
-                                 name="score per round", text=measured["operator"]))
-        fig.add_trace(go.Scatter(x=measured["round"], y=measured["best"], mode="lines", name="best so far",
-                                 line={"shape": "hv", "dash": "dash"}))
-        for r in curve.loc[curve["status"] == "failed", "round"]:  # marked, never given a score
-            fig.add_vline(x=r, line={"color": "#c62828", "dash": "dot", "width": 1})
-        title, ytitle, yrange = "Validation score per round", "score (%)", [0, 105]
-    fig.update_layout(title=title, xaxis_title="round", yaxis_title=ytitle, height=340,
-                      margin={"l": 40, "r": 10, "t": 50, "b": 40}, legend={"orientation": "h", "y": -0.25})
-    fig.update_xaxes(dtick=1, rangemode="tozero")
-    fig.update_yaxes(range=yrange)
-    return fig
-
-
 def cost_figure(curve: pd.DataFrame) -> Any | None:
     """Cost of each measured round against its score (None when no round was measured)."""
     import plotly.graph_objects as go
@@ -476,6 +454,7 @@ def start_reevaluation(ws: Workspace, settings: LLMSettings, run_id: int, rnd: i
     if row is None or not row.get("workflow_text"):
         raise ValueError(f"round {rnd} of run {run_id} has no workflow to evaluate")
     cfg = info.config
+    kind_of(info.benchmark, ws)  # a task of your own is found in the workspace
     problems = load(info.benchmark, "validation", data_path=cfg.get("data_path"), limit=cfg.get("limit"),
                     split_file=cfg.get("split_file"))
     split = f"file:{cfg['data_path']}" if cfg.get("data_path") else "validation"

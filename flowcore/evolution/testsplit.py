@@ -92,6 +92,9 @@ async def rescore_top(ws: Workspace, run_id: int, top: int, *, llm: Any, limit: 
 
     h = History(ws)
     info = h.run(run_id)
+    from flowcore.tasks import kind_of
+
+    kind_of(info.config["benchmark"], ws)  # a task of your own is read from the workspace
     problems, split, key = held_out_problems(info.config, limit=limit)
     _schema(ws)
     done = {r["round"] for r in stored_test_scores(ws, run_id) if r["split"] == key}
@@ -166,6 +169,9 @@ def start_test_rescore(ws: Workspace, settings: Any, run_id: int, top: int, *, l
         raise ValueError(f"run {run_id} is structure-only: it has no validation scores to rank")
     if not top_rounds(History(ws).summaries(run_id), top):
         raise ValueError(f"run {run_id} has no measured round to re-score")
+    from flowcore.tasks import kind_of
+
+    kind_of(info.config["benchmark"], ws)  # a task of your own is read from the workspace
     held_out_problems(info.config, limit=limit)  # a missing test split or an overlap is reported now
 
     async def target(ctx: jobs.JobContext) -> list[dict]:

@@ -23,6 +23,8 @@ from typing import Any
 
 ENV = "MERMAIDFLOW_RAY"
 RETRIES = 3  # times Ray runs a problem again after its worker process died
+RESTARTS = 3  # times Ray restarts an evolution actor whose process died (it resumes the run after its last round)
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray binds 127.0.0.1 only (its single-machine mode)
 _lock = threading.Lock()
 _remote: dict[str, Any] = {}
 
@@ -59,6 +61,18 @@ def connect(where: str | None = None, **init: Any) -> Any:
                 root = str(Path(__file__).resolve().parents[2])
                 path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
                 kw.setdefault("runtime_env", {"env_vars": {"PYTHONPATH": path}})
+                # A Ray inside the app is for this machine alone: on loopback only. On Linux Ray binds every
+                # interface (and names the external address) unless its cluster mode is off and the node's address
+                # is 127.0.0.1 (tests/execution/test_cluster.py checks what it listens on with `ss`).
+                os.environ.setdefault(LOOPBACK_ENV, "0")  # read by the processes Ray starts
+                kw.setdefault("_node_ip_address", "127.0.0.1")
+                if os.environ[LOOPBACK_ENV] == "0":
+                    try:  # and by this one, which read it when ray was imported (a private constant of Ray's)
+                        from ray._private import ray_constants
+
+                        ray_constants.ENABLE_RAY_CLUSTER = False
+                    except (ImportError, AttributeError):
+                        pass
             try:
                 ray.init(address=None if where == "local" else where, **kw)
             except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, …: say which cluster
@@ -82,15 +96,15 @@ def solve_problem(workflow_text: str, benchmark: str, problem: Any, settings: di
     from flowcore.execution.runtime import prepare
     from flowcore.llm.client import LLM, LLMSettings
     from flowcore.mermaid.reader import parse
-    from flowcore.tasks import TASK_OF
-    from flowcore.tasks.harness import _solve
+    from flowcore.tasks import kind_of_problem
+    from flowcore.tasks.harness import Scorer, _solve
     from flowcore.workspace.store import Workspace
 
-    plan = prepare(parse(workflow_text), TASK_OF[benchmark])
+    plan = prepare(parse(workflow_text), kind_of_problem(problem))
     ws = Workspace(workspace) if workspace else None
     llm = LLM(LLMSettings.from_public_dict(settings, api_key=api_key), ws)
     try:
-        return asyncio.run(_solve(make_runner(plan, llm), problem, timeout))
+        return asyncio.run(_solve(make_runner(plan, llm), problem, timeout, Scorer(llm)))
     finally:
         if ws is not None:
             ws.close_all()

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flowcore.execution.runtime import Plan, execute
-from flowcore.tasks import TASK_OF, Problem
+from flowcore.tasks import Problem, kind_of_problem
 
 
 def make_runner(plan: Plan, llm: Any) -> Callable:
@@ -15,7 +15,7 @@ def make_runner(plan: Plan, llm: Any) -> Callable:
 
     async def runner(problem: Problem) -> tuple[str, float]:
         child = llm.child() if hasattr(llm, "child") else llm
-        code = TASK_OF.get(problem.benchmark) == "code"
+        code = kind_of_problem(problem) == "code"
         try:
             res = await execute(plan, problem.question, llm=child,
                                 entry_point=problem.entry_point if code else None,

@@ -471,19 +471,36 @@ def run_untrusted(code: str, *, tests: str | list[str] | None = None, entry_poin
     except (TypeError, ValueError):
         return _sbx_failure(f"bad sandbox limits: timeout={timeout!r}, memory_mb={memory_mb!r}")
     layout = _sbx_layout()  # raises SandboxUnavailable
-    if mode == "tests":
-        return _sbx_verdict(layout, code, tests, entry_point, context or "", timeout, memory_mb, start)
-    return _sbx_run(layout, {"parts": parts, "mode": mode, "entry_point": entry_point}, timeout, memory_mb,
-                    stdin, start)
+    with _RUN_SLOTS:  # one run per CPU at a time: see _RUN_SLOTS (the clock starts once the run has its turn)
+        if mode == "tests":
+            return _sbx_verdict(layout, code, tests, entry_point, context or "", timeout, memory_mb, start)
+        return _sbx_run(layout, {"parts": parts, "mode": mode, "entry_point": entry_point}, timeout, memory_mb,
+                        stdin, start)
+
+
+def _cpus() -> int:
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return max(os.cpu_count() or 1, 1)
+
+
+# At most one sandboxed run (a verdict's two halves count as one) per CPU at a time in this process. Each run gets
+# one CPU, and the time a run waits for a CPU is given back as other work's fault (see _Credit); an evaluation runs
+# --concurrency problems at once, so without this its own runs starved each other: eight spinning answers on two
+# cores got a quarter of a CPU each, reached the 3x cap and were all "errored (machine too busy)", left out of the
+# score instead of wrong (tests/execution/test_sandbox_load.py, test_concurrent_spinning_answers_...). A run waits
+# for its turn before its clock starts, so waiting never costs it time.
+_RUN_SLOTS = threading.BoundedSemaphore(_cpus())
 
 
 def _sbx_run(layout: dict, job: dict, timeout: float, memory_mb: int, stdin: str | None, start: float,
-             extra_fds: tuple[int, ...] = (), on_spawn=None, waited=None) -> SandboxResult:
+             extra_fds: tuple[int, ...] = (), on_spawn=None, credit: _Credit | None = None) -> SandboxResult:
     uid = _sbx_claim_uid() if layout["root"] else None
     job = {**job, "site": layout["site"], "uid": uid, "memory": memory_mb << 20, "fsize": FILE_SIZE_LIMIT,
            "nofile": NOFILE_LIMIT, "nproc": NPROC_LIMIT, "cpu": int(timeout) + 2}
     try:
-        return _sbx_execute(layout, job, timeout, memory_mb, stdin, start, extra_fds, on_spawn, waited)
+        return _sbx_execute(layout, job, timeout, memory_mb, stdin, start, extra_fds, on_spawn, credit)
     finally:
         if uid is not None:
             _sbx_release_uid(uid)
@@ -506,25 +523,26 @@ def _sbx_verdict(layout: dict, code: str, tests: str, entry: str | None, context
              "names": names, "imports": imports, "harness": harness}
     spawned: list = []
     served: dict = {}
+    credit = _Credit()  # both sides' waiting: the candidate does the judge's work while the judge waits on it
+
+    def on_candidate(proc, tasks, cpu) -> None:
+        spawned.append(proc)
+        credit.add(tasks, cpu)
 
     def candidate() -> None:
         try:  # the judge decides when this ends: its own clock is only a backstop
             served["result"] = _sbx_run(layout, serve, timeout * LOAD_GRACE, memory_mb, None, start,
-                                        (req_r, rsp_w), lambda proc, tasks: spawned.append((proc, tasks)))
+                                        (req_r, rsp_w), on_candidate)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             served["error"] = exc
 
-    def waited() -> float:  # both sides' time without a CPU: the candidate does the judge's waiting
-        return sum(_sbx_sched(tasks())[1] for _, tasks in spawned) + _sbx_sched(own[0]())[1] if own else 0.0
-
-    own: list = []
     thread = threading.Thread(target=candidate, daemon=True)
     thread.start()
     try:
         verdict = _sbx_run(layout, judge, timeout, memory_mb, None, start, (req_w, rsp_r),
-                           lambda proc, tasks: own.append(tasks), waited)
+                           lambda proc, tasks, cpu: credit.add(tasks, cpu), credit)
     finally:
-        for proc, _ in spawned:  # the verdict is in: nothing the candidate left running goes on
+        for proc in spawned:  # the verdict is in: nothing the candidate left running goes on
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -742,7 +760,8 @@ def _sbx_compute_layout() -> dict:
 # -- seccomp (libseccomp, through ctypes) ----------------------------------------------------------------------
 
 # What a solution has no use for, after Docker's default profile: the kernel keyrings (which would reach the
-# host's session keyring), io_uring, bpf, perf, userfaultfd, tracing other processes, mounting, namespaces
+# host's session keyring), io_uring, bpf, perf, userfaultfd, memory held outside the address space (memfd, SysV
+# shared memory), tracing other processes, mounting, namespaces
 # (unshare, setns, the CLONE_NEW* flags of clone; clone3 reads its flags from memory a filter cannot see, so
 # it answers ENOSYS and the C library falls back to clone), kernel modules, kexec, and personalities other
 # than the usual ones.
@@ -752,7 +771,12 @@ _DENY = ("keyctl", "add_key", "request_key", "io_uring_setup", "io_uring_enter",
          "mount_setattr", "unshare", "setns", "chroot", "kexec_load", "kexec_file_load", "init_module",
          "finit_module", "delete_module", "reboot", "swapon", "swapoff", "acct", "quotactl", "lookup_dcookie",
          "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm", "settimeofday", "clock_settime",
-         "clock_adjtime", "adjtimex", "syslog", "uselib", "fanotify_init", "pidfd_getfd", "vhangup")
+         "clock_adjtime", "adjtimex", "syslog", "uselib", "fanotify_init", "pidfd_getfd", "vhangup",
+         # Memory no address-space limit counts: a memfd filled with write() and SysV shared memory attached,
+         # touched and detached stay allocated without being mapped. Where there is no cgroup (an ordinary
+         # user's run, the fallback) RLIMIT_AS was then no cap at all: 40 memfds held 1.3 GB and six 200 MB shm
+         # segments 1.2 GB beside a 512 MB budget (tests/helpers/hostile_programs.py). /tmp is a capped tmpfs.
+         "memfd_create", "memfd_secret", "shmget")
 # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (NEWTIME only exists for clone3/unshare)
 _CLONE_NEW = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
 # ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC, MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT, ADDR_LIMIT_32BIT/3GB, FDPIC_FUNCPTRS,
@@ -835,10 +859,12 @@ def _sbx_cgroup_roots() -> dict | None:
     for line in lines:
         _, ctrls, path = line.split(":", 2)
         for ctrl in ctrls.split(","):
-            if ctrl in ("memory", "pids", "cpuacct"):
+            if ctrl in ("memory", "pids", "cpuacct", "cpu"):
                 v1[ctrl] = f"/sys/fs/cgroup/{ctrl}{path.rstrip('/')}"
         if ctrls == "":
             v2 = path
+    if "cpu" in v1 and not (os.access(v1["cpu"], os.W_OK) and os.path.exists(v1["cpu"] + "/cpu.cfs_quota_us")):
+        del v1["cpu"]  # no CPU quota here: the credit rule alone keeps a run from starving itself into "errored"
     if {"memory", "pids", "cpuacct"} <= set(v1) and all(os.access(d, os.W_OK) for d in v1.values()):
         return {"v1": v1}
     for top in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
@@ -853,25 +879,39 @@ def _sbx_cgroup_roots() -> dict | None:
 
 
 _cg_counter = iter(range(1 << 62))
+# Every run gets at most one CPU, however many processes it starts: its children compete with each other, not
+# with the host (60 spinning children pin one core, not every core), and never earn load credit (see _Credit).
+CPU_QUOTA = 1.0
+CPU_PERIOD_US = 100_000
 
 
 class _Cgroup:
-    """A run's cgroup(s), made before it starts and removed after: memory and pids limits, CPU usage."""
+    """A run's cgroup(s), made before it starts and removed after: memory and pids limits, a CPU quota (one CPU
+    for all of the run's processes, where the host has the cpu controller), CPU usage."""
 
     def __init__(self, roots: dict, memory_mb: int) -> None:
         name = f"mermaidflow-{os.getpid()}-{next(_cg_counter)}"
         self.dirs: list[str] = []
+        self.quota = False
         if "v1" in roots:
-            self.mem, self.pids, self.cpu = (f"{roots['v1'][c]}/{name}" for c in ("memory", "pids", "cpuacct"))
-            for d in (self.mem, self.pids, self.cpu):
-                os.mkdir(d)
-                self.dirs.append(d)
+            v1 = roots["v1"]
+            self.mem, self.pids, self.cpu = (f"{v1[c]}/{name}" for c in ("memory", "pids", "cpuacct"))
+            quota = f"{v1['cpu']}/{name}" if "cpu" in v1 else None
+            for d in (self.mem, self.pids, self.cpu, quota):
+                # cpu and cpuacct are often one hierarchy mounted twice (cpu,cpuacct): one folder then
+                if d is not None and not any(os.path.realpath(d) == os.path.realpath(x) for x in self.dirs):
+                    os.mkdir(d)
+                    self.dirs.append(d)
             _sbx_put(self.mem + "/memory.limit_in_bytes", memory_mb << 20)
             try:
                 _sbx_put(self.mem + "/memory.memsw.limit_in_bytes", memory_mb << 20)
             except OSError:
                 pass  # no swap accounting
             _sbx_put(self.pids + "/pids.max", NPROC_LIMIT)
+            if quota is not None:
+                _sbx_put(quota + "/cpu.cfs_period_us", CPU_PERIOD_US)
+                _sbx_put(quota + "/cpu.cfs_quota_us", int(CPU_PERIOD_US * CPU_QUOTA))
+                self.quota = True
         else:
             d = f"{roots['v2']}/{name}"
             os.mkdir(d)
@@ -880,6 +920,9 @@ class _Cgroup:
             _sbx_put(d + "/memory.max", memory_mb << 20)
             _sbx_put(d + "/memory.swap.max", 0) if os.path.exists(d + "/memory.swap.max") else None
             _sbx_put(d + "/pids.max", NPROC_LIMIT)
+            if os.path.exists(d + "/cpu.max"):  # the parent delegates the cpu controller
+                _sbx_put(d + "/cpu.max", f"{int(CPU_PERIOD_US * CPU_QUOTA)} {CPU_PERIOD_US}")
+                self.quota = True
         self.v1 = "v1" in roots
 
     @property
@@ -943,17 +986,60 @@ def _sbx_put(path: str, value: object) -> None:
         f.write(str(value))
 
 
-def _sbx_sched(pids: list[int]) -> tuple[float, float]:
-    """(CPU seconds, seconds waiting for a CPU while runnable) of these tasks, from /proc/<tid>/schedstat."""
-    cpu = wait = 0
+def _sbx_waits(pids: list[int]) -> tuple[float, dict[int, int]]:
+    """(CPU seconds of these tasks, {tid: nanoseconds it has waited for a CPU while runnable})."""
+    cpu, waits = 0, {}
     for tid in pids:
         try:
             on, queued, _ = _sbx_read(f"/proc/{tid}/schedstat").split()
         except (OSError, ValueError):
             continue
         cpu += int(on)
-        wait += int(queued)
-    return cpu / 1e9, wait / 1e9
+        waits[tid] = int(queued)
+    return cpu / 1e9, waits
+
+
+class _Credit:
+    """The wall-clock time a run is given back because other work on the host kept it from a CPU.
+
+    Sampled every LOAD_SAMPLE_S over all the sandboxes of one run (a verdict has two). In each interval the
+    credit is the least of
+    - the most any *one* of the run's tasks waited for a CPU while runnable (what a single-task run would have
+      waited: never the sum over its processes, which 60 spinning children make 60 times the wall clock), and
+    - the interval less the CPU time the whole run got in it (a run that keeps a CPU busy, even a quota's worth
+      spread over many children, was not kept waiting by anyone).
+    A task kept waiting by its own siblings waits at most their CPU time, so what a run can earn from itself is at
+    most min(cpu, interval - cpu): half the interval. Its own time then grows at least half as fast as the wall
+    clock and reaches the timeout within 2x, before LOAD_GRACE's 3x: a self-starving answer is timed out (wrong),
+    never "errored" (tests/execution/test_sandbox_load.py, the hostile table's 60 spinning children)."""
+
+    def __init__(self) -> None:
+        self.sources: list[tuple] = []  # (tasks(), cpu() or None) per sandbox
+        self.lock = threading.Lock()
+        self.last = time.monotonic()
+        self.cpu = 0.0
+        self.waits: dict[int, int] = {}
+        self.total = 0.0
+
+    def add(self, tasks, cpu) -> None:
+        with self.lock:
+            self.sources.append((tasks, cpu))
+
+    def sample(self) -> float:
+        """Take a sample now; the credit so far (seconds)."""
+        with self.lock:
+            now, cpu, waits = time.monotonic(), 0.0, {}
+            for tasks, cpu_of in self.sources:
+                own, w = _sbx_waits(tasks())
+                counted = cpu_of() if cpu_of is not None else None
+                cpu += own if counted is None else counted  # the cgroup counts children that have exited too
+                waits.update(w)
+            waited = max((w - self.waits.get(t, 0) for t, w in waits.items()), default=0) / 1e9
+            got = max(cpu - self.cpu, 0.0)
+            self.total += max(0.0, min(waited, (now - self.last) - got))
+            self.last, self.cpu = now, max(cpu, self.cpu)
+            self.waits.update(waits)
+            return self.total
 
 
 def _sbx_tree(pid: int) -> list[int]:
@@ -987,13 +1073,19 @@ _SHIM = ('while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shif
          'while [ "$1" != -- ]; do mkdir -p "$2" && mount --bind "$1" "$2" && '
          'mount -o remount,bind,ro "$2" || exit 125; shift 2; done; shift; exec "$@"')
 LOAD_GRACE = 3.0  # a run starved of CPU gets back the time it waited, up to this many times its timeout
+LOAD_SAMPLE_S = 0.2  # how often a running sandbox's waiting is sampled (see _Credit)
 
 
 def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin: str | None,
-                 start: float, extra_fds: tuple[int, ...] = (), on_spawn=None, waited=None) -> SandboxResult:
+                 start: float, extra_fds: tuple[int, ...] = (), on_spawn=None,
+                 credit: _Credit | None = None) -> SandboxResult:
     """One sandboxed process. ``extra_fds`` are handed to it at the same numbers (and closed here once it has
-    them); ``on_spawn(proc, tasks)`` lets a caller kill it early and see its threads; ``waited()`` says how
-    long the run's processes waited for a CPU (default: this sandbox's own)."""
+    them); ``on_spawn(proc, tasks, cpu)`` lets a caller kill it early and see its threads and CPU time;
+    ``credit`` measures the load credit over all of the run's sandboxes (default: this sandbox's own)."""
+    # Encoded before anything starts: a lone surrogate (an LLM reply may hold "\ud800") made a strict encode raise
+    # after the sandbox had started, which left it waiting on its input for good, its pipes open and its cgroup in
+    # place, and failed every row of a python metric's batch. The code inside reads the bytes as they are.
+    stdin_bytes = stdin.encode("utf-8", "surrogatepass") if stdin is not None else None
     job_r, job_w = os.pipe()
     rep_r, rep_w = os.pipe()
     bpf_r, bpf_w = os.pipe()
@@ -1038,12 +1130,16 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
     for fd in (job_r, rep_w, bpf_r, *extra_fds):
         os.close(fd)
     tasks = cgroup.tasks if cgroup else (lambda: _sbx_tree(proc.pid))
+    cpu_of = cgroup.cpu_time if cgroup else None
+    if credit is None:
+        credit = _Credit()
+        credit.add(tasks, cpu_of)
     if on_spawn is not None:
-        on_spawn(proc, tasks)
+        on_spawn(proc, tasks, cpu_of)
     readers = [_Reader(proc.stdout.fileno()), _Reader(proc.stderr.fileno()), _Reader(rep_r, limit=1 << 20)]
     threading.Thread(target=_sbx_write, args=(job_w, marshal.dumps(job)), daemon=True).start()
     if stdin is not None:
-        threading.Thread(target=_sbx_write, args=(proc.stdin.fileno(), stdin.encode(), proc.stdin),
+        threading.Thread(target=_sbx_write, args=(proc.stdin.fileno(), stdin_bytes, proc.stdin),
                          daemon=True).start()
     timed_out = overloaded = False
     began = time.monotonic()
@@ -1051,12 +1147,13 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
     exited = _sbx_exit_waiter(proc)
     while True:
         try:
-            exited(max(deadline - time.monotonic(), 0))
+            exited(max(min(deadline, time.monotonic() + LOAD_SAMPLE_S) - time.monotonic(), 0))
             break
         except subprocess.TimeoutExpired:
-            # Load never flips a verdict: the time the code spent runnable but without a CPU is given back,
-            # so it is judged on its own time; past the cap that is the machine's fault, not a wrong answer.
-            owed = waited() if waited is not None else _sbx_sched(tasks())[1]
+            # Load never flips a verdict: the time other work on the host kept the code from a CPU is given
+            # back, so it is judged on its own time; past the cap that is the machine's fault, not a wrong
+            # answer. What the run's own processes cost each other is never given back (see _Credit).
+            owed = credit.sample()
             now = time.monotonic()
             if began + timeout + owed > now + 0.01 and now < cap:
                 deadline = min(began + timeout + owed, cap)
@@ -1065,7 +1162,7 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
             break
     cpu = cgroup.cpu_time() if cgroup else None
     if cpu is None:
-        cpu = _sbx_sched(tasks())[0] if proc.poll() is None else None
+        cpu = _sbx_waits(tasks())[0] if proc.poll() is None else None
     try:  # bwrap's group; the PID namespace (and all it started, setsid or not) dies with its init
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

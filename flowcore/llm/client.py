@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import sqlite3
 import ssl
 import threading
 import time
@@ -35,6 +36,7 @@ import openai
 
 from flowcore.execution._standalone_ops import MAX_REPLY_MB, price_lookup, reply_cap_hooks, reply_too_large
 from flowcore.llm import context as lc
+from flowcore.llm import egress
 
 if TYPE_CHECKING:
     from flowcore.workspace.store import Workspace
@@ -82,6 +84,11 @@ class LLMError(Exception):
         self.transient = transient
 
 
+class ResultNotStored(sqlite3.OperationalError):
+    """A call was made and paid for, but the workspace could not store its result (a full disk, a damaged or
+    read-only file): a storage failure, never an endpoint failure. The message says what the call cost."""
+
+
 class BudgetExceeded(LLMError):
     pass
 
@@ -122,6 +129,9 @@ class LLMSettings:
     context_tokens: int | None = None  # the model's context window when the server does not say (tokens)
     stream: bool = False  # stream replies: the timeout is then a silence timeout, not a total one
     max_reply_mb: float = MAX_REPLY_MB  # a larger reply (decompressed) is refused as it streams in, never kept
+    # where the client may connect (flowcore.llm.egress); None: this process's environment decides. Not a setting
+    # that is saved or shown: the app attaches it (team or not), and it travels with the settings to jobs and Ray
+    egress: egress.Egress | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.base_url = check_base_url(self.base_url)
@@ -327,6 +337,9 @@ class Reply:
     latency: float
     cached: bool
     accepted: bool = True  # False: every attempt was rejected by the caller's check (this one is not cached)
+    # a cache hit: what the call cost and took when it was first made (None: not recorded, an older cache row)
+    first_cost: float | None = None
+    first_latency: float | None = None
 
 
 @dataclass
@@ -378,6 +391,10 @@ class _Shared:
         self.tokenizer = lc.Tokenizer(settings.base_url)
         self.learned: dict[str, int] = {}  # model -> context window the server named in an overflow error
         self.json_ok = True  # False once the server refused response_format json_object: ask in words only
+        # Replies and call-log rows not yet in the workspace (its database was away when they came): kept here,
+        # served from here, and written with the next write that succeeds, so a paid call is never made twice.
+        self.pending: dict[str, tuple[str, dict]] = {}
+        self.unlogged: list[tuple] = []
 
     async def for_loop(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
@@ -388,10 +405,13 @@ class _Shared:
                 for old in [lp for lp in self.per_loop if lp.is_closed()]:
                     del self.per_loop[old]
                 s = self.settings
+                hooks = reply_cap_hooks(s.max_reply_bytes)
+                policy = egress.from_settings(s.egress)
+                http = egress.http_client(policy, _ssl_context(), event_hooks=hooks) if policy.active else \
+                    openai.DefaultAsyncHttpxClient(verify=_ssl_context(), event_hooks=hooks)
                 client = openai.AsyncOpenAI(
                     base_url=s.base_url or OPENAI_URL, api_key=s.api_key or "not-needed", timeout=s.timeout,
-                    max_retries=s.max_retries, http_client=openai.DefaultAsyncHttpxClient(
-                        verify=_ssl_context(), event_hooks=reply_cap_hooks(s.max_reply_bytes)))
+                    max_retries=s.max_retries, http_client=http)
                 closer = _close_at_shutdown(client)
                 entry = self.per_loop[loop] = (client, asyncio.Semaphore(s.concurrency), closer)
         if closer is not None:
@@ -452,6 +472,9 @@ class LLM:
         self.calls: list[dict] = []
         self._parent: LLM | None = None
         self._shared = _Shared(settings)
+        # Called before every paid call (a cache miss); raising stops it. An evolution run sets its lease's
+        # verify here, so a process that lost its run (paused, then taken over) makes no more paid calls.
+        self.guard: Callable[[], None] | None = None
         self.salt = ""  # prefixed to every cache salt (see salted)
         if workspace is not None:
             workspace.ensure_schema("llm", _DDL)
@@ -496,13 +519,17 @@ class LLM:
         hit = self._cache_get(key)
         if hit is not None and _garbled(hit["text"]) is None and (accept is None or accept(hit["text"]) is None):
             reply = Reply(hit["text"], model, int(hit.get("prompt_tokens", 0)),
-                          int(hit.get("completion_tokens", 0)), 0.0, 0.0, True)
+                          int(hit.get("completion_tokens", 0)), 0.0, 0.0, True,
+                          first_cost=_number(hit.get("cost")), first_latency=_number(hit.get("latency")))
             self._record(role, reply, None)
             return reply
         if not s.configured:
             raise NotConfigured("no LLM endpoint configured: set OPENAI_BASE_URL (any OpenAI-compatible "
                                 "server, e.g. vLLM, Ollama, llama.cpp) and/or OPENAI_API_KEY, or enter them on "
                                 "the Settings page")
+        guard = getattr(self._root(), "guard", None)
+        if guard is not None:
+            guard()
         where = f"{role}, model {model!r} at {public_url(s.base_url)}"
         sent, cap, counted = await self._fit(msgs, model, role, max_tokens, where)
         rejected: Reply | None = None
@@ -538,7 +565,8 @@ class LLM:
                 continue
             why = accept(text) if accept is not None else None
             if why is None:
-                self._cache_put(key, model, {"text": text, "prompt_tokens": pt, "completion_tokens": ct})
+                self._cache_put(key, model, {"text": text, "prompt_tokens": pt, "completion_tokens": ct,
+                                             "cost": paid.cost, "latency": round(latency, 4)})
                 self._record(role, paid, None)
                 return paid
             rejected = replace(paid, accepted=False)
@@ -582,7 +610,8 @@ class LLM:
                                  refuses_json="response_format" in kwargs and e.status_code in (400, 422, 500)
                                  and re.search(r"response_format|json", detail, re.I) is not None)
             except (openai.APIConnectionError, httpx.TransportError) as e:
-                error = _Failure(f"cannot connect ({getattr(e, '__cause__', None) or e})", True)
+                why = str(getattr(e, "__cause__", None) or e)  # a refusal by the endpoint policy is not transient
+                error = _Failure(f"cannot connect ({why})", "refused by the endpoint policy" not in why)
             except openai.OpenAIError as e:
                 error = _Failure(f"{type(e).__name__}: {e}", False)
             except ValueError as e:  # json.JSONDecodeError from a body that is not JSON: a garbled transfer
@@ -658,7 +687,7 @@ class LLM:
 
     def _record(self, role: str, reply: Reply, error: str | None) -> None:
         """Log one attempt. A failed one counts as an error; a paid one (even a malformed or rejected reply)
-        adds its cost, since the endpoint charged for it."""
+        adds its cost, since the endpoint charged for it. Counted in memory first, then written (``_persist``)."""
         rec = {"role": role, "model": reply.model, "prompt_tokens": reply.prompt_tokens,
                "completion_tokens": reply.completion_tokens, "cost": reply.cost, "latency": reply.latency,
                "cached": reply.cached, "error": error}
@@ -680,16 +709,67 @@ class LLM:
                 u.latency += reply.latency
                 node.calls.append(dict(rec))
                 node = node._parent
+            if self.workspace is not None:
+                self._shared.unlogged.append((self.run_id, time.time(), role, reply.model, reply.prompt_tokens,
+                                              reply.completion_tokens, reply.cost, reply.latency, int(reply.cached),
+                                              error))
         if self.workspace is not None:
-            with self.workspace.transaction() as conn:
-                conn.execute("INSERT INTO llm_calls(run_id, ts, role, model, prompt_tokens,"
-                             " completion_tokens, cost, latency, cached, error) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                             (self.run_id, time.time(), role, reply.model, reply.prompt_tokens,
-                              reply.completion_tokens, reply.cost, reply.latency, int(reply.cached), error))
+            self._persist(reply if error is None and not reply.cached else None)
+
+    def _persist(self, paid: Reply | None = None) -> None:
+        """Write the replies and call-log rows still in memory. While the database is away (an outage) they stay
+        in memory, served from there, and go out with the next write that succeeds. Any other storage failure
+        (a full disk, a damaged or read-only file) of a paid call is ResultNotStored: the call was made and paid
+        for, its result could not be stored - never an endpoint failure."""
+        from flowcore.workspace import health
+
+        sh = self._shared
+        with sh.lock:
+            cache, logs = dict(sh.pending), list(sh.unlogged)
+        if not cache and not logs:
+            return
+        try:
+            with self.workspace.transaction() as conn:  # type: ignore[union-attr]
+                for key, (model, data) in cache.items():
+                    conn.execute("INSERT OR REPLACE INTO llm_cache(key, model, response_json, created)"
+                                 " VALUES (?,?,?,?)", (key, model, json.dumps(data), time.time()))
+                for row in logs:
+                    conn.execute("INSERT INTO llm_calls(run_id, ts, role, model, prompt_tokens,"
+                                 " completion_tokens, cost, latency, cached, error) VALUES (?,?,?,?,?,?,?,?,?,?)", row)
+        except Exception as exc:
+            kind = health.fault_of(exc)
+            if kind is None:
+                raise
+            if kind == "outage" or paid is None:
+                return  # kept in memory: written with the next write that succeeds
+            where = self.workspace.path  # type: ignore[union-attr]
+            err = ResultNotStored(f"an LLM call ({paid.model}, {paid.prompt_tokens}+{paid.completion_tokens} tokens, "
+                                  f"${paid.cost:.6f}) was made and paid for, but its result could not be stored: "
+                                  f"{health.describe(exc, where)}")
+            err.fault = kind  # type: ignore[attr-defined]
+            raise err from exc
+        with sh.lock:
+            for key in cache:
+                if sh.pending.get(key) == cache[key]:
+                    del sh.pending[key]
+            del sh.unlogged[:len(logs)]
+
+    def flush(self) -> None:
+        """Write what an outage left in memory (before a round is stored); storage errors propagate."""
+        if self.workspace is not None:
+            self._persist()
+
+    @property
+    def unwritten(self) -> int:
+        """Replies and log rows still waiting for the database."""
+        return len(self._shared.pending) + len(self._shared.unlogged)
 
     def _cache_get(self, key: str) -> dict | None:
         if self.workspace is None or not self.settings.cache:
             return None
+        held = self._shared.pending.get(key)
+        if held is not None:
+            return held[1]
         rows = self.workspace.query("SELECT response_json FROM llm_cache WHERE key = ?", (key,))
         if not rows:
             return None
@@ -700,11 +780,18 @@ class LLM:
         return data if isinstance(data, dict) and isinstance(data.get("text"), str) else None
 
     def _cache_put(self, key: str, model: str, data: dict) -> None:
+        """Keep the reply for this key; it is written by the ``_record`` that follows (in one transaction)."""
         if self.workspace is None or not self.settings.cache:
             return
-        with self.workspace.transaction() as conn:
-            conn.execute("INSERT OR REPLACE INTO llm_cache(key, model, response_json, created)"
-                         " VALUES (?,?,?,?)", (key, model, json.dumps(data), time.time()))
+        with self._shared.lock:
+            self._shared.pending[key] = (model, data)
+
+
+def _number(value: object) -> float | None:
+    """A cost or latency read back from a cache row: a finite number >= 0, else None (not recorded)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 <= value < float("inf") else None
 
 
 def _normalize(messages: list[dict] | str) -> list[dict]:
@@ -821,13 +908,16 @@ def list_models(settings: LLMSettings) -> list[str]:
     """Model ids the endpoint offers (a connection test for the Settings page). Raises LLMError."""
     if not settings.configured:
         raise NotConfigured("no LLM endpoint configured: set OPENAI_BASE_URL and/or OPENAI_API_KEY")
+    hooks = reply_cap_hooks(settings.max_reply_bytes, sync=True)
+    policy = egress.from_settings(settings.egress)
+    http = egress.http_client(policy, _ssl_context(), sync=True, event_hooks=hooks) if policy.active else \
+        openai.DefaultHttpxClient(event_hooks=hooks)
     client = openai.OpenAI(base_url=settings.base_url or OPENAI_URL, api_key=settings.api_key or "not-needed",
-                           timeout=min(settings.timeout, 15.0), max_retries=0, http_client=openai.DefaultHttpxClient(
-                               event_hooks=reply_cap_hooks(settings.max_reply_bytes, sync=True)))
+                           timeout=min(settings.timeout, 15.0), max_retries=0, http_client=http)
     try:
         return sorted(m.id for m in client.models.list())
     except (openai.OpenAIError, ValueError) as e:
-        msg = str(e)
+        msg = str(e.__cause__ or e) if isinstance(e, openai.APIConnectionError) else str(e)
         if settings.api_key:
             msg = msg.replace(settings.api_key, "***")
         raise LLMError(f"cannot list models at {public_url(settings.base_url)}: {msg}") from None

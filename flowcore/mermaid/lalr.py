@@ -169,7 +169,8 @@ def reduce_action(r, db, prod: int, v: list, p, top: int, n: int) -> Any:  # noq
         db.set_class(v[-3], v[-1])
         return v[-3]
     if prod == 27:
-        return v[-2]["nodes"]
+        stmt = v[-2]
+        return stmt["rev"][::-1] if "rev" in stmt else stmt["nodes"]
     if prod in (28, 29, 32):  # style, linkStyle, click: kept as written
         start = p[top - 1]
         raw = r.p.code[start:p[top]].strip()
@@ -196,16 +197,22 @@ def reduce_action(r, db, prod: int, v: list, p, top: int, n: int) -> Any:  # noq
             db.add_vertex(node[-1], shape_data=v[-1])
         db.cur_pos = p[top - 2] if prod == 46 else p[top - 2]
         db.add_link(vs["stmt"], node, link)
-        return {"stmt": node, "nodes": node + vs["nodes"]}
+        # Mermaid's nodes are `node + vs.nodes` (newest first); copying that list at every link made a chain of n
+        # links on one line cost n^2. Kept reversed in one list that grows at its end (prod 27 turns it back).
+        rev = vs["rev"] if "rev" in vs else vs["nodes"][::-1]
+        rev.extend(reversed(node))
+        return {"stmt": node, "rev": rev}
     if prod == 49:
         db.cur_pos = p[top - 1]
         db.add_vertex(v[-2][-1], shape_data=v[-1])
         return {"stmt": v[-2], "nodes": v[-2], "shapeData": v[-1]}
-    if prod == 52:
+    if prod == 52:  # `a & b`: the group's list (made by prod 51 for this group) grows in place, not copied
         db.add_vertex(v[-6][-1], shape_data=v[-5])
-        return v[-6] + [v[-1]]
+        v[-6].append(v[-1])
+        return v[-6]
     if prod == 53:
-        return v[-5] + [v[-1]]
+        v[-5].append(v[-1])
+        return v[-5]
     if prod in (79, 86, 101, 103):
         return {"text": v[-1], "type": "text"}
     if prod in (80, 87, 102):

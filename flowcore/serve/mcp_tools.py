@@ -91,10 +91,11 @@ def build_mcp(engine: Engine) -> MCPServer:
         """Evaluate a published workflow (model) or a workflow's text on a benchmark (gsm8k, math, humaneval,
         mbpp), split validation or test, the first `limit` problems. Returns {score, n, errors, cost, ci}."""
         from flowcore.evaluation.evaluate import evaluate_workflow as evaluate
-        from flowcore.tasks import TASK_OF, load
+        from flowcore.tasks import TASK_OF, kind_of, load
 
-        if benchmark not in TASK_OF:
-            raise ToolError(f"benchmark must be one of {', '.join(TASK_OF)}, got {benchmark!r}")
+        if kind_of(benchmark, engine.ws) is None:  # built in, or a task saved in the served workspace
+            raise ToolError(f"benchmark must be one of {', '.join(TASK_OF)} or a task saved in the workspace, "
+                            f"got {benchmark!r}")
         if split not in ("validation", "test") or not 1 <= limit <= 500:
             raise ToolError("split must be validation or test, and limit between 1 and 500")
         text = _text_of(engine, model, workflow)

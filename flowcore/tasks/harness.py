@@ -19,9 +19,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from flowcore.evaluation.stats import exact_all_same, mean_ci
 from flowcore.execution.sandbox import SandboxUnavailable, require_sandbox
-from flowcore.tasks.problem import Problem
+from flowcore.tasks.metrics import Grade, PythonBatcher, grade_text, judge
+from flowcore.tasks.problem import Problem, needs_sandbox
 from flowcore.tasks.scoring import score
+from flowcore.workspace import health
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,13 @@ class ProblemResult:
     error: str | None
     errored: bool = False  # no answer to judge (endpoint, engine or sandbox failed): not in the score
     transient: bool = False  # ... and for a reason that may pass (connection, 5xx, garbling)
+    score: float | None = None  # a task metric's score in [0, 1] (None: 0/1 from ``correct``)
+    grade: dict | None = None  # a judge's grade: {"model", "reason"} ("graded by a model")
+
+    @property
+    def value(self) -> float:
+        """This problem's score in [0, 1]."""
+        return float(self.score) if self.score is not None else float(bool(self.correct))
 
 
 @dataclass
@@ -53,6 +63,7 @@ class EvalReport:
     results: list[ProblemResult] = field(default_factory=list)
     cancelled: bool = False
     errors: int = 0  # problems the endpoint failed (not in n, not in the score)
+    graded_by: list[str] = field(default_factory=list)  # judge models that made these scores (if any)
 
     @property
     def error_rate(self) -> float:
@@ -62,7 +73,7 @@ class EvalReport:
     def to_json(self) -> dict[str, Any]:
         return {"benchmark": self.benchmark, "score": self.score, "n": self.n, "errors": self.errors,
                 "cost": self.cost, "ci": [self.ci_low, self.ci_high], "cancelled": self.cancelled,
-                "results": [asdict(r) for r in self.results]}
+                "graded_by": self.graded_by, "results": [asdict(r) for r in self.results]}
 
 
 def endpoint_failure(exc: BaseException | None) -> tuple[bool, bool]:
@@ -76,12 +87,6 @@ def endpoint_failure(exc: BaseException | None) -> tuple[bool, bool]:
             return True, bool(exc.transient)
         exc = exc.__cause__ or exc.__context__
     return False, False
-
-
-def exact_all_same(solved: bool, n: int, alpha: float = 0.05) -> tuple[float, float]:
-    """Clopper-Pearson interval when all n outcomes agree: 0/10 is 0-31%, 10/10 is 69-100%."""
-    edge = 1 - (alpha / 2) ** (1 / n)
-    return (1 - edge, 1.0) if solved else (0.0, edge)
 
 
 def bootstrap_ci(values: list[bool], *, resamples: int = 1000, alpha: float = 0.05,
@@ -110,7 +115,30 @@ def bootstrap_ci(values: list[bool], *, resamples: int = 1000, alpha: float = 0.
     return lo, hi
 
 
-async def _solve(runner: Runner, problem: Problem, timeout: float | None) -> ProblemResult:
+class Scorer:
+    """Grades answers by each problem's metric: a benchmark's own scorer, a task's deterministic metric, its
+    python metric (rows batched into few sandbox runs) or its judge (``llm``'s judge model)."""
+
+    def __init__(self, llm: Any = None) -> None:
+        self.llm = llm
+        self._batchers: dict[int, PythonBatcher] = {}
+
+    async def grade(self, problem: Problem, answer: str) -> Grade:
+        m = problem.metric
+        if m.name == "python":
+            batcher = self._batchers.setdefault(id(m), PythonBatcher(m))
+            return await batcher.grade(answer, problem.meta.get("row") or {})
+        if m.name == "judge":
+            return await judge(self.llm, m, problem.question, answer, problem.reference)
+        if m.name == "tests":
+            res = await asyncio.to_thread(score, "mbpp", answer, problem)
+            return Grade(None, res.extracted, res.detail, transient=True) if res.errored else \
+                Grade(float(res.correct), res.extracted, res.detail)
+        return await asyncio.to_thread(grade_text, m, answer, problem.reference)
+
+
+async def _solve(runner: Runner, problem: Problem, timeout: float | None,
+                 scorer: Scorer | None = None) -> ProblemResult:
     start = time.perf_counter()
     answer, cost = "", 0.0
     try:
@@ -121,15 +149,21 @@ async def _solve(runner: Runner, problem: Problem, timeout: float | None) -> Pro
     except SandboxUnavailable:
         raise  # no problem's fault: the whole evaluation stops (code is never run unconfined)
     except Exception as exc:  # noqa: BLE001 - any runner failure is this problem's result
+        fault = health.fault_of(exc)
+        if fault not in (None, "outage"):  # a full disk, a damaged or read-only workspace: the evaluation stops
+            raise health.cause(exc) from None  # saying so (not the node that happened to write)
         timed_out = timeout is not None and isinstance(exc, TimeoutError) and time.perf_counter() - start >= timeout
         msg = f"timed out after {timeout:g}s" if timed_out else str(exc)
         cost = float(getattr(exc, "cost", 0.0) or 0.0)  # what a failed run had already spent, when it says
         # An endpoint failure, a timeout or an exception in a node or the engine leaves no answer to judge: the
-        # problem is errored (left out of the score, counted against --max-error-rate), never a wrong answer.
-        transient = endpoint_failure(exc)[1] or timed_out
+        # problem is errored (left out of the score, counted against --max-error-rate), never a wrong answer. The
+        # workspace database away for a while (a restart, a lock) is an outage like the endpoint's: transient.
+        transient = endpoint_failure(exc)[1] or timed_out or fault == "outage"
         return ProblemResult(problem.id, False, answer, None, cost, time.perf_counter() - start,
                              f"{type(exc).__name__}: {msg}", True, transient)
     latency = time.perf_counter() - start
+    if problem.metric is not None:
+        return await _graded(scorer or Scorer(), problem, answer, cost, latency)
     try:
         # Code scoring runs the sandbox and math scoring may call sympy: keep both off the event loop.
         res = await asyncio.to_thread(score, problem.benchmark, answer, problem)
@@ -143,31 +177,60 @@ async def _solve(runner: Runner, problem: Problem, timeout: float | None) -> Pro
     return ProblemResult(problem.id, res.correct, answer, res.extracted, cost, latency, None)
 
 
+async def _graded(scorer: Scorer, problem: Problem, answer: str, cost: float, latency: float) -> ProblemResult:
+    """A task metric's grade as the problem's result: a metric that raised, timed out or gave no number leaves
+    the problem errored (no verdict), never wrong."""
+    try:
+        g = await scorer.grade(problem, answer)
+    except SandboxUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a metric's failure is this problem's error, not a wrong answer
+        return ProblemResult(problem.id, False, answer, None, cost, latency, f"metric {type(exc).__name__}: {exc}",
+                             True)
+    cost += g.cost
+    grade = {"model": g.model, "reason": g.reason} if g.model else None
+    if g.score is None:
+        return ProblemResult(problem.id, False, answer, g.extracted, cost, latency, g.detail or "metric failed",
+                             True, g.transient, None, grade)
+    return ProblemResult(problem.id, g.score >= 1.0 - 1e-9, answer, g.extracted, cost, latency, None, False, False,
+                         g.score, grade)
+
+
 async def evaluate(runner: Runner, problems: list[Problem], *, concurrency: int = 8,
                    progress: Callable[[int, int, ProblemResult], None] | None = None,
-                   cancel: threading.Event | None = None, timeout: float | None = None) -> EvalReport:
+                   cancel: threading.Event | None = None, timeout: float | None = None,
+                   llm: Any = None) -> EvalReport:
     """Run `runner` on every problem (at most `concurrency` at once) and score the answers.
 
     cancel: once set, no new problem starts; those already running finish and the partial report comes back
-    with cancelled=True. timeout: seconds per problem for the runner. Results keep the problems' order."""
+    with cancelled=True. timeout: seconds per problem for the runner. Results keep the problems' order.
+    llm: what a task's judge metric grades with (its judge model)."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    if any(p.benchmark in CODE_BENCHMARKS for p in problems):
-        require_sandbox()  # before any LLM call: the hidden tests can only run in the sandbox
+    if any(needs_sandbox(p) for p in problems):
+        require_sandbox()  # before any LLM call: hidden tests and metric code can only run in the sandbox
+    scorer = Scorer(llm)
     total = len(problems)
     results: dict[int, ProblemResult] = {}
     next_index = 0
     cancelled = False
+    fatal: list[BaseException] = []  # a storage failure: no new problem starts (its calls could not be kept)
 
     async def worker() -> None:
         nonlocal next_index, cancelled
-        while next_index < total:
+        while next_index < total and not fatal:
             if cancel is not None and cancel.is_set():
                 cancelled = True
                 return
             i = next_index
             next_index += 1
-            res = await _solve(runner, problems[i], timeout)
+            try:
+                res = await _solve(runner, problems[i], timeout, scorer)
+            except SandboxUnavailable:
+                raise
+            except Exception as exc:  # noqa: BLE001 - _solve lets only storage failures through
+                fatal.append(exc)
+                return
             results[i] = res
             if progress is not None:
                 try:
@@ -176,14 +239,21 @@ async def evaluate(runner: Runner, problems: list[Problem], *, concurrency: int 
                     log.exception("progress callback failed")
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, max(total, 1)))))
+    if fatal:
+        raise fatal[0]
     return report_of(problems[0].benchmark if problems else "", [results[i] for i in sorted(results)],
                      cancelled=cancelled or (cancel is not None and cancel.is_set() and len(results) < total))
 
 
 def report_of(benchmark: str, done: list[ProblemResult], cancelled: bool = False) -> EvalReport:
-    """The report of these results: errored problems are counted apart and left out of the score."""
-    flags = [r.correct for r in done if not r.errored]
-    lo, hi = bootstrap_ci(flags)
-    return EvalReport(benchmark=benchmark, n=len(flags), score=(sum(flags) / len(flags)) if flags else 0.0,
+    """The report of these results: errored problems are counted apart and left out of the score. 0/1 scores
+    get the binomial bootstrap (exact when all agree); fractional ones a percentile bootstrap of the mean."""
+    values = [r.value for r in done if not r.errored]
+    if all(v in (0.0, 1.0) for v in values):
+        lo, hi = bootstrap_ci([v == 1.0 for v in values])
+    else:
+        lo, hi = mean_ci(values)
+    models = sorted({str(r.grade["model"]) for r in done if r.grade and r.grade.get("model")})
+    return EvalReport(benchmark=benchmark, n=len(values), score=(sum(values) / len(values)) if values else 0.0,
                       ci_low=lo, ci_high=hi, cost=sum(r.cost for r in done), results=done, cancelled=cancelled,
-                      errors=len(done) - len(flags))
+                      errors=len(done) - len(values), graded_by=models)

@@ -19,3 +19,18 @@ class Problem:
     tests: str = ""  # hidden benchmark tests: only the scorer may run them
     public_tests: str = ""  # asserts taken from the problem statement: all a TestOp may use
     meta: dict[str, Any] = field(default_factory=dict)
+    metric: Any = None  # a user task's Metric (flowcore.tasks.metrics); None: the benchmark's own scorer
+
+
+def kind_of_problem(problem: Problem) -> str | None:
+    """math, code or text: the kind of the task this problem belongs to."""
+    if problem.metric is not None:
+        return problem.metric.kind
+    return TASK_OF.get(problem.benchmark)
+
+
+def needs_sandbox(problem: Problem) -> bool:
+    """Scoring runs code (hidden tests, a python metric): it can only run in the sandbox."""
+    if problem.metric is not None:
+        return problem.metric.name in ("python", "tests")
+    return TASK_OF.get(problem.benchmark) == "code"

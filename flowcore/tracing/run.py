@@ -18,7 +18,7 @@ from flowcore.execution.runtime import NodeError, Plan, RunResult, execute, prep
 from flowcore.model import Workflow
 from flowcore.workspace.traces import Span, Trace
 
-__all__ = ["Call", "TracedLLM", "TracedRun", "new_trace_id", "traced_run"]
+__all__ = ["Call", "TracedLLM", "TracedRun", "mark_cached", "new_trace_id", "traced_run"]
 
 
 def new_trace_id() -> str:
@@ -39,6 +39,8 @@ class Call:
     latency: float
     cached: bool
     error: str | None = None
+    first_cost: float | None = None  # a cache hit: what the call cost and took when first made (None: unknown)
+    first_latency: float | None = None
 
 
 class TracedLLM:
@@ -67,7 +69,9 @@ class TracedLLM:
             raise
         self.calls.append(Call(cache_salt, getattr(reply, "model", model), int(reply.prompt_tokens),
                                int(reply.completion_tokens), float(reply.cost), start - self.t0,
-                               time.perf_counter() - start, bool(reply.cached)))
+                               time.perf_counter() - start, bool(reply.cached),
+                               first_cost=getattr(reply, "first_cost", None),
+                               first_latency=getattr(reply, "first_latency", None)))
         return reply
 
     @property
@@ -77,6 +81,29 @@ class TracedLLM:
     @property
     def completion_tokens(self) -> int:
         return sum(c.completion_tokens for c in self.calls)
+
+
+def mark_cached(trace: list[dict], calls: list[Call]) -> list[dict]:
+    """The runtime's per-node records with the cache's part said: a node whose calls the cache answered gets
+    ``cached`` (how many) and, in ``cost`` and ``latency``, what those calls cost and took when they were first
+    made (nothing was paid now, and a replay takes no time: its own figures would read $0 and 0 s).
+    ``first_known`` is False when an older cache row did not record them (the figures are then what it cost now)."""
+    by_node: dict[str, list[Call]] = {}
+    for c in calls:
+        by_node.setdefault(c.node, []).append(c)
+    out = []
+    for rec in trace:
+        hits = [c for c in by_node.get(rec.get("node", ""), []) if c.cached and not c.error]
+        rec = dict(rec)
+        if hits:
+            known = all(c.first_cost is not None and c.first_latency is not None for c in hits)
+            rec["cached"] = len(hits)
+            rec["first_known"] = known
+            if known:
+                rec["cost"] = float(rec.get("cost") or 0.0) + sum(c.first_cost or 0.0 for c in hits)
+                rec["latency"] = round(float(rec.get("latency") or 0.0) + sum(c.first_latency or 0.0 for c in hits), 4)
+        out.append(rec)
+    return out
 
 
 @dataclass

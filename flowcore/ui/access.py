@@ -1,16 +1,28 @@
 """Who may use the app. Served on loopback (``make run``) it is one person's tool and asks for no login; served
 to a team (any other bind address, or MERMAIDFLOW_LOGIN=1) it requires a login through OpenID Connect
 (Streamlit's ``st.login``), and only members get in: the addresses or @domains in MERMAIDFLOW_MEMBERS, or, when
-that is unset, everyone the provider authenticates (the provider then decides who is on the team)."""
+that is unset, everyone the provider authenticates (the provider then decides who is on the team). Admins
+(``MERMAIDFLOW_ADMINS``, written the same way) are members who may also change what the team shares (the LLM
+endpoint).
+
+Who someone is comes from the provider's claims and is read strictly (issue 25.4): the ``email`` claim only,
+never ``sub`` (a provider lets people choose their subject); ``email_verified`` must be true; the address must be
+one ``@`` between a non-empty local part and domain, with no whitespace or control or format characters; a
+domain rule compares the domain exactly (``x\n@team.example.org`` is not at team.example.org). ASCII addresses
+compare without case. An address with other characters matches only an entry it equals exactly after NFC, and
+one that NFC turns into ASCII (``mi\u212ae@example.com``, a Kelvin sign, becomes ``miKe@…``) is refused: it
+looks like someone it is not."""
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import unicodedata
 from collections.abc import Mapping
 
 LOGIN_ENV = "MERMAIDFLOW_LOGIN"
 MEMBERS_ENV = "MERMAIDFLOW_MEMBERS"
+ADMINS_ENV = "MERMAIDFLOW_ADMINS"
 
 
 def _loopback(address: str | None) -> bool:
@@ -31,9 +43,57 @@ def login_required(bind_address: str | None, env: Mapping[str, str] = os.environ
     return asked or not _loopback(bind_address)
 
 
-def is_member(email: str | None, env: Mapping[str, str] = os.environ) -> bool:
-    spec = [m.strip().lower() for m in (env.get(MEMBERS_ENV) or "").split(",") if m.strip()]
-    if not spec:
-        return bool(email)  # every authenticated user: the provider decides
-    who = (email or "").strip().lower()
-    return bool(who) and any(who == m or (m.startswith("@") and who.endswith(m)) for m in spec)
+def parse_address(value: object) -> str | None:
+    """The address as it may be compared (ASCII lower-cased, anything else NFC), or None when it is not one
+    plain address: not text, not exactly one ``@``, an empty part, whitespace, control or format characters,
+    or characters NFC turns into ASCII (a disguise)."""
+    if not isinstance(value, str) or value.count("@") != 1:
+        return None
+    if any(unicodedata.category(c)[0] in "CZ" for c in value):  # control, format, unassigned, any space
+        return None
+    local, domain = value.split("@")
+    if not local or not domain or domain.startswith(".") or domain.endswith(".") or ".." in domain:
+        return None
+    if value.isascii():
+        return value.lower()
+    folded = unicodedata.normalize("NFC", value)
+    return None if folded.isascii() else folded
+
+
+def member_address(claims: Mapping[str, object]) -> tuple[str | None, str]:
+    """(address, "") for a signed-in user whose claims name a verified, plain address, else (None, why)."""
+    verified = claims.get("email_verified")
+    if verified is not True and not (isinstance(verified, str) and verified.lower() == "true"):
+        return None, "the identity provider did not say that this account's email address is verified"
+    email = claims.get("email")
+    if not email:
+        return None, "the identity provider gave no email address for this account"
+    address = parse_address(email)
+    if address is None:
+        return None, "the identity provider gave an email address that is not one plain address"
+    return address, ""
+
+
+def _listed(address: str | None, raw: str) -> bool:
+    """Whether ``address`` (as parse_address returns it) is one of the addresses or @domains in ``raw``."""
+    if not address:
+        return False
+    for entry in (e.strip() for e in raw.split(",")):
+        if entry.startswith("@") and address.isascii():
+            if "@" + address.split("@")[1] == entry.lower():
+                return True
+        elif address == parse_address(entry):
+            return True
+    return False
+
+
+def is_member(address: str | None, env: Mapping[str, str] = os.environ) -> bool:
+    """Whether a parsed address is on the team (everyone when MERMAIDFLOW_MEMBERS is unset); admins are members."""
+    if not (env.get(MEMBERS_ENV) or "").strip():
+        return bool(address)  # every verified address the provider authenticates: the provider decides
+    return _listed(address, env.get(MEMBERS_ENV) or "") or is_admin(address, env)
+
+
+def is_admin(address: str | None, env: Mapping[str, str] = os.environ) -> bool:
+    """Whether a parsed address may change what the team shares (MERMAIDFLOW_ADMINS; nobody when unset)."""
+    return _listed(address, env.get(ADMINS_ENV) or "")

@@ -131,7 +131,22 @@ def table_frame(c: Comparison, ws: Workspace | None = None) -> pd.DataFrame:
                      f"{100 * r['diff_low']:+.1f} – {100 * r['diff_high']:+.1f}",
                      "McNemar p": "—" if r["mcnemar_p"] is None else f"{r['mcnemar_p']:.3f}",
                      "Pareto": "yes" if r["pareto"] else ""})
+        if r.get("wilcoxon_p") is not None or r.get("graded_by"):  # fractional scores: the signed-rank test
+            rows[-1]["Wilcoxon p"] = "—" if r.get("wilcoxon_p") is None else f"{r['wilcoxon_p']:.3f}"
+        if r.get("graded_by"):
+            rows[-1]["graded by"] = "a model (" + ", ".join(r["graded_by"]) + ")"
     return pd.DataFrame(rows)
+
+
+def graded_note(c: Comparison) -> str | None:
+    """'Scores graded by a model (NAME)…' when a judge metric made any score of this comparison."""
+    from flowcore.tasks.metrics import graded_by_note
+
+    models = sorted({g for m in c.measurements for g in m.graded_by})
+    if not models:
+        return None
+    return (f"Scores {graded_by_note(models)}: the task's judge metric grades each answer against the reference "
+            "and its rubric; each grade's reason is kept with the results.")
 
 
 def agreement_frame(c: Comparison) -> pd.DataFrame:

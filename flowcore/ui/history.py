@@ -77,22 +77,24 @@ def score_figure(curve: pd.DataFrame, offline: bool) -> Any:
     scatter = go.Scattergl if dense else go.Scatter
     mode = "lines" if dense else "lines+markers"
     traces = []
-    if offline:
-        judged = curve[curve["judge_total"].notna()]
+    failed = curve[curve["status"] == "failed"]
+    if offline:  # a failed (e.g. vetoed) round's judge total is not a result: it is marked like any failed round
+        judged = curve[curve["judge_total"].notna() & (curve["status"] != "failed")]
         traces.append(scatter(x=_arr(judged["round"]), y=_arr(judged["judge_total"]), mode=mode,
                               name="judge total (structure only)", text=_arr(judged["operator"])))
-        title, ytitle, yrange = "Judge total per round (structure only)", "judge total (0-50)", [0, 52.5]
+        title, ytitle, yrange = "Judge total per round (structure only)", "judge total (0-50)", [-2.5, 52.5]
     else:
         measured = curve[curve["score"].notna()]
         traces.append(scatter(x=_arr(measured["round"]), y=_arr(measured["score"]), mode=mode,
                               name="score per round", text=_arr(measured["operator"])))
         bx, by = _steps(measured["round"], measured["best"])
         traces.append(scatter(x=bx, y=by, mode="lines", name="best so far", line={"shape": "hv", "dash": "dash"}))
-        failed = curve[curve["status"] == "failed"]
-        if len(failed):  # one trace, however many failed rounds (not a shape per round)
-            traces.append(scatter(x=_arr(failed["round"]), y=_arr(failed["round"] * 0), mode="markers",
-                                  name="failed round", marker={"symbol": "x", "color": "#c62828", "size": 7}))
         title, ytitle, yrange = "Validation score per round", "score", [-5, 105]
+    if len(failed):  # one drawing of a failed round (vetoed, no candidate, an error), measured run or not:
+        # a ✖ on the axis, one trace however many there are (not a shape per round)
+        traces.append(scatter(x=_arr(failed["round"]), y=_arr(failed["round"] * 0), mode="markers",
+                              name="failed round (vetoed or not evaluated)", hovertemplate="round %{x}: failed"
+                              "<extra></extra>", marker={"symbol": "x", "color": "#c62828", "size": 8}))
     for t in traces if not dense else ():  # WebGL traces have no such setting
         t.cliponaxis = False  # the round-0 marker and a failed round's ✖ on the axis are drawn whole
     last = float(curve["round"].max()) if len(curve) else 1.0

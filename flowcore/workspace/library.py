@@ -2,6 +2,10 @@
 
 Saving never overwrites: every save of a changed text adds a version, so an earlier design can always be
 reopened. Saving the same text and task as the latest version again adds nothing and returns that version.
+
+A save names the version it started from (``base_version``): when someone saved a newer version of the same name
+in between, the save is refused (``LibraryConflict``, with their text and a three-way ``merge``), so their edit is
+never quietly left out of the next version.
 """
 
 from __future__ import annotations
@@ -28,6 +32,23 @@ CREATE TABLE IF NOT EXISTS workflows(
 
 class LibraryError(ValueError):
     """A bad name, task or text, or a workflow/version that is not in the workspace."""
+
+
+class LibraryConflict(LibraryError):
+    """``name`` has a version newer than the one the save started from (``base``): ``latest`` and its text."""
+
+    def __init__(self, name: str, base: int, latest: int, theirs: str) -> None:
+        super().__init__(f"not saved: {name!r} version {latest} was saved (by someone else) after version {base}, "
+                         f"which you started from; merge both changes, open version {latest}, or save yours as a "
+                         "new version on top of it")
+        self.name, self.base, self.latest, self.theirs = name, base, latest, theirs
+
+    def merge(self, ws: Workspace, mine: str) -> tuple[str, list[tuple[int, int]]]:
+        """(merged text, conflicting base line ranges): your text and theirs, three-way from the base version."""
+        from flowcore.workspace.merge import merge3
+
+        base = load_workflow(ws, self.name, self.base)[0]
+        return merge3(base, mine, self.theirs)
 
 
 @dataclass(frozen=True)
@@ -64,8 +85,11 @@ def _validate_task(task: object) -> str:
     return str(task)
 
 
-def save_workflow(ws: Workspace, name: str, text: str, task: str, created_by: str = "local") -> int:
-    """Store ``text`` as the next version of ``name`` (saved by ``created_by``); returns the version number."""
+def save_workflow(ws: Workspace, name: str, text: str, task: str, created_by: str = "local", *,
+                  base_version: int | None = None) -> int:
+    """Store ``text`` as the next version of ``name`` (saved by ``created_by``); returns the version number.
+    ``base_version``: the version the text was opened from (None: do not check); LibraryConflict when a newer
+    version of ``name`` is stored with another text."""
     name, task = validate_name(name), _validate_task(task)
     if not isinstance(text, str) or not text.strip():
         raise LibraryError(f"workflow {name!r}: the text is empty; there is nothing to save")
@@ -76,6 +100,8 @@ def save_workflow(ws: Workspace, name: str, text: str, task: str, created_by: st
                             "ORDER BY version DESC LIMIT 1", (name,)).fetchone()
         if last is not None and last["text"] == text and last["task"] == task:
             return int(last["version"])
+        if base_version is not None and last is not None and int(last["version"]) > base_version:
+            raise LibraryConflict(name, base_version, int(last["version"]), last["text"])
         version = (int(last["version"]) if last else 0) + 1
         conn.execute("INSERT INTO workflows(name, version, task, text, valid, created, created_by) "
                      "VALUES (?,?,?,?,?,?,?)", (name, version, task, text, int(valid), time.time(), created_by))
@@ -123,7 +149,8 @@ def load_workflow(ws: Workspace, name: str, version: int | None = None) -> tuple
 
 
 def task_of_example(stem: str) -> str:
-    return "math" if stem.lower().startswith(MATH_PREFIXES) else "code"
+    low = stem.lower()
+    return "math" if low.startswith(MATH_PREFIXES) else ("text" if low.startswith("text_") else "code")
 
 
 def examples(directory: Path | None = None) -> list[tuple[str, str, str]]:

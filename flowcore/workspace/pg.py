@@ -294,15 +294,23 @@ def _lock_key(*parts: str) -> int:
 
 
 def _mapped(exc: psycopg.Error) -> sqlite3.Error:
-    """The sqlite3 exception type a module would catch for this psycopg error."""
+    """The sqlite3 exception type a module would catch for this psycopg error, carrying its SQLSTATE as
+    ``sqlstate`` (how ``flowcore.workspace.health`` tells a server restart or a full disk from a bug). A dropped
+    connection has no SQLSTATE from the server: it is given 08006 (connection failure)."""
     msg = str(exc).strip()
     if isinstance(exc, psycopg.IntegrityError):
-        return sqlite3.IntegrityError(msg)
-    if isinstance(exc, (psycopg.OperationalError, psycopg.ProgrammingError, psycopg.InternalError)):
-        return sqlite3.OperationalError(msg)
-    if isinstance(exc, psycopg.DataError):
-        return sqlite3.DataError(msg)
-    return sqlite3.DatabaseError(msg)
+        out: sqlite3.Error = sqlite3.IntegrityError(msg)
+    elif isinstance(exc, (psycopg.OperationalError, psycopg.ProgrammingError, psycopg.InternalError)):
+        out = sqlite3.OperationalError(msg)
+    elif isinstance(exc, psycopg.DataError):
+        out = sqlite3.DataError(msg)
+    else:
+        out = sqlite3.DatabaseError(msg)
+    state = getattr(exc, "sqlstate", None)
+    if state is None and isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        state = "08006"
+    out.sqlstate = state  # type: ignore[attr-defined]
+    return out
 
 
 class PgCursor:
@@ -347,8 +355,10 @@ class PgConnection:
         try:
             self.raw = psycopg.connect(url, autocommit=True, row_factory=_row_factory, connect_timeout=10)
         except psycopg.Error as exc:
-            raise sqlite3.OperationalError(f"cannot connect to the PostgreSQL workspace {redact(url)}: "
-                                           f"{str(exc).strip()}") from None
+            err = sqlite3.OperationalError(f"cannot connect to the PostgreSQL workspace {redact(url)}: "
+                                           f"{str(exc).strip()}")
+            err.sqlstate = getattr(exc, "sqlstate", None) or "08001"  # type: ignore[attr-defined]
+            raise err from None
         self.raw.adapters.register_dumper(bool, _BoolAsInt)
         self.raw.adapters.register_loader("numeric", FloatLoader)  # AVG/SUM of integers: float, as SQLite
         schema = self.raw.execute("SELECT current_schema()").fetchone()[0]

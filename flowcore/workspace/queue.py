@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from flowcore.workspace.store import Workspace
@@ -50,6 +50,13 @@ class Item:
     payload: dict
     attempts: int
     worker: str
+    stale_after: float = STALE_AFTER  # how long the claiming worker lets a silent holder keep it
+    outcome: str = ""  # after work_one: done | failed | lost (another worker took it over; not finished here)
+    detail: str = ""  # the error (failed) or who took it over (lost)
+
+
+class Lost(Exception):
+    """The item was taken over by another worker (this one looked gone): stop quietly, record nothing."""
 
 
 def _schema(ws: Workspace) -> None:
@@ -95,7 +102,7 @@ def claim(ws: Workspace, worker: str, stale_after: float = STALE_AFTER) -> Item 
     if not rows:
         return None
     r = rows[0]
-    return Item(int(r["id"]), r["kind"], json.loads(r["payload_json"]), int(r["attempts"]), worker)
+    return Item(int(r["id"]), r["kind"], json.loads(r["payload_json"]), int(r["attempts"]), worker, stale_after)
 
 
 def heartbeat(ws: Workspace, item: Item) -> bool:
@@ -138,37 +145,47 @@ def handler(kind: str) -> Callable[[Handler], Handler]:
 
 
 def work_one(ws: Workspace, worker: str | None = None, *, stale_after: float = STALE_AFTER) -> Item | None:
-    """Claim one item and do it, with a heartbeat thread; None when the queue is empty."""
+    """Claim one item and do it, with a heartbeat thread; None when the queue is empty. The item comes back
+    with its ``outcome``: done, failed, or lost when another worker took it over while this one was silent
+    (paused, cut off): then nothing is recorded here, and the other worker carries it on.
+
+    The handler gets an Event that is set when the item is lost; it must then stop, writing nothing more."""
     worker = worker or worker_name()
     item = claim(ws, worker, stale_after)
     if item is None:
         return None
-    stop, done = threading.Event(), threading.Event()
+    lost, done = threading.Event(), threading.Event()
 
     def beat() -> None:
         while not done.wait(max(0.2, stale_after / 3)):
             try:
                 if not heartbeat(ws, item):
-                    stop.set()  # another worker took it over: stop at the next round boundary
+                    lost.set()  # another worker took it over: stop, writing nothing more
                     return
             except Exception:  # noqa: BLE001 - a missed beat is retried; the work goes on
                 log.exception("work queue heartbeat failed")
 
     t = threading.Thread(target=beat, daemon=True, name=f"heartbeat-{item.id}")
     t.start()
+    outcome, detail = "done", ""
     try:
         do = HANDLERS.get(item.kind)
         if do is None:
             raise LookupError(f"this worker cannot do '{item.kind}' items (nothing registered that kind)")
-        result = do(ws, item, stop)
+        result = do(ws, item, lost)
+    except Lost as exc:
+        outcome, detail = "lost", str(exc)
     except Exception as exc:  # noqa: BLE001 - the item records why it failed; the worker goes on
-        finish(ws, item, error=f"{type(exc).__name__}: {exc}")
+        outcome, detail = "failed", f"{type(exc).__name__}: {exc}"
+        if not finish(ws, item, error=detail):
+            outcome, detail = "lost", "another worker took the item over"
     else:
-        finish(ws, item, result=result)
+        if not finish(ws, item, result=result):
+            outcome, detail = "lost", "another worker took the item over before it was recorded here"
     finally:
         done.set()
         t.join()
-    return item
+    return replace(item, outcome=outcome, detail=detail)
 
 
 def run_worker(ws: Workspace, *, worker: str | None = None, once: bool = False, poll: float = 1.0,

@@ -26,11 +26,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from flowcore.workspace import health
+from flowcore.workspace.health import StorageFull, WorkspaceDamaged, WorkspaceError  # noqa: F401 - re-exported
 from flowcore.workspace.target import redact
 
 DB_ENV = "MERMAIDFLOW_DB"
 DEFAULT_FILE = "workspace.db"
+# Seconds a SQLite write waits for another process's write lock before "database is locked" (then the caller's
+# back-offs take over). MERMAIDFLOW_DB_BUSY_TIMEOUT changes it (tests use a few seconds).
+BUSY_ENV = "MERMAIDFLOW_DB_BUSY_TIMEOUT"
+BUSY_TIMEOUT = 30.0
 WAL_LIMIT = 4 << 20  # bytes of write-ahead log SQLite keeps after a checkpoint
+# Room set aside beside a SQLite workspace (<file>-reserve) and given up when the disk fills, so the writes that end
+# a run cleanly (its "stopped" status, its lease) still fit. Made again at the next open that has room.
+RESERVE = 256 << 10
 DatabaseError = sqlite3.DatabaseError
 IntegrityError = sqlite3.IntegrityError
 OperationalError = sqlite3.OperationalError
@@ -57,16 +66,11 @@ def default_target() -> str:
     return os.environ.get(DB_ENV) or DEFAULT_FILE
 
 
-class WorkspaceError(OSError):
-    """The workspace file cannot be used (not a SQLite database, unreadable, a folder...): an I/O error.
-    ``str()`` says what is wrong; ``path`` says where (callers usually prefix it)."""
-
-    def __init__(self, path: Path, message: str) -> None:
-        super().__init__(message)
-        self.path = path
-
-    def __str__(self) -> str:
-        return str(self.args[0])
+def busy_timeout() -> float:
+    try:
+        return max(0.0, float(os.environ.get(BUSY_ENV) or BUSY_TIMEOUT))
+    except ValueError:
+        return BUSY_TIMEOUT
 
 
 class Workspace:
@@ -90,6 +94,7 @@ class Workspace:
         self._lock = threading.Lock()
         self._conns: list[Any] = []  # every thread's connection, so close_all() can reach them
         self._conns_lock = threading.Lock()
+        self.read_only: str | None = None  # why writes are refused (a full disk at open), else None
 
     @property
     def is_postgres(self) -> bool:
@@ -124,26 +129,79 @@ class Workspace:
         try:
             if str(path) != ":memory:" and not path.exists():
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(path, timeout=busy_timeout(), isolation_level=None, check_same_thread=False)
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA journal_mode=WAL")
         except FileExistsError:
             return None
-        except (sqlite3.DatabaseError, OSError) as exc:
+        except sqlite3.DatabaseError as exc:
+            if health.fault_of(exc) in ("full", "io") and path.exists():  # a full disk: read what is there
+                return self._open_read_only(path, exc)
             raise WorkspaceError(path, f"not usable as the workspace database ({exc})") from None
+        except OSError as exc:
+            raise WorkspaceError(path, f"not usable as the workspace database ({exc})") from None
+        if str(path) != ":memory:":
+            health.check_once(conn, path)  # a damaged file is refused before anything is written into it
+            self._keep_reserve(path)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")  # a checkpointed WAL shrinks back to this
         return conn
 
-    def checkpoint(self) -> None:
-        """Fold the SQLite write-ahead log into the database and truncate it (after each evolution round), so
-        the log stays small and a disk-full stop can be resumed once a little room is free. PostgreSQL: no-op."""
-        if self.is_postgres or str(self.path) == ":memory:":
+    def _open_read_only(self, path: Path, cause: BaseException) -> sqlite3.Connection:
+        """The file opened for reading only, when opening it normally failed for lack of room (SQLite needs a
+        little for its shared-memory index): the pages keep showing what is stored, every write says why not."""
+        wal = Path(f"{path}-wal")
+        # Without a write-ahead log the file is complete: immutable mode needs no shared memory at all.
+        uri = f"file:{path}?mode=ro" + ("" if wal.exists() and wal.stat().st_size else "&immutable=1")
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout(), isolation_level=None,
+                                   check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise WorkspaceError(path, f"not usable as the workspace database ({cause}; read-only too: {exc})") \
+                from None
+        self.read_only = health.describe(cause, path)
+        return conn
+
+    def _keep_reserve(self, path: Path) -> None:
+        reserve = Path(f"{path}-reserve")
+        if reserve.exists():
             return
         try:
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.OperationalError:  # busy readers: the next round's checkpoint catches up
+            fd = os.open(reserve, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError:
+            return
+        try:
+            os.posix_fallocate(fd, 0, RESERVE)
+        except OSError:  # no room now: none is kept (the next open tries again)
+            os.close(fd)
+            reserve.unlink(missing_ok=True)
+            return
+        os.close(fd)
+
+    def release_reserve(self) -> bool:
+        """Give the reserve's room back to the disk (it filled up): True when there was one."""
+        if self.is_postgres or str(self.path) == ":memory:":
+            return False
+        reserve = Path(f"{self.path}-reserve")
+        try:
+            reserve.unlink()
+        except OSError:
+            return False
+        return True
+
+    def checkpoint(self) -> None:
+        """Fold the SQLite write-ahead log into the database (after each evolution round), so the log stays small.
+        RESTART, not TRUNCATE: the log's file keeps the room it has (up to ``WAL_LIMIT``) and the next writes reuse
+        it, so when the disk fills, the few small writes that end a run cleanly (its "stopped" status, the lease)
+        still fit. PostgreSQL: no-op."""
+        if self.is_postgres or str(self.path) == ":memory:" or self.read_only:
+            return
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(RESTART)")
+        except sqlite3.OperationalError:  # busy readers, or no room to grow the file: the next round catches up
             pass
 
     def check_usable(self) -> None:
@@ -151,7 +209,14 @@ class Workspace:
         folder or a read-only file is a WorkspaceError naming the problem before a page or command uses it."""
         try:
             self.ensure_schema("workspace", "")
+        except WorkspaceError:
+            raise
         except sqlite3.DatabaseError as exc:  # e.g. "attempt to write a readonly database"
+            if health.fault_of(exc) == "full":  # what is stored can still be read: say why nothing can be written
+                self.read_only = health.describe(exc, self.path)
+                return
+            if health.fault_of(exc) == "damaged":
+                raise WorkspaceDamaged(self.path, health.damaged_message(self.path, str(exc))) from None
             raise WorkspaceError(Path(str(self.path)), f"not usable as the workspace database ({exc})") from None
 
     def ensure_schema(self, name: str, ddl: str) -> None:
@@ -166,6 +231,9 @@ class Workspace:
 
             digest = hashlib.sha256(ddl.encode()).hexdigest()[:16]
             conn = self.conn
+            if self.read_only:  # nothing can be created now; reads of what exists still work
+                self._schemas.add(name)
+                return
             if self.is_postgres:
                 conn.apply_ddl(name, ddl, digest, _SCHEMA_TABLE, (VERSION_ROW, SCHEMA_VERSION, too_new))
             else:
@@ -173,6 +241,10 @@ class Workspace:
                 row = conn.execute("SELECT ddl_hash FROM mf_schema WHERE name = ?", (VERSION_ROW,)).fetchone()
                 if row is not None and int(row[0]) > SCHEMA_VERSION:
                     raise too_new(self.path, int(row[0]))
+                have = conn.execute("SELECT ddl_hash FROM mf_schema WHERE name = ?", (name,)).fetchone()
+                if have is not None and have[0] == digest and row is not None and int(row[0]) == SCHEMA_VERSION:
+                    self._schemas.add(name)  # applied already: nothing to write (a full disk still opens)
+                    return
                 conn.executescript(ddl + ";\n" if ddl else "")
                 conn.execute("INSERT OR REPLACE INTO mf_schema(name, ddl_hash, applied) VALUES (?,?,?)",
                              (name, digest, time.time()))
@@ -213,6 +285,8 @@ class Workspace:
         """BEGIN IMMEDIATE ... COMMIT (SQLite) or BEGIN + the workspace write lock ... COMMIT (PostgreSQL);
         rolls back on any exception so partial writes never land."""
         conn = self.conn
+        if self.read_only:
+            raise health.StorageFull(self.read_only)
         conn.execute("BEGIN IMMEDIATE")  # the PostgreSQL adapter turns this into BEGIN + advisory lock
         try:
             yield conn

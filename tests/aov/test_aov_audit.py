@@ -217,3 +217,18 @@ def test_a_mistyped_subtask_id_in_the_manual_outputs_is_named_before_the_run(tmp
     outputs.write_text(json.dumps({"outlne": "1. Intro 2. End", "sources": "five sources"}))
     p = cli("aov", "run", str(REPORT), "--manual", str(outputs), "--schedule", "steps")
     assert p.stderr.splitlines()[0] == f"note: {outputs}: no subtask 'outlne' in the graph (did you mean 'outline'?)"
+
+
+def test_candidates_survive_the_page_state_round_trip():
+    """The AOV page's candidates as JSON (kept per browser for a reload) and back: the same graphs and metrics,
+    a dropped one with its error; an entry that no longer reads is left out."""
+    import json
+
+    named = S.named_texts(S.examples()) + [("broken", "{not json")]
+    cands = S.candidates_from_texts(named)
+    state = json.loads(json.dumps(S.candidates_state(cands)))
+    back = S.candidates_from_state(state + [{"label": "gone", "graph": "{}"}, "junk"])
+    assert [c.label for c in back] == [c.label for c in cands]
+    assert [c.candidate.metrics for c in back] == [c.candidate.metrics for c in cands]
+    assert back[-1].candidate.graph is None and "not valid JSON" in back[-1].candidate.error
+    assert S.candidates_from_state("nonsense") == []

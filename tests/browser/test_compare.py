@@ -93,3 +93,21 @@ def test_compare_page_shows_table_pareto_plot_and_agreement(page, streamlit_app)
     expect(page.get_by_text(re.compile(r"Best: IO \(math\)"))).to_be_visible()
     expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
     assert no_exceptions(page) == []
+
+
+def test_the_compare_form_keeps_its_values_across_a_page_switch(page, streamlit_app):
+    goto_page(page, streamlit_app, "/compare", timeout_ms=60_000)
+    box = page.get_by_role("spinbutton", name="Problems (0 = the whole split)")
+    box.fill("7")
+    box.press("Enter")
+    wait_for_app(page)
+    page.get_by_text("validation", exact=True).click()
+    wait_for_app(page)
+    page.get_by_role("link", name="Run").click()
+    wait_for_app(page)
+    expect(page.get_by_role("heading", name="Run")).to_be_visible()
+    page.get_by_role("link", name="Compare").click()
+    wait_for_app(page)
+    expect(page.get_by_role("spinbutton", name="Problems (0 = the whole split)")).to_have_value("7")
+    expect(page.get_by_role("radio", name="validation")).to_be_checked()
+    assert no_exceptions(page) == []

@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from flowcore.tasks import load
+from tests.helpers.capitals import capitals_reply
 from tests.helpers.fakellm import FakeLLMServer, message_text
 
 from .conftest import APP_ENV, goto_page, no_exceptions, save_screenshot, wait_for_app
@@ -26,8 +27,11 @@ RELEASE = threading.Event()  # the third problem's reply waits for it, so the te
 
 
 def _respond(request: dict) -> str:
-    """Right for the first two problems, wrong for the third (answered once RELEASE is set)."""
+    """Right for the first two problems, wrong for the third (answered once RELEASE is set); the worked example
+    task's questions (tests/browser/test_tasks.py shares this endpoint) get the capitals model's reply."""
     text = message_text(request)
+    if (capital := capitals_reply(request)) is not None:
+        return capital
     for p in PROBLEMS[:2]:
         if p.question in text:
             return f"Adding it up step by step, the answer is {p.reference}."
@@ -103,6 +107,12 @@ def test_run_page_evaluates_gsm8k_with_progress_and_scores(page, streamlit_app):
     expect(page.get_by_role("button", name="Show this problem's trace")).to_be_visible()
     expect(page.locator('[data-testid="stMarkdown"]').filter(has_text="Problem").filter(has_text=first_id)
            ).to_be_visible()
+    page.get_by_role("button", name="Show this problem's trace").click()  # replayed: its call is the cache's
+    wait_for_app(page)
+    expect(page.get_by_text("Calls answered from this workspace's cache cost nothing now")).to_be_visible()
+    trace = page.locator('[data-testid="stDataFrame"]').filter(
+        has=page.locator('th[role="columnheader"]', has_text="answered by"))
+    expect(trace.locator('td[role="gridcell"][aria-colindex="4"]').first).to_have_text("cache")
     assert no_exceptions(page) == [] and js_errors == []
     page.set_viewport_size({"width": 1400, "height": 1250})  # the app scrolls inside: make room for the table
     wait_for_app(page)

@@ -82,8 +82,10 @@ def test_a_missing_file_or_bad_arguments_exit_2(endpoint, capsys, tmp_path):
     code, _, err = cli(capsys, "evaluate", MATH_SEED, "--benchmark", "gsm8k", "--data", str(tmp_path / "rows.jsonl"))
     assert code == 2 and "line 1" in err and "answer" in err
     assert cli(capsys, "evaluate", MATH_SEED, "--benchmark", "gsm8k", "--limit", "-1")[0] == 2
-    with pytest.raises(SystemExit) as exc:
-        main(["evaluate", MATH_SEED, "--benchmark", "nope"])
+    code, _, err = cli(capsys, "evaluate", MATH_SEED, "--benchmark", "nope")  # neither built in nor saved
+    assert code == 2 and "--benchmark nope: no such task" in err
+    with pytest.raises(SystemExit) as exc:  # --benchmark or --task-file, never both
+        main(["evaluate", MATH_SEED, "--benchmark", "gsm8k", "--task-file", "t.toml"])
     assert exc.value.code == 2
 
 

@@ -85,9 +85,11 @@ def test_a_repeated_evaluation_says_it_came_from_the_cache_and_a_fresh_one_does_
 
 
 def test_one_problems_trace_is_replayed_from_the_cache(ws):
+    """The replay says its call came from the cache, with the cost and time the call had when first made (it
+    read $0.00000 and 0.00 s beside a table that listed $0.00001 and 1.50 s for the same problem)."""
     problems = load("gsm8k", "validation", limit=2)
-    with FakeLLMServer(lambda r: "The answer is " + ("5" if problems[1].question in message_text(r) else "3")) \
-            as srv:
+    with FakeLLMServer(lambda r: "The answer is " + ("5" if problems[1].question in message_text(r) else "3"),
+                       latency=0.3) as srv:
         settings = LLMSettings(base_url=srv.base_url, api_key="k")
         job = es.start_evaluation(ws, settings, workflow_text=SEED, benchmark="gsm8k", problems=problems,
                                   split="validation")
@@ -97,4 +99,14 @@ def test_one_problems_trace_is_replayed_from_the_cache(ws):
         res = rs.trace_problem(settings, ws, rec, problem)
         assert len(srv.requests) == 2  # no new call: the replay came from the cache
     assert res.answer == "The answer is 5" and [t["node"] for t in res.trace] == ["C1"]
+    first = next(r for r in rec.results if r["id"] == problems[1].id)
+    assert first["cost"] > 0 and first["latency"] >= 0.3
+    node = res.trace[0]
+    assert node["cached"] == 1 and node["cost"] == pytest.approx(first["cost"])
+    assert 0.3 <= node["latency"] <= first["latency"] + 0.05  # the call's own time, not the replay's ~0 s
+    row = rs.trace_rows(res.trace)[0]
+    assert row["answered by"] == "cache" and row["cost"] == pytest.approx(first["cost"])
+    assert "cost nothing now" in rs.trace_caption(res.trace)
+    assert rs.trace_rows([{"node": "C1", "op": "X", "calls": 1, "cost": 0.1}])[0]["answered by"] == "endpoint"
+    assert rs.trace_caption([{"node": "C1", "calls": 1}]) == "Per-node trace (in execution order)"
     assert rs.find_problem(record([], split="file:mine.jsonl"), "x") is None

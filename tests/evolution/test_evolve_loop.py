@@ -291,8 +291,12 @@ def test_review_hook_can_choose_edit_and_veto(tmp_path, monkeypatch):
     _env(monkeypatch, None)
     edited = to_mermaid(parse(_variants()[1]))
 
-    def review(rnd, cands, verdict):
+    seen = {}
+
+    def review(rnd, cands, verdict, dropped):
         assert cands and len(verdict.scores) == len(cands)
+        assert len(cands) + len(dropped) == 4 and all(d["reason"] for d in dropped)  # all K, the rest with why
+        seen[rnd] = len(cands)
         return {1: Review("edit", text=edited), 2: Review("veto", reason="too big"),
                 3: Review("choose", index=len(cands) - 1)}.get(rnd)
 
@@ -301,7 +305,8 @@ def test_review_hook_can_choose_edit_and_veto(tmp_path, monkeypatch):
     rows = _rows(ws, result["run_id"])
     assert rows[1]["workflow_text"] == edited and "edited by the reviewer" in rows[1]["detail"]
     assert rows[2]["status"] == "failed" and "vetoed by you: too big" in rows[2]["reason"]
-    assert rows[3]["status"] == "structure-only" and rows[3]["chosen"] == len(json.loads(rows[3]["candidates_json"])) - 1
+    assert rows[3]["status"] == "structure-only" and rows[3]["chosen"] == seen[3] - 1
+    assert len(json.loads(rows[3]["candidates_json"])) == 4
     assert result["status"] == "finished"
 
 

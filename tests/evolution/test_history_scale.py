@@ -101,6 +101,7 @@ def test_old_workspace_is_backfilled(tmp_path):
     with ws.transaction() as c:  # as a workspace written before the scale columns
         c.execute("DELETE FROM evo_lineage")
         c.execute("UPDATE evo_rounds SET judge_total = NULL")
+        c.execute("DELETE FROM mf_schema WHERE name = 'evolution-backfill'")
     ws.close_all()
     again = Workspace(tmp_path / "old.db")
     h = History(again)
@@ -211,3 +212,52 @@ def test_history_page_shows_a_long_run_a_page_at_a_time(tmp_path, monkeypatch):
               if s == "failed"]
     assert list(at.dataframe[0].value["round"]) == failed and not at.number_input(key="hist_min").disabled
     assert not [n for n in at.number_input if n.key and n.key.startswith("hist_page")]
+
+
+def test_the_backfill_runs_once_per_workspace_and_its_lookup_uses_an_index(tmp_path):
+    """Issue 28.6: every process's first History() ran the backfill, whose lineage look-up scanned the run's whole
+    lineage for each round (quadratic: 24 s at 20,000 rounds). Now it runs once per workspace, through an index."""
+    ws = Workspace(tmp_path / "w.db")
+    _fill(ws, 50, seed=2)
+    ws.close_all()
+    again = Workspace(tmp_path / "w.db")
+    sent: list[str] = []
+    again.conn.set_trace_callback(sent.append)
+    History(again)
+    assert not [q for q in sent if "FROM evo_lineage l" in q or "judge_total IS NULL" in q], sent  # marked done
+    plan = " ".join(str(tuple(r)) for r in again.query(
+        "EXPLAIN QUERY PLAN SELECT 1 FROM evo_rounds r WHERE NOT EXISTS (SELECT 1 FROM evo_lineage l WHERE "
+        "l.run_id = r.run_id AND l.child = r.round)"))
+    assert "evo_lineage_child" in plan, plan
+    again.close_all()
+
+
+def test_a_resume_parses_the_judges_window_not_every_stored_workflow(tmp_path, monkeypatch):
+    """Issue 28.6: the first round after resuming a long run parsed every stored workflow (8-10 s at 10,000
+    rounds); the judge compares with the latest JUDGE_WINDOW rounds and the top-k pool, so a resume parses those."""
+    import json
+
+    from flowcore.evolution import loop
+    from flowcore.evolution.history import JUDGE_WINDOW
+    from flowcore.evolution.loop import Evolution, EvolutionConfig
+
+    ws = Workspace(tmp_path / "long.db")
+    cfg = EvolutionConfig(benchmark="gsm8k", rounds=2, seed=4, offline=True, mode="programmatic")
+    run = Evolution(ws, cfg).run()["run_id"]
+    h = History(ws)
+    stored = h.rounds(run)
+    for r in range(3, 3 + 2 * JUDGE_WINDOW):  # a long history: copies of the stored rounds
+        src = stored[r % len(stored)]
+        h.add_round(run, {"round": r, "workflow_text": src["workflow_text"] + f"%% copy {r}\n",
+                          "prompts": src["prompts"], "parents": [0], "operator": "insert", "status": "structure-only"})
+    last = h.last_round(run)
+    with ws.transaction() as c:
+        c.execute("UPDATE evo_runs SET config_json = ?, status = 'stopped' WHERE id = ?",
+                  (json.dumps({**cfg.to_dict(), "rounds": last + 1}, sort_keys=True), run))
+    parsed: list[int] = []
+    real = loop.parse
+    monkeypatch.setattr(loop, "parse", lambda text: parsed.append(1) or real(text))
+    out = Evolution.resume(Workspace(tmp_path / "long.db"), run).run()
+    assert out["status"] == "finished" and History(ws).last_round(run) == last + 1
+    assert len(parsed) <= JUDGE_WINDOW + 20, len(parsed)  # not 2 x JUDGE_WINDOW + 3
+    ws.close_all()

@@ -168,3 +168,65 @@ def test_a_killed_ray_task_process_is_run_again_with_the_same_results(local_ray,
         killer.join(5)
     assert killed, "no worker was killed"
     assert _fields(remote) == _fields(local) and remote.errors == 0
+
+
+def test_a_killed_evolution_actor_is_restarted_and_ends_as_the_foreground_run(local_ray, tmp_path):
+    """Issue 28.2: SIGKILL the detached actor's process mid-run; Ray restarts it (max_restarts) and sends run()
+    again, which resumes after the last stored round: the rounds equal a foreground run's. Before: the run was
+    left "running" until someone typed the same command again."""
+    import time
+
+    from flowcore.evolution.loop import Evolution
+    from flowcore.workspace.store import Workspace
+
+    problems = load("gsm8k", "validation", limit=3)
+    cfg = EvolutionConfig(benchmark="gsm8k", rounds=4, seed=6, limit=3, candidates=2, mode="programmatic")
+    with FakeLLMServer(_answers(problems), latency=0.3) as srv:
+        settings = LLMSettings(base_url=srv.base_url, api_key="sk-test")
+        fg_ws = Workspace(tmp_path / "fg.db")
+        Evolution(fg_ws, cfg, llm=LLM(settings, fg_ws)).run()
+        ws = Workspace(tmp_path / "ray.db")
+        run_id, ref = remote.submit_evolution(ws, cfg, settings)
+        deadline = time.monotonic() + 240
+        while History(ws).last_round(run_id) < 1:  # kill it mid-run, after a round or two are stored
+            assert time.monotonic() < deadline, "the actor stored no round"
+            time.sleep(0.2)
+        killed = _kill_a_running_task("_Evolver")
+        out = ray.get(ref, timeout=300)
+    assert killed and out["status"] == "finished", out
+
+    def rounds(w):
+        return [(r["round"], r["status"], r["score"], r["operator"], r["workflow_text"])
+                for r in History(w).rounds(run_id)]
+
+    assert rounds(ws) == rounds(fg_ws) and History(ws).run(run_id).status == "finished"
+    ws.close_all()
+    fg_ws.close_all()
+
+
+def test_a_local_ray_listens_on_loopback_only(local_ray):
+    """Issue 28.7: every socket the local Ray's processes listen on is bound to 127.0.0.1 (was: every interface,
+    and the machine's external address), checked with `ss`, never assumed."""
+    import shutil
+
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) is not installed")
+    import os
+    import re
+
+    local_ray.get(local_ray.remote(lambda: 1).remote(), timeout=120)  # a worker up, listening too
+    session = local_ray._private.worker._global_node.session_name  # this Ray's processes, not another test run's
+
+    def ours(pid: str) -> bool:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+            return session.encode() in cmd or int(pid) == os.getpid()
+        except OSError:
+            return False
+
+    lines = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout.splitlines()
+    ray_lines = [ln for ln in lines if any(ours(pid) for pid in re.findall(r"pid=(\d+)", ln))]
+    assert any('"raylet"' in ln for ln in ray_lines) and any('"gcs_server"' in ln for ln in ray_lines), lines
+    bound = {ln.split()[3].rsplit(":", 1)[0] for ln in ray_lines}
+    assert bound <= {"127.0.0.1", "[::ffff:127.0.0.1]", "[::1]"}, ray_lines

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from flowcore.execution import sandbox
-from flowcore.execution.sandbox import OUTPUT_LIMIT, SandboxUnavailable, run_untrusted
+from flowcore.execution.sandbox import LOAD_GRACE, OUTPUT_LIMIT, SandboxUnavailable, run_untrusted
 
 
 def run_code(code, **kw):
@@ -95,8 +95,14 @@ def test_infinite_loop_is_killed_near_the_timeout():
     start = time.monotonic()
     r = run_code("while True:\n    pass\n", timeout=1.0)
     elapsed = time.monotonic() - start
-    assert r.timed_out and not r.ok and r.error == "timed out after 1s"
-    assert 1.0 <= elapsed < 3.0
+    assert not r.ok and elapsed >= 1.0
+    # On a busy host the time the loop spent waiting for a CPU is given back (up to LOAD_GRACE x the timeout),
+    # so "near the timeout" is in the loop's own CPU time; a loop starved past the cap is the machine's fault.
+    assert elapsed < 1.0 * LOAD_GRACE + 1.5
+    if r.overloaded:
+        return
+    assert r.timed_out and r.error == "timed out after 1s"
+    assert r.cpu_time is None or r.cpu_time < 1.6
 
 
 def test_4gb_allocation_is_reported_as_memory_exceeded():
@@ -226,3 +232,25 @@ def test_mountinfo_shows_host_paths_only_of_what_was_bound():
     odd = {r for r in roots if r not in bound and not r.startswith(("/null", "/zero", "/full", "/random",
                                                                      "/urandom", "/tty", "/newroot"))}
     assert not odd, odd
+
+
+def test_input_holding_a_lone_surrogate_runs_and_leaves_nothing_behind():
+    # An LLM reply may hold "\ud800" (JSON allows the escape). A strict encode raised after the sandbox had
+    # started: the caller got a UnicodeEncodeError, and the sandbox waited on its input for good with its pipes open.
+    fds, kids = len(os.listdir("/proc/self/fd")), _children()
+    r = run_code("import sys\nprint(len(sys.stdin.buffer.read()))\n", stdin="ab\ud800")
+    assert r.ok and r.stdout == "5\n", (r.error, r.stdout)  # the bytes as they were: a, b and three for \ud800
+    time.sleep(0.1)
+    assert len(os.listdir("/proc/self/fd")) == fds
+    assert _children() == kids, "a sandbox was left running"
+
+
+def _children() -> set[str]:
+    out: set[str] = set()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/children") as f:
+                out.update(f.read().split())
+        except OSError:
+            pass
+    return out

@@ -159,3 +159,184 @@ def test_ten_forked_400mb_children_cost_the_host_at_most_memory_mb_plus_256():
         assert res.memory_exceeded  # 4 GB were asked for: the cap was hit, the OOM killer ended the excess
     else:  # the fallback: no second process at all, so nothing beyond the one address-space cap
         assert "fork refused after 0" in res.stdout and drop <= memory_mb + 256, (res.stdout, drop)
+
+
+# -- a self-starving answer (issue 25.1) ---------------------------------------------------------------------
+#
+# A HumanEval answer that forks 60 spinning children piled up ~58 s of "waiting" per second when the credit summed
+# every task's run-queue wait, reached the 3x cap and was recorded "errored (machine too busy)": left out of the
+# score, while pinning both cores for 3x the timeout. Now a run gets one CPU (cgroup quota) and is credited at most
+# what one task waited beyond the CPU the run got (flowcore/execution/sandbox.py, _Credit): it is a wrong answer.
+
+SELF_STARVING = ("import os\n"
+                 "def add(a, b):\n"
+                 "    for _ in range(60):\n"
+                 "        if os.fork() == 0:\n"
+                 "            while True:\n"
+                 "                pass\n"
+                 "    while True:\n"
+                 "        pass\n")
+ADD_PROMPT = 'def add(a, b):\n    """Add two numbers.\n    >>> add(1, 2)\n    3\n    """\n'
+SUB_PROMPT = 'def sub(a, b):\n    """Subtract b from a.\n    >>> sub(3, 1)\n    2\n    """\n'
+
+
+def _code_rows(tmp_path: Path) -> Path:
+    rows = [{"task_id": "Starve/add", "prompt": ADD_PROMPT, "entry_point": "add", "canonical_solution": "",
+             "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-1, 1) == 0\n"},
+            {"task_id": "Starve/sub", "prompt": SUB_PROMPT, "entry_point": "sub", "canonical_solution": "",
+             "test": "def check(candidate):\n    assert candidate(3, 1) == 2\n"}]
+    path = tmp_path / "starve.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _replies(request: dict) -> str:
+    from tests.helpers.fakellm import message_text
+
+    text = message_text(request)
+    if "def add" in text and "Fix the code" not in text:
+        return "```python\n" + SELF_STARVING + "```"
+    if "def add" in text:
+        return "```python\ndef add(a, b):\n    return a + b\n```"
+    return "```python\ndef sub(a, b):\n    return a - b\n```"
+
+
+@pytest.fixture
+def short_code_timeout(monkeypatch):
+    """Hidden tests and Test nodes get 2 s instead of 15 s / 10 s: the same path, a shorter clock."""
+    import functools
+
+    from flowcore.tasks import harness
+    from flowcore.tasks.scoring import score
+
+    monkeypatch.setattr(harness, "score", functools.partial(score, timeout=2.0))
+    real = sandbox.run_untrusted
+    monkeypatch.setattr(sandbox, "run_untrusted", lambda *a, **k: real(*a, **{**k, "timeout": 2.0}))
+
+
+@pytest.fixture
+def judgeable():
+    """Skip (saying so) when this shared machine is too busy to judge any 2 s timeout: a plain one-process
+    infinite loop, run the same way, comes out "errored" too. On a machine that can give a run a third of a CPU
+    (CI, a quiet box) it comes out wrong, and then so must the self-starving answer."""
+    control = sandbox.run_untrusted("def add(a, b):\n    while True:\n        pass\n",
+                                    tests="assert add(1, 2) == 3\n", entry_point="add", timeout=2.0)
+    share = (control.cpu_time or 0) / max(control.duration, 1e-9)
+    # A run is errored when it gets under a third of a CPU; the control must have had comfortably more, or the
+    # load of the moment (this machine is shared) decides the outcome of the next run, not the rule under test.
+    if control.overloaded or share < 0.6:
+        pytest.skip(f"the machine is too busy to judge a timeout now (a plain infinite loop got {share:.0%} of a "
+                    f"CPU; load {os.getloadavg()[0]:.1f})")
+    assert control.timed_out and not control.ok, control.error
+
+
+def test_a_self_starving_answer_is_wrong_through_score_and_pins_one_core_at_most(judgeable):
+    from flowcore.tasks.problem import Problem
+    from flowcore.tasks.scoring import score
+
+    problem = Problem("Starve/add", "humaneval", ADD_PROMPT, "", entry_point="add",
+                      tests="def check(candidate):\n    assert candidate(1, 2) == 3\n")
+    res = score("humaneval", "```python\n" + SELF_STARVING + "```", problem, timeout=2.0)
+    assert not res.correct and not res.errored and res.detail == "timed out", res
+    raw = sandbox.run_untrusted(SELF_STARVING, tests=problem.tests, entry_point="add", timeout=2.0,
+                                context=ADD_PROMPT)
+    assert raw.timed_out and not raw.overloaded, raw.error
+    if raw.cpu_time is not None and sandbox.budget_mode().startswith("seccomp filter on; one budget"):
+        # one CPU for the run, however many children: the candidate's quota plus the judge's few milliseconds
+        assert raw.cpu_time <= raw.duration * sandbox.CPU_QUOTA + 0.5, (raw.cpu_time, raw.duration)
+
+
+def test_a_self_starving_answer_is_wrong_through_evaluate(endpoint, short_code_timeout, judgeable, capsys, tmp_path):
+    from flowcore.cli.main import main
+
+    wf = tmp_path / "gen.mmd"
+    wf.write_text((ROOT / "assets" / "examples" / "code_seed.mmd").read_text())
+    endpoint(_replies)
+    code = main(["evaluate", str(wf), "--benchmark", "humaneval", "--data", str(_code_rows(tmp_path)), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    doc = json.loads(out)
+    # was: score 1.0 over n=1 with 1 error (the wrong answer left out); now the wrong answer counts
+    assert (doc["score"], doc["n"], doc["errors"]) == (0.5, 2, 0), doc
+    wrong = next(r for r in doc["results"] if r["id"] == "Starve/add")
+    assert not wrong["correct"], wrong
+
+
+def test_a_self_starving_answer_fails_the_test_operator_which_asks_for_a_fix(endpoint, short_code_timeout, judgeable):
+    import asyncio
+
+    from flowcore.execution.operators import Value, run_operator
+    from flowcore.llm.client import LLM, LLMSettings
+
+    srv = endpoint(_replies)
+    llm = LLM(LLMSettings(base_url=srv.base_url, api_key="k", max_retries=0, cache=False))
+    out = asyncio.run(run_operator("TestOp", {"solution": [Value(SELF_STARVING, "Code")], "problem": [ADD_PROMPT],
+                                              "entry_point": ["add"]}, llm=llm, problem=ADD_PROMPT,
+                                   entry_point="add"))
+    # the starving candidate failed the public example (timed out), the fix the LLM sent passes
+    assert out.verdict["passed"] and out.verdict["fixes"] == 1, out.verdict
+    fix_request = srv.requests[0]["messages"][-1]["content"]
+    assert "Fix the code" in fix_request and "timed out after 2s" in fix_request
+    assert "too busy" not in fix_request
+
+
+def test_a_self_starving_answer_is_wrong_through_evolution(endpoint, short_code_timeout, judgeable, tmp_path):
+    from flowcore.evolution.loop import Evolution, EvolutionConfig
+    from flowcore.workspace.store import Workspace
+
+    endpoint(_replies)
+    ws = Workspace(tmp_path / "w.db")
+    evo = Evolution(ws, EvolutionConfig(benchmark="humaneval", rounds=0, data_path=str(_code_rows(tmp_path)),
+                                        workflow=(ROOT / "assets" / "examples" / "code_seed.mmd").read_text()))
+    result = evo.run()
+    seed = ws.query("SELECT score, status, per_problem_json FROM evo_rounds WHERE run_id = ? AND round = 0",
+                    (result["run_id"],))[0]
+    per = {p["id"]: p for p in json.loads(seed["per_problem_json"])}
+    assert seed["status"] == "ok" and seed["score"] == 0.5, dict(seed)
+    assert not per["Starve/add"]["correct"] and not per["Starve/add"].get("errored"), per
+
+
+# -- an evaluation's own sandboxes starving each other (found by attack-verdict) -------------------------------
+#
+# Each run gets one CPU, but an evaluation runs --concurrency problems at once (8 by default): eight answers that
+# spin, judged side by side on two cores, got a quarter of a CPU each, and the time they waited for each other was
+# given back as if other work on the host had taken it. All eight reached the 3x cap and were recorded "errored
+# (machine too busy)": left out of the score, so a workflow that loops whenever it is unsure scored 100% on the one
+# problem it solved. Now at most one sandboxed run per CPU goes at a time in a process (a run waits for its turn
+# before its clock starts), so the sandboxes of one evaluation never make each other wait.
+
+LOOPS = 8
+
+
+def _loop_rows(tmp_path: Path) -> Path:
+    rows = [{"task_id": f"Loop/f{i}", "prompt": f'def f{i}(x):\n    """Add one.\n    >>> f{i}(1)\n    2\n    """\n',
+             "entry_point": f"f{i}", "canonical_solution": "",
+             "test": "def check(candidate):\n    assert candidate(1) == 2\n"} for i in range(LOOPS)]
+    path = tmp_path / "loops.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _loop_replies(request: dict) -> str:
+    from tests.helpers.fakellm import message_text
+
+    text = message_text(request)
+    if "def f0(" in text:
+        return "```python\ndef f0(x):\n    return x + 1\n```"
+    name = next(f"f{i}" for i in range(1, LOOPS) if f"def f{i}(" in text)
+    return f"```python\ndef {name}(x):\n    while True:\n        pass\n```"
+
+
+def test_concurrent_spinning_answers_of_one_evaluation_are_wrong_not_errored(endpoint, short_code_timeout,
+                                                                             judgeable, capsys, tmp_path):
+    from flowcore.cli.main import main
+
+    endpoint(_loop_replies)
+    code = main(["evaluate", str(ROOT / "assets" / "baselines" / "code_io.mmd"), "--benchmark", "humaneval",
+                 "--data", str(_loop_rows(tmp_path)), "--concurrency", str(LOOPS), "--json"])
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    # was: score 1.0 over n=1 with 7 errors ("the machine was too busy"), and exit 1
+    assert (doc["score"], doc["n"], doc["errors"]) == (1 / LOOPS, LOOPS, 0), doc
+    assert code == 0, err
+    assert all("too busy" not in (r["error"] or "") for r in doc["results"]), doc["results"]

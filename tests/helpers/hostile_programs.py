@@ -31,6 +31,8 @@ class Attack:
     #            {keyname} (a key holding SECRET in the app's session keyring)
     refusal: str  # what must happen instead (the test checks it)
     timeout: float = 3.0
+    tests: str | None = None  # judged as an answer: these hidden tests call ``entry_point`` (the verdict path)
+    entry_point: str | None = None
 
 
 ATTACKS = [
@@ -187,6 +189,29 @@ ATTACKS = [
         "print([os.waitpid(k, 0)[1] for k in kids], flush=True)\n"), "root: the run's cgroup holds all of "
            "them to 512 MB (the OOM killer ends the excess); unprivileged: the fallback refuses the first fork",
            timeout=15.0),
+    # -- memory that no address-space limit counts (the fallback's whole budget is RLIMIT_AS) ----------------------
+    Attack("1.3 GB in memfds filled with write()", (
+        "import os\nheld = 0\ntry:\n    for i in range(40):\n        fd = os.memfd_create(f'x{{i}}')\n"
+        "        for _ in range(32):\n            os.write(fd, b'x' * (1 << 20))\n        held += 32\n"
+        "except OSError as e:\n    print('refused', e.errno, flush=True)\nprint('held', held)\n"),
+           "memfd_create -1 EPERM (seccomp): nothing held outside the run's budget (was 1,280 MB held beside a 512 MB "
+           "budget as an ordinary user)"),
+    Attack("1.2 GB in SysV shared memory, attached and detached", (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\n"
+        "held = 0\nfor i in range(6):\n    sid = libc.shmget(0, ctypes.c_size_t(200 << 20), 0o1600)\n"
+        "    if sid < 0:\n        print('refused', ctypes.get_errno(), flush=True)\n        break\n"
+        "    addr = libc.shmat(sid, None, 0)\n    ctypes.memset(addr, 1, 200 << 20)\n"
+        "    libc.shmdt(ctypes.c_void_p(addr))\n    held += 200\nprint('held', held)\n"),
+           "shmget -1 EPERM (seccomp): no segment (was 1,200 MB held beside a 512 MB budget as an ordinary user)"),
+    # -- the verdict (#25): an answer that starves itself to be recorded "errored" instead of wrong ---------------
+    Attack("a HumanEval answer forking 60 spinning children", (
+        "import os, sys\n"
+        "def add(a, b):\n    for _ in range(60):\n        if os.fork() == 0:\n"
+        "            os.execv(sys.executable, [sys.executable, '-S', '-c', 'while True: pass', '{marker}'])\n"
+        "    while True:\n        pass\n"),
+           "root: the run's cgroup gives all of them one CPU and no load credit: timed out (a wrong answer, not "
+           "errored), one core busy, none left; unprivileged: the fallback refuses the first fork (wrong)",
+           timeout=2.0, tests="def check(candidate):\n    assert candidate(1, 2) == 3\n", entry_point="add"),
 ]
 
 
@@ -279,7 +304,8 @@ def main(argv: list[str]) -> int:
                                       tcp=tcp.getsockname()[1], udp=udp.getsockname()[1], unix=unix_path,
                                       abstract=abstract, marker=marker, keyname=keyname)
             start = time.monotonic()
-            res = sandbox.run_untrusted(code, timeout=attack.timeout)
+            res = sandbox.run_untrusted(code, timeout=attack.timeout, tests=attack.tests,
+                                        entry_point=attack.entry_point)
             elapsed = time.monotonic() - start
             time.sleep(0.05)
             rows = sqlite3.connect(db).execute("SELECT count(*) FROM evo_rounds").fetchone()[0]
@@ -290,6 +316,7 @@ def main(argv: list[str]) -> int:
                 "name": attack.name, "ok": res.ok, "error": res.error, "stdout": res.stdout[-4000:],
                 "stderr": res.stderr[-4000:], "returncode": res.returncode, "timed_out": res.timed_out,
                 "memory_exceeded": res.memory_exceeded, "elapsed": round(elapsed, 3), "rows": rows,
+                "overloaded": res.overloaded, "cpu_time": res.cpu_time, "cpu_quota": sandbox.CPU_QUOTA,
                 "secret_kept": secret_kept, "received": received, "left_behind": _processes_with(marker),
                 "uid": os.getuid(), "key_in_env": os.environ.get("OPENAI_API_KEY") == FAKE_KEY,
             }), flush=True)

@@ -113,7 +113,7 @@ def test_v8_is_the_default_engine_and_quickjs_can_be_chosen(engine_state, monkey
     assert err is not None and err.line == 12
 
 
-def test_when_v8_cannot_start_quickjs_checks_and_draws(engine_state, monkeypatch):
+def test_when_v8_cannot_start_quickjs_checks_and_draws(engine_state, monkeypatch, tmp_path):
     monkeypatch.delenv(mermaid_js.ENGINE_ENV, raising=False)
 
     def broken(*_a, **_k):
@@ -121,6 +121,13 @@ def test_when_v8_cannot_start_quickjs_checks_and_draws(engine_state, monkeypatch
 
     monkeypatch.setattr(mermaid_v8, "build_context", broken)
     monkeypatch.setattr(mermaid_v8, "render_engine", broken)
+    # the hard check's engine lives in a child process (engines/process.py): break V8 there the same way, with a
+    # py_mini_racer whose MiniRacer cannot load its library, found first on the child's path
+    shadow = tmp_path / "py_mini_racer"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("class MiniRacer:\n    def __init__(self):\n        raise OSError("
+                                        "'libmini_racer.so: cannot open shared object file')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     which = mermaid_js.backend("parse")
     assert which.startswith("quickjs (V8 did not start: OSError: libmini_racer.so")
     assert parse_check(DRAWING) is None

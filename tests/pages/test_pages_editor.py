@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from flowcore import parse
 from flowcore.mermaid import live as mermaid_live
-from flowcore.workspace.library import examples, list_workflows, save_workflow
+from flowcore.workspace.library import examples, list_workflows, save_workflow, versions
 from flowcore.workspace.store import Workspace
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -278,3 +279,80 @@ def test_an_unusable_workspace_is_named_on_every_page_and_left_untouched(tmp_pat
     assert any(str(target) in e and "cannot be used" in e and "MERMAIDFLOW_DB" in e for e in errors), errors
     if before is not None:
         assert target.read_bytes() == before and not list(tmp_path.glob("ws.db-*"))
+
+
+def _editor_session(db, browser: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    if browser:
+        at.session_state["mf_browser"] = browser  # what the cookie says: the same browser, another tab
+    at.run()
+    at.switch_page("pages/editor.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_two_editors_on_version_1_are_told_and_merge_instead_of_losing_an_edit(db):
+    """Issue 28.1: A and B open v1; A saves v2; B's save is refused (naming version 2) and one click merges both
+    changes; A's header says a newer version exists. Before: B saved v3 without A's edit, silently."""
+    seed = dict((n, x) for n, _, x in examples())["math_seed"]
+    save_workflow(Workspace(db), "team", seed, "math")
+    a, b = _editor_session(db), _editor_session(db)
+    for at in (a, b):
+        at.selectbox(key="ed_open_name").set_value("team").run()
+        at.button(key="ed_open").click().run()
+    lines = seed.splitlines(keepends=True)
+    type_text(a, "".join(lines[:1] + ["%% A's note\n"] + lines[1:]))
+    a.button(key="ed_save").click().run()
+    assert any("Saved team as version 2" in s for s in texts(a.success))
+    type_text(b, "".join(lines + ["%% B's note\n"]))
+    b.button(key="ed_save").click().run()
+    assert any("version 2 was saved" in w for w in texts(b.warning)), texts(b.warning)
+    assert [v for v, _, _ in versions(Workspace(db), "team")] == [2, 1]  # nothing written over A's version
+    b.button(key="ed_merge").click().run()
+    merged = b.session_state["mf_text"]
+    assert "%% A's note" in merged and "%% B's note" in merged and b.session_state["mf_version"] == 2
+    b.button(key="ed_save").click().run()
+    assert any("Saved team as version 3" in s for s in texts(b.success))
+    a.run()
+    assert any("version 3 is newer" in c for c in texts(a.caption)), texts(a.caption)
+
+
+def test_two_tabs_of_one_browser_keep_their_own_drafts(db):
+    """Issue 28.1: each tab of a browser keeps its own draft row; a new tab opens the latest and offers the
+    other's unsaved work with one click. Before: the tabs overwrote each other's draft."""
+    browser = "cd" * 16
+    a, b = _editor_session(db, browser), _editor_session(db, browser)
+    type_text(a, FIXED + "%% left tab\n")
+    type_text(b, FIXED + "%% right tab\n")
+    c = _editor_session(db, browser)  # the app opened again in that browser
+    assert c.session_state["mf_text"].endswith("%% right tab\n")
+    opened = [x for x in c.button if x.key and x.key.startswith("ed_other_")]
+    assert len(opened) == 1
+    opened[0].click().run()
+    assert c.session_state["mf_text"].endswith("%% left tab\n")
+
+
+def test_a_570_character_link_of_nested_subgraphs_opens_within_its_budget(db):
+    """Issue 25.5: 13,000 nested subgraphs sharing one id, from a 570-character link, cost ~80 s of server CPU on
+    every opening. The Editor now reads it in well under its budget and Mermaid 11 is stopped at its own."""
+    from flowcore.mermaid.engines.process import check_seconds
+    from flowcore.workspace import drafts
+
+    text = "flowchart TD\n%% opened from a link\n" + "subgraph a\n" * 13_000 + "end\n" * 13_000
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["code"] = drafts.encode_text(text)
+    at.query_params["task"] = "math"
+    t = time.monotonic()
+    at.run()
+    at.switch_page("pages/editor.py").run()
+    opened = time.monotonic() - t
+    assert not at.exception, at.exception
+    assert at.session_state["mf_text"] == text
+    listed = " ".join(texts(at.markdown))
+    assert "M004" in listed and opened < 30, (opened, listed[:300])
+    t = time.monotonic()
+    verdict = mermaid_live.wait(text, timeout=60)
+    assert verdict is not None and not verdict.ok and time.monotonic() - t < check_seconds() + 30
+    assert "did not finish within its" in verdict.diagnostic.message
+    at.run()
+    assert "did not finish within its" in " ".join(texts(at.markdown))

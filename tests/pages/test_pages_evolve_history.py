@@ -23,6 +23,7 @@ from flowcore.evolution.loop import Cancelled
 from flowcore.mermaid.engines import js as mermaid_js
 from flowcore.mermaid.reader import parse
 from flowcore.tasks import load
+from flowcore.ui import history as hv
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 from tests.helpers.fakellm import FakeLLMServer, message_text
@@ -364,9 +365,12 @@ def test_curves_never_score_a_failed_round_and_lineage_parses_in_mermaid():
     assert curve["score"].tolist()[0] == 50.0 and curve["score"].isna().tolist() == [False, True, False, False]
     assert curve["best"].tolist() == [50.0, 50.0, 75.0, 75.0]
     assert curve["total_cost"].tolist() == pytest.approx([0.0, 0.01, 0.03, 0.05])
-    fig = evs.score_figure(curve, offline=False)
-    assert [list(t.x) for t in fig.data] == [[0, 2, 3], [0, 2, 3]]
-    assert [s.x0 for s in fig.layout.shapes] == [1]  # the failed round is marked, not scored
+    fig = hv.score_figure(curve, offline=False)  # the Evolve and History pages draw the same figure
+    assert [list(t.x) for t in fig.data] == [[0, 2, 3], [0, 2, 3], [1]]  # the failed round marked, not scored
+    assert fig.data[2].marker.symbol == "x" and list(fig.data[2].y) == [0]
+    offline = hv.score_figure(curve, offline=True)  # a structure-only run: its vetoed round is drawn the same way
+    assert [list(t.x) for t in offline.data] == [[2, 3], [1]] and offline.data[1].marker.symbol == "x"  # seed: unjudged
+    assert offline.data[1].name == fig.data[2].name
     df = evs.rounds_frame(rows)
     assert evs.filter_rounds(df, min_score=0.5)["round"].tolist() == [0, 2]
     assert evs.filter_rounds(df, statuses=["failed"])["round"].tolist() == [1]
@@ -397,7 +401,8 @@ def test_resume_guards_and_interrupted_runs(db, monkeypatch):
     other = subprocess.Popen(["sleep", "60"])  # a live process of this machine holds the run's lease
     try:
         with ws.transaction() as c:
-            c.execute("INSERT INTO evo_leases(run_id, token, pid, host, started, heartbeat) VALUES (?,?,?,?,?,?)",
+            c.execute("INSERT OR REPLACE INTO evo_leases(run_id, token, pid, host, started, heartbeat) "
+                      "VALUES (?,?,?,?,?,?)",
                       (run_id, "other", other.pid, socket.gethostname(), time.time(), time.time()))
         with pytest.raises(ValueError, match=f"being evolved by process {other.pid} on "):
             evs.resume_run(ws, offline, run_id)

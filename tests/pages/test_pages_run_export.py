@@ -114,12 +114,14 @@ def test_run_benchmark_evaluation_runs_in_background_and_survives_a_reload(monke
     assert fresh.selectbox[-1].value == job.meta["eval_id"]
 
 
-def start_slow_benchmark():
+def start_slow_benchmark(source: str = "validation", limit: int = 10):
     """A Run page that has started a 10-problem benchmark, one problem at a time (1 s each with the server's
     latency): long enough that a reload or a Cancel lands mid-run even on a loaded machine."""
     at = app(RUN)
     at.radio(key="run_mode").set_value("Benchmark").run()
-    at.number_input(key="run_limit").set_value(10).run()
+    if source != "validation":
+        at.radio(key="run_source").set_value(source).run()
+    at.number_input(key="run_limit").set_value(limit).run()
     at.number_input(key="run_conc").set_value(1).run()
     at.button(key="run_start").click().run()
     return at
@@ -130,11 +132,18 @@ def test_a_reload_mid_evaluation_opens_on_its_progress(monkeypatch):
     be seen until the user found the Benchmark switch."""
     with FakeLLMServer("The answer is 3", latency=1.0) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-        at = start_slow_benchmark()
+        at = start_slow_benchmark("test", 12)
         job = jobs.get(at.session_state["run_job_id"])
         try:
             reloaded = app(RUN)
             assert reloaded.radio(key="run_mode").value == "Benchmark"
+            # the form mirrors the job in progress (Test / 12 / 1), not the defaults (Validation / 10 / 4)
+            assert reloaded.radio(key="run_source").value == "test"
+            assert reloaded.number_input(key="run_limit").value == 12
+            assert reloaded.number_input(key="run_conc").value == 1
+            assert reloaded.selectbox(key="run_bench_math").value == "gsm8k"
+            reloaded.number_input(key="run_limit").set_value(5).run()  # mirrored once: the user's change stays
+            assert reloaded.number_input(key="run_limit").value == 5
             assert buttons(reloaded)["Start evaluation"] is True and "Cancel" in buttons(reloaded)
         finally:
             job.cancel()

@@ -201,3 +201,29 @@ def test_a_timeout_or_budget_that_is_not_a_number_is_refused(var, value):
     field = "timeout" if var.endswith("TIMEOUT") else "budget_usd"
     with pytest.raises(ValueError, match=field):
         LLMSettings.from_public_dict({field: float(value)})
+
+
+def test_two_sessions_saving_different_fields_both_keep_theirs_and_the_same_field_is_told(db):
+    """Issue 28.1: two Settings sessions on one workspace. Different fields: both changes stay (before: the first
+    was silently gone while both were told "Saved"). The same field: the later save is refused, naming the field
+    with both values, and one click merges (keeping mine or theirs) or reloads."""
+    a, b = settings_page(), settings_page()  # both open the page on the same stored settings
+    a.number_input(key="set_timeout").set_value(33.0)
+    submit(a, "Save settings")
+    b.number_input(key="set_concurrency").set_value(5)
+    submit(b, "Save settings")
+    assert any("Saved to the workspace" in s for s in texts(b.success))
+    saved = store.load_llm_settings(Workspace(db))
+    assert (saved["timeout"], saved["concurrency"]) == (33.0, 5)  # both kept
+    assert b.number_input(key="set_timeout").value == 33.0  # B's form now shows A's change too
+    a.number_input(key="set_concurrency").set_value(7)  # A's form still shows its old concurrency: 8
+    submit(a, "Save settings")
+    warning = " ".join(texts(a.warning))
+    assert "concurrency: yours 7, theirs 5" in warning and store.load_llm_settings(Workspace(db))["concurrency"] == 5
+    submit(a, "Merge, keeping mine")
+    assert store.load_llm_settings(Workspace(db))["concurrency"] == 7 and not a.warning
+    assert a.number_input(key="set_concurrency").value == 7
+    b.number_input(key="set_concurrency").set_value(9)
+    submit(b, "Save settings")
+    submit(b, "Reload (drop my changes)")
+    assert store.load_llm_settings(Workspace(db))["concurrency"] == 7 and b.number_input(key="set_concurrency").value == 7

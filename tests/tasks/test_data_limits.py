@@ -86,3 +86,24 @@ def test_the_cap_is_a_setting_and_a_json_list_is_capped_too(tmp_path, monkeypatc
         data._read_rows(path)
     monkeypatch.delenv("MERMAIDFLOW_MAX_DATA_MB")
     assert len(data._read_rows(path)) == 30_000
+
+
+_TASK_ROWS = r'''
+import gzip, json, resource, sys
+sys.path.insert(0, sys.argv[1])
+from flowcore.tasks.rows import read_table
+blob = gzip.compress(b"\n" * (49 << 20) + b'{"q": "x"}\n', 9)  # just under the 50 MB cap: read, not refused
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+table = read_table(blob, "rows.jsonl.gz")
+print(json.dumps({"rows": len(table.rows), "line": table.lines[0], "before_mb": before,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
+'''
+
+
+def test_a_task_file_of_newlines_under_the_cap_is_read_without_a_line_list():
+    # The task files' reader (flowcore/tasks/rows.py) holds the text, but no longer a list of its 49 million lines
+    p = subprocess.run([sys.executable, "-c", _TASK_ROWS, str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.splitlines()[-1])
+    assert got["rows"] == 1 and got["line"] == (49 << 20) + 1, got
+    assert got["peak_mb"] - got["before_mb"] < 200, got  # was +400 MB for the line list alone

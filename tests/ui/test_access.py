@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from flowcore.ui.access import is_member, login_required
+from flowcore.ui.access import is_admin, is_member, login_required, member_address, parse_address
 
 
 @pytest.mark.parametrize("address, env, required", [
@@ -21,7 +21,51 @@ def test_login_is_required_beyond_loopback(address, env, required):
 
 def test_members_by_address_or_domain():
     env = {"MERMAIDFLOW_MEMBERS": "alice@example.com, @team.example.org"}
-    assert is_member("Alice@Example.com", env) and is_member("carol@team.example.org", env)
+    assert is_member(parse_address("Alice@Example.com"), env) and is_member("carol@team.example.org", env)
     assert not is_member("bob@example.com", env) and not is_member("eve@evilteam.example.org.x", env)
+    assert not is_member("eve@xteam.example.org", env) and not is_member("eve@team.example.org.evil", env)
     assert not is_member(None, env) and not is_member("", env)
     assert is_member("anyone@anywhere", {}) and not is_member(None, {})
+
+
+def _claims(email, verified=True, **more):
+    return {"sub": "s-1", "email": email, "email_verified": verified, **more}
+
+
+@pytest.mark.parametrize("claims, why", [
+    (_claims("alice@example.com", False), "is verified"),  # issue 25.4: email_verified false was admitted
+    (_claims("alice@example.com", None), "is verified"),
+    (_claims("alice@example.com", "false"), "is verified"),
+    ({"sub": "alice@example.com", "email_verified": True}, "no email address"),  # never the subject
+    (_claims("x\n@team.example.org"), "not one plain address"),  # endswith('@team.example.org') matched it
+    (_claims("x@evil.example\n@team.example.org"), "not one plain address"),
+    (_claims("x @team.example.org"), "not one plain address"),
+    (_claims("x\u200b@team.example.org"), "not one plain address"),  # a zero-width space (format character)
+    (_claims("x@@team.example.org"), "not one plain address"),
+    (_claims("@team.example.org"), "not one plain address"),
+    (_claims("x@team.example.org."), "not one plain address"),
+    (_claims("mi\u212ae@example.com"), "not one plain address"),  # the Kelvin sign: NFC makes it ASCII 'K'
+    (_claims(["alice@example.com"]), "not one plain address"),
+])
+def test_claims_that_do_not_name_one_verified_plain_address_are_refused(claims, why):
+    address, reason = member_address(claims)
+    assert address is None and why in reason
+
+
+def test_a_verified_plain_address_is_read_and_compared_exactly():
+    env = {"MERMAIDFLOW_MEMBERS": "mike@example.com, josé@example.com, @team.example.org"}
+    assert member_address(_claims("Mike@Example.COM")) == ("mike@example.com", "")
+    assert member_address(_claims("alice@example.com", "true")) == ("alice@example.com", "")  # Cognito's string
+    assert is_member(member_address(_claims("mike@example.com"))[0], env)
+    # non-ASCII: only an exact match after NFC (composed and decomposed é are one address; case is not folded)
+    assert is_member(member_address(_claims("jose\u0301@example.com"))[0], env)
+    assert not is_member(member_address(_claims("JOSÉ@example.com"))[0], env)
+    assert not is_member(member_address(_claims("zoë@team.example.org"))[0], env)  # a domain rule admits ASCII only
+    assert "mi\u212ae@example.com".lower() == "mike@example.com"  # what the old comparison did
+
+
+def test_admins_are_members_and_nobody_is_an_admin_unless_listed():
+    env = {"MERMAIDFLOW_MEMBERS": "@team.example.org", "MERMAIDFLOW_ADMINS": "boss@example.com"}
+    assert is_admin("boss@example.com", env) and is_member("boss@example.com", env)
+    assert not is_admin("carol@team.example.org", env) and is_member("carol@team.example.org", env)
+    assert not is_admin("carol@team.example.org", {"MERMAIDFLOW_MEMBERS": "@team.example.org"})

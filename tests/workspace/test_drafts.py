@@ -118,3 +118,35 @@ def test_a_text_holding_the_api_key_is_kept_out_of_the_draft_and_the_link(ws):
     clean = OpenWorkflow("clean", "math", "flowchart TD\n  PROBLEM --> RETURN")
     assert drafts.remember(ws, "b" * 32, clean, None, api_key=key) is not None
     assert drafts.load_draft(ws, "b" * 32) == clean
+
+
+# -- each page's own state ----------------------------------------------------------------------------------------
+
+def test_page_state_round_trips_per_browser_and_page(any_ws):
+    ws = any_ws  # SQLite and PostgreSQL
+    me, other = drafts.new_browser_id(), drafts.new_browser_id()
+    drafts.save_page_state(ws, me, "run", {"run_mode": "Benchmark", "run_limit": 20, "run_pick": {"__tuple__": ["current", ""]}})
+    drafts.save_page_state(ws, me, "history", {"hist_run": 3})
+    drafts.save_page_state(ws, me, "run", {"run_mode": "One problem"})  # the latest state of a page wins
+    drafts.save_page_state(ws, other, "run", {"run_mode": "Benchmark"})
+    assert drafts.load_page_state(ws, me) == {"run": {"run_mode": "One problem"}, "history": {"hist_run": 3}}
+    assert drafts.load_page_state(ws, "not-a-browser") == {}
+    drafts.forget_draft(ws, me)
+    assert drafts.load_page_state(ws, me) == {} and drafts.load_page_state(ws, other) != {}
+
+
+@pytest.mark.parametrize("browser, page, state, words", [
+    ("nope", "run", {}, "32 hexadecimal digits"),
+    (None, "Run Page", {}, "short lower-case identifier"),
+    (None, "run", {"x": object()}, "run page's state cannot be stored"),
+    (None, "run", {"x": float("nan")}, "cannot be stored"),
+    (None, "aov", {"x": "y" * (drafts.MAX_STATE_BYTES + 1)}, "larger than 512 KB"),
+])
+def test_page_state_refuses_what_it_cannot_keep(tmp_path, browser, page, state, words):
+    from flowcore.workspace.store import Workspace
+
+    ws = Workspace(tmp_path / "ws.db")
+    b = browser or drafts.new_browser_id()
+    with pytest.raises(DraftError, match=words):
+        drafts.save_page_state(ws, b, page, state)
+    assert drafts.load_page_state(ws, b) == {}  # nothing half-written

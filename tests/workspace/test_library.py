@@ -88,10 +88,12 @@ def test_examples_are_bundled_valid_and_their_task_is_inferred_from_the_name():
     names = [n for n, _, _ in found]
     assert names == sorted(names) and {"math_seed", "code_seed", "gsm8k_case_study"} <= set(names)
     for name, task, text in found:
-        assert task == ("math" if name.startswith(("math_", "gsm8k_")) else "code")
+        assert task == ("math" if name.startswith(("math_", "gsm8k_")) else
+                        "text" if name.startswith("text_") else "code")
         parse(text)
         assert is_valid(check(text, task)), name
     assert task_of_example("GSM8K_x") == "math" and task_of_example("humaneval_x") == "code"
+    assert task_of_example("text_seed") == "text"
 
 
 def test_examples_from_another_folder(tmp_path):

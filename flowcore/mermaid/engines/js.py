@@ -166,6 +166,23 @@ def backend(kind: str = "parse") -> str:
 
 
 def _start_engine(kind: str):
+    """The parse engine runs in a child process stopped at its deadline (engines/process.py); the drawing
+    engine is mermaidx's (V8: a child process with its own timeout)."""
+    if kind == "parse":
+        from flowcore.mermaid.engines.process import ParseProcess
+
+        eng = ParseProcess()
+        eng.start()
+        _backends[kind] = eng.backend
+        if eng.fallback:
+            _fallbacks[kind] = eng.fallback
+        atexit.register(eng.close)
+        return eng
+    return _start_local(kind)
+
+
+def _start_local(kind: str):
+    """An engine in this process: V8 when wanted and it starts, else QuickJS."""
     if wanted_backend() == "v8":
         try:
             from flowcore.mermaid.engines import v8 as mermaid_v8
@@ -182,6 +199,19 @@ def _start_engine(kind: str):
     eng.start()
     _backends[kind] = "quickjs"
     return eng
+
+
+def boot() -> dict:  # pragma: no cover - runs in the parse engine's child process (engines/process.py)
+    engine = _start_local("parse")
+    return {"engine": engine, "info": {"backend": _backends.get("parse", "quickjs"), "fallback": _fallbacks.get("parse"),
+                                       "fast_ready": bool(getattr(engine, "fast_ready", False))}}
+
+
+def handle(state: dict, request: dict) -> object:  # pragma: no cover - runs in the child
+    engine = state["engine"]
+    if request["op"] == "grammar":
+        return engine.grammar_tables()
+    return (engine.parse if request["op"] == "parse" else engine.graph)(request["text"])
 
 
 def _engine(kind: str):
@@ -220,8 +250,15 @@ def parse_check(text: str) -> MermaidError | None:
     hit, cached = _cache_get(_parse_cache, text)
     if hit:
         return cached
+    from flowcore.mermaid.engines.process import CheckTimeout
+
     try:
         out = _engine("parse").parse(text)  # type: ignore[attr-defined]
+    except CheckTimeout as exc:  # past its budget: said once per text, and the engine was stopped
+        err = MermaidError(f"{exc}: the text is too large or too deeply nested for the hard check", None, None,
+                           str(exc))
+        _cache_put(_parse_cache, text, err)
+        return err
     except Exception as exc:  # the engine itself failed (not the text): say so, and do not cache it
         return MermaidError(f"the Mermaid engine failed while checking this text: {exc}", None, None,
                             str(exc))

@@ -1,0 +1,122 @@
+"""What a page switch and a reload keep (a plain module, not a page): each form's values, and each page's own
+state per browser through the workspace (flowcore.workspace.drafts.save_page_state).
+
+Streamlit forgets a widget's value when its page is not shown, and a reload is a new session: app.py calls
+:func:`restore_page_state` and :func:`keep_form_values` before the page runs, :func:`sync_page_state` after."""
+
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from flowcore.workspace import drafts
+from pages.common import browser_id, workspace
+
+
+def keep_form_values() -> None:
+    """Streamlit forgets a widget's value when its page is not shown; writing it back keeps each form as the
+    user left it. Only value widgets: a button's or an uploader's state cannot be written."""
+    for k in list(st.session_state):
+        if isinstance(k, str) and FORM_KEYS.match(k):
+            st.session_state[k] = st.session_state[k]
+
+
+FORM_KEYS = re.compile(r"^(run_(mode|source|limit|conc|bench_\w+|problem_text|entry|reference|pick)|evo_(pick_seed|"
+                       r"bench_\w+|limit|rounds|k|alpha|lam|topk|budget|seed|ops|mode|review)|"
+                       r"hist_(status|ops|min|pinned)|ex_pick|ed_(split|live_hard|canvas)|"
+                       r"cmp_(task|split|limit|repeats|conc|bench_\w+|pick_\w+)|"
+                       r"aov_(source|examples|paste|task|taskset|gen_k|agents|inspector|repairs|mode|refine))$")
+
+
+# -- each page's state, kept per browser (flowcore.workspace.drafts.save_page_state) ---------------------------
+# What a page switch keeps (keep_form_values) a reload keeps too: the form values above, the Run page's result,
+# the evaluation, comparison and run shown, the AOV candidates. Stored after a run that changed them, restored
+# once when a browser session starts (before any widget is drawn); a page may then overrule them (a running job).
+
+KEPT_KEYS = re.compile(r"^(run_(one_result|show_eval)|hist_(run|round_\d+)|cmp_show|evo_last_run|aov_cands)$")
+PAGE_OF = {"run": "run", "evo": "evolve", "hist": "history", "cmp": "compare", "aov": "aov", "ed": "editor",
+           "ex": "export"}
+_STATE_SYNCED = "mf_page_synced"
+
+
+def _encode(value: object) -> object:
+    """A session value as JSON (a tuple marked, to come back as one); TypeError for anything else."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, tuple):
+        return {"__tuple__": [_encode(v) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value) and "__tuple__" not in value:
+        return {k: _encode(v) for k, v in value.items()}
+    raise TypeError(type(value).__name__)
+
+
+def _decode(value: object) -> object:
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if isinstance(value, dict):
+        if set(value) == {"__tuple__"} and isinstance(value["__tuple__"], list):
+            return tuple(_decode(v) for v in value["__tuple__"])
+        return {k: _decode(v) for k, v in value.items()}
+    return value
+
+
+def page_states() -> dict[str, dict]:
+    """This session's state of each page, as JSON values (what :func:`sync_page_state` stores)."""
+    out: dict[str, dict] = {}
+    for k in list(st.session_state):
+        if not isinstance(k, str) or not (FORM_KEYS.match(k) or KEPT_KEYS.match(k)):
+            continue
+        value = st.session_state[k]
+        if k == "aov_cands":
+            from flowcore.aov.session import candidates_state
+
+            value = candidates_state(value or [])
+        try:
+            out.setdefault(PAGE_OF[k.split("_", 1)[0]], {})[k] = _encode(value)
+        except (TypeError, KeyError):  # an uploaded file, a date: not kept
+            continue
+    return out
+
+
+def restore_page_state() -> None:
+    """Once per browser session, before any page is drawn: each page as this browser left it (a reload)."""
+    ss = st.session_state
+    if ss.get("mf_state_restored"):
+        return
+    ss["mf_state_restored"] = True
+    try:
+        stored = drafts.load_page_state(workspace(), browser_id())
+    except Exception:  # noqa: BLE001 - a busy or damaged workspace: the pages open as new
+        return
+    for page in stored.values():
+        for k, v in page.items():
+            if not isinstance(k, str) or k in ss or not (FORM_KEYS.match(k) or KEPT_KEYS.match(k)):
+                continue
+            value = _decode(v)
+            if k == "aov_cands":
+                from flowcore.aov.session import candidates_from_state
+
+                value = candidates_from_state(value)
+                ss["aov_gen"] = ss.get("aov_gen", 0) + 1
+            ss[k] = value
+    ss[_STATE_SYNCED] = stored
+
+
+def sync_page_state() -> None:
+    """After each run: store the pages whose state changed since they were last stored."""
+    ss = st.session_state
+    synced = ss.setdefault(_STATE_SYNCED, {})
+    for page, state in page_states().items():
+        if synced.get(page) == state:
+            continue
+        try:
+            drafts.save_page_state(workspace(), browser_id(), page, state)
+        except Exception as e:  # noqa: BLE001 - a read-only or busy workspace must not break the page
+            if not ss.get("mf_state_warned"):
+                ss["mf_state_warned"] = True
+                st.toast(f"This page's state could not be kept for a reload: {e}")
+            continue
+        synced[page] = state
