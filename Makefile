@@ -31,11 +31,14 @@ $(VENV)/.stamp-dev: requirements-dev.txt requirements.txt | $(PY)
 	@touch $@
 
 # The reader's hot modules compiled by Cython (setup.py; gcc and the Python headers): the lexer and LALR driver, the
-# graph its actions build and its conversion to the workflow model. Rebuilt when a source changes; without a compiler the build is skipped with a note and
-# Python runs the same sources (same answers, slower). Each extension runs only while its stamp matches its source.
+# graph its actions build and its conversion to the workflow model. Rebuilt when any of their sources, setup.py or
+# compiled.py (the list and the stamps) changes; without a compiler the build is skipped with a note and Python runs
+# the same sources (same answers, slower; FLOWCORE_PLAIN_READER=1 forces that). Each extension runs only while its
+# stamp matches its source. COMPILED is compiled.MODULES (tests/mermaid/test_reader_speedups.py checks it).
 COMPILED := lalr flowdb convert
 BUILT := flowcore/mermaid/lalr.build
-$(BUILT): $(foreach m,$(COMPILED),flowcore/mermaid/$(m).py flowcore/mermaid/$(m).pxd) setup.py | $(VENV)/.stamp-run
+$(BUILT): $(foreach m,$(COMPILED),flowcore/mermaid/$(m).py flowcore/mermaid/$(m).pxd) flowcore/mermaid/compiled.py \
+  setup.py | $(VENV)/.stamp-run
 	@$(PY) setup.py -q build_ext --inplace >/dev/null 2>build-errors.log \
 	  && rm -f build-errors.log \
 	  || { echo "note: the compiled reader was not built (see build-errors.log): Python runs its .py files"; \

@@ -193,3 +193,82 @@ def test_a_diagnostic_made_the_fast_way_is_a_frozen_dataclass_as_before():
     assert Diagnostic("M1", "error", "m").line is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         d.line = 1  # type: ignore[misc]
+
+
+def _corpus() -> list[str]:
+    """The repository's own flowcharts, the benchmarks' shapes, the pathological families at small sizes and
+    generated texts (a third of them broken)."""
+    from pathlib import Path
+
+    from benchmarks.check_speed import generated_workflow, papers
+    from tests.helpers.flowchart_gen import text_from_random
+    from tests.mermaid.test_pathological import FAMILIES
+
+    root = Path(__file__).resolve().parents[2]
+    texts = [p.read_text(encoding="utf-8") for p in sorted(root.glob("assets/**/*.mmd"))]
+    texts += [papers(10), papers(100), generated_workflow(10), generated_workflow(300)]
+    texts += [make(n) for make in FAMILIES.values() for n in (1, 3, 40)]
+    rng = random.Random(29)
+    texts += [text_from_random(rng, broken=rng.random() < 0.3) for _ in range(300)]
+    return texts
+
+
+_READ_ALL = """
+import json, sys
+from flowcore import check
+from flowcore.mermaid import grammar, reader
+from flowcore.mermaid.reader import parse_lenient
+texts = json.load(sys.stdin)
+files = [grammar.lalr.__file__, grammar.flowdb.__file__, reader.convert.__file__]
+out = []
+for t in texts:
+    w, diags = parse_lenient(t)
+    out.append([repr(w), repr(diags), repr(check(t))])
+json.dump({"files": files, "out": out}, sys.stdout)
+"""
+
+
+def _read_all(texts: list[str], plain: bool) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "FLOWCORE_PLAIN_READER"}
+    env["PYTHONHASHSEED"] = "2" if plain else "1"  # (a difference of string hashing would show too)
+    if plain:
+        env["FLOWCORE_PLAIN_READER"] = "1"
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _READ_ALL], input=json.dumps(texts), capture_output=True,
+                          text=True, env=env, cwd=root, timeout=600, check=True)
+    return json.loads(done.stdout)
+
+
+def test_without_a_compiler_python_reads_the_corpus_as_the_build_does():
+    """What a machine without a C compiler runs (the .py files, FLOWCORE_PLAIN_READER=1 in a fresh process) reads
+    every text of the corpus to the same model, positions and diagnostics, and checks it the same, as the build."""
+    from flowcore.mermaid import compiled
+
+    if not compiled.all_current():
+        pytest.skip("the compiled reader is not built here (make build): nothing to compare the plain one with")
+    texts = _corpus()
+    built, plain = _read_all(texts, plain=False), _read_all(texts, plain=True)
+    assert all(f.endswith(".so") for f in built["files"]), built["files"]
+    assert all(f.endswith(".py") for f in plain["files"]), plain["files"]
+    assert len(built["out"]) == len(texts)
+    for text, b, p in zip(texts, built["out"], plain["out"], strict=True):
+        assert b == p, text
+
+
+def test_make_builds_every_module_the_reader_loads_compiled():
+    """The Makefile's build target lists (and is re-run on a change of) every module compiled.py loads compiled."""
+    import re
+    from pathlib import Path
+
+    from flowcore.mermaid import compiled
+
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text(encoding="utf-8")
+    listed = re.search(r"^COMPILED := (.*)$", makefile, re.M)
+    assert listed and tuple(listed.group(1).split()) == compiled.MODULES
+    assert "flowcore/mermaid/compiled.py" in makefile and "$(m).pxd" in makefile
