@@ -471,10 +471,27 @@ def run_untrusted(code: str, *, tests: str | list[str] | None = None, entry_poin
     except (TypeError, ValueError):
         return _sbx_failure(f"bad sandbox limits: timeout={timeout!r}, memory_mb={memory_mb!r}")
     layout = _sbx_layout()  # raises SandboxUnavailable
-    if mode == "tests":
-        return _sbx_verdict(layout, code, tests, entry_point, context or "", timeout, memory_mb, start)
-    return _sbx_run(layout, {"parts": parts, "mode": mode, "entry_point": entry_point}, timeout, memory_mb,
-                    stdin, start)
+    with _RUN_SLOTS:  # one run per CPU at a time: see _RUN_SLOTS (the clock starts once the run has its turn)
+        if mode == "tests":
+            return _sbx_verdict(layout, code, tests, entry_point, context or "", timeout, memory_mb, start)
+        return _sbx_run(layout, {"parts": parts, "mode": mode, "entry_point": entry_point}, timeout, memory_mb,
+                        stdin, start)
+
+
+def _cpus() -> int:
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return max(os.cpu_count() or 1, 1)
+
+
+# At most one sandboxed run (a verdict's two halves count as one) per CPU at a time in this process. Each run gets
+# one CPU, and the time a run waits for a CPU is given back as other work's fault (see _Credit); an evaluation runs
+# --concurrency problems at once, so without this its own runs starved each other: eight spinning answers on two
+# cores got a quarter of a CPU each, reached the 3x cap and were all "errored (machine too busy)", left out of the
+# score instead of wrong (tests/execution/test_sandbox_load.py, test_concurrent_spinning_answers_...). A run waits
+# for its turn before its clock starts, so waiting never costs it time.
+_RUN_SLOTS = threading.BoundedSemaphore(_cpus())
 
 
 def _sbx_run(layout: dict, job: dict, timeout: float, memory_mb: int, stdin: str | None, start: float,
@@ -743,7 +760,8 @@ def _sbx_compute_layout() -> dict:
 # -- seccomp (libseccomp, through ctypes) ----------------------------------------------------------------------
 
 # What a solution has no use for, after Docker's default profile: the kernel keyrings (which would reach the
-# host's session keyring), io_uring, bpf, perf, userfaultfd, tracing other processes, mounting, namespaces
+# host's session keyring), io_uring, bpf, perf, userfaultfd, memory held outside the address space (memfd, SysV
+# shared memory), tracing other processes, mounting, namespaces
 # (unshare, setns, the CLONE_NEW* flags of clone; clone3 reads its flags from memory a filter cannot see, so
 # it answers ENOSYS and the C library falls back to clone), kernel modules, kexec, and personalities other
 # than the usual ones.
@@ -753,7 +771,12 @@ _DENY = ("keyctl", "add_key", "request_key", "io_uring_setup", "io_uring_enter",
          "mount_setattr", "unshare", "setns", "chroot", "kexec_load", "kexec_file_load", "init_module",
          "finit_module", "delete_module", "reboot", "swapon", "swapoff", "acct", "quotactl", "lookup_dcookie",
          "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm", "settimeofday", "clock_settime",
-         "clock_adjtime", "adjtimex", "syslog", "uselib", "fanotify_init", "pidfd_getfd", "vhangup")
+         "clock_adjtime", "adjtimex", "syslog", "uselib", "fanotify_init", "pidfd_getfd", "vhangup",
+         # Memory no address-space limit counts: a memfd filled with write() and SysV shared memory attached,
+         # touched and detached stay allocated without being mapped. Where there is no cgroup (an ordinary
+         # user's run, the fallback) RLIMIT_AS was then no cap at all: 40 memfds held 1.3 GB and six 200 MB shm
+         # segments 1.2 GB beside a 512 MB budget (tests/helpers/hostile_programs.py). /tmp is a capped tmpfs.
+         "memfd_create", "memfd_secret", "shmget")
 # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (NEWTIME only exists for clone3/unshare)
 _CLONE_NEW = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
 # ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC, MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT, ADDR_LIMIT_32BIT/3GB, FDPIC_FUNCPTRS,
@@ -1059,6 +1082,10 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
     """One sandboxed process. ``extra_fds`` are handed to it at the same numbers (and closed here once it has
     them); ``on_spawn(proc, tasks, cpu)`` lets a caller kill it early and see its threads and CPU time;
     ``credit`` measures the load credit over all of the run's sandboxes (default: this sandbox's own)."""
+    # Encoded before anything starts: a lone surrogate (an LLM reply may hold "\ud800") made a strict encode raise
+    # after the sandbox had started, which left it waiting on its input for good, its pipes open and its cgroup in
+    # place, and failed every row of a python metric's batch. The code inside reads the bytes as they are.
+    stdin_bytes = stdin.encode("utf-8", "surrogatepass") if stdin is not None else None
     job_r, job_w = os.pipe()
     rep_r, rep_w = os.pipe()
     bpf_r, bpf_w = os.pipe()
@@ -1112,7 +1139,7 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
     readers = [_Reader(proc.stdout.fileno()), _Reader(proc.stderr.fileno()), _Reader(rep_r, limit=1 << 20)]
     threading.Thread(target=_sbx_write, args=(job_w, marshal.dumps(job)), daemon=True).start()
     if stdin is not None:
-        threading.Thread(target=_sbx_write, args=(proc.stdin.fileno(), stdin.encode(), proc.stdin),
+        threading.Thread(target=_sbx_write, args=(proc.stdin.fileno(), stdin_bytes, proc.stdin),
                          daemon=True).start()
     timed_out = overloaded = False
     began = time.monotonic()

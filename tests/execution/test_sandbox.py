@@ -226,3 +226,25 @@ def test_mountinfo_shows_host_paths_only_of_what_was_bound():
     odd = {r for r in roots if r not in bound and not r.startswith(("/null", "/zero", "/full", "/random",
                                                                      "/urandom", "/tty", "/newroot"))}
     assert not odd, odd
+
+
+def test_input_holding_a_lone_surrogate_runs_and_leaves_nothing_behind():
+    # An LLM reply may hold "\ud800" (JSON allows the escape). A strict encode raised after the sandbox had
+    # started: the caller got a UnicodeEncodeError, and the sandbox waited on its input for good with its pipes open.
+    fds, kids = len(os.listdir("/proc/self/fd")), _children()
+    r = run_code("import sys\nprint(len(sys.stdin.buffer.read()))\n", stdin="ab\ud800")
+    assert r.ok and r.stdout == "5\n", (r.error, r.stdout)  # the bytes as they were: a, b and three for \ud800
+    time.sleep(0.1)
+    assert len(os.listdir("/proc/self/fd")) == fds
+    assert _children() == kids, "a sandbox was left running"
+
+
+def _children() -> set[str]:
+    out: set[str] = set()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/children") as f:
+                out.update(f.read().split())
+        except OSError:
+            pass
+    return out

@@ -104,6 +104,8 @@ EXPECT = {
     "/proc is read-only": lambda r: r["ok"] and "30" in r["stdout"],
     "10 forked children of 400 MB each": lambda r: r["memory_exceeded"] and "9" in r["stdout"]
     if r["uid"] == 0 else r["stdout"].startswith("fork refused after 0"),
+    "1.3 GB in memfds filled with write()": lambda r: r["ok"] and r["stdout"] == "refused 1\nheld 0\n",
+    "1.2 GB in SysV shared memory, attached and detached": lambda r: r["ok"] and r["stdout"] == "refused 1\nheld 0\n",
     # Wrong, not errored: timed out on its own time with no load credit from its 61 processes, which shared one
     # CPU (the run's cgroup quota; before, both cores for 3x the timeout and "the machine was too busy").
     "a HumanEval answer forking 60 spinning children": lambda r: not r["ok"] and not r["overloaded"] and (

@@ -294,3 +294,49 @@ def test_a_self_starving_answer_is_wrong_through_evolution(endpoint, short_code_
     per = {p["id"]: p for p in json.loads(seed["per_problem_json"])}
     assert seed["status"] == "ok" and seed["score"] == 0.5, dict(seed)
     assert not per["Starve/add"]["correct"] and not per["Starve/add"].get("errored"), per
+
+
+# -- an evaluation's own sandboxes starving each other (found by attack-verdict) -------------------------------
+#
+# Each run gets one CPU, but an evaluation runs --concurrency problems at once (8 by default): eight answers that
+# spin, judged side by side on two cores, got a quarter of a CPU each, and the time they waited for each other was
+# given back as if other work on the host had taken it. All eight reached the 3x cap and were recorded "errored
+# (machine too busy)": left out of the score, so a workflow that loops whenever it is unsure scored 100% on the one
+# problem it solved. Now at most one sandboxed run per CPU goes at a time in a process (a run waits for its turn
+# before its clock starts), so the sandboxes of one evaluation never make each other wait.
+
+LOOPS = 8
+
+
+def _loop_rows(tmp_path: Path) -> Path:
+    rows = [{"task_id": f"Loop/f{i}", "prompt": f'def f{i}(x):\n    """Add one.\n    >>> f{i}(1)\n    2\n    """\n',
+             "entry_point": f"f{i}", "canonical_solution": "",
+             "test": "def check(candidate):\n    assert candidate(1) == 2\n"} for i in range(LOOPS)]
+    path = tmp_path / "loops.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _loop_replies(request: dict) -> str:
+    from tests.helpers.fakellm import message_text
+
+    text = message_text(request)
+    if "def f0(" in text:
+        return "```python\ndef f0(x):\n    return x + 1\n```"
+    name = next(f"f{i}" for i in range(1, LOOPS) if f"def f{i}(" in text)
+    return f"```python\ndef {name}(x):\n    while True:\n        pass\n```"
+
+
+def test_concurrent_spinning_answers_of_one_evaluation_are_wrong_not_errored(endpoint, short_code_timeout,
+                                                                             judgeable, capsys, tmp_path):
+    from flowcore.cli.main import main
+
+    endpoint(_loop_replies)
+    code = main(["evaluate", str(ROOT / "assets" / "baselines" / "code_io.mmd"), "--benchmark", "humaneval",
+                 "--data", str(_loop_rows(tmp_path)), "--concurrency", str(LOOPS), "--json"])
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    # was: score 1.0 over n=1 with 7 errors ("the machine was too busy"), and exit 1
+    assert (doc["score"], doc["n"], doc["errors"]) == (1 / LOOPS, LOOPS, 0), doc
+    assert code == 0, err
+    assert all("too busy" not in (r["error"] or "") for r in doc["results"]), doc["results"]

@@ -189,6 +189,20 @@ ATTACKS = [
         "print([os.waitpid(k, 0)[1] for k in kids], flush=True)\n"), "root: the run's cgroup holds all of "
            "them to 512 MB (the OOM killer ends the excess); unprivileged: the fallback refuses the first fork",
            timeout=15.0),
+    # -- memory that no address-space limit counts (the fallback's whole budget is RLIMIT_AS) ----------------------
+    Attack("1.3 GB in memfds filled with write()", (
+        "import os\nheld = 0\ntry:\n    for i in range(40):\n        fd = os.memfd_create(f'x{{i}}')\n"
+        "        for _ in range(32):\n            os.write(fd, b'x' * (1 << 20))\n        held += 32\n"
+        "except OSError as e:\n    print('refused', e.errno, flush=True)\nprint('held', held)\n"),
+           "memfd_create -1 EPERM (seccomp): nothing held outside the run's budget (was 1,280 MB held beside a 512 MB "
+           "budget as an ordinary user)"),
+    Attack("1.2 GB in SysV shared memory, attached and detached", (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\n"
+        "held = 0\nfor i in range(6):\n    sid = libc.shmget(0, ctypes.c_size_t(200 << 20), 0o1600)\n"
+        "    if sid < 0:\n        print('refused', ctypes.get_errno(), flush=True)\n        break\n"
+        "    addr = libc.shmat(sid, None, 0)\n    ctypes.memset(addr, 1, 200 << 20)\n"
+        "    libc.shmdt(ctypes.c_void_p(addr))\n    held += 200\nprint('held', held)\n"),
+           "shmget -1 EPERM (seccomp): no segment (was 1,200 MB held beside a 512 MB budget as an ordinary user)"),
     # -- the verdict (#25): an answer that starves itself to be recorded "errored" instead of wrong ---------------
     Attack("a HumanEval answer forking 60 spinning children", (
         "import os, sys\n"

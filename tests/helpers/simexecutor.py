@@ -16,7 +16,11 @@ It behaves as a model of accuracy ``p`` would:
   the answer they were given when it is judged right (probability ``p`` of judging right) and otherwise draw a
   new sample; Format copies the answer; a Test's fix request and a Programmer's retry are new samples;
 - for code a sample is the canonical solution or a broken one; a share ``overfit`` of the broken ones return
-  the expected outputs of the problem's public examples (so a Test passes them) and fail everything else.
+  the expected outputs of the problem's public examples (so a Test passes them) and fail everything else;
+- a task of your own of kind ``text`` (flowcore.tasks.task) is answered as its prompts ask, ending with a line
+  ``Answer: ...``: the row's reference, or a made-up word that neither holds the reference nor is held by it (so it
+  is wrong under exact, contains and f1 alike), scattered over thousands of such words. A task of kind math is
+  answered as a benchmark's math problem.
 
 Theory then orders the structures: one sample is right with p; k samples voted are right when the right answer
 is the plurality (≈ P(Binomial(k, p) ≥ 2) at this scatter: 0.97 for k = 5, p = 0.7), a 2-sample vote no better
@@ -24,7 +28,8 @@ than one; Review + Revise gives p² + 2p²(1−p) (0.78 at 0.7); Test with fix r
 that passes the public examples. See ``expected`` for the closed forms the yardstick test checks against.
 
 It recognises which problem a prompt is about by the problem text the prompt contains (the longest one that
-occurs), and uses nothing else of the benchmark than the reference it needs to be right with probability p.
+occurs; for a task, the row's problem as its template renders it), and uses nothing else of the benchmark or
+task than the reference it needs to be right with probability p.
 A prompt with no known problem gets an answer without a number (a generator) or keeps its input (a refiner).
 
     with simulated_server(problems, p=0.7, seed=1) as srv:  # a FakeLLMServer; srv.sim has the counters
@@ -59,6 +64,11 @@ JUDGE = "judge of MermaidFlow"
 PLAN_ONLY = ("do not solve", "do not write code")  # the prompt library's planners: no answer of their own
 
 _BOXED = re.compile(r"\\boxed\{([^{}]+)\}")
+# A text answer's last line, as the text prompts ask for it ("Answer: ...", also "Final answer:", "**Answer:**").
+_STATED = re.compile(r"\\boxed\{([^{}]+)\}|^[ \t*]*(?:final\s+)?answer[ \t*]*:[ \t*]*(.+?)[ \t*]*$",
+                     re.IGNORECASE | re.MULTILINE)
+_PLACEHOLDERS = {"answer", "...", "x", "…"}
+_SYLLABLES = ("ka", "lo", "mi", "ren", "tu", "vas", "pe", "dor", "zi", "shu", "ben", "ola", "qui", "fa", "nes", "gy")
 _SOLUTION = re.compile(r"^Solution ([A-Z]\d*):\n(.*?)(?=^Solution [A-Z]\d*:\n|\Z)", re.MULTILINE | re.DOTALL)
 _ATTEMPT = re.compile(r"attempt (\d+): misread")
 CANONICAL = "canonical"  # the token of the canonical solution among code candidates
@@ -78,6 +88,7 @@ class _Problem:
     canonical: str = ""  # the whole solution
     body: str = ""  # what of it the problem statement does not already hold
     examples: dict[str, Any] = field(default_factory=dict)  # repr(args) -> expected, from the public tests
+    text: bool = False  # a task of kind text: answered with an "Answer: ..." line, wrong answers are made-up words
 
 
 class SimulatedExecutor:
@@ -91,7 +102,8 @@ class SimulatedExecutor:
         self.problems: list[_Problem] = []
         for pr in problems:
             code = bool(getattr(pr, "entry_point", None)) and pr.benchmark in ("humaneval", "mbpp")
-            sim = _Problem(pr.id, pr.question.strip(), str(pr.reference), code, pr.entry_point or "")
+            text = getattr(getattr(pr, "metric", None), "kind", None) == "text"
+            sim = _Problem(pr.id, pr.question.strip(), str(pr.reference), code, pr.entry_point or "", text=text)
             if code:
                 sim.canonical = (pr.question + pr.reference) if pr.benchmark == "humaneval" else pr.reference
                 sim.body = pr.reference
@@ -166,6 +178,9 @@ class SimulatedExecutor:
         right = rng.random() < self.p
         if prob.code:
             return f"```python\n{self._code(prob, right, rng)}\n```"
+        if prob.text:
+            value = prob.reference if right else self._wrong_text(prob, rng)
+            return f"Reading the task closely, the answer follows from what it asks.\nAnswer: {value}"
         value = prob.reference if right else self._wrong(prob, rng)
         if form == "program":
             return f"```python\ndef solve():\n    return {json.dumps(value)}\n```"
@@ -180,6 +195,15 @@ class SimulatedExecutor:
             return f"{prob.reference}+{offset}"
         value = ref + offset
         return str(int(value)) if value == int(value) and "." not in prob.reference else f"{value:g}"
+
+    def _wrong_text(self, prob: _Problem, rng: random.Random) -> str:
+        """A made-up word (16³ of them): neither holds the reference nor is held by it, whatever the metric."""
+        ref = _fold(prob.reference)
+        for _ in range(50):
+            word = "".join(rng.choice(_SYLLABLES) for _ in range(3)).capitalize()
+            if ref not in _fold(word) and _fold(word) not in ref:
+                return word
+        return f"#{rng.randrange(10**9)}"
 
     def _code(self, prob: _Problem, right: bool, rng: random.Random) -> str:
         if right:
@@ -200,6 +224,8 @@ class SimulatedExecutor:
     def _correct(self, prob: _Problem, answer: str) -> bool:
         if prob.code:
             return answer == CANONICAL
+        if prob.text:
+            return _fold(answer) == _fold(prob.reference)
         try:
             return abs(float(answer) - float(prob.reference)) <= 1e-6
         except ValueError:
@@ -209,6 +235,8 @@ class SimulatedExecutor:
         """The answers earlier nodes handed to this call, in the order they appear: math answers (\\boxed{}
         outside the problem statement); for code CANONICAL for each copy of the canonical solution and
         'attempt N' for each broken one."""
+        if prob.text:
+            return _stated(text.replace(prob.question, " "))
         if not prob.code:
             rest = text.replace(prob.question, " ")
             return [m.strip() for m in _BOXED.findall(rest) if m.strip() and m.strip() != "ANSWER"]
@@ -229,6 +257,8 @@ class SimulatedExecutor:
                 return f"```python\n{prob.canonical.strip(chr(10))}\n```"
             code = self._broken.get(int(answer.split()[1]), "def broken():\n    raise ValueError('lost')")
             return f"```python\n{code}\n```"
+        if prob.text:
+            return f"Checking the answer against the task, it stands.\nAnswer: {answer}"
         return f"Checking the solution, its result stands.\nThe final answer is \\boxed{{{answer}}}."
 
     # -- operators ----------------------------------------------------------------------------------------
@@ -237,6 +267,9 @@ class SimulatedExecutor:
         if prob is not None and prob.code:
             toks = self._candidates(body, prob)
             return toks[0] if toks else _norm(body)
+        if prob is not None and prob.text:
+            stated = _stated(body)
+            return _fold(stated[-1]) if stated else ""
         boxed = [b for b in _BOXED.findall(body) if b.strip()]
         return _norm(boxed[-1]) if boxed else ""
 
@@ -289,7 +322,7 @@ class SimulatedExecutor:
     def _format(self, text: str, prob: _Problem | None) -> str:
         self._count("format")
         sol = "\n".join(_sections(text, ("Solution",))) or text
-        boxed = [b for b in _BOXED.findall(sol) if b.strip()]
+        boxed = _stated(sol) if prob is not None and prob.text else [b for b in _BOXED.findall(sol) if b.strip()]
         return f"\\boxed{{{boxed[-1]}}}" if boxed else "The solution states no final answer."
 
     def _generic(self, text: str, prob: _Problem | None) -> str:
@@ -331,6 +364,17 @@ class SimulatedExecutor:
             one = k * p * (1 - p) ** (k - 1) / k
             return two + one
         raise ValueError(f"unknown structure '{structure}'")
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _stated(text: str) -> list[str]:
+    """The answers a text states, in order: each \\boxed{} and each "Answer: ..." line (placeholders such as
+    a prompt's "Answer: ..." left out)."""
+    found = [(m.group(1) or m.group(2) or "").strip() for m in _STATED.finditer(text)]
+    return [a for a in found if a and a.casefold().strip("'\"") not in _PLACEHOLDERS]
 
 
 def _sections(text: str, titles: tuple[str, ...]) -> list[str]:

@@ -226,7 +226,9 @@ def test_the_sqlite_wal_is_folded_in_after_each_round_and_stays_bounded(tmp_path
         h.add_round(run, {"round": i, "status": "ok", "score": 0.5, "workflow_text": "x" * 20_000, "detail": "y" * 5_000})
         reader.query("SELECT COUNT(*) FROM evo_rounds")
         sizes.append(wal.stat().st_size if wal.exists() else 0)
-    assert max(sizes) <= WAL_LIMIT and sizes[-1] < 200_000, sizes[-5:]
+    # checkpointed with RESTART: the log keeps the room of about one round (reused: its last small writes fit on a
+    # full disk) and never grows with the run
+    assert max(sizes) <= WAL_LIMIT and sizes[-1] <= 1.5 * max(sizes[:5]), sizes[-5:]
     assert ws.query("PRAGMA journal_size_limit")[0][0] == WAL_LIMIT
     ws.close_all()
     reader.close_all()

@@ -27,7 +27,7 @@ def test_workspace_files_are_created_0600(tmp_path):
     ws = Workspace(tmp_path / "ws.db")
     es.create_evaluation(ws, workflow_text="flowchart TD\n", benchmark="gsm8k", split="validation", total=1)
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["ws.db", "ws.db-shm", "ws.db-wal"]
+    assert names == ["ws.db", "ws.db-reserve", "ws.db-shm", "ws.db-wal"]  # -reserve: room kept for a full disk
     assert {oct(stat.S_IMODE(os.stat(tmp_path / n).st_mode)) for n in names} == {"0o600"}
     ws.close()
 
