@@ -127,10 +127,15 @@ class Diagnostic:
     line: int | None = None
     column: int | None = None
     node: str | None = None
+    # a syntax error moved to the label, bracket or quote left open that caused it: where Mermaid itself stopped
+    mermaid_at: tuple[int, int | None] | None = None
 
     def to_dict(self) -> dict:
-        return {"code": self.code, "severity": self.severity, "message": self.message,
-                "line": self.line, "column": self.column, "node": self.node}
+        out = {"code": self.code, "severity": self.severity, "message": self.message,
+               "line": self.line, "column": self.column, "node": self.node}
+        if self.mermaid_at is not None:
+            out["mermaid_at"] = list(self.mermaid_at)
+        return out
 
     def located(self) -> str:
         """The message led by where it is ('line 3: ...', 'workflow: ...'), saying the line once: a reader's

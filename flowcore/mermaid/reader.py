@@ -19,6 +19,7 @@ from itertools import compress, repeat
 from flowcore import catalogue as cat
 from flowcore.mermaid.grammar import FlowDB, MermaidParseError, parse_flowchart
 from flowcore.mermaid.text import decode_entities, humanize, to_error
+from flowcore.mermaid.unclosed import relocate
 from flowcore.model import SHAPE_OPENER, SHAPE_TYPE, SHAPES, Diagnostic, Edge, Node, Subgraph, Workflow
 
 TYPE_CHECKING = False  # not typing's: `check` starts without importing typing (~3 ms)
@@ -109,7 +110,10 @@ def mermaid_error(text: str, err: MermaidParseError) -> Diagnostic:
             line, col = code.position(pos)
             if line == me.line:
                 column = col
-    return Diagnostic("M001", "error", msg, me.line, column)
+    # a label, bracket or quote left open further up is reported where it was opened, Mermaid's place kept
+    line, col, msg = relocate(text, me.line, column, msg)
+    moved = (me.line, column) if (line, col) != (me.line, column) and me.line else None
+    return Diagnostic("M001", "error", msg, line, col, mermaid_at=moved)
 
 
 @contextmanager
