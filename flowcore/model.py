@@ -137,19 +137,26 @@ class Diagnostic:
     line: int | None = None
     column: int | None = None
     node: str | None = None
+    # a syntax error moved to the label, bracket or quote left open that caused it: where Mermaid itself stopped
+    mermaid_at: tuple[int, int | None] | None = None
 
     def __init__(self, code: str, severity: str, message: str, line: int | None = None, column: int | None = None,
-                 node: str | None = None) -> None:
+                 node: str | None = None, mermaid_at: tuple[int, int | None] | None = None) -> None:
         # (dataclass keeps an __init__ the class defines) the fields stored straight into the instance's dict: a
         # frozen dataclass's own __init__ calls object.__setattr__ per field, 4x slower, and a large workflow's
         # check makes a diagnostic per node (tests/checker: equal, hashable, frozen, picklable as before)
         d = self.__dict__
         d["code"], d["severity"], d["message"], d["line"], d["column"], d["node"] = (code, severity, message, line,
                                                                                      column, node)
+        if mermaid_at is not None:  # rare (a syntax error moved to its opener): the class's None otherwise
+            d["mermaid_at"] = mermaid_at
 
     def to_dict(self) -> dict:
-        return {"code": self.code, "severity": self.severity, "message": self.message,
-                "line": self.line, "column": self.column, "node": self.node}
+        out = {"code": self.code, "severity": self.severity, "message": self.message,
+               "line": self.line, "column": self.column, "node": self.node}
+        if self.mermaid_at is not None:
+            out["mermaid_at"] = list(self.mermaid_at)
+        return out
 
     def located(self) -> str:
         """The message led by where it is ('line 3: ...', 'workflow: ...'), saying the line once: a reader's

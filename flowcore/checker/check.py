@@ -9,6 +9,7 @@ from collections import deque
 
 from flowcore import catalogue as cat
 from flowcore.mermaid.reader import gc_paused, label_type_word, parse_lenient
+from flowcore.mermaid.unclosed import relocate
 from flowcore.model import Diagnostic, Edge, Node, Workflow
 
 INPUT_INTERFACES = ("PROBLEM", "ENTRY_POINT")
@@ -48,9 +49,11 @@ def _hard(text: str, soft: list[Diagnostic]) -> list[Diagnostic]:
     err = parse_check(text)
     if err is None:
         return []
-    if any(d.code == "M001" and d.line == err.line for d in soft):
+    line, column, message = relocate(text, err.line, err.column, err.message)  # as the soft reader places it
+    if any(d.code == "M001" and d.line == line for d in soft):
         return []
-    return [Diagnostic("M001", "error", f"Mermaid 11 cannot parse this: {err.message}", err.line, err.column)]
+    moved = (err.line, err.column) if line != err.line else None
+    return [Diagnostic("M001", "error", f"Mermaid 11 cannot parse this: {message}", line, column, mermaid_at=moved)]
 
 
 class _Ctx:

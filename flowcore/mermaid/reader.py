@@ -20,6 +20,7 @@ from flowcore import catalogue as cat
 from flowcore.mermaid.compiled import load
 from flowcore.mermaid.grammar import FlowDB, MermaidParseError, parse_flowchart
 from flowcore.mermaid.text import LazyRegex, decode_entities, humanize, to_error
+from flowcore.mermaid.unclosed import relocate
 from flowcore.model import SHAPE_OPENER, SHAPES, Diagnostic, Edge, Node, Subgraph, Workflow
 
 # the conversion of FlowDB's graph to the model: Cython's build of convert.py when current, else convert.py itself
@@ -91,7 +92,10 @@ def mermaid_error(text: str, err: MermaidParseError) -> Diagnostic:
             line, col = code.position(pos)
             if line == me.line:
                 column = col
-    return Diagnostic("M001", "error", msg, me.line, column)
+    # a label, bracket or quote left open further up is reported where it was opened, Mermaid's place kept
+    line, col, msg = relocate(text, me.line, column, msg)
+    moved = (me.line, column) if (line, col) != (me.line, column) and me.line else None
+    return Diagnostic("M001", "error", msg, line, col, mermaid_at=moved)
 
 
 @contextmanager

@@ -60,7 +60,7 @@ def test_reference_workflows_are_valid():
     ("flowchart TD\n  PROBLEM([Problem])\n  C1[Custom (role: x)]\n", 3, 13),
     ("flowchart TD\n  PROBLEM --> \n", 2, 10),  # where Mermaid points: the dangling arrow
     ("flowchart TD\n  A -> B\n", 2, 5),
-    ('flowchart TD\n  A["unclosed]\n', 2, 6),
+    ('flowchart TD\n  A["unclosed]\n', 2, 5),  # the quote left open (Mermaid: column 6)
     ("flowchart XY\n", 1, 11),
     ("PROBLEM --> RETURN\n", 1, 1),
     ("flowchart TD\n  subgraph S\n  A --> B\n", 2, 3),

@@ -189,7 +189,10 @@ def test_a_diagnostic_made_the_fast_way_is_a_frozen_dataclass_as_before():
     d = Diagnostic("M013", "warning", "node A names prompt 'x'", 3, 5, "A")
     assert d == Diagnostic("M013", "warning", "node A names prompt 'x'", 3, 5, "A") != Diagnostic("M013", "warning", "x")
     assert hash(d) == hash(copy.deepcopy(d)) and pickle.loads(pickle.dumps(d)) == d
-    assert dataclasses.asdict(d) == d.to_dict() and dataclasses.replace(d, line=4).line == 4
+    assert dataclasses.asdict(d) == {**d.to_dict(), "mermaid_at": None} and dataclasses.replace(d, line=4).line == 4
+    moved = Diagnostic("M001", "error", "line 20: the edge label ...", 20, 16, mermaid_at=(21, 11))
+    assert moved.to_dict()["mermaid_at"] == [21, 11] and pickle.loads(pickle.dumps(moved)) == moved
+    assert moved != dataclasses.replace(moved, mermaid_at=None) and "mermaid_at" not in d.to_dict()
     assert Diagnostic("M1", "error", "m").line is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         d.line = 1  # type: ignore[misc]
