@@ -86,9 +86,15 @@ def test_screenshot_of_an_example(page, streamlit_app):
     wait_for_app(page)
     page.get_by_role("button", name="Load example").click()
     wait_for_app(page)
-    page.frame_locator(MERMAID).locator("svg g.node").filter(has_text="Decision").first.wait_for()
     page.get_by_text("Valid for code tasks").first.wait_for()
-    wait_for_still(page)  # the drawing and the gutter laid out: nothing moves any more
+    for _ in range(5):  # the new text's editor reports it once mounted: one more run, which redraws the drawing
+        sent = runs_sent(page)
+        page.frame_locator(MERMAID).locator('body[data-drawn="1"] svg g.node').filter(has_text="Decision") \
+            .first.wait_for()
+        wait_for_still(page)  # the drawing and the gutter laid out: nothing moves any more
+        if runs_sent(page) == sent:
+            break
+        wait_for_app(page, since=sent)
     save_screenshot(page, "editor.png")
     assert no_exceptions(page) == []
 
