@@ -4,6 +4,7 @@ and parents; completed work shown, not editable), never as raw JSON with bookkee
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 import streamlit as st
@@ -53,6 +54,7 @@ def proposals(ex, act, diagram: Callable) -> None:  # noqa: ANN001 - an Executio
                 st.button("Accept edited graph", on_click=act.accept, args=(i, prefix, token),
                           key=f"aov_accept_edit_{i}")
     if rs.dropped:
-        st.caption("Not offered: " + md("; ".join(rs.dropped)))
+        counts = Counter(rs.dropped)  # one reason said once, with how many it held back
+        st.caption("Not offered: " + md("; ".join(r if n == 1 else f"{r} (×{n})" for r, n in counts.items())))
     st.button("Reject all (the subtask stays failed)" if rs.kind == "repair" else "Reject all (keep the plan)",
               on_click=act.reject, args=(token,), key="aov_reject", icon=":material/block:")

@@ -435,7 +435,8 @@ def test_a_periodic_refinement_is_shown_as_a_proposal_and_accepted(monkeypatch):
         assert any("Periodic refinement:" in i for i in texts(at.info))
         proposals = [m for m in texts(at.markdown) if m.startswith("**Proposal")]
         assert len(proposals) == 1 and "re-plan: 1 added, 0 removed" in proposals[0]  # 3 alike: 1 kept
-        assert any("Not offered" in c and "repeats another" in c for c in texts(at.caption))
+        [offered] = [c for c in texts(at.caption) if "Not offered" in c]
+        assert offered.count("repeats another") == 1 and "(×2)" in offered  # the 2 alike said once, counted
         assert "+ subtask docs (architect): write the README" in at.code[0].value
         assert at.button(key="aov_run").disabled and at.button(key="aov_step").disabled
         done = {s for s, st in ex.graph.subtasks.items() if st.status == "completed"}
