@@ -30,14 +30,19 @@ $(VENV)/.stamp-dev: requirements-dev.txt requirements.txt | $(PY)
 	$(PIP) install -r requirements-dev.txt
 	@touch $@
 
-# The reader's hot loop compiled by Cython (setup.py; gcc and the Python headers). Rebuilt when its source changes;
-# without a compiler the build is skipped with a note and Python runs the same source (same answers, slower).
+# The reader's hot modules compiled by Cython (setup.py; gcc and the Python headers): the lexer and LALR driver, the
+# graph its actions build and its conversion to the workflow model. Rebuilt when any of their sources, setup.py or
+# compiled.py (the list and the stamps) changes; without a compiler the build is skipped with a note and Python runs
+# the same sources (same answers, slower; FLOWCORE_PLAIN_READER=1 forces that). Each extension runs only while its
+# stamp matches its source. COMPILED is compiled.MODULES (tests/mermaid/test_reader_speedups.py checks it).
+COMPILED := lalr flowdb convert
 BUILT := flowcore/mermaid/lalr.build
-$(BUILT): flowcore/mermaid/lalr.py flowcore/mermaid/lalr.pxd setup.py | $(VENV)/.stamp-run
+$(BUILT): $(foreach m,$(COMPILED),flowcore/mermaid/$(m).py flowcore/mermaid/$(m).pxd) flowcore/mermaid/compiled.py \
+  setup.py | $(VENV)/.stamp-run
 	@$(PY) setup.py -q build_ext --inplace >/dev/null 2>build-errors.log \
 	  && rm -f build-errors.log \
-	  || { echo "note: the compiled reader was not built (see build-errors.log): Python runs flowcore/mermaid/lalr.py"; \
-	       rm -f $(BUILT); }
+	  || { echo "note: the compiled reader was not built (see build-errors.log): Python runs its .py files"; \
+	       rm -f flowcore/mermaid/*.build; }
 
 build: $(BUILT)
 
@@ -144,7 +149,7 @@ bench-anchors: $(VENV)/.stamp-dev browser-deps $(BUILT) $(ANCHORS)/.stamp
 # clean keeps the virtualenv (slow to rebuild); distclean removes it too.
 clean:
 	rm -rf .pytest_cache .ruff_cache .hypothesis tests/browser/artifacts build flowcore/mermaid/*.so \
-	  flowcore/mermaid/*.c $(BUILT)
+	  flowcore/mermaid/*.c flowcore/mermaid/*.build
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean

@@ -110,7 +110,9 @@ def locked():  # noqa: ANN201 - a page function, or None
         configured = False
     if not configured:
         def unconfigured() -> None:
-            st.error("This app is served beyond 127.0.0.1, so it requires a login, and no OpenID Connect provider "
+            st.error("This app is served beyond 127.0.0.1 (bound beyond it, answering to a name in "
+                     "MERMAIDFLOW_HOSTS, or reached through a reverse proxy), so it requires a login, and no "
+                     "OpenID Connect provider "
                      "is configured: add an [auth] section to .streamlit/secrets.toml (see README, Run on a "
                      "cluster), or serve it on 127.0.0.1 for yourself.", icon=":material/lock:")
         return unconfigured
@@ -140,7 +142,7 @@ def main() -> None:
     pages = [st.Page(home, title="Home", icon=":material/home:", default=True)]
     pages += [st.Page(str(ROOT / f), title=t, url_path=u, icon=i)
               for f, t, u, i in PAGES if (ROOT / f).exists()]
-    if access.login_required(st.get_option("server.address")) and (screen := locked()) is not None:
+    if common.team() and (screen := locked()) is not None:
         st.navigation([st.Page(screen, title="MermaidFlow Studio", default=True)], position="hidden").run()
         return  # no page, no workspace, nothing else is reached
     nav = st.navigation(pages, position="top")
@@ -175,8 +177,14 @@ else:  # `streamlit run app.py` finds `app` below and serves it: every request p
     from starlette.middleware import Middleware
     from streamlit.starlette import App
 
+    from flowcore.serve import slow
+    from flowcore.ui.deeplinks import PageBase
+
     try:  # the names this server answers to (DNS rebinding: a foreign Host is refused), read once at start
         _hosts = webguard.Hosts.served(st.get_option("server.address"))
     except ValueError as _e:
         sys.exit(f"MermaidFlow Studio cannot start: {_e}")
-    app = App(Path(__file__).name, middleware=[Middleware(webguard.WebGuard, hosts=_hosts)])
+    # the guard first; then a page opened by its address (/editor) learns where the app's root is (no 404s)
+    app = App(Path(__file__).name, middleware=[Middleware(webguard.WebGuard, hosts=_hosts),
+                                               Middleware(PageBase, pages=[u for _, _, u, _ in PAGES])])
+    slow.install()  # a request head that never ends closes its connection (slowloris), as `flowcore serve` does

@@ -128,7 +128,7 @@ def measure(browser, url: str, editor: bool, timeout_s: float) -> dict:
         page.wait_for_selector(IDLE, state="attached", timeout=timeout_s * 1000)
         page.wait_for_function(PAINTED, timeout=timeout_s * 1000, polling="raf")
         if editor:  # the text (the code editor, or a big workflow's section box) and the drawing or overview
-            text = page.frame_locator('iframe[title="streamlit_ace.streamlit_ace"]').locator(".ace_line").first
+            text = page.frame_locator('iframe[title="pages.ace.ace_editor"]').locator(".ace_line").first
             sections = page.get_by_text("edit a section at a time")
             drawn = page.frame_locator('iframe[title="pages.drawing.mermaid_drawing"]').first \
                 .locator("svg g.node").first

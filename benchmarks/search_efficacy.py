@@ -39,6 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,11 +109,18 @@ def evolve_one(bench: str, p: float, seed: int, args: argparse.Namespace, val: l
         calls = len(srv.requests) - meta_calls
         run_id = result["run_id"]
         chosen = testsplit.chosen_round(History(ws).summaries(run_id), evo.config.search)
+        # A client of its own: the run's client keeps the run's lease check (flowcore/evolution/lease.py), which
+        # fails every call once the finished run has released the lease (LeaseLost), leaving most problems errored
+        llm = _llm(srv.base_url, ws)
         asyncio.run(testsplit.rescore_top(ws, run_id, 1, llm=llm, limit=args.test, rounds=[chosen["round"]]))
         t = next(r for r in testsplit.stored_test_scores(ws, run_id) if r["round"] == chosen["round"])
+        # whose rounds they were: in LLM mode a round whose proposals all repeat earlier rounds falls back to the
+        # graph operators (as the product does), so the optimizer's share is worth stating
+        by = Counter(r["operator"] for r in History(ws).summaries(run_id) if r["round"] > 0)
     return {"seed": seed, "mode": mode, "meta_calls": meta_calls, "status": result["status"], "round": chosen["round"], "operator": chosen["operator"],
             "validation": chosen["score"], "val_low": chosen["ci_low"], "val_high": chosen["ci_high"],
             "val_n": chosen["n"], "test": t["score"], "low": t["ci_low"], "high": t["ci_high"], "test_n": t["n"],
+            "test_errors": t["errors"], "optimizer_rounds": by.get("optimizer", 0),
             "rounds": evo.history.last_round(run_id), "calls": calls, "seconds": round(took, 1),
             "text": (History(ws).get_round(run_id, chosen["round"]) or {}).get("workflow_text")}
 
@@ -178,10 +186,12 @@ def print_block(b: dict, args: argparse.Namespace) -> None:
         runs = [r for r in b["runs"] if r["mode"] == mode]
         how = "evolved" if mode == "programmatic" else "evolved by the LLM optimizer (scripted)"
         for r in runs:
-            meta = f" + {r['meta_calls']} optimizer/judge" if r["meta_calls"] else ""
+            meta = (f" + {r['meta_calls']} optimizer/judge; {r['optimizer_rounds']} rounds the optimizer's"
+                    if r["meta_calls"] else "")
+            short = f" (n = {r['test_n']}, {r['test_errors']} errored)" if r["test_n"] != b["test_n"] else ""
             print(f"| {how}, seed {r['seed']} (round {r['round']}, {r['operator']}) | {_pct(r['validation'])} "
                   f"[{_pct(r['val_low'])}, {_pct(r['val_high'])}] | {_pct(r['test'])} [{_pct(r['low'])}, "
-                  f"{_pct(r['high'])}] | {r['rounds']} | {r['calls']}{meta} | {100 * r['captured']:.0f}% |")
+                  f"{_pct(r['high'])}]{short} | {r['rounds']} | {r['calls']}{meta} | {100 * r['captured']:.0f}% |")
         print(f"| **median of {len(runs)} seeds, {mode}** | | | | | **{100 * med:.0f}%** |")
     print(f"(load {b['load']})", flush=True)
 

@@ -40,6 +40,8 @@ def compatible(source_types: tuple[str, ...], port_types: tuple[str, ...]) -> bo
 
 @dataclass(frozen=True)
 class Port:
+    """An operator input: its name, the types it takes and how many inputs it needs."""
+
     name: str
     types: tuple[str, ...]
     default: bool = False  # the port an unlabelled edge feeds
@@ -50,6 +52,8 @@ class Port:
 
 @dataclass(frozen=True)
 class OpSpec:
+    """An operator of the catalogue: its inputs, output, tasks, aliases and colour."""
+
     name: str  # canonical class name, e.g. "CustomOp"
     inputs: tuple[Port, ...]
     output: tuple[str, ...] | str  # output types, or a rule name (SAME_AS_*)

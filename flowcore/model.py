@@ -30,6 +30,8 @@ ARROWS = ("-->", "---", "-.->", "-.-", "==>", "===", "--x", "--o", "<-->")
 
 @dataclass
 class Node:
+    """A workflow node: its Mermaid label and shape, operator type, prompt name, classes and subgraph."""
+
     id: str
     label: str | None = None  # the label as Mermaid reads it (quotes removed), None for a bare id
     shape: str = ""  # a key of SHAPES, a Mermaid shape name (shape data), or "" for a bare id
@@ -51,6 +53,8 @@ class Node:
 
 @dataclass
 class Edge:
+    """A workflow edge: ends, label (the target's input port or a route), arrow, id, data and classes."""
+
     src: str
     dst: str
     label: str | None = None  # the target's input port, or a Decision route (Passed/Failed)
@@ -65,6 +69,8 @@ class Edge:
 
 @dataclass
 class Subgraph:
+    """A Mermaid subgraph: id, title, parent, direction and classes."""
+
     id: str
     title: str | None = None
     parent: str | None = None
@@ -75,6 +81,8 @@ class Subgraph:
 
 @dataclass
 class Workflow:
+    """A whole workflow: its nodes, edges, prompts, classDefs, subgraphs and the statements kept as written."""
+
     direction: str = "TD"
     nodes: dict[str, Node] = field(default_factory=dict)
     edges: list[Edge] = field(default_factory=list)
@@ -121,16 +129,34 @@ class Workflow:
 
 @dataclass(frozen=True)
 class Diagnostic:
+    """One finding of the checker or the reader: code, severity, message and where (line, column, node)."""
+
     code: str
     severity: str  # "error" | "warning"
     message: str
     line: int | None = None
     column: int | None = None
     node: str | None = None
+    # a syntax error moved to the label, bracket or quote left open that caused it: where Mermaid itself stopped
+    mermaid_at: tuple[int, int | None] | None = None
+
+    def __init__(self, code: str, severity: str, message: str, line: int | None = None, column: int | None = None,
+                 node: str | None = None, mermaid_at: tuple[int, int | None] | None = None) -> None:
+        # (dataclass keeps an __init__ the class defines) the fields stored straight into the instance's dict: a
+        # frozen dataclass's own __init__ calls object.__setattr__ per field, 4x slower, and a large workflow's
+        # check makes a diagnostic per node (tests/checker: equal, hashable, frozen, picklable as before)
+        d = self.__dict__
+        d["code"], d["severity"], d["message"], d["line"], d["column"], d["node"] = (code, severity, message, line,
+                                                                                     column, node)
+        if mermaid_at is not None:  # rare (a syntax error moved to its opener): the class's None otherwise
+            d["mermaid_at"] = mermaid_at
 
     def to_dict(self) -> dict:
-        return {"code": self.code, "severity": self.severity, "message": self.message,
-                "line": self.line, "column": self.column, "node": self.node}
+        out = {"code": self.code, "severity": self.severity, "message": self.message,
+               "line": self.line, "column": self.column, "node": self.node}
+        if self.mermaid_at is not None:
+            out["mermaid_at"] = list(self.mermaid_at)
+        return out
 
     def located(self) -> str:
         """The message led by where it is ('line 3: ...', 'workflow: ...'), saying the line once: a reader's

@@ -23,7 +23,7 @@ from flowcore.aov import to_mermaid
 from flowcore.aov.session import md
 from flowcore.llm.client import LLM
 from flowcore.mermaid import safe
-from pages import common
+from pages import aov_parts, common
 
 common.app_shell()  # a link to this page on a fresh server: run inside the app (menu, workspace memory)
 ss = st.session_state
@@ -55,7 +55,10 @@ def candidates_section(configured: bool) -> int | None:
     if st.radio("Source", ["Examples and files", "Generate with the LLM"], horizontal=True,
                 key="aov_source").startswith("Examples"):
         c1, c2 = st.columns(2)
-        c1.multiselect("Example graphs", S.examples(), default=S.examples(), key="aov_examples")
+        sets = S.example_sets()
+        c1.selectbox("Example: K candidate graphs for one goal", [None, *sets], index=1, key="aov_example_set",
+                     format_func=lambda k: "— (only my files)" if k is None else
+                     f"{md(S.example_goal(k))} ({len(sets[k])} graphs)")
         c2.file_uploader("AOV JSON files", type=["json"], accept_multiple_files=True, key="aov_upload")
         st.text_area("…or paste one AOV JSON document", key="aov_paste", height=90,
                      placeholder='{"goal": "...", "subtasks": {...}, "agents": [...]}')
@@ -100,7 +103,7 @@ def start_row(cands: list, best: int | None) -> None:
                   type="primary", icon=":material/play_arrow:")
     if saved := S.saved(common.workspace()):
         c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
-        labels = {r["id"]: f"{r['id']} · {r['status']} · {r['updated']} · {r['goal'][:60]}" for r in saved}
+        labels = {r["id"]: S.saved_label(r) for r in saved}  # by goal and local time, not id and ISO stamp
         # keyed by the labels: the browser keeps showing a keyed select's old labels when only they change
         eid = c1.selectbox("Reopen saved execution", list(labels), format_func=labels.get,
                            key=f"aov_saved_{zlib.crc32(repr(labels).encode())}")
@@ -131,31 +134,6 @@ def settings_row(configured: bool) -> None:
         st.button("Save in the workspace", on_click=act.save_flow, args=(d,), key="aov_fs_save")
 
 
-def proposals(ex) -> None:
-    rs, tag, token = ex.pending_failure, f"{ex.id}_{len(ex.events)}", S.decision_token(ex)
-    (st.error if rs.kind == "repair" else st.info)(S.decision_text(ex), icon=":material/error:"
-                                                   if rs.kind == "repair" else ":material/update:")
-    for i, p in enumerate(rs.proposals):
-        with st.container(border=True):
-            st.markdown(f"**Proposal {i + 1}** ({p.source}) · {md(p.summary)}  \n{S.metrics_text(p.metrics)}",
-                        help=S.METRICS_HELP)
-            left, right = st.columns([0.8, 1.4])
-            left.code("\n".join(S.diff_lines(p)) or "(no change)", language=None, wrap_lines=True)
-            with right:
-                diagram(p.graph, S.changed(p), max_label=30, direction="LR")
-            b = st.columns([1, 1, 4])
-            b[0].button("Accept", on_click=act.accept, args=(i, None, token), key=f"aov_accept_{i}", type="primary")
-            if b[1].toggle("Edit", key=f"aov_edit_{tag}_{i}"):
-                st.text_area("The repaired graph (AOV JSON): edit, then accept", p.graph.to_json(),
-                             height=300, key=f"aov_edit_text_{tag}_{i}")
-                st.button("Accept edited graph", on_click=act.accept, args=(i, f"aov_edit_text_{tag}_{i}", token),
-                          key=f"aov_accept_edit_{i}")
-    if rs.dropped:
-        st.caption("Not offered: " + md("; ".join(rs.dropped)))
-    st.button("Reject all (the subtask stays failed)" if rs.kind == "repair" else "Reject all (keep the plan)",
-              on_click=act.reject, args=(token,), key="aov_reject", icon=":material/block:")
-
-
 @st.fragment(run_every=1.0)
 def live_view(ex) -> None:
     """While the background run goes on: what runs now, the live graph and the timeline. The whole page
@@ -178,7 +156,7 @@ def graph_and_timeline(ex) -> None:
 def execution_section(ex) -> None:
     running = act.job() is not None
     done, paused, manual = ex.done, ex.status == "paused", ss.get("aov_agents") == "manual"
-    st.markdown(f"Execution {safe.code(ex.id)} · {md(ex.graph.goal)}")
+    st.markdown(f"**{md(ex.graph.goal)}** · {md(S.started_text(common.workspace(), ex.id))}")
     st.caption("Step runs every ready subtask and waits for all of them (lock-step, outputs by hand in manual "
                "mode). Run to end is event-driven: each subtask starts the moment its last parent completes.")
     for sid in ex.graph.ready() if manual and not (done or paused or running) else []:
@@ -197,7 +175,7 @@ def execution_section(ex) -> None:
         (st.success if ex.status == "completed" else st.warning)(
             f"The execution {ex.status} after {ex.step_index} step(s).")
     if ex.pending_failure:
-        proposals(ex)
+        aov_parts.proposals(ex, act, diagram)
     if running:
         live_view(ex)
     else:

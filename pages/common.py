@@ -67,9 +67,19 @@ def workspace() -> Workspace:
     return _workspace(db_target())
 
 
+def team() -> bool:
+    """Whether this session is served to a team (flowcore.ui.access.login_required: the bind address, the
+    names served, a proxy's headers on this session's request)."""
+    try:
+        headers = dict(st.context.headers)
+    except Exception:  # noqa: BLE001 - no request context (AppTest)
+        headers = {}
+    return access.login_required(st.get_option("server.address"), headers=headers)
+
+
 def viewer() -> endpoints.Viewer:
     """Who this session is: in a team deployment or not, and the signed-in member's address."""
-    return endpoints.Viewer(access.login_required(st.get_option("server.address")), st.session_state.get("mf_user"))
+    return endpoints.Viewer(team(), st.session_state.get("mf_user"))
 
 
 def llm_settings() -> LLMSettings:

@@ -1,6 +1,6 @@
 """The app's own Mermaid drawing component (a plain module, not a page): static HTML/JS served by Streamlit from
-a folder built once per version, Mermaid 11's browser build taken from the pinned mermaidx package (nothing is
-loaded from outside 127.0.0.1). The drawing itself is in pages/components/mermaid/drawing.js.
+a folder built once per version (pages/component_dir.py), Mermaid 11's browser build taken from the pinned
+mermaidx package (nothing is loaded from outside 127.0.0.1). The drawing itself is in pages/components/mermaid/drawing.js.
 
 Content Security Policy it needs: ``script-src 'self'`` (no inline script, no eval), ``style-src 'self'
 'unsafe-inline'`` (Mermaid writes a ``<style>`` into each SVG, as Streamlit's own styles need anyway),
@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import tempfile
 from functools import cache
 from pathlib import Path
 
 import mermaidx
 import streamlit.components.v1 as components
+
+from pages.component_dir import built
 
 SOURCE = Path(__file__).resolve().parent / "components" / "mermaid"
 FILES = ("index.html", "drawing.js", "drawing.css")
@@ -35,17 +36,13 @@ def build_dir() -> Path:
     digest = hashlib.sha256(mermaid_js().read_bytes()[:4096] + str(mermaid_js().stat().st_size).encode())
     for name in FILES:
         digest.update((SOURCE / name).read_bytes())
-    folder = Path(tempfile.gettempdir()) / f"mermaidflow-drawing-{digest.hexdigest()[:16]}"
-    if not (folder / "mermaid.min.js").exists():
-        tmp = Path(tempfile.mkdtemp(prefix="mermaidflow-drawing-"))
+
+    def fill(folder: Path) -> None:
         for name in FILES:
-            shutil.copyfile(SOURCE / name, tmp / name)
-        shutil.copyfile(mermaid_js(), tmp / "mermaid.min.js")
-        try:
-            tmp.rename(folder)  # atomic: another process may be building the same folder
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return folder
+            shutil.copyfile(SOURCE / name, folder / name)
+        shutil.copyfile(mermaid_js(), folder / "mermaid.min.js")  # last: its presence says the folder is whole
+
+    return built("mermaidflow-drawing-", digest.hexdigest()[:16], fill, "mermaid.min.js")
 
 
 @cache

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 
 import streamlit as st
-from streamlit_ace import st_ace
 
 from flowcore import WorkflowSyntaxError, is_valid, parse, parse_lenient, to_mermaid
 from flowcore import catalogue as cat
@@ -17,6 +16,7 @@ from flowcore.ui import canvas as cv
 from flowcore.ui import view
 from flowcore.workspace import library
 from pages import common, conflicts, serve_parts, widgets
+from pages.ace import ace
 from pages.common import md
 
 common.app_shell()
@@ -164,9 +164,7 @@ left, right = st.columns([split, 100 - split])
 with left:
     ss["ed_mode"] = "plain" if view.is_big(w) else "ace"
     if ss["ed_mode"] == "ace":
-        st_ace(value=text, language="text", theme="chrome", keybinding="vscode", font_size=15, tab_size=4,
-               min_lines=22, max_lines=40, show_print_margin=False, wrap=True, auto_update=True,
-               annotations=cv.annotations(diags), key=ace_key())
+        ace(text, annotations=cv.annotations(diags), key=ace_key())  # Ace without word-completion pop-ups
     else:  # one editor (even a plain text box) with every line of a text this long froze the tab for seconds
         parts = view.sections(text)
         i = st.selectbox(f"{len(w.nodes):,} nodes: edit a section at a time", range(len(parts)), key="ed_section",

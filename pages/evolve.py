@@ -16,7 +16,7 @@ if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
 from flowcore import is_valid
 from flowcore.checker.bounded import check
 from flowcore.evaluation import store as es
-from flowcore.evolution import OPERATORS, EvolutionConfig, History
+from flowcore.evolution import OPERATORS, EvolutionConfig, History, remote
 from flowcore.evolution import session as evs
 from flowcore.mermaid import safe
 from flowcore.ui import history as hv
@@ -183,6 +183,8 @@ def main() -> None:
         st.subheader(f"Run #{run_id}: {info.status}")
         if err or info.reason:
             (st.error if err else st.caption)(md(err or info.reason))
+        if info.status == "stopped" and (cmd := remote.resume_hint(info.reason)):  # a Ray actor died for good
+            st.code(cmd, language="bash")
         run_view(run_id, "last")
         after_run(settings, run_id, info.status, busy, JOB_KEY)
         if st.button("Open in History", icon=":material/history:", key="evo_to_history"):

@@ -96,8 +96,9 @@ def main() -> None:
     with st.spinner("Checking that Mermaid can draw it…"):
         draw_err = _drawing_error(drawing, len(w.nodes))
 
-    st.markdown(f"**{common.md(name)}** · task `{task}` · {len(w.nodes)} nodes, {len(w.edges)} edges, "
-                f"{len(w.prompts)} prompts")
+    counts = ", ".join(f"{n:,} {word}{'' if n == 1 else 's'}"
+                       for n, word in ((len(w.nodes), "node"), (len(w.edges), "edge"), (len(w.prompts), "prompt")))
+    st.markdown(f"**{common.md(name)}** · task `{task}` · {counts}")
     cols = st.columns(5)
     cols[0].download_button("Python (.py)", source.encode(), f"{stem}.py", mime=fx.MIME[".py"], on_click="ignore",
                             icon=":material/code:", type="primary", key="ex_dl_py")

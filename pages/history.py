@@ -17,7 +17,7 @@ if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
     sys.path.insert(0, str(ROOT))
 
 from flowcore.evaluation import results as rs
-from flowcore.evolution import History
+from flowcore.evolution import History, remote
 from flowcore.evolution import session as evs
 from flowcore.mermaid import safe
 from flowcore.ui import history as hv
@@ -218,6 +218,9 @@ def main() -> None:
     st.caption(f"Benchmark **{info.benchmark}** ({info.task}) · mode {cfg.get('mode')} · K={cfg.get('candidates')} "
                f"· α={cfg.get('alpha')} · λ={cfg.get('lam')} · top-k={cfg.get('top_k')} · status "
                f"**{evs.run_status(info, common.workspace())}**" + (f" ({safe.plain(info.reason)})" * bool(info.reason)))
+    if info.status == "stopped" and (cmd := remote.resume_hint(info.reason)):  # its Ray actor died for good
+        st.caption("Resume it with:")
+        st.code(cmd, language="bash")
     st.caption(tv.graded_caption(tv.run_graded_by(ws, run_id)) or "")  # a judge metric's scores say so
     if info.offline:
         st.info("**Structure-only run**: no LLM endpoint was configured, so no benchmark score was measured. "

@@ -56,7 +56,7 @@ def keys_section() -> None:
         try:
             rec, key = keys.create_key(ws, name, user(), created_by=user())
         except keys.KeyProblem as e:
-            st.error(str(e))
+            st.error(md(str(e)))  # it quotes the typed name
         else:
             st.success(f"Key {rec.id} for {md(rec.owner)}: copy it now, it is not shown again.")
             st.code(key, language=None)

@@ -35,8 +35,8 @@ pick = st.selectbox("Open a trace", ids, key="tr_open", format_func=lambda i: ne
 t = traces.load_trace(ws, pick) if pick else None
 if t is not None:
     st.plotly_chart(tv.timeline_figure(t), key="tr_timeline")
-    if t.error:
-        st.error(t.error)
+    if t.error:  # a run's error can quote the endpoint, the model or a program: text, never markdown
+        st.error(common.md(t.error))
     st.dataframe(tv.span_rows(t), hide_index=True, width="stretch", key="tr_spans",
                  column_config={"cost": st.column_config.NumberColumn(format="$%.6f")})
     c = st.columns(2)

@@ -46,13 +46,92 @@ class Labeled:
 
 
 def examples() -> list[str]:
+    """The bundled example graphs, one per goal (``gobang.json``); each set's other candidates are in
+    :func:`example_sets`."""
     return sorted(p.name for p in EXAMPLES_DIR.glob("*.json"))
 
 
+def example_sets() -> dict[str, list[str]]:
+    """The bundled candidate sets: for each example goal, K graphs for that same goal (``gobang.json`` and the
+    files of the folder ``gobang/``), so the rule compares plans for one task, never plans for different ones."""
+    out = {}
+    for name in examples():
+        stem = name.removesuffix(".json")
+        out[stem] = [name] + sorted(f"{stem}/{p.name}" for p in (EXAMPLES_DIR / stem).glob("*.json"))
+    return out
+
+
+def example_goal(stem: str) -> str:
+    """An example set's goal, for the picker."""
+    try:
+        return str(json.loads(example_text(f"{stem}.json")).get("goal") or stem)
+    except (AOVError, ValueError):
+        return stem
+
+
 def example_text(name: str) -> str:
-    if name not in examples():
+    if name not in examples() and name not in {n for names in example_sets().values() for n in names}:
         raise AOVError(f"no example named {name!r} in {EXAMPLES_DIR}")
     return (EXAMPLES_DIR / name).read_text(encoding="utf-8")
+
+
+def mixed_goals(cands: Sequence[Labeled]) -> bool:
+    """Whether valid candidates are plans for different goals (then ranking them compares unrelated plans)."""
+    goals = {" ".join(c.candidate.graph.goal.split()).lower() for c in cands if c.candidate.graph is not None}
+    return len(goals) > 1
+
+
+def local_time(stamp: str) -> str:
+    """A stored ISO timestamp (UTC) in this machine's local time, as people read it: '4 Dec 20:15'."""
+    from datetime import datetime
+
+    try:
+        when = datetime.fromisoformat(stamp).astimezone()
+    except (TypeError, ValueError):
+        return str(stamp)
+    return f"{when.day} {when:%b %H:%M}"
+
+
+def saved_label(row: dict[str, Any], n: int = 60) -> str:
+    """A saved execution named by its goal and when it started (local time), then its status."""
+    goal = " ".join(str(row.get("goal") or "").split()) or "(no goal)"
+    goal = goal if len(goal) <= n else goal[:n - 1] + "…"
+    return f"{goal} · started {local_time(row.get('created') or '')} · {row.get('status')}"
+
+
+def started_text(ws: Any, execution_id: str) -> str:
+    """'started 4 Dec 20:15 (local time)' for an execution's heading, or 'not saved yet'."""
+    try:
+        row = ExecutionStore(ws).row(execution_id)
+    except AOVError:
+        return "not saved yet"
+    return f"started {local_time(row.get('created') or '')}"
+
+
+def edited_graph(graph: AOVGraph, edits: dict[str, dict[str, Any]]) -> AOVGraph:
+    """``graph`` with the form's edits: per subtask id, its ``requirement``, ``agent`` and ``parents`` (what
+    is not given stays). AOVError naming the subtask and field when the result is not a valid graph (an empty
+    requirement, an unknown agent or parent, a cycle); completed work is checked where it is accepted."""
+    doc = json.loads(graph.to_json())
+    for sid, e in edits.items():
+        rec = doc["subtasks"].get(sid)
+        if rec is None:
+            raise AOVError(f"subtask {sid!r} is not in the graph")
+        if "requirement" in e:
+            req = str(e["requirement"] or "").strip()
+            if not req:
+                raise AOVError(f"subtask {sid!r}: its requirement is empty")
+            rec["subtask_requirement"] = req
+        if "agent" in e:
+            rec["agent"] = str(e["agent"])
+        if "parents" in e:
+            rec["parents"] = [str(p) for p in e["parents"]]
+            rec.pop("child", None)
+            rec.pop("num_parents_not_completed", None)
+    for rec in doc["subtasks"].values():  # links are made from the parents alone: an edit never disagrees
+        rec.pop("child", None)
+        rec.pop("num_parents_not_completed", None)
+    return AOVGraph.from_dict(doc)
 
 
 def candidates_from_texts(named: Sequence[tuple[str, str]]) -> list[Labeled]:
@@ -311,6 +390,30 @@ def accept_edited(ex: Execution, index: int, text: str) -> None:
     ex.accept(index, edited_graph=AOVGraph.from_json(text))
 
 
+FORM_FIELDS = ("req", "agent", "parents")
+
+
+def form_key(prefix: str, fld: str, sid: str) -> str:
+    """The page's widget key of one field of one subtask in a proposal's edit form."""
+    return f"{prefix}_{fld}_{sid}"
+
+
+def form_edits(state: MutableMapping[str, Any], prefix: str, graph: AOVGraph) -> dict[str, dict[str, Any]]:
+    """What the edit form holds for each subtask that is not completed (completed work is not edited)."""
+    out: dict[str, dict[str, Any]] = {}
+    for sid, st in graph.subtasks.items():
+        if st.status == "completed":
+            continue
+        e = {}
+        for fld, name in (("req", "requirement"), ("agent", "agent"), ("parents", "parents")):
+            key = form_key(prefix, fld, sid)
+            if key in state:
+                e[name] = state[key]
+        if e:
+            out[sid] = e
+    return out
+
+
 def diff_lines(p: Proposal, n: int = 400) -> list[str]:
     """The proposal's diff for people: like ``Diff.lines`` but a changed requirement is shown in full on
     old/new lines (a rule edit appends its note at the end, which an 80-character cut would hide)."""
@@ -420,7 +523,7 @@ class Actions:
     """The AOV page's button actions on its key-value state (Streamlit's session state; a dict in tests).
 
     Keys read: aov_agents, aov_inspector, aov_repairs, aov_refine (``llm``/``rules``/``off``), aov_mode, aov_k,
-    aov_max_repairs, aov_refine_every, aov_max_refinements, aov_examples, aov_upload, aov_paste, aov_task,
+    aov_max_repairs, aov_refine_every, aov_max_refinements, aov_example_set, aov_upload, aov_paste, aov_task,
     aov_gen_k and the manual output boxes (``out_key``). Keys written: aov_cands, aov_gen, aov_ex,
     aov_running (the user asked to run to the end: a decision taken resumes the run) and aov_flash
     (kind, message), the outcome to show. ``llm`` returns the configured client or None."""
@@ -510,10 +613,15 @@ class Actions:
 
     def use_files(self) -> None:
         uploads = [(f.name, f.getvalue()) for f in self.s.get("aov_upload") or []]
-        named = named_texts(self.s.get("aov_examples") or [], uploads, self.s.get("aov_paste") or "")
+        chosen = example_sets().get(self.s.get("aov_example_set") or "", [])
+        named = named_texts(chosen, uploads, self.s.get("aov_paste") or "")
         if not named:
             return self.flash("warning", "Choose an example, upload a file or paste AOV JSON first.")
-        self._set_candidates(candidates_from_texts(named))
+        cands = candidates_from_texts(named)
+        self._set_candidates(cands)
+        if mixed_goals(cands):
+            self.flash("warning", "These candidates are plans for different goals: the rule ranks them against "
+                       "each other all the same. Use one example set, or files for one task.")
 
     def generate(self) -> None:
         task, client = (self.s.get("aov_task") or "").strip(), self.llm()
@@ -556,19 +664,24 @@ class Actions:
             return self.flash("error", f"Cannot start: {e}")
         self.s["aov_running"] = False
         if note:
-            self.flash("info", note.format(self.s["aov_ex"].id))
+            self.flash("info", note)
 
     def reset(self) -> None:
         old = self.s["aov_ex"]
         if live(old.id):
             old.request_stop()
-        self.start(initial_graph(old), f"Started over as execution {{}} (execution {old.id} stays saved).")
+        self.start(initial_graph(old), f"Started over as a new execution; the {self._named(old)} stays saved.")
+
+    def _named(self, ex: Execution) -> str:
+        """An execution as people name it: its goal and when it started (local time), not its id."""
+        goal = " ".join(ex.graph.goal.split()) or "(no goal)"
+        return f"execution “{goal[:60] + '…' * (len(goal) > 60)}” ({started_text(self.ws, ex.id)})"
 
     def reopen(self, eid: str) -> None:
         if (running := live(eid)) is not None:  # still running in this server: the very same object
             self.s["aov_ex"], self.s["aov_running"] = running[1], True
             self._adopt(running[1])
-            return self.flash("info", f"Execution {eid} is running: its live view is below.")
+            return self.flash("info", f"The {self._named(running[1])} is running: its live view is below.")
         try:
             ex = load_execution(self.ws, eid)
             self._adopt(ex)  # the agents, inspector, ... it ran with, then those backends
@@ -577,7 +690,7 @@ class Actions:
         except AOVError as e:
             return self.flash("error", f"Cannot reopen: {e}")
         self.s["aov_ex"], self.s["aov_running"] = ex, False
-        self.flash("info", f"Reopened execution {eid}: it continues where it stopped.")
+        self.flash("info", f"Reopened the {self._named(ex)}: it continues where it stopped.")
 
     def sync(self) -> None:
         """The execution as the workspace has it: another tab, window or process may have stepped it or taken
@@ -594,10 +707,10 @@ class Actions:
                 return
             self.s["aov_ex"] = load_execution(self.ws, ex.id, *self.choices(), refine_llm=self.refine_llm())
         except AOVError as e:
-            return self.flash("error", f"Cannot reload execution {ex.id}: {e}")
+            return self.flash("error", f"Cannot reload the {self._named(ex)}: {e}")
         self.s["aov_running"] = False
-        self.flash("info", f"Execution {ex.id} was changed in another tab, window or process: this is its "
-                           "current state.")
+        self.flash("info", f"The {self._named(self.s['aov_ex'])} was changed in another tab, window or process: "
+                           "this is its current state.")
 
     def _fresh(self) -> bool:
         """False (the current state loaded and said) when this session's copy was out of date."""
@@ -687,7 +800,11 @@ class Actions:
         ex: Execution = self.s["aov_ex"]
         kind = ex.pending_failure.kind if ex.pending_failure else "repair"
         try:
-            ex.accept(i) if edit_key is None else accept_edited(ex, i, self.s.get(edit_key) or "")
+            if edit_key is None:
+                ex.accept(i)
+            else:  # the proposal's edit form (its widgets are keyed by edit_key): the graph with those edits
+                base = ex.pending_failure.proposals[i].graph if ex.pending_failure else ex.graph
+                ex.accept(i, edited_graph=edited_graph(base, form_edits(self.s, edit_key, base)))
         except ExecutionConflict as e:
             self.sync()
             return self.flash("warning", f"Not applied: {e}")

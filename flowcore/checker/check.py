@@ -9,6 +9,7 @@ from collections import deque
 
 from flowcore import catalogue as cat
 from flowcore.mermaid.reader import gc_paused, label_type_word, parse_lenient
+from flowcore.mermaid.unclosed import relocate
 from flowcore.model import Diagnostic, Edge, Node, Workflow
 
 INPUT_INTERFACES = ("PROBLEM", "ENTRY_POINT")
@@ -48,9 +49,11 @@ def _hard(text: str, soft: list[Diagnostic]) -> list[Diagnostic]:
     err = parse_check(text)
     if err is None:
         return []
-    if any(d.code == "M001" and d.line == err.line for d in soft):
+    line, column, message = relocate(text, err.line, err.column, err.message)  # as the soft reader places it
+    if any(d.code == "M001" and d.line == line for d in soft):
         return []
-    return [Diagnostic("M001", "error", f"Mermaid 11 cannot parse this: {err.message}", err.line, err.column)]
+    moved = (err.line, err.column) if line != err.line else None
+    return [Diagnostic("M001", "error", f"Mermaid 11 cannot parse this: {message}", line, column, mermaid_at=moved)]
 
 
 class _Ctx:
@@ -361,6 +364,8 @@ def _acyclic_reach(ctx: _Ctx, starts: list[str]) -> tuple[bool, set[str] | None]
 
 
 def _cycles(w: Workflow) -> list[Diagnostic]:
+    """M006 per cycle group, named the same in every process: the groups and their nodes and edges in text order
+    (networkx's components are sets, whose order follows the per-process string hash)."""
     import networkx as nx  # only here, when Kahn's check found a cycle: keeps networkx off `check`'s start-up
 
     g = nx.DiGraph()
@@ -369,11 +374,21 @@ def _cycles(w: Workflow) -> list[Diagnostic]:
     for e in w.edges:
         g.add_edge(e.src, e.dst)
         edge_at.setdefault((e.src, e.dst), e)
+    group: dict[str, int] = {}
+    for k, comp in enumerate(nx.strongly_connected_components(g)):
+        n = next(iter(comp))
+        if len(comp) > 1 or g.has_edge(n, n):
+            group.update(dict.fromkeys(comp, k))
+    subs: dict[int, nx.DiGraph] = {}
+    for n in g:  # text order
+        if n in group:
+            subs.setdefault(group[n], nx.DiGraph()).add_node(n)
+    for a, b in edge_at:
+        if a in group and group[a] == group.get(b):
+            subs[group[a]].add_edge(a, b)
     out = []
-    for comp in nx.strongly_connected_components(g):
-        if len(comp) == 1 and not g.has_edge(next(iter(comp)), next(iter(comp))):
-            continue
-        cyc = nx.find_cycle(g.subgraph(comp))
+    for sub in subs.values():
+        cyc = nx.find_cycle(sub)
         path = " -> ".join([cyc[0][0]] + [b for _, b in cyc])
         last = edge_at[(cyc[-1][0], cyc[-1][1])]
         out.append(_edge_at(last, "M006", f"cycle: {path} (a workflow must be acyclic)", cyc[-1][0]))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from flowcore import catalogue as cat
 from flowcore.checker.check import check, is_valid
 from flowcore.cli.common import emit, read_text
 from flowcore.mermaid.reader import WorkflowSyntaxError, parse, to_mermaid
+
+TYPE_CHECKING = False  # not typing's: `check` starts without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

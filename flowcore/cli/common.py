@@ -143,13 +143,15 @@ def load_problems(args: argparse.Namespace, split: str) -> tuple[list, dict]:
 
 # -- which task: --benchmark NAME (built in, or saved in the workspace) or --task-file TASK.toml ------------------
 
-def add_task_args(parser: argparse.ArgumentParser) -> None:
-    """``--benchmark NAME`` or ``--task-file TASK.toml``, one of them required (every command that takes a task)."""
+def add_task_args(parser: argparse.ArgumentParser) -> argparse._MutuallyExclusiveGroup:
+    """``--benchmark NAME`` or ``--task-file TASK.toml``, one of them required (every command that takes a task);
+    the group, for a command with a third choice (``submit --resume RUN``)."""
     g = parser.add_mutually_exclusive_group(required=True)
     g.add_argument("--benchmark", metavar="NAME",
                    help="gsm8k, math, humaneval, mbpp, or the name of a task saved in the workspace (--db)")
     g.add_argument("--task-file", metavar="TASK.toml",
                    help="a task of your own: data + problem template + reference + metric (docs/tasks.md)")
+    return g
 
 
 def _lookup_workspace(db: str | None):  # noqa: ANN202

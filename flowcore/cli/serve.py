@@ -131,7 +131,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
           f"{'required' if require else 'not required (loopback)'}", file=sys.stderr, flush=True)
     for noisy in ("httpx", "httpx2", "mcp"):  # one line per LLM call otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+    from flowcore.serve import slow
+
+    slow.install()  # a request head that never ends closes its connection (slowloris)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5,
+                            http="h11")  # the protocol slow.install bounds
     uvicorn.Server(config).run(sockets=[sock])
     return 0
 

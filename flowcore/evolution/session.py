@@ -121,24 +121,26 @@ def gate_of(job_id: str | None) -> ReviewGate | None:
 
 # -- runs as jobs ------------------------------------------------------------------------------------------------
 
-def _llm(ws: Workspace, settings: LLMSettings, cfg: EvolutionConfig, spent: float) -> LLM:
+def _llm(ws: Workspace, settings: LLMSettings, cfg: EvolutionConfig, spent: float, parent: LLM | None = None) -> LLM:
     s = replace(settings, concurrency=max(settings.concurrency, cfg.concurrency))
     if cfg.validation_rounds > 1:  # repeats must reach the endpoint, never the cache
         s = replace(s, cache=False)
     if cfg.budget is not None:  # what is left of the run's budget caps every call
         s = replace(s, budget_usd=max(0.0, cfg.budget - spent))
-    return LLM(s, ws)
+    llm = LLM(s, ws)
+    return llm.under(parent) if parent is not None else llm
 
 
 def start_run(ws: Workspace, settings: LLMSettings, config: EvolutionConfig, *, review: bool = False,
-              created_by: str = "local") -> jobs.Job:
+              created_by: str = "local", spend_under: LLM | None = None) -> jobs.Job:
     """Store a new run and evolve it in a background job. Without an endpoint the run is structure-only
     (programmatic operators, rule judge, no scores). ValueError (naming the field or file) before anything
-    is stored when the settings or the data are bad."""
+    is stored when the settings or the data are bad. ``spend_under``: a client whose usage and budget count
+    this run's calls too (a server's, so that the runs its MCP tool starts spend from the server's budget)."""
     cfg = replace(config, operators=list(config.operators), offline=not settings.configured)
     if cfg.offline:
         cfg.mode = "programmatic"
-    llm = None if cfg.offline else _llm(ws, settings, cfg, 0.0)
+    llm = None if cfg.offline else _llm(ws, settings, cfg, 0.0, spend_under)
     gate = ReviewGate(kind_of(cfg.benchmark, ws)) if review and kind_of(cfg.benchmark, ws) else None
     evo = Evolution(ws, cfg, llm=llm, review=gate)
     evo.prepare()  # a bad data file is reported before a run is stored
@@ -266,7 +268,10 @@ def run_status(info: RunInfo, ws: Workspace | None = None) -> str:
 
 def runs_overview(ws: Workspace) -> list[dict]:
     """Every run, newest first: id, benchmark, status, offline, rounds stored/planned, best measured score."""
+    from flowcore.evolution import remote
+
     h, out = History(ws), []
+    remote.reconcile(ws)  # a Ray run whose actor died for good: recorded stopped, with the command that resumes it
     stats = {r["run_id"]: (r["n"], r["best"]) for r in ws.query(  # one query, not every round's JSON
         "SELECT run_id, COUNT(*) AS n, MAX(score) AS best FROM evo_rounds GROUP BY run_id")}
     for info in reversed(h.runs()):

@@ -450,6 +450,7 @@ async def _close_at_shutdown(client: openai.AsyncOpenAI) -> AsyncIterator[None]:
 
 
 _bg_lock = threading.Lock()
+_usage_lock = threading.Lock()  # usage counts walk up to clients of other threads (LLM.under)
 _bg_loop: asyncio.AbstractEventLoop | None = None
 
 
@@ -495,11 +496,29 @@ class LLM:
         c.salt = f"{self.salt}{salt}|"
         return c
 
+    def under(self, parent: LLM) -> LLM:
+        """This client (its own settings, connections and cache), its calls also counted in ``parent``'s usage, so
+        that ``parent``'s budget and guard stop them too: an evolution run a server's MCP tool started spends from
+        the server's budget, never from a fresh one of its own. Returns self."""
+        self._parent = parent
+        return self
+
     def _root(self) -> LLM:
         node = self
         while node._parent is not None:
             node = node._parent
         return node
+
+    def _accounts(self) -> list[LLM]:
+        """The clients that keep their own budget and guard, nearest first: this client's root, and the root of
+        each client it was put ``under`` (a child shares its parent's settings and is no account of its own)."""
+        out: list[LLM] = []
+        node: LLM | None = self
+        while node is not None:
+            if node._parent is None or node._parent._shared is not node._shared:
+                out.append(node)
+            node = node._parent
+        return out
 
     # -- public calls -------------------------------------------------------------------------------------
     async def chat(self, messages: list[dict] | str, *, role: str = "executor", temperature: float = 0.0,
@@ -527,9 +546,10 @@ class LLM:
             raise NotConfigured("no LLM endpoint configured: set OPENAI_BASE_URL (any OpenAI-compatible "
                                 "server, e.g. vLLM, Ollama, llama.cpp) and/or OPENAI_API_KEY, or enter them on "
                                 "the Settings page")
-        guard = getattr(self._root(), "guard", None)
-        if guard is not None:
-            guard()
+        for account in self._accounts():
+            guard = getattr(account, "guard", None)
+            if guard is not None:
+                guard()
         where = f"{role}, model {model!r} at {public_url(s.base_url)}"
         sent, cap, counted = await self._fit(msgs, model, role, max_tokens, where)
         rejected: Reply | None = None
@@ -676,10 +696,11 @@ class LLM:
 
     # -- internals ----------------------------------------------------------------------------------------
     def _check_budget(self) -> None:
-        budget = self.settings.budget_usd
-        spent = self._root().usage.cost
-        if budget is not None and spent >= budget:
-            raise BudgetExceeded(f"LLM budget of ${budget:.4f} for this run is used up (spent ${spent:.4f})")
+        for i, account in enumerate(self._accounts()):
+            budget, spent = account.settings.budget_usd, account.usage.cost
+            if budget is not None and spent >= budget:
+                whose = "for this run" if i == 0 else "of the process that started this run"
+                raise BudgetExceeded(f"LLM budget of ${budget:.4f} {whose} is used up (spent ${spent:.4f})")
 
     def _redact(self, text: str) -> str:
         key = self.settings.api_key
@@ -691,7 +712,7 @@ class LLM:
         rec = {"role": role, "model": reply.model, "prompt_tokens": reply.prompt_tokens,
                "completion_tokens": reply.completion_tokens, "cost": reply.cost, "latency": reply.latency,
                "cached": reply.cached, "error": error}
-        with self._shared.lock:
+        with self._shared.lock, _usage_lock:  # (a client put under another counts in another's usage too)
             node: LLM | None = self
             while node is not None:
                 u = node.usage

@@ -33,7 +33,7 @@ def compare(text: str, *, check_fmt: bool = True) -> Verdict:
             return Verdict("missed-error", detail=oracle["error"].message)
         _, diags = parse_lenient(text)
         first = next((d for d in diags if d.code == "M001"), None)
-        line = first.line if first else None
+        line = (first.mermaid_at or (first.line,))[0] if first else None  # Mermaid's place, not the opener's
         named = oracle["error"].line  # Mermaid names no line for some errors (bad shape data, front matter)
         return Verdict("agree-reject", wrong_line=named is not None and line != named,
                        detail=f"mermaid line {oracle['error'].line}, ours {line}")

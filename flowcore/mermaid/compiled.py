@@ -1,6 +1,8 @@
-"""Which build of a hot module runs: Cython's compile (``setup.py``, run by ``make``) when it was built from the
-source now on disk, else the ``.py`` itself. A stale build (the source edited since, a branch switched) is never
-run: ``setup.py`` writes the hash of the sources it compiled next to the extension, and it must match."""
+"""Which build of the reader's hot modules runs: Cython's compile (``setup.py``, run by ``make``) when it was built
+from the sources now on disk, else the ``.py`` files themselves. A stale build (a source edited since, a branch
+switched) is never run: ``setup.py`` writes the hash of the sources it compiled next to each extension, and it must
+match. The modules are used all compiled or all plain: a compiled module reads the others' C structs
+(``convert`` reads ``flowdb``'s records)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import sys
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+MODULES = ("lalr", "flowdb", "convert")  # what setup.py compiles
 
 
 def source_hash(name: str) -> str:
@@ -38,12 +41,23 @@ def is_current(name: str) -> bool:
         return False
 
 
+def all_current() -> bool:
+    """Whether every compiled module exists and was built from the current sources (checked once a process)."""
+    global _ALL_CURRENT
+    if _ALL_CURRENT is None:  # FLOWCORE_PLAIN_READER=1: run the .py files, as a machine without a compiler does
+        _ALL_CURRENT = os.environ.get("FLOWCORE_PLAIN_READER") != "1" and all(is_current(m) for m in MODULES)
+    return _ALL_CURRENT
+
+
+_ALL_CURRENT: bool | None = None
+
+
 def load(name: str):
-    """``flowcore.mermaid.<name>``: the compiled module when current, else the plain one."""
+    """``flowcore.mermaid.<name>``: the compiled module when all of them are current, else the plain one."""
     full = f"{__package__}.{name}"
     if full in sys.modules:
         return sys.modules[full]
-    if is_current(name):
+    if all_current():
         try:
             return importlib.import_module(full)  # an extension module wins over the .py of the same name
         except ImportError:

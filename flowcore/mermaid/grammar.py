@@ -15,10 +15,14 @@ kept as the reference the tests compare it with (``parse_flowchart(..., fast=Fal
 
 from __future__ import annotations
 
+import binascii
 import json
 import os
 import re
-from dataclasses import dataclass, field
+import sys
+import zlib
+from array import array
+from dataclasses import dataclass
 
 from flowcore.mermaid.compiled import load
 from flowcore.mermaid.errors import MermaidParseError, _DbError
@@ -29,7 +33,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 _TABLES = os.path.join(os.path.dirname(__file__), "flow_tables.json")
-MAX_EDGES = 100_000  # as the hard check configures Mermaid (its default is 500)
 
 
 # ------------------------------------------------------------------------------------------ the tables
@@ -73,15 +76,66 @@ def _js_regex_to_python(src: str) -> str:
     return "".join(out)
 
 
-@dataclass
 class _Grammar:
-    symbols: dict[str, int]
-    terminals: dict[int, str]
-    productions: list[list[int]]  # [lhs, length]
-    table: list[dict[int, Any]]  # state -> {symbol: [1, state] shift | [2, production] reduce | [3] accept | goto}
-    default_actions: dict[int, Any]
-    condition_res: dict[str, re.Pattern]
-    condition_rules: dict[str, list[int]]
+    """The jison tables as the drivers read them (``flow_tables.json``, loaded by ``grammar()``). The parse table is
+    one flat array of action codes (``flat[state * nsym + symbol]``: ``goto * 4``, ``state * 4 + 1`` shift,
+    ``production * 4 + 2`` reduce, ``3`` accept, 0 none); ``table`` gives it in jison's own form."""
+
+    def __init__(self, symbols: dict[str, int], terminals: dict[int, str], productions: list[list[int]], flat: array,
+                 nsym: int, default_actions: dict[int, Any], condition_res: dict, condition_rules: dict[str, list[int]],
+                 lexer: dict | None = None) -> None:
+        self.symbols, self.terminals, self.productions = symbols, terminals, productions
+        self.flat, self.nsym, self.default_actions = flat, nsym, default_actions
+        self.condition_res, self.condition_rules = condition_res, condition_rules
+        self.lexer = lexer  # the lexer's program as stored (lexdfa.Program.dump), or None: built from the rules
+        self._table: list[dict[int, Any]] | None = None
+
+    @property
+    def table(self) -> list[dict[int, Any]]:
+        """state -> {symbol: [1, state] shift | [2, production] reduce | [3] accept | goto state} (made when the
+        reference driver or an error message first needs it)."""
+        if self._table is None:
+            flat, ns = self.flat, self.nsym
+            rows: list[dict[int, Any]] = []
+            for state in range(len(flat) // ns):
+                row: dict[int, Any] = {}
+                for sym in range(ns):
+                    code = flat[state * ns + sym]
+                    if code:
+                        kind = code & 3
+                        row[sym] = code >> 2 if kind == 0 else [3] if kind == 3 else [kind, code >> 2]
+                rows.append(row)
+            self._table = rows
+        return self._table
+
+
+def _pack_table(rows: list[dict[int, Any]], nsym: int) -> dict:
+    """The parse table as ``flow_tables.json`` stores it: the flat array of action codes (see ``_Grammar``), as
+    little-endian int32, zlib-compressed, base64 (a JSON list of lists cost ~20% of a cold ``check`` to decode)."""
+    import base64
+
+    flat = array("i", bytes(4 * len(rows) * nsym))
+    for state, row in enumerate(rows):
+        for sym, act in row.items():
+            if isinstance(act, int):
+                assert act > 0, "a goto to state 0 would read as no action"
+                code = act * 4
+            else:
+                code = 3 if act[0] == 3 else act[1] * 4 + act[0]
+            flat[state * nsym + sym] = code
+    if sys.byteorder != "little":
+        flat.byteswap()
+    return {"states": len(rows), "symbols": nsym,
+            "codes": base64.b64encode(zlib.compress(flat.tobytes(), 9)).decode("ascii")}
+
+
+def _unpack_table(packed: dict) -> array:
+    flat = array("i")
+    flat.frombytes(zlib.decompress(binascii.a2b_base64(packed["codes"])))
+    if sys.byteorder != "little":
+        flat.byteswap()
+    assert len(flat) == packed["states"] * packed["symbols"]
+    return flat
 
 
 class _ConditionRegexes(dict):
@@ -131,349 +185,37 @@ def grammar() -> _Grammar:
     if _GRAMMAR is None:
         with open(_TABLES, encoding="utf-8") as f:
             raw = json.load(f)
-        _GRAMMAR = _Grammar(raw["symbols"], dict(raw["terminals"]), raw["productions"],
-                            [dict(state) for state in raw["table"]], dict(raw["defaultActions"]),
-                            _ConditionRegexes(raw["rules"], raw["conditions"]), raw["conditions"])
+        _GRAMMAR = _Grammar(raw["symbols"], dict(raw["terminals"]), raw["productions"], _unpack_table(raw["table"]),
+                            raw["table"]["symbols"], dict(raw["defaultActions"]),
+                            _ConditionRegexes(raw["rules"], raw["conditions"]), raw["conditions"], raw.get("lexer"))
     return _GRAMMAR
 
 
 def runtime_tables(raw: dict) -> dict[str, Any]:
     """The jison parser as the JS engine dumps it (string keys, JS regexes) in the form
-    ``flow_tables.json`` stores it: integer-keyed [key, value] pairs, Python patterns."""
+    ``flow_tables.json`` stores it: integer-keyed [key, value] pairs, the parse table packed (``_pack_table``),
+    Python patterns, and the lexer's program (``lexdfa``) built from those patterns."""
+    from flowcore.mermaid import lexdfa
+
+    rules = [_js_regex_to_python(r) for r in raw["rules"]]
     return {
         "symbols": raw["symbols"],
         "terminals": [[int(k), v] for k, v in raw["terminals"].items()],
         "productions": [p if isinstance(p, list) else [0, 0] for p in raw["productions"]],
-        "table": [[[int(k), v] for k, v in state.items()] for state in raw["table"]],
+        "table": _pack_table([{int(k): v for k, v in state.items()} for state in raw["table"]],
+                             max(raw["symbols"].values()) + 1),
         "defaultActions": [[int(k), v] for k, v in raw["defaultActions"].items()],
-        "rules": [_js_regex_to_python(r) for r in raw["rules"]],
+        "rules": rules,
         "conditions": raw["conditions"],
+        "lexer": lexdfa.Program(rules).dump(),
     }
 
 
 # ------------------------------------------------------------------------------------------ the graph
 
-@dataclass(slots=True)
-class Vertex:
-    id: str
-    text: str | None = None
-    label_type: str = "text"
-    type: str | None = None  # Mermaid's shape name (square, round, ... or a shape-data name)
-    styles: list[str] = field(default_factory=list)
-    classes: list[str] = field(default_factory=list)
-    props: dict | None = None
-    data: dict = field(default_factory=dict)  # icon, img, form, pos, constraint, w, h from shape data
-    pos: int = field(default=-1, compare=False)  # offset in the parsed code of the first mention
-    labeled: bool = field(default=False, compare=False)  # a label was written (not the id by default)
-
-
-@dataclass(slots=True)
-class FlowEdge:
-    start: str
-    end: str
-    type: str | None
-    stroke: str | None
-    length: int | None
-    text: str = ""
-    label_type: str = "text"
-    id: str = ""
-    user_id: bool = False
-    classes: list[str] = field(default_factory=list)
-    style: list[str] | None = None
-    interpolate: str | None = None
-    data: dict = field(default_factory=dict)  # animate, animation, curve from edge data
-    pos: int = field(default=-1, compare=False)
-
-
-@dataclass
-class SubGraph:
-    id: str
-    title: str
-    nodes: list[str]
-    dir: str | None
-    label_type: str
-    classes: list[str] = field(default_factory=list)
-    pos: int = field(default=-1, compare=False)
-
-
-class FlowDB:
-    """A port of Mermaid 11's FlowDB: the graph the grammar's actions build."""
-
-    def __init__(self) -> None:
-        self.vertices: dict[str, Vertex] = {}
-        self.edges: list[FlowEdge] = []
-        self.classes: dict[str, list[str]] = {}
-        self.subgraphs: list[SubGraph] = []
-        self.sub_lookup: dict[str, SubGraph] = {}
-        self.direction: str | None = None
-        self.acc_title = ""
-        self.acc_descr = ""
-        self.tooltips: dict[str, str] = {}
-        self.clicks: list[tuple[str, ...]] = []
-        self.first_graph_flag = True
-        self.sub_count = 0
-        self.default_style: list[str] | None = None
-        self.default_interpolate: str | None = None
-        self._edge_ids: dict[str, FlowEdge] = {}
-        self._pair_count: dict[tuple[str, str], int] = {}
-        self._claimed: set[str] = set()  # nodes of subgraphs already pushed (makeUniq)
-        self.relabels: list[tuple[str, str, str, int]] = []  # (vertex, old label, new label, where)
-        self.kept_statements: list[str] = []  # style, linkStyle, click, accTitle, accDescr as written
-        self.cur_pos = -1
-
-    def first_graph(self) -> bool:
-        if self.first_graph_flag:
-            self.first_graph_flag = False
-            return True
-        return False
-
-    def set_direction(self, d: str) -> None:
-        d = d.strip()
-        if "<" in d:
-            d = "RL"
-        if "^" in d:
-            d = "BT"
-        if ">" in d:
-            d = "LR"
-        if "v" in d:
-            d = "TB"
-        self.direction = "TB" if d == "TD" else d
-
-    def add_vertex(self, vid: Any, text: dict | None = None, vtype: str | None = None,
-                   styles: list[str] | None = None, classes: list[str] | None = None, dir_: str | None = None,
-                   props: dict | None = None, shape_data: str | None = None) -> None:
-        if not vid or not str(vid).strip():
-            return
-        data = None
-        if shape_data is not None:
-            doc = shape_data + "\n" if "\n" in shape_data else "{\n" + shape_data + "\n}"
-            data = load_yaml(doc)
-        edge = self._edge_ids.get(vid)
-        if edge is not None:
-            if isinstance(data, dict):
-                for key, attr in (("animate", "animate"), ("animation", "animation"), ("curve", "curve")):
-                    if key in data:
-                        edge.data = {**edge.data, attr: data[key]}
-            return
-        v = self.vertices.get(vid)
-        if v is None:
-            v = self.vertices[vid] = Vertex(vid, pos=self.cur_pos)
-        if text is not None:
-            f = str(text["text"]).strip()
-            v.label_type = text["type"]
-            if len(f) >= 1 and f.startswith('"') and f.endswith('"'):
-                f = f[1:-1]
-            if v.labeled and f != v.text:
-                self.relabels.append((vid, v.text or "", f, self.cur_pos))
-            v.text, v.labeled = f, True
-        elif v.text is None:
-            v.text = vid
-        if vtype is not None:
-            v.type = vtype
-        if styles:
-            v.styles.extend(styles)
-        if classes:
-            v.classes.extend(classes)
-        if v.props is None:
-            v.props = props if props is not None else {}
-        elif props:
-            v.props.update(props)
-        if data is not None:
-            if not isinstance(data, dict):
-                raise _DbError("Cannot read shape data (it must be 'key: value' pairs)")
-            shape = data.get("shape")
-            if shape:
-                shape = str(shape)
-                if shape != shape.lower() or "_" in shape:
-                    raise _DbError(f"No such shape: {shape}. Shape names should be lowercase.")
-                if shape not in SHAPE_NAMES:
-                    raise _DbError(f"No such shape: {shape}.")
-                v.type = shape
-            if data.get("label"):
-                v.text = _js_str(data["label"])
-                lt = data.get("labelType")
-                v.label_type = lt if lt in ("markdown", "string", "text") else "markdown"
-            for key in ("icon", "img"):
-                if data.get(key):
-                    v.data[key] = data[key]
-                    if not str(data.get("label") or "").strip() and v.text == vid:
-                        v.text = ""
-            for key in ("form", "pos", "constraint", "w", "h"):
-                if data.get(key):
-                    v.data[key] = data[key]
-
-    def add_link(self, starts: list[str], ends: list[str], link: dict) -> None:
-        lid = link.get("id")
-        lid = lid.replace("@", "", 1) if isinstance(lid, str) else None
-        last = starts[-1]
-        first = ends[0]
-        for a in starts:
-            for b in ends:
-                self._add_single_link(a, b, link, lid if (a == last and b == first) else None)
-
-    def _add_single_link(self, start: str, end: str, link: dict, lid: str | None) -> None:
-        e = FlowEdge(start, end, link.get("type"), link.get("stroke"), None, interpolate=self.default_interpolate,
-                     pos=self.cur_pos)
-        t = link.get("text")
-        if t is not None:
-            if isinstance(t, dict):
-                txt = str(t["text"]).strip()
-                e.label_type = t["type"] if t["type"] in ("markdown", "string", "text") else "markdown"
-            else:  # unreachable in the grammar (TESTSTR), kept for parity
-                txt = str(t).strip()
-            if len(txt) >= 1 and txt.startswith('"') and txt.endswith('"'):
-                txt = txt[1:-1]
-            e.text = txt
-        length = link.get("length")
-        e.length = 10 if length is not None and length > 10 else length
-        pair = (start, end)
-        if lid and lid not in self._edge_ids:
-            e.id, e.user_id = lid, True
-        else:
-            n = self._pair_count.get(pair, 0)
-            e.id = f"L_{start}_{end}_{0 if n == 0 else n + 1}"
-        self._pair_count[pair] = self._pair_count.get(pair, 0) + 1
-        if len(self.edges) >= MAX_EDGES:
-            raise _DbError(f"Edge limit exceeded. {len(self.edges)} edges found, but the limit is {MAX_EDGES}.")
-        self.edges.append(e)
-        self._edge_ids.setdefault(e.id, e)
-
-    def _edge_at(self, index: Any) -> FlowEdge:
-        if isinstance(index, str) and re.fullmatch(r"0|[1-9][0-9]*", index) and int(index) < len(self.edges):
-            return self.edges[int(index)]
-        raise _DbError(f"linkStyle {index}: there is no edge number {index} (edges are numbered from 0 to "
-                       f"{len(self.edges) - 1} in the order they are written)")
-
-    def update_link_interpolate(self, positions: list[str], interp: str) -> None:
-        for p in positions:
-            if p == "default":
-                self.default_interpolate = interp
-            else:
-                self._edge_at(p).interpolate = interp
-
-    def update_link(self, positions: list[str], style: list[str]) -> None:
-        for p in positions:
-            if p == "default":
-                self.default_style = style
-            else:
-                e = self._edge_at(p)
-                e.style = list(style)
-                if e.style and not any(s.startswith("fill") for s in e.style):
-                    e.style.append("fill:none")
-
-    def add_class(self, ids: str, styles: list[str]) -> None:
-        parts = ",".join(styles).replace("\\,", "\u00a7\u00a7\u00a7").replace(",", ";") \
-            .replace("\u00a7\u00a7\u00a7", ",").split(";")
-        for cid in ids.split(","):
-            self.classes.setdefault(cid, []).extend(parts)
-
-    def set_class(self, ids: str, cls: str) -> None:
-        for nid in ids.split(","):
-            v = self.vertices.get(nid)
-            if v is not None:
-                v.classes.append(cls)
-            e = self._edge_ids.get(nid)
-            if e is not None:
-                e.classes = [*e.classes, cls]
-            s = self.sub_lookup.get(nid)
-            if s is not None:
-                s.classes.append(cls)
-
-    def set_click(self, ids: str, *args: Any) -> None:
-        self.clicks.append((ids, *[str(a) for a in args if a is not None]))
-        self.set_class(ids, "clickable")
-
-    def set_tooltip(self, ids: str, tip: str | None) -> None:
-        if tip is not None:
-            for nid in ids.split(","):
-                self.tooltips[nid] = tip
-
-    def add_subgraph(self, idobj: dict | None, doc: list, titleobj: dict | None, pos: int) -> str:
-        sid = idobj["text"].strip() if idobj is not None else None
-        title = titleobj["text"] if titleobj is not None else None
-        if idobj is not None and idobj is titleobj and re.search(f"[{JS_SPACE}]", titleobj["text"]):
-            sid = None
-        flat: list[Any] = []
-        for item in doc:
-            if isinstance(item, list):
-                flat.extend(item)
-            else:
-                flat.append(item)
-        seen: set[str] = set()
-        nodes: list[str] = []
-        direction = None
-        for item in flat:
-            if isinstance(item, dict):
-                if item.get("stmt") == "dir":
-                    direction = item["value"]
-                continue
-            if not isinstance(item, str) or not item.strip(f"{JS_SPACE}") or item in seen:
-                continue
-            seen.add(item)
-            nodes.append(item)
-        sid = sid if sid is not None else f"subGraph{self.sub_count}"
-        title = (title or "").strip()
-        self.sub_count += 1
-        lt = titleobj.get("type") if titleobj else None
-        sg = SubGraph(sid, title, [n for n in nodes if n not in self._claimed], direction,
-                      lt if lt in ("markdown", "string", "text") else "markdown", pos=pos)
-        self._claimed.update(sg.nodes)
-        self.subgraphs.append(sg)
-        self.sub_lookup[sid] = sg
-        return sid
-
-
-def _js_str(v: Any) -> str:
-    """``String(v)`` in JavaScript, for a value js-yaml loaded (a list joins its items with ',', null in a list is
-    empty)."""
-    if isinstance(v, list):
-        return ",".join("" if x is None else _js_str(x) for x in v)
-    if isinstance(v, dict):
-        return "[object Object]"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if isinstance(v, float):
-        if v != v:
-            return "NaN"
-        if v in (float("inf"), float("-inf")):
-            return "Infinity" if v > 0 else "-Infinity"
-        if v.is_integer():
-            return str(int(v))
-    return str(v)
-
-
-# ------------------------------------------------------------------------------------ shape data (YAML)
-
-SHAPE_NAMES = frozenset(json.loads(
-    '["anchor","bang","bolt","bow-rect","bow-tie-rectangle","brace","brace-l","brace-r","braces","card",'
-    '"choice","circ","circle","cloud","collate","com-link","comment","cross-circ","crossed-circle","curv-trap",'
-    '"curved-trapezoid","cyl","cylinder","das","data-store","database","datastore","db","dbl-circ","decision",'
-    '"delay","diam","diamond","disk","display","div-proc","div-rect","divided-process","divided-rectangle",'
-    '"doc","docs","document","documents","double-circle","doublecircle","event","extract","f-circ",'
-    '"filled-circle","flag","flip-tri","flipped-triangle","fork","fr-circ","fr-rect","framed-circle",'
-    '"framed-rectangle","h-cyl","half-rounded-rectangle","hex","hexagon","horizontal-cylinder","hourglass",'
-    '"icon","in-out","internal-storage","inv-trapezoid","join","junction","lean-l","lean-left","lean-r",'
-    '"lean-right","lightning-bolt","lin-cyl","lin-doc","lin-proc","lin-rect","lined-cylinder","lined-document",'
-    '"lined-process","lined-rectangle","loop-limit","manual","manual-file","manual-input","notch-pent",'
-    '"notch-rect","notched-pentagon","notched-rectangle","note","odd","out-in","paper-tape","pill","prepare",'
-    '"priority","proc","process","processes","procs","question","rect","rectangle","rounded","shaded-process",'
-    '"sl-rect","sloped-rectangle","sm-circ","small-circle","st-doc","st-rect","stacked-document",'
-    '"stacked-rectangle","stadium","start","state","stop","stored-data","subproc","subprocess","subroutine",'
-    '"summary","tag-doc","tag-proc","tag-rect","tagged-document","tagged-process","tagged-rectangle",'
-    '"terminal","text","trap-b","trap-t","trapezoid","trapezoid-bottom","trapezoid-top","tri","triangle",'
-    '"win-pane","window-pane"]'))
-
-def load_yaml(doc: str) -> Any:
-    """Shape or edge data as Mermaid reads it (js-yaml, JSON schema: ``yamldata``); a document js-yaml would
-    refuse raises :class:`_DbError` (reported as a syntax problem, never guessed at)."""
-    from flowcore.mermaid import yamldata
-
-    try:
-        return yamldata.load(doc)
-    except yamldata.YamlDataError as exc:
-        raise _DbError(f"shape data is not valid YAML: {exc}") from None
+flowdb = load("flowdb")  # FlowDB and its records: Cython's build of flowdb.py when current, else flowdb.py itself
+FlowDB, Vertex, FlowEdge, SubGraph = flowdb.FlowDB, flowdb.Vertex, flowdb.FlowEdge, flowdb.SubGraph
+SHAPE_NAMES, load_yaml, _js_str = flowdb.SHAPE_NAMES, flowdb.load_yaml, flowdb._js_str
 
 
 # ------------------------------------------------------------------------------------------ the lexer
@@ -692,8 +434,7 @@ class _Run:
     def run(self) -> None:  # noqa: C901, PLR0912, PLR0915 - the jison driver loop, kept in one place
         """With ``fast``, ``lalr.run`` (flat tables, compiled when built); else jison's algorithm as written, over
         the tables as loaded: the reference the tests hold the fast driver to."""
-        if self.fast:
-            lalr.run(self)
+        if self.fast and lalr.run(self):
             return
         g, db = self.g, self.db
         code = self.p.code
@@ -783,7 +524,8 @@ class _Run:
         return len(self.errors) < 50
 
     def _reduce(self, prod: int, v: list, poss: list, n: int) -> Any:
-        return lalr.reduce_action(self, prod, v, poss, n)
+        # (the action reads positions from an array, as the fast driver keeps them: the top n are enough)
+        return lalr.reduce_action(self, self.db, prod, v, array("q", poss[len(poss) - n:]), n - 1, n)
 
     def _error(self, state: int, sym: Any, lexer: _Lexer, last_shift_pos: int) -> MermaidParseError:
         g = self.g

@@ -3,14 +3,14 @@
 ``grammar._Run.run`` is the reference driver (the jison algorithm written plainly, kept for the tests to compare
 against); this module runs the same tables and the same semantic actions faster, for every dialect alike:
 
-- The parse table is one flat list indexed by ``state * symbols + symbol`` (shift, reduce, accept and goto as small
-  integers), and the productions whose action only passes a value on (most of them) never leave the loop.
-- The lexer still runs jison's rules in order, first match wins. For each start condition and each first character
-  it joins into one regex only the rules that can match text starting with that character (their FIRST sets, read
-  off each rule's parsed pattern; a rule that can match the empty string is kept everywhere). Rules dropped there
-  cannot match, so the first rule that matches is the same. The rules that skip ahead to a literal (Mermaid's
-  ``[^\\n]*direction\\s+TD`` and ``[^\\s"]+@``) are dropped, in the same way, while that literal does not come
-  before the end of their skip (else each would cost the rest of the line at every token: quadratic).
+- The parse table is one flat array indexed by ``state * symbols + symbol`` (shift, reduce, accept and goto as small
+  integers), the state stack is an array of C ints, and the productions whose action only passes a value on (most
+  of them) never leave the loop.
+- The lexer is one DFA over all of jison's rules (``lexdfa``: the rules in order, first match wins, each with the
+  match a backtracking matcher finds), one table step per character, built as it is first needed. The rules that
+  skip ahead to a literal (Mermaid's ``[^\\n]*direction\\s+TD`` and ``[^\\s"]+@``) are left out of the start state
+  while that literal does not come before the end of their skip: they cannot match there, and tried at every
+  token each would cost the rest of the line (quadratic on one long line).
 
 ``setup.py`` compiles this file with Cython when it can (``make`` runs it; ``lalr.pxd`` gives the loop's types);
 without the compiled module Python runs this same file, and the tests run both.
@@ -18,11 +18,14 @@ without the compiled module Python runs this same file, and the tests run both.
 
 from __future__ import annotations
 
+import codecs
 import re
+import sys
 from array import array
 
+from flowcore.mermaid import lexdfa
 from flowcore.mermaid.errors import MermaidParseError, _DbError
-from flowcore.mermaid.text import JS_SPACE
+from flowcore.mermaid.text import JS_SPACE, LazyRegex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -99,6 +102,20 @@ def destruct_end(s: str) -> tuple[str, str, int]:
 
 
 def destruct_link(end: str, start: str | None = None) -> dict:
+    """FlowDB's destructLink: a new dict each call (the caller may add to it), worked out once per spelling."""
+    key = (end, start)
+    d = _LINKS.get(key)
+    if d is None:
+        d = _destruct_link(end, start)
+        if len(_LINKS) < 4096:
+            _LINKS[key] = d
+    return dict(d)
+
+
+_LINKS: dict[tuple, dict] = {}  # (end, start) -> destructLink's answer
+
+
+def _destruct_link(end: str, start: str | None) -> dict:
     t, stroke, length = destruct_end(end)
     if start:
         st, sst = destruct_start(start)
@@ -116,34 +133,36 @@ def destruct_link(end: str, start: str | None = None) -> dict:
     return {"type": t, "stroke": stroke, "length": length}
 
 
-def reduce_action(r, prod: int, v: list, poss: list, n: int) -> Any:  # noqa: C901, PLR0911, PLR0912, PLR0915
-    """The semantic action of production ``prod`` (flow.jison's, on the FlowDB ``r.db``); ``v`` and ``poss`` are the
-    parser's value and position stacks, whose top ``n`` entries are the production's right-hand side."""
-    db = r.db
+def reduce_action(r, db, prod: int, v: list, p, top: int, n: int) -> Any:  # noqa: C901, PLR0911, PLR0912, PLR0915
+    """The semantic action of production ``prod`` (flow.jison's, on the FlowDB ``db``); ``v`` is the parser's value
+    stack, whose top ``n`` entries are the production's right-hand side, and ``p[top - k]`` the position of the
+    entry k below the top (``p[top]`` the last)."""
+    if prod == 3:  # document: document line (the commonest)
+        doc, line = v[-2], v[-1]
+        if not isinstance(line, list) or line:
+            doc.append(line)
+        return doc
     first = v[-n] if n else None
     if prod in (142, 143, 144, 145, 146, 147, 148, 149, 150, 151, 152, 181, 183, 40, 41, 42, 4, 54):
         return first
     if prod in (182, 184, 133, 43):
         return v[-2] + v[-1]
-    if prod == 3:
-        doc, line = v[-2], v[-1]
-        if not isinstance(line, list) or line:
-            doc.append(line)
-        return doc
     if prod == 2:
         return []
     if prod == 72:
-        db.cur_pos = poss[-1]
+        db.cur_pos = p[top]
         db.add_vertex(v[-1])
         return v[-1]
     if 56 <= prod <= 71:
-        db.cur_pos = poss[-n]
+        db.cur_pos = p[top - n + 1]
         if prod == 62:
             db.add_vertex(v[-8], v[-2], "rect", props={v[-6]: v[-4]})
             return v[-8]
-        shape, idx, tidx = _VERTEX_PRODS[prod]
-        db.add_vertex(v[idx], v[tidx], shape)
-        return v[idx]
+        if n == 4:  # id, opening bracket, text, closing bracket
+            db.add_vertex(v[-4], v[-2], _VERTEX_SHAPES[prod - 56])
+            return v[-4]
+        db.add_vertex(v[-6], v[-3], _VERTEX_SHAPES[prod - 56])  # the two six-token shapes: (( )) and {{ }}
+        return v[-6]
     if prod == 51:
         return [v[-1]]
     if prod == 55:
@@ -153,11 +172,11 @@ def reduce_action(r, prod: int, v: list, poss: list, n: int) -> Any:  # noqa: C9
         stmt = v[-2]
         return stmt["rev"][::-1] if "rev" in stmt else stmt["nodes"]
     if prod in (28, 29, 32):  # style, linkStyle, click: kept as written
-        start = poss[-2]
-        raw = r.p.code[start:poss[-1]].strip()
+        start = p[top - 1]
+        raw = r.p.code[start:p[top]].strip()
         if prod == 32:  # 'click ' itself yields no token: the statement's first token is the node id
             start = r.p.code.rfind("click", 0, start)
-            raw = r.p.code[start:poss[-1]].strip()
+            raw = r.p.code[start:p[top]].strip()
             target = v[-2]
             if not _names_anything(db, str(target)):
                 raw = "\0early\0" + raw  # applied to nothing yet: must stay before the nodes
@@ -174,9 +193,9 @@ def reduce_action(r, prod: int, v: list, poss: list, n: int) -> Any:  # noqa: C9
         else:
             vs, link, node = v[-4], v[-3], v[-2]
         if prod == 45:
-            db.cur_pos = poss[-2]
+            db.cur_pos = p[top - 1]
             db.add_vertex(node[-1], shape_data=v[-1])
-        db.cur_pos = poss[-3] if prod == 46 else poss[-3]
+        db.cur_pos = p[top - 2] if prod == 46 else p[top - 2]
         db.add_link(vs["stmt"], node, link)
         # Mermaid's nodes are `node + vs.nodes` (newest first); copying that list at every link made a chain of n
         # links on one line cost n^2. Kept reversed in one list that grows at its end (prod 27 turns it back).
@@ -184,7 +203,7 @@ def reduce_action(r, prod: int, v: list, poss: list, n: int) -> Any:  # noqa: C9
         rev.extend(reversed(node))
         return {"stmt": node, "rev": rev}
     if prod == 49:
-        db.cur_pos = poss[-2]
+        db.cur_pos = p[top - 1]
         db.add_vertex(v[-2][-1], shape_data=v[-1])
         return {"stmt": v[-2], "nodes": v[-2], "shapeData": v[-1]}
     if prod == 52:  # `a & b`: the group's list (made by prod 51 for this group) grows in place, not copied
@@ -232,9 +251,9 @@ def reduce_action(r, prod: int, v: list, poss: list, n: int) -> Any:  # noqa: C9
         db.set_direction(v[-2])
         return v[-2]
     if prod == 33:
-        return db.add_subgraph(v[-7], v[-2], v[-5], poss[-9])
+        return db.add_subgraph(v[-7], v[-2], v[-5], p[top - 8])
     if prod == 34:
-        return db.add_subgraph(v[-4], v[-2], v[-4], poss[-6])
+        return db.add_subgraph(v[-4], v[-2], v[-4], p[top - 5])
     if prod == 35:  # Mermaid's addSubGraph reads the id's text and fails on a subgraph without one
         raise _DbError("a subgraph needs an id or a title ('subgraph S1' or 'subgraph S1 [Title]')")
     if prod == 37:
@@ -295,7 +314,7 @@ def reduce_action(r, prod: int, v: list, poss: list, n: int) -> Any:  # noqa: C9
         db.set_tooltip(v[-6], v[-3])
         return v[-6]
     if prod == 121:
-        db.cur_pos = poss[-3]
+        db.cur_pos = p[top - 2]
         db.add_vertex(v[-3], styles=v[-1])
         return v[-5]
     if prod == 122:
@@ -333,111 +352,19 @@ def _names_anything(db, ids: str) -> bool:
     return any(t in db.vertices or t in db._edge_ids or t in db.sub_lookup for t in ids.split(","))
 
 
-# vertex productions: (shape, index of the id, index of the text) counted from the top of the stack
-_VERTEX_PRODS = {
-56: ("square", -4, -2), 57: ("doublecircle", -4, -2), 58: ("circle", -6, -3), 59: ("ellipse", -4, -2),
-60: ("stadium", -4, -2), 61: ("subroutine", -4, -2), 63: ("cylinder", -4, -2), 64: ("round", -4, -2),
-65: ("diamond", -4, -2), 66: ("hexagon", -6, -3), 67: ("odd", -4, -2), 68: ("trapezoid", -4, -2),
-69: ("inv_trapezoid", -4, -2), 70: ("lean_right", -4, -2), 71: ("lean_left", -4, -2),
-}
-
-
-# ------------------------------------------------------------------------------------------ FIRST sets
-
-_ALL = frozenset(range(128))
-
-
-def _first(items, re_parser=None, flags: int = 0) -> tuple[set, bool, bool]:
-    """(ASCII codes a match can start with, whether it can start with a non-ASCII character, whether it can match
-    the empty string) of a parsed pattern (a sequence of items). Over-approximated where unsure: that only keeps a
-    rule in more places."""
-    out: set = set()
-    wide = False
-    for op, av in items:
-        s, w, nul = _first_item(str(op), op, av, re_parser, flags)
-        out |= s
-        wide = wide or w
-        if not nul:
-            return out, wide, False
-    return out, wide, True
-
-
-def _first_item(name: str, op, av, re_parser, flags: int) -> tuple[set, bool, bool]:
-    if name == "LITERAL":
-        return ({av}, False, False) if av < 128 else (set(), True, False)
-    if name == "SUBPATTERN":
-        return _first(av[-1], re_parser, flags)
-    if name == "ATOMIC_GROUP":
-        return _first(av, re_parser, flags)
-    if name == "BRANCH":
-        out: set = set()
-        wide = nul = False
-        for alt in av[1]:
-            s, w, n = _first(alt, re_parser, flags)
-            out |= s
-            wide, nul = wide or w, nul or n
-        return out, wide, nul
-    if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-        s, w, n = _first(av[2], re_parser, flags)
-        return s, w, n or av[0] == 0
-    if name in ("AT", "ASSERT", "ASSERT_NOT"):  # zero width: what follows decides
-        return set(), False, True
-    if name == "IN":
-        return _class_chars(av), True, False
-    if name == "NOT_LITERAL":
-        return set(_ALL) - {av}, True, False
-    if name == "ANY":
-        return set(_ALL) - {10}, True, False
-    if name == "CATEGORY":
-        return set(_CATEGORIES.get(str(av), _ALL)), True, False
-    return set(_ALL), True, True  # anything else (a back reference...): assume it can start anywhere
-
-
-_DIGITS = frozenset(range(48, 58))
-_WORD = _DIGITS | frozenset(range(65, 91)) | frozenset(range(97, 123)) | {95}
-_SPACE = frozenset(b" \t\n\r\f\v")
-_CATEGORIES = {"CATEGORY_DIGIT": _DIGITS, "CATEGORY_NOT_DIGIT": _ALL - _DIGITS, "CATEGORY_SPACE": _SPACE,
-               "CATEGORY_NOT_SPACE": _ALL - _SPACE, "CATEGORY_WORD": _WORD, "CATEGORY_NOT_WORD": _ALL - _WORD}
-
-
-def _class_chars(items) -> set:
-    """The ASCII codes a character class (``[...]``, parsed) matches; anything unknown counts as everything."""
-    out: set = set()
-    negate = False
-    for op, av in items:
-        name = str(op)
-        if name == "NEGATE":
-            negate = True
-        elif name == "LITERAL":
-            out.add(av)
-        elif name == "RANGE":
-            out.update(range(av[0], min(av[1], 127) + 1))
-        elif name == "CATEGORY" and str(av) in _CATEGORIES:
-            out |= _CATEGORIES[str(av)]
-        else:
-            return set(_ALL)
-    out &= _ALL
-    return set(_ALL) - out if negate else out
-
-
-def first_set(pattern: str) -> tuple[frozenset, bool, bool]:
-    """``_first`` of one lexer rule (a Python pattern, matched with re.ASCII as the lexer does)."""
-    import re._parser as re_parser
-
-    s, wide, nul = _first(list(re_parser.parse(pattern, re.ASCII)), re_parser, re.ASCII)
-    return frozenset(s), wide, nul
+# the shapes of vertex productions 56 to 71 (62, [|field:value|text], has its own action); 58 (circle) and 66
+# (hexagon) have six tokens, the others four
+_VERTEX_SHAPES = ("square", "doublecircle", "circle", "ellipse", "stadium", "subroutine", "rect", "cylinder", "round",
+                  "diamond", "hexagon", "odd", "trapezoid", "inv_trapezoid", "lean_right", "lean_left")
 
 
 # ------------------------------------------------------------------------------------------ the tables
 
-# buckets: a non-ASCII first character, the end of the text, and every rule (what a start condition uses for its
-# first _WARM tokens: one regex to compile, as jison's own lexer has; a text that lexes more pays for the buckets)
-_OTHER, _END, _EVERY = 128, 129, 130
-_WARM = 256
 _SPECIAL_PRODS = frozenset([
     2, 3, 11, 12, 27, 28, 29, 30, 31, 32, 33, 34, 35, 37, 38, 39, 45, 46, 47, 48, 49, 50, 51, 52, 53, 55,
     *range(56, 90), 101, 102, 103, 104, *range(105, 132), 133, 182, 184, 43, *range(185, 190),
 ])  # every production grammar._Run._reduce gives an action of its own; the others pass their first value on
+_MAX_PAIRS = 2  # skip-ahead literals the driver tracks (INITIAL has two: 'direction' and '@')
 
 
 class Tables:
@@ -445,58 +372,66 @@ class Tables:
 
     def __init__(self, g: _Grammar):
         self.g = g
-        self.nsym = ns = max(g.symbols.values()) + 1
-        flat = [0] * (len(g.table) * ns)
-        for state, row in enumerate(g.table):
-            for sym, act in row.items():
-                if isinstance(act, int):
-                    code = act * 4  # goto
-                elif act[0] == 1:
-                    code = act[1] * 4 + 1
-                elif act[0] == 2:
-                    code = act[1] * 4 + 2
-                else:
-                    code = 3
-                flat[state * ns + sym] = code
-        self.flat = array("i", flat)  # C ints: the compiled loop reads them without boxing
+        self.nsym = g.nsym
+        self.flat = g.flat  # C ints: the compiled loop reads them without boxing
         self.plhs = array("i", [p[0] for p in g.productions])
         self.plen = array("i", [p[1] for p in g.productions])
         self.psem = array("i", [2 if k in _SPECIAL_PRODS else 0 for k in range(len(g.productions))])
+        # start conditions by number (INITIAL is 0)
+        self.cond_names = ["INITIAL", *sorted(n for n in g.condition_rules if n != "INITIAL")]
+        self.cond_ids = {name: i for i, name in enumerate(self.cond_names)}
         # tokens named by a string that the grammar has no symbol for: negative ids (always a parse error)
         self.names: dict[int, str] = {}
-        kind, tok, self.rule_state = _rule_actions(g.symbols, self.names)
+        kind, tok, state = _rule_actions(g.symbols, self.names)
         self.rule_kind, self.rule_tok = array("i", kind), array("i", tok)
-        self.conditions: dict[str, _Condition] = {}
-        self.joined: dict[tuple, tuple] = {}  # rules joined (in order) -> (the regex's match method, group -> rule)
-        self.groups: dict[int, int] = {}  # rule -> its own capturing groups
+        self.rule_cond = array("i", [self.cond_ids.get(s, 0) for s in state])
+        # the rules that first skip ahead to a literal (Mermaid's `[^\n]*direction\s+TD...` and `[^\s"]+@`): per
+        # condition, (index in its rules, pair) and the pairs (literal, regex of the characters that end the skip)
+        self.rules: list[tuple] = []
+        self.pairs: list[list[tuple[str, re.Pattern]]] = []
+        self.ahead: list[list[tuple[int, int]]] = []
+        patterns = g.condition_res._rules
+        skips = {}  # rule -> (literal, class body) for the rules that skip ahead (Mermaid's direction and @ rules)
+        for k, pattern in enumerate(patterns):
+            m = _SCAN_AHEAD.match(pattern) if pattern.startswith("(?:[^") else None
+            if m:
+                skips[k] = (m.group(2), m.group(1))
+        for name in self.cond_names:
+            rules = tuple(g.condition_rules[name])
+            pairs: list[tuple[str, re.Pattern]] = []
+            keys: list[tuple[str, str]] = []
+            ahead = []
+            for i, k in enumerate(rules):
+                key = skips.get(k)
+                if key is not None:
+                    if key not in keys:
+                        keys.append(key)
+                        pairs.append((key[0], re.compile(f"[{key[1]}]", re.ASCII)))
+                    ahead.append((i, keys.index(key)))
+            self.rules.append(rules)
+            self.pairs.append(pairs)
+            self.ahead.append(ahead)
+        with_pairs = [i for i, p in enumerate(self.pairs) if p]
+        if with_pairs not in ([], [0]) or len(self.pairs[0]) > _MAX_PAIRS:
+            raise NotImplementedError("skip-ahead rules outside INITIAL, or more than the driver keeps")
+        self.masks = 1 << _MAX_PAIRS
+        self.dfa: lexdfa.Dfa | None = None
+        try:
+            program = lexdfa.Program(stored=g.lexer) if g.lexer is not None else lexdfa.Program(patterns)
+            self.dfa = lexdfa.Dfa(program, len(self.cond_names) * self.masks * 2)
+        except lexdfa.Unsupported:
+            self.dfa = None  # the reader runs the reference lexer (grammar._Lexer)
 
-    def join(self, rules: tuple) -> tuple:
-        """One regex trying ``rules`` in order, and which rule each top-level group is: built once per process for
-        each distinct list (most first characters share one)."""
-        out = self.joined.get(rules)
-        if out is None:
-            import re._parser as re_parser
-
-            patterns = self.g.condition_res._rules
-            parts, gmap, group = [], [], 1
-            for k in rules:
-                n = self.groups.get(k)
-                if n is None:
-                    n = self.groups[k] = re_parser.parse(patterns[k], re.ASCII).state.groups - 1
-                gmap += [-1] * (group - len(gmap)) + [k]
-                group += 1 + n
-                parts.append(f"({patterns[k]})")
-            out = self.joined[rules] = (re.compile("|".join(parts), re.ASCII).match if parts else None, gmap)
-        return out
-
-    def condition(self, name: str) -> _Condition:
-        c = self.conditions.get(name)
-        if c is None:
-            c = self.conditions[name] = _Condition(self.g, name, self.join)
-            # the driver keeps one set of skip-ahead positions: for one start condition (INITIAL) with at most 4
-            if c.pairs and (len(c.pairs) > 4 or any(o.pairs for o in self.conditions.values() if o is not c)):
-                raise NotImplementedError(f"lexer condition {name}: skip-ahead rules the driver cannot keep")
-        return c
+    def start(self, slot: int) -> int:
+        """The DFA state a token starts in, for slot ``(condition * masks + mask) * 2 + previous is a word
+        character``: the condition's rules in order, less the skip-ahead ones the mask leaves out."""
+        rest, prev_word = divmod(slot, 2)
+        cond, mask = divmod(rest, self.masks)
+        dropped = {i for i, pair in self.ahead[cond] if not mask >> pair & 1}
+        rules = tuple(k for i, k in enumerate(self.rules[cond]) if i not in dropped)
+        sid = self.dfa.start(rules, bool(prev_word))
+        self.dfa.start_tab[slot] = sid
+        return sid
 
 
 # rule kinds: what the lexer does after a rule matched
@@ -551,54 +486,6 @@ def _rule_actions(symbols: dict, names: dict) -> tuple[list, list, list]:
     return kind, tok, state
 
 
-class _Condition:
-    """One start condition: per first character (and per which skip-ahead rules may match), the regex of the rules
-    that can match there, built on first use."""
-
-    def __init__(self, g: _Grammar, name: str, join):
-        self.join = join
-        rules = g.condition_res._rules
-        self.rules = list(g.condition_rules[name])
-        self.patterns = [rules[k] for k in self.rules]
-        self.buckets: list | None = None  # bucket -> indexes into self.rules (FIRST sets read when first needed)
-        self.uses = 0  # tokens lexed in this condition (in _EVERY until _WARM)
-        # the skip-ahead rules: (index in self.rules, pair number); pairs: (literal, regex of the characters that
-        # end the skip)
-        self.pairs: list[tuple[str, re.Pattern]] = []
-        self.ahead: list[tuple[int, int]] = []
-        keys: list[tuple[str, str]] = []
-        for i, p in enumerate(self.patterns):
-            m = _SCAN_AHEAD.match(p)
-            if m:
-                key = (m.group(2), m.group(1))
-                if key not in keys:
-                    keys.append(key)
-                    self.pairs.append((key[0], re.compile(f"[{key[1]}]", re.ASCII)))
-                self.ahead.append((i, keys.index(key)))
-        self.width = 1 << len(self.pairs)
-        self.slots: list = [None] * (131 * self.width)
-
-    def _buckets(self) -> list:
-        firsts = [first_set(p) for p in self.patterns]
-        out = [[i for i, (s, wide, nul) in enumerate(firsts) if nul or (b < 128 and b in s) or (b == _OTHER and wide)]
-               for b in range(130)]
-        out.append(list(range(len(self.rules))))  # _EVERY
-        return out
-
-    def build(self, slot: int) -> tuple:
-        """(the regex's match method or None, group number -> rule) for slot ``bucket * width + mask``."""
-        bucket, mask = divmod(slot, self.width)
-        if bucket == _EVERY:
-            candidates = range(len(self.rules))
-        else:
-            if self.buckets is None:
-                self.buckets = self._buckets()
-            candidates = self.buckets[bucket]
-        dropped = {i for i, pair in self.ahead if not mask >> pair & 1}
-        out = self.slots[slot] = self.join(tuple(self.rules[i] for i in candidates if i not in dropped))
-        return out
-
-
 _TABLES: Tables | None = None
 
 
@@ -621,37 +508,69 @@ class LexState:
         self.match = self.yytext = ""
 
 
-_NEWLINE_SUB = re.compile(f"\n[{JS_SPACE}]*")
+_NEWLINE_SUB = LazyRegex(f"\n[{JS_SPACE}]*")  # (shape data text only)
+_WIDTH = lexdfa.Dfa.WIDTH
+# UTF-32 as the machine stores a C unsigned int (the codec function itself: str.encode would import its module)
+_utf32 = codecs.utf_32_le_encode if sys.byteorder == "little" else codecs.utf_32_be_encode
 
 
-def run(r) -> None:  # noqa: C901, PLR0912, PLR0915 - the lexer and the LR loop in one function, for speed
-    """Parse ``r.p.code`` into ``r.db`` (``r`` is a ``grammar._Run``), appending errors to ``r.errors``."""
+def _is_word(ch: int) -> bool:
+    return 48 <= ch <= 57 or 65 <= ch <= 90 or 97 <= ch <= 122 or ch == 95
+
+
+def _recover(r, lex: LexState, snap_state: int, snap_depth: int, snap_doc, states, positions, sp: int,
+             values: list) -> int:
+    """``grammar._Run._resync`` on the driver's stacks from the last statement boundary (state, depth, document;
+    depth -1: none yet): the new top of the stacks, or -1 (stop reading). The arrays keep what is below the top."""
+    snapshot = None if snap_depth < 0 else (snap_state, snap_depth, snap_doc)
+    as_list = list(states[:sp + 1])
+    if not r._resync(lex, snapshot, as_list, values, list(positions[:sp + 1])):
+        return -1
+    return len(as_list) - 1
+
+
+def run(r) -> bool:  # noqa: C901, PLR0912, PLR0915 - the lexer and the LR loop in one function, for speed
+    """Parse ``r.p.code`` into ``r.db`` (``r`` is a ``grammar._Run``), appending errors to ``r.errors``. False when
+    the lexer's DFA could not be built (the caller then runs the reference driver)."""
     t = tables(r.g)
+    dfa = t.dfa
+    if dfa is None:
+        return False
     db = r.db
     code: str = r.p.code
     length = len(code)
     flat, plhs, plen, psem, ns = t.flat, t.plhs, t.plen, t.psem, t.nsym
-    rule_kind, rule_tok, rule_state = t.rule_kind, t.rule_tok, t.rule_state
-    condition = t.condition
+    rule_kind, rule_tok, rule_cond = t.rule_kind, t.rule_tok, t.rule_cond
+    masks = t.masks
+    width = _WIDTH
+    pairs = t.pairs[0]
+    npairs = len(pairs)
+    trans, start_tab, ascii_cls, bmp = dfa.trans, dfa.start_tab, dfa.ascii, dfa.bmp
+    # the code as an array of code points (a view of its UTF-32 encoding: one load per character in the loop)
+    chars = memoryview(_utf32(code, "surrogatepass")[0]).cast("I")
     lex = LexState(code)
-    stack = lex.stack
-    cond = condition("INITIAL")
+    cstack = [0]  # start conditions (numbers)
+    cond = 0
     # the next index at or after pos of each skip-ahead literal and of the character that ends its skip
-    # (only INITIAL has such rules; a start condition with more pairs is not in the grammar)
-    next_word = [-1] * 4
-    next_stop = [-1] * 4
+    next_word = [-1] * _MAX_PAIRS
+    next_stop = [-1] * _MAX_PAIRS
     pos = 0
     done = False
-    states = [0]
+    cap = 256
+    stack_array = array("i", bytes(4 * cap))
+    states = stack_array
+    pos_array = array("q", bytes(8 * cap))  # where each entry of the stack starts in the code
+    positions = pos_array
+    sp = 0  # top of the stacks
     values: list = [None]
-    poss = [0]
     sym = -1
     tok_pos = 0
     yytext = ""
     last_shift_pos = 0
-    snapshot = None
+    snap_state = snap_depth = -1  # the last statement boundary (for recovery)
+    snap_doc = None
     while True:
-        state = states[-1]
+        state = states[sp]
         if sym == -1:
             # ---- lex one token (jison's lex(): rules in order, skipping those whose action returns nothing)
             while True:
@@ -660,103 +579,127 @@ def run(r) -> None:  # noqa: C901, PLR0912, PLR0915 - the lexer and the LR loop 
                     break
                 if pos >= length:
                     done = True
-                    bucket = _END
-                elif cond.uses < _WARM:
-                    cond.uses += 1
-                    bucket = _EVERY
-                else:
-                    bucket = ord(code[pos])
-                    if bucket > 127:
-                        bucket = _OTHER
-                slot = bucket
-                if cond.width > 1:
-                    slot = bucket * cond.width
+                mask = 0
+                if cond == 0 and npairs:
                     bit = 1
-                    for j in range(len(cond.pairs)):
+                    for j in range(npairs):
                         w = next_word[j]
                         if w < pos:
-                            w = code.find(cond.pairs[j][0], pos)
+                            w = code.find(pairs[j][0], pos)
                             w = length if w < 0 else w
                             next_word[j] = w
                         if w < length:  # the literal comes later: is it before the end of the skip?
                             s = next_stop[j]
                             if s < pos:
-                                m = cond.pairs[j][1].search(code, pos)
+                                m = pairs[j][1].search(code, pos)
                                 s = m.start() if m is not None else length
                                 next_stop[j] = s
                             if w < s:
-                                slot += bit
+                                mask += bit
                         bit <<= 1
-                entry = cond.slots[slot]
-                if entry is None:
-                    entry = cond.build(slot)
-                matcher = entry[0]
-                m = matcher(code, pos) if matcher is not None else None
-                if m is None:
+                slot = (cond * masks + mask) * 2
+                if pos > 0 and _is_word(chars[pos - 1]):
+                    slot += 1
+                sid = start_tab[slot]
+                if sid < 0:
+                    sid = t.start(slot)
+                    trans, start_tab = dfa.trans, dfa.start_tab
+                # ---- the DFA: one step per character until no thread is left; the last match wins
+                i = pos
+                end = -1
+                rule = -1
+                while True:
+                    if i < length:
+                        ch = chars[i]
+                        if ch < 128:
+                            cls = ascii_cls[ch]
+                        elif ch < 65536:
+                            cls = bmp[ch]
+                            if cls < 0:
+                                cls = dfa.char_class(ch)
+                        else:
+                            cls = dfa.char_class(ch)
+                    else:
+                        cls = 0
+                    e = trans[sid * width + cls]
+                    if e == 0:
+                        e = dfa.step(sid, cls)
+                        trans, start_tab = dfa.trans, dfa.start_tab
+                    if e & 255:
+                        end = i
+                        rule = (e & 255) - 1
+                    sid = (e >> 8) - 2
+                    if sid < 0:
+                        break
+                    i += 1
+                if rule < 0:
                     if pos >= length:
                         sym = 1
                         break
                     line = code.count("\n", 0, pos) + 1
-                    lex.pos = pos
                     err = MermaidParseError(f"Lexical error on line {line}. Unrecognized text.", pos=pos,
                                             line=line, column0=None, kind="lexical")
                     sym = -3
                     break
-                rule = entry[1][m.lastindex]
                 tok_pos = pos
-                pos = m.end()
-                yytext = m.group()
-                lex.match = yytext
+                pos = end
+                yytext = code[tok_pos:pos]
                 if done and pos < length:
                     done = False
                 kind = rule_kind[rule]
                 tok = rule_tok[rule]
                 if kind != 0:
                     if kind == 1:
-                        stack.append(rule_state[rule])
+                        cstack.append(rule_cond[rule])
                     elif kind == 2:
-                        if len(stack) > 1:
-                            stack.pop()
+                        if len(cstack) > 1:
+                            cstack.pop()
                     elif kind == 3:
-                        if len(stack) > 1:
-                            stack.pop()
-                        stack.append(rule_state[rule])
+                        if len(cstack) > 1:
+                            cstack.pop()
+                        cstack.append(rule_cond[rule])
                     elif kind == 4:
                         if db.first_graph():
-                            stack.append("dir")
+                            cstack.append(rule_cond[rule])
                     elif kind == 5:
-                        stack.append(rule_state[rule])
+                        cstack.append(rule_cond[rule])
                         yytext = ""
                     else:
                         yytext = _NEWLINE_SUB.sub("<br/>", yytext)
-                    cond = condition(stack[-1])
+                    cond = cstack[-1]
                 if tok != -1:
                     sym = tok
                     break
             if sym == -3:  # a lexical error
                 r.errors.append(err)
                 lex.pos, lex.tok_pos, lex.done = pos, tok_pos, done
-                if not r._resync(lex, snapshot, states, values, poss):
-                    return
-                pos, done, stack = lex.pos, lex.done, lex.stack
-                cond = condition(stack[-1])
+                sp = _recover(r, lex, snap_state, snap_depth, snap_doc, states, positions, sp, values)
+                if sp < 0:
+                    return True
+                pos, done, cstack, cond = lex.pos, lex.done, [0], 0
                 sym = -1
                 continue
         action = flat[state * ns + sym] if sym >= 0 else 0
         if action == 0:
-            lex.pos, lex.tok_pos, lex.done = pos, tok_pos, done
+            lex.pos, lex.tok_pos, lex.done, lex.match = pos, tok_pos, done, code[tok_pos:pos]
+            lex.stack = [t.cond_names[c] for c in cstack]
             r.errors.append(r._error(state, sym if sym >= 0 else t.names[sym], lex, last_shift_pos))
-            if not r._resync(lex, snapshot, states, values, poss):
-                return
-            pos, done, stack = lex.pos, lex.done, lex.stack
-            cond = condition(stack[-1])
+            sp = _recover(r, lex, snap_state, snap_depth, snap_doc, states, positions, sp, values)
+            if sp < 0:
+                return True
+            pos, done, cstack, cond = lex.pos, lex.done, [0], 0
             sym = -1
             continue
         how = action & 3
         if how == 1:  # shift
-            states.append(action >> 2)
+            sp += 1
+            if sp == cap:
+                stack_array, pos_array = _grown(stack_array), _grown(pos_array)
+                states, positions = stack_array, pos_array
+                cap *= 2
+            states[sp] = action >> 2
+            positions[sp] = tok_pos
             values.append(yytext)
-            poss.append(tok_pos)
             last_shift_pos = tok_pos
             sym = -1
         elif how == 2:  # reduce
@@ -766,30 +709,42 @@ def run(r) -> None:  # noqa: C901, PLR0912, PLR0915 - the lexer and the LR loop 
                 val = values[-n] if n else None
             else:
                 try:
-                    val = reduce_action(r, prod, values, poss, n)
+                    val = reduce_action(r, db, prod, values, positions, sp, n)
                 except _DbError as exc:
-                    at = poss[-n] if n else last_shift_pos
+                    at = positions[sp - n + 1] if n else last_shift_pos
                     r.errors.append(MermaidParseError(str(exc), pos=at, line=None, column0=None, kind="db"))
                     lex.pos, lex.tok_pos, lex.done = pos, tok_pos, done
-                    if not r._resync(lex, snapshot, states, values, poss):
-                        return
-                    pos, done, stack = lex.pos, lex.done, lex.stack
-                    cond = condition(stack[-1])
+                    sp = _recover(r, lex, snap_state, snap_depth, snap_doc, states, positions, sp, values)
+                    if sp < 0:
+                        return True
+                    pos, done, cstack, cond = lex.pos, lex.done, [0], 0
                     sym = -1
                     continue
-            if n:
-                p0 = poss[-n]
-                del states[-n:]
-                del values[-n:]
-                del poss[-n:]
+            if n:  # pop n, push the value: the position of the first popped stays where it is
+                if n > 1 or psem[prod]:
+                    for _k in range(n - 1):
+                        values.pop()
+                    values[-1] = val
+                    sp -= n - 1
             else:
-                p0 = poss[-1] if poss else 0
+                values.append(val)
+                sp += 1
+                if sp == cap:
+                    stack_array, pos_array = _grown(stack_array), _grown(pos_array)
+                    states, positions = stack_array, pos_array
+                    cap *= 2
+                positions[sp] = positions[sp - 1]
             lhs = plhs[prod]
-            goto = flat[states[-1] * ns + lhs] >> 2
-            states.append(goto)
-            values.append(val)
-            poss.append(p0)
+            goto = flat[states[sp - 1] * ns + lhs] >> 2
+            states[sp] = goto
             if lhs == 5:  # a document: a statement boundary, where recovery restarts
-                snapshot = (goto, len(states), val)
+                snap_state, snap_depth, snap_doc = goto, sp + 1, val
         else:
-            return
+            return True
+
+
+def _grown(old: array) -> array:
+    """A stack with twice the room (a new array: the loop holds a view of the old one)."""
+    more = array(old.typecode, bytes(2 * old.itemsize * len(old)))
+    more[:len(old)] = old
+    return more

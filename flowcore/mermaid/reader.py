@@ -17,21 +17,23 @@ from contextlib import contextmanager
 from itertools import compress, repeat
 
 from flowcore import catalogue as cat
+from flowcore.mermaid.compiled import load
 from flowcore.mermaid.grammar import FlowDB, MermaidParseError, parse_flowchart
-from flowcore.mermaid.text import decode_entities, humanize, to_error
-from flowcore.model import SHAPE_OPENER, SHAPE_TYPE, SHAPES, Diagnostic, Edge, Node, Subgraph, Workflow
+from flowcore.mermaid.text import LazyRegex, decode_entities, humanize, to_error
+from flowcore.mermaid.unclosed import relocate
+from flowcore.model import SHAPE_OPENER, SHAPES, Diagnostic, Edge, Node, Subgraph, Workflow
+
+# the conversion of FlowDB's graph to the model: Cython's build of convert.py when current, else convert.py itself
+convert = load("convert")
+arrow_text, label_type_word, resolve_class = convert.arrow_text, convert.label_type_word, convert.resolve_class
+_minus_clicks = convert.minus_clicks
 
 TYPE_CHECKING = False  # not typing's: `check` starts without importing typing (~3 ms)
 if TYPE_CHECKING:
     from typing import Any
 
 DIRECTIONS = ("TD", "TB", "LR", "RL", "BT")
-_PROMPT = re.compile(r"^%%\s*@prompt\s+(?P<name>[\w.\-]+)\s*:\s?(?P<text>.*)$")
-_ROLE = re.compile(r"\(\s*(?:role|instruction)\s*:\s*([^)]*?)\s*\)", re.I)
-_OPEN_ROLE = re.compile(r"\(\s*(?:role|instruction)\s*:\s*([^)]*)$", re.I | re.S)
-_ANALYSIS = re.compile(r"\(\s*analysis\s*:", re.I)
-_FIRST_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_KEY_OF_TYPE = {t: k for k, t in SHAPE_TYPE.items() if k != "[|"}
+_PROMPT = LazyRegex(r"^%%\s*@prompt\s+(?P<name>[\w.\-]+)\s*:\s?(?P<text>.*)$")
 
 
 EARLY = "%%early "  # extras with this prefix are printed before the nodes (a click on a node not yet drawn)
@@ -46,25 +48,6 @@ class WorkflowSyntaxError(ValueError):
 
 
 # ------------------------------------------------------------------------------------------------ arrows
-
-_HEAD = {"arrow_point": ">", "arrow_cross": "x", "arrow_circle": "o", "arrow_open": ""}
-_TAIL = {"arrow_point": "<", "arrow_cross": "x", "arrow_circle": "o"}
-
-
-def arrow_text(etype: str | None, stroke: str | None, length: int | None) -> str:
-    """The canonical spelling of an edge's head(s), stroke and length (``-->``, ``<==>``, ``-..->``, ``~~~``)."""
-    n = max(int(length or 1), 1)
-    double = bool(etype and etype.startswith("double_"))
-    base = etype[7:] if double else (etype or "arrow_open")
-    head = _HEAD.get(base, "")
-    tail = _TAIL.get(base, "") if double else ""
-    if stroke == "invisible":
-        return "~" * (n + 2)
-    if stroke == "dotted":
-        return f"{tail}-{'.' * n}-{head}"
-    ch = "=" if stroke == "thick" else "-"
-    return tail + ch * (n + 1) + (head if head else ch)
-
 
 def canonical_arrow(raw: str) -> str:
     """Any arrow spelling (``--->``, ``<-.->``, ``x--x``) in its canonical form."""
@@ -109,7 +92,10 @@ def mermaid_error(text: str, err: MermaidParseError) -> Diagnostic:
             line, col = code.position(pos)
             if line == me.line:
                 column = col
-    return Diagnostic("M001", "error", msg, me.line, column)
+    # a label, bracket or quote left open further up is reported where it was opened, Mermaid's place kept
+    line, col, msg = relocate(text, me.line, column, msg)
+    moved = (me.line, column) if (line, col) != (me.line, column) and me.line else None
+    return Diagnostic("M001", "error", msg, line, col, mermaid_at=moved)
 
 
 @contextmanager
@@ -205,7 +191,7 @@ def _header_direction(res) -> str:
     return res.db.direction or "TB"
 
 
-def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: C901, PLR0912
+def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:
     db: FlowDB = res.db
     pre = res.prepared
     w = Workflow()
@@ -223,27 +209,10 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
     position = pre.position
     verts = list(db.vertices.values())
     edges = db.edges
-    lines, columns = pre.lines_columns([v.pos for v in verts] + [e.pos for e in edges])
-    nv = len(verts)
-    nodes = w.nodes
-    key_of_type, decode = _KEY_OF_TYPE, decode_entities
-    for v, line, col in zip(verts, lines, columns):
-        vtype = v.type
-        if vtype is None:
-            shape = ""
-        elif vtype == "rect" and v.props:
-            shape = "[|"
-        else:
-            shape = key_of_type.get(vtype, vtype)
-        label = v.text
-        if label is not None and "\ufb02" in label:
-            label = decode(label)
-        if shape == "" and label == v.id and v.label_type == "text" and not v.data:
-            label = None
-        classes = _minus_clicks(v.classes, click_targets[v.id]) if v.id in click_targets else list(v.classes)
-        props = {str(k): str(x) for k, x in v.props.items()} if v.props else {}
-        nodes[v.id] = Node(v.id, label, shape, None, None, classes, None, line, col,
-                           "markdown" if v.label_type == "markdown" else "text", None, props, dict(v.data))
+    lines, columns = convert.lines_columns(pre._steps, pre.original_line_starts(), [v.pos for v in verts]
+                                           + [e.pos for e in edges], len(pre.original))
+    own: list[Diagnostic] = []  # the nodes' own diagnostics, after the relabelling ones
+    convert.add_nodes(w.nodes, verts, lines, columns, click_targets, w.class_defs, own)
     keys: list[str] = []  # model key of each of Mermaid's subgraphs (a repeated id gets "id#2")
     tried: dict[str, int] = {}  # the last suffix tried per id: 13,000 subgraphs of one id stay linear
     for sg in db.subgraphs:
@@ -271,20 +240,7 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
             if node is not None and node.subgraph is None:
                 node.subgraph = k
         unplaced.setdefault(sg.id, []).append(i)
-    arrows: dict[tuple, str] = {}
-    append = w.edges.append
-    for e, line, col in zip(edges, lines[nv:], columns[nv:]):
-        key = (e.type, e.stroke, e.length)
-        arrow = arrows.get(key)
-        if arrow is None:
-            arrow = arrows[key] = "INVALID" if e.type == "INVALID" else arrow_text(*key)
-        text = e.text
-        if text and "\ufb02" in text:
-            text = decode(text)
-        append(Edge(e.start, e.end, text or None, arrow, line, col,
-                    "markdown" if e.label_type == "markdown" else "text", e.id if e.user_id else None,
-                    dict(e.data) if e.data else {},
-                    _minus_clicks(e.classes, click_targets.get(e.id, 0)) if e.classes else []))
+    convert.add_edges(w.edges, edges, lines, columns, len(verts), click_targets)
     w.extras.extend(_statement_extras(db, pre))
     for rl in db.relabels:
         vid, old, new, pos = rl
@@ -292,17 +248,8 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:  # noqa: 
         diags.append(Diagnostic("M002", "error", f"node {vid} is declared twice with different labels: "
                                 f"'{decode_entities(old)}' and '{decode_entities(new)}' (Mermaid draws the last)",
                                 line, col, vid))
-    _finish(w, diags)
+    diags.extend(own)
     return w
-
-
-def _minus_clicks(classes: list[str], clicks: int) -> list[str]:
-    """The classes less the 'clickable' each click statement adds (the click itself is kept and printed)."""
-    out = list(classes)
-    for _ in range(clicks):
-        if "clickable" in out:
-            out.remove("clickable")
-    return out
 
 
 def _statement_extras(db: FlowDB, pre) -> list[str]:
@@ -317,95 +264,14 @@ def _statement_extras(db: FlowDB, pre) -> list[str]:
     return out
 
 
-def label_type_word(label: str | None) -> str | None:
-    """The first word of a label, which names the operator when no class does."""
-    if not label:
-        return None
-    m = _FIRST_WORD.search(label.lstrip(' "`'))
-    return m.group(0) if m and label.lstrip(' "`').startswith(m.group(0)) else None
-
-
-def resolve_class(name: str, class_defs: dict[str, str]) -> str | None:
-    """The operator a class names. A short alias (Test, Custom) that has its own classDef is a style class,
-    as Mermaid draws it; names ending in Op and Interface always name operators."""
-    op = cat.resolve(name)
-    if op is None:
-        return None
-    if name in class_defs and not name.lower().endswith("op") and name != cat.INTERFACE:
-        return None
-    return op
-
-
-def _implied_op(n: Node) -> str | None:
-    """The operator a node has without any class: from its id, the first word of its label, its shape."""
-    if n.id in cat.INTERFACE_NODES:
-        return cat.INTERFACE
-    op = cat.resolve(label_type_word(n.label))
-    if op is not None and op != cat.INTERFACE:
-        return op
-    if n.shape == "{":
-        return cat.DECISION
-    return None
-
-
-def _finish(w: Workflow, diags: list[Diagnostic]) -> None:
-    """Give every node its operator type (from its class, else id/label/shape) and prompt name."""
-    implied: dict[tuple, str | None] = {}  # many nodes share a label and shape (a large workflow's Customs)
-    prompts: dict[str, str | None] = {}
-    for n in w.nodes.values():
-        if n.classes:
-            style: list[str] = []
-            for c in n.classes:
-                op = resolve_class(c, w.class_defs)
-                if op is None:
-                    style.append(c)
-                elif n.op is None or n.op == op:
-                    n.op, n.op_class = op, n.op_class or c
-                else:  # kept as a plain class, so the text still draws the same
-                    style.append(c)
-                    diags.append(Diagnostic("M002", "error", f"node {n.id} is given two operator types: {n.op} "
-                                            f"and {op}", n.line or None, n.column or None, n.id))
-            n.classes = style
-        label = n.label
-        if n.op is None:
-            if n.id in cat.INTERFACE_NODES:
-                n.op = cat.INTERFACE
-            else:
-                key = (label, n.shape)
-                op = implied.get(key, implied)
-                n.op = implied[key] = _implied_op(n) if op is implied else op
-        if label and "(" in label:
-            prompt = prompts.get(label, prompts)
-            if prompt is prompts:
-                m = _ROLE.search(label)
-                prompt = prompts[label] = (m.group(1) or None) if m else None
-            n.prompt = prompt
-            if prompt is None or n.op == "ProgrammerOp":
-                _slips(n, diags)
-
-
-def _slips(n: Node, diags: list[Diagnostic]) -> None:
-    """Warnings for texts Mermaid draws but that do not mean what they look like (M015)."""
-    label = n.label or ""
-    if n.prompt is None and n.op in cat.CATALOGUE and (m := _OPEN_ROLE.search(label)):
-        name = m.group(1).strip().rstrip("]})\"'").strip()
-        diags.append(Diagnostic("M015", "warning", f"node {n.id}: '(role: {name}' is never closed with ')', so "
-                                "the node has no prompt; close it, e.g. (role: " + (name or "x") + ")",
-                                n.line or None, n.column or None, n.id))
-    if n.op == "ProgrammerOp" and _ANALYSIS.search(label):
-        diags.append(Diagnostic("M015", "warning", f"node {n.id}: a Programmer ignores '(analysis: ...)' in its "
-                                "label; feed the analysis through an edge labelled analysis",
-                                n.line or None, n.column or None, n.id))
-
-
 # ---------------------------------------------------------------------------------------------- printer
 
 # an edge label that reads back the same without quotes (no bracket, pipe, quote, tilde, backtick)
-_PLAIN_EDGE_LABEL = re.compile(r"[^\s\[\](){}|\"~`\\/@]([^\[\](){}|\"~`\\/@\n]*[^\s\[\](){}|\"~`\\/@])?")
+_PLAIN_EDGE_LABEL = LazyRegex(r"[^\s\[\](){}|\"~`\\/@]([^\[\](){}|\"~`\\/@\n]*[^\s\[\](){}|\"~`\\/@])?")
 # [A-Za-z0-9_\u00c0-\uffff][A-Za-z0-9_\-.\u00c0-\uffff]*, written as the complement: the same matches
 # (test_mermaid_printer_safe_id), but re compiles the range up to \uffff one character at a time (~10 ms of
 # every start-up) and the complement in 0.5 ms
-_SAFE_ID = re.compile(r"[^\x00-/:-@\[-^`{-\xbf\U00010000-\U0010ffff][^\x00-,/:-@\[-^`{-\xbf\U00010000-\U0010ffff]*")
+_SAFE_ID = LazyRegex(r"[^\x00-/:-@\[-^`{-\xbf\U00010000-\U0010ffff][^\x00-,/:-@\[-^`{-\xbf\U00010000-\U0010ffff]*")
 
 
 def _label_text(label: str, label_type: str) -> str | None:
@@ -493,7 +359,7 @@ def _op_class(n: Node) -> str | None:
         return None
     if n.op_class and cat.resolve(n.op_class) == n.op:
         return n.op_class
-    if _implied_op(n) == n.op:
+    if convert.implied_op(n.id, n.label, n.shape) == n.op:
         return None
     return n.op
 

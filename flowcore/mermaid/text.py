@@ -20,16 +20,34 @@ JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u
 _S = f"[{JS_SPACE}]"
 _NS = f"[^{JS_SPACE}]"
 
-_CRLF = re.compile(r"\r\n?")
+
+class LazyRegex:
+    """``re.compile(pattern, flags)`` when first used: most of the reader's patterns are for texts with a '\\r', a
+    directive, an entity or an error, and compiling them all cost ~3 ms of every start."""
+
+    __slots__ = ("_args", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._args = (pattern, flags)
+        self._compiled: re.Pattern | None = None
+
+    def __getattr__(self, name: str):  # noqa: ANN204 - a re.Pattern attribute
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compiled = re.compile(*self._args)
+        return getattr(compiled, name)
+
+
+_CRLF = LazyRegex(r"\r\n?")
 # Only tags with an attribute in double quotes change (cleanupText rewrites them to single quotes).
-_HTML_TAG = re.compile(r'<([A-Za-z0-9_]+)([^>]*="[^>]*)>')
-_ATTR_QUOTE = re.compile(r'="([^"]*)"')
+_HTML_TAG = LazyRegex(r'<([A-Za-z0-9_]+)([^>]*="[^>]*)>')
+_ATTR_QUOTE = LazyRegex(r'="([^"]*)"')
 _INDENT = "[\t\v\f \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"  # JS [^\S\n\r]
 _FRONT_MATTER = re.compile(r"^(" + _INDENT + r"*)-{3}" + _S + r"*[\n\r](.*?)[\n\r]\1-{3}" + _S + r"*[\n\r]+", re.S)
-_DIRECTIVE = re.compile(r"%{2}{" + _S + r"*(?:(\w+)" + _S + r"*:|(\w+))" + _S
-                        + r"*(?:(\w+)|((?:(?!}%{2})[^\n\r\u2028\u2029]|\r?\n)*))?" + _S + r"*(?:}%{2})?",
-                        re.I | re.ASCII)
-_COMMENT = re.compile(r"^" + _S + r"*%%(?!{)[^\n]+\n?", re.M)
+_DIRECTIVE = LazyRegex(r"%{2}{" + _S + r"*(?:(\w+)" + _S + r"*:|(\w+))" + _S
+                       + r"*(?:(\w+)|((?:(?!}%{2})[^\n\r\u2028\u2029]|\r?\n)*))?" + _S + r"*(?:}%{2})?",
+                       re.I | re.ASCII)
+_COMMENT = LazyRegex(r"^" + _S + r"*%%(?!{)[^\n]+\n?", re.M)
 _JS_SPACE_CHARS = frozenset("\t\n\v\f\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff"
                             + "".join(map(chr, range(0x2000, 0x200B))))
 
@@ -61,10 +79,10 @@ class _CommentFinder:
             idx = find("%%", idx + 1)
 
 
-_STYLE_SEMI = re.compile(r"style[^\n\r\u2028\u2029]*:" + _NS + r"*#[^\n\r\u2028\u2029]*;")
-_CLASSDEF_SEMI = re.compile(r"classDef[^\n\r\u2028\u2029]*:" + _NS + r"*#[^\n\r\u2028\u2029]*;")
-_ENTITY = re.compile(r"#[A-Za-z0-9_]+;")
-_BRACE_BLANKS = re.compile(r"}" + _S + r"*\n")
+_STYLE_SEMI = LazyRegex(r"style[^\n\r\u2028\u2029]*:" + _NS + r"*#[^\n\r\u2028\u2029]*;")
+_CLASSDEF_SEMI = LazyRegex(r"classDef[^\n\r\u2028\u2029]*:" + _NS + r"*#[^\n\r\u2028\u2029]*;")
+_ENTITY = LazyRegex(r"#[A-Za-z0-9_]+;")
+_BRACE_BLANKS = LazyRegex(r"}" + _S + r"*\n")
 # What the entity encoding turns '#name;' into, and back (Mermaid decodes at drawing time).
 ENTITY_NUM, ENTITY_NAME, ENTITY_END = "\ufb02\u00b0\u00b0", "\ufb02\u00b0", "\u00b6\u00df"
 
@@ -257,7 +275,7 @@ def _js_trim_start(s: str) -> int:
     return i
 
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_LINE_BREAK = LazyRegex(r"\r\n|\r|\n")
 
 
 def line_col(text: str, offset: int) -> tuple[int, int]:
@@ -268,13 +286,20 @@ def line_col(text: str, offset: int) -> tuple[int, int]:
 
 
 _HEADER_DETECT = re.compile(r"^[" + JS_SPACE + r"]*(flowchart-elk|flowchart|graph|swimlane-beta)")
-_DETECT_CLEAN = re.compile(r"[" + JS_SPACE + r"]*%%[^\n\r\u2028\u2029]*\n", re.M)
+_DETECT_CLEAN = LazyRegex(r"[" + JS_SPACE + r"]*%%[^\n\r\u2028\u2029]*\n", re.M)
 
 
 def diagram_kind(prepared: Prepared) -> str | None:
     """The header word when Mermaid would treat the text as a flowchart, else None."""
-    head = prepared.detect_text[:4000]  # only the start decides
-    text = _DETECT_CLEAN.sub("\n", _DIRECTIVE.sub("", _FRONT_MATTER.sub("", head, count=1)))
+    text = prepared.detect_text[:4000]  # only the start decides
+    # (each rewrite only where its pattern can match: the regexes try every position of the 4,000 characters)
+    fm = _FRONT_MATTER.match(text)  # anchored at the start (no re.M): its first match can only be there
+    if fm:
+        text = text[fm.end():]
+    if "%%{" in text:
+        text = _DIRECTIVE.sub("", text)
+    if "%%" in text:
+        text = _DETECT_CLEAN.sub("\n", text)
     m = _HEADER_DETECT.match(text)
     return m.group(1) if m else None
 
@@ -370,9 +395,9 @@ _TOKEN_WORDS = {
 }
 _CLOSERS = ("SQE", "PE", "DIAMOND_STOP", "STADIUMEND", "SUBROUTINEEND", "CYLINDEREND", "DOUBLECIRCLEEND",
             "TRAPEND", "INVTRAPEND", "-)")
-_EXPECTING = re.compile(r"Expecting (.+), got '([^']*)'", re.S)
-_UNEXPECTED = re.compile(r"Unexpected (end of input|'([^']*)')")
-_LINE_IN_RAW = re.compile(r"(?:Parse|Lexical) error on line (\d+)")
+_EXPECTING = LazyRegex(r"Expecting (.+), got '([^']*)'", re.S)
+_UNEXPECTED = LazyRegex(r"Unexpected (end of input|'([^']*)')")
+_LINE_IN_RAW = LazyRegex(r"(?:Parse|Lexical) error on line (\d+)")
 
 
 def _word(token: str) -> str:

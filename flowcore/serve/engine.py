@@ -9,6 +9,7 @@ One root LLM client per engine: requests share its connections, cache and concur
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import threading
@@ -29,6 +30,7 @@ from flowcore.workspace.store import Workspace
 
 log = logging.getLogger("flowcore.serve")
 SETTINGS_TTL = 2.0  # seconds a served call may use settings read earlier (a Settings save shows within this)
+ROOT_CALLS_KEPT = 1000  # call records the server's root client keeps in memory (each request keeps its own)
 DEFAULT_DEADLINE = 300.0  # seconds a served workflow may run (MERMAIDFLOW_SERVE_TIMEOUT, `serve --timeout`)
 
 
@@ -120,7 +122,13 @@ class Engine:
                 settings = self._fixed or effective_llm_settings(self.ws)[0]
                 self._read = now
                 if self._llm is None or self._llm.settings != settings:
-                    self._llm = LLM(settings, self.ws, run_id="serve")
+                    old, self._llm = self._llm, LLM(settings, self.ws, run_id="serve")
+                    # The process's spending goes on across a settings change: its budget counts everything
+                    # paid since the server started (the runs an MCP tool started too, which count here).
+                    self._llm.usage = old.usage if old is not None else self._llm.usage
+                    # Each call's record also lands in the root's list; a server lives long, so keep only the
+                    # latest (traces keep each request's own calls).
+                    self._llm.calls = collections.deque(maxlen=ROOT_CALLS_KEPT)  # type: ignore[assignment]
             return self._llm
 
     def resolve(self, model: Any) -> published.Published:

@@ -2,10 +2,14 @@
 
 - Served beyond loopback (or with ``--require-key``), every request needs ``Authorization: Bearer KEY`` with an
   active key of the workspace (flowcore.workspace.keys); ``/health`` alone answers without one.
+- On loopback without keys, a request that came through a reverse proxy (it carries a header one adds:
+  ``X-Forwarded-For``, ``Forwarded``, ...) needs a key too: a proxy serves whoever reaches it, and nginx's default
+  sets ``Host`` to the upstream's 127.0.0.1, so the Host check alone let the world in (before: 200, no key).
 - On loopback without keys, a request that presents one of our keys (``mf_...``) must present a valid one (a
   mistyped or revoked key is never silently ignored; an OpenAI client's placeholder key is), and the Host and Origin headers must be loopback ones: a web page elsewhere cannot reach
   the server through DNS rebinding or a cross-site form post.
-- A body whose Content-Length passes the cap is refused with 413 before it is read.
+- A body whose Content-Length passes the cap is refused with 413 before it is read, and one whose parts stop
+  coming is abandoned (flowcore.serve.slow; a late request head is the HTTP protocol's to close).
 
 The key's owner goes into ``scope["state"]["owner"]`` ("local" without a key): traces and publishes record it.
 """
@@ -19,10 +23,20 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from flowcore.serve.slow import body_deadline
 from flowcore.workspace.keys import verify_key
 from flowcore.workspace.store import Workspace
 
 OPEN_PATHS = ("/health",)
+# Headers a reverse proxy adds: a request that carries one came from wherever the proxy serves, not from this
+# machine, whatever address the server is bound to. (A local caller who sends one only asks for a key himself.)
+PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-real-ip")
+
+
+def proxied(headers: Any) -> bool:
+    """Whether a request (its header names: a mapping or (name, value) pairs) came through a reverse proxy."""
+    names = headers.keys() if hasattr(headers, "keys") else (k for k, _ in headers or ())
+    return any((k.decode("latin-1") if isinstance(k, bytes) else str(k)).lower() in PROXY_HEADERS for k in names)
 
 
 def is_loopback(host: str | None) -> bool:
@@ -65,7 +79,7 @@ class Guard:
         if refusal is not None:
             await _refuse(send, *refusal)
             return
-        await self.app(scope, receive, send)
+        await self.app(scope, body_deadline(receive), send)  # a body sent a byte a minute is abandoned
 
     def _check(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str, str, str] | None:
         if not self.require_keys:
@@ -84,16 +98,19 @@ class Guard:
             return 413, f"the request body is {int(length)} bytes; at most {self.max_body} are accepted", \
                 "body_too_large", "invalid_request_error"
         scope.setdefault("state", {})["owner"] = "local"
+        need_key = self.require_keys or proxied(headers)
         auth = headers.get("authorization")
         if scope.get("path") in OPEN_PATHS and auth is None:
             return None
         if auth is None:
-            if self.require_keys:
-                return 401, "this server needs an API key: send 'Authorization: Bearer KEY' (make one with "\
-                    "'python -m flowcore keys create NAME')", "missing_api_key", "authentication_error"
+            if need_key:
+                why = "" if self.require_keys else \
+                    " (this request came through a reverse proxy: without a key only this machine is served)"
+                return 401, f"this server needs an API key{why}: send 'Authorization: Bearer KEY' (make one "\
+                    "with 'python -m flowcore keys create NAME')", "missing_api_key", "authentication_error"
             return None
         scheme, _, key = auth.partition(" ")
-        if not self.require_keys and not key.strip().startswith("mf_"):
+        if not need_key and not key.strip().startswith("mf_"):
             return None  # loopback: an OpenAI client's placeholder key ("unused", "sk-...") is not ours to judge
         rec = verify_key(self.ws, key.strip()) if scheme.lower() == "bearer" else None
         if rec is None:

@@ -9,6 +9,7 @@ input is a tool error naming what is wrong (``ToolError``), never a traceback.
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -18,25 +19,49 @@ from flowcore.checker.check import check, is_valid
 from flowcore.mermaid.reader import WorkflowSyntaxError, parse, to_mermaid
 from flowcore.serve.engine import Engine, ServeError, kind_of
 from flowcore.serve.publish import describe, publish_workflow
-from flowcore.workspace import published
-from flowcore.workspace.keys import verify_key
+from flowcore.workspace import jobs, published
+from flowcore.workspace.keys import ApiKey, KeyProblem, get_key, verify_key
+
+# What one evolve_start may ask for (the command line and the pages, run by the operator, have no such bound).
+MAX_ROUNDS, MAX_CANDIDATES, MAX_LIMIT, MAX_LIVE_RUNS = 30, 8, 500, 2
+REVOKED_POLL_S = 1.0  # how often a run started with a key looks whether the key was revoked
 
 INSTRUCTIONS = ("MermaidFlow Studio: workflows are Mermaid flowcharts of typed LLM operators. Check and format "
                 "them, run one on a problem, evaluate it on a benchmark, publish it as NAME@vN, list the published "
                 "versions, start an evolution run and read its progress.")
 
 
-def _owner(ctx: Context | None, engine: Engine) -> str:
-    """The caller: the owner of the bearer key the HTTP request carried (the guard verified it), else 'local'."""
+def _caller(ctx: Context | None, engine: Engine) -> ApiKey | None:
+    """The active key the HTTP request carried (the guard verified it), or None: no key (stdio, loopback)."""
     try:
         headers = ctx.headers if ctx is not None else None
     except ValueError:  # no request (stdio)
         headers = None
     auth = (headers or {}).get("authorization") or ""
     scheme, _, key = auth.partition(" ")
-    if scheme.lower() == "bearer" and (rec := verify_key(engine.ws, key.strip(), touch=False)) is not None:
-        return rec.owner
-    return "local"
+    return verify_key(engine.ws, key.strip(), touch=False) if scheme.lower() == "bearer" else None
+
+
+def _owner(ctx: Context | None, engine: Engine) -> str:
+    """The caller: the owner of the bearer key the HTTP request carried, else 'local'."""
+    rec = _caller(ctx, engine)
+    return rec.owner if rec is not None else "local"
+
+
+def _stop_when_revoked(engine: Engine, key_id: str, job: jobs.Job) -> None:
+    """A run started with a key stops once the key is revoked: revoking ends what the key set going too (before,
+    the run kept spending the server's endpoint for all its rounds)."""
+    def watch() -> None:
+        while not job.wait(REVOKED_POLL_S):
+            try:
+                active = get_key(engine.ws, key_id).active
+            except (KeyProblem, LookupError):
+                active = False
+            if not active:
+                job.cancel()
+                return
+
+    threading.Thread(target=watch, name=f"revoke-watch-{key_id}", daemon=True).start()
 
 
 def _task(task: str | None) -> str | None:
@@ -124,35 +149,56 @@ def build_mcp(engine: Engine) -> MCPServer:
             raise ToolError(str(exc)) from None
         return describe(p)
 
+    started: list = []  # the evolution jobs this server's tool started (a caller cannot pile them up)
+
     @server.tool()
     def evolve_start(benchmark: str, rounds: int = 3, candidates: int = 2, workflow: str | None = None,
-                     limit: int | None = 5, mode: str = "programmatic", ctx: Context | None = None) -> dict:
+                     limit: int = 5, mode: str = "programmatic", ctx: Context | None = None) -> dict:
         """Start an evolution run in the background (mode programmatic or llm; workflow: the seed's text, else
-        the benchmark's seed). Returns {run_id}; read its progress with evolve_progress."""
+        the benchmark's seed; at most 30 rounds of 8 candidates on at most 500 problems, 2 runs at a time, all
+        spending from the server's budget). Returns {run_id}; read its progress with evolve_progress."""
         from flowcore.evolution.loop import EvolutionConfig
         from flowcore.evolution.session import start_run
 
+        _evolve_bounds(rounds, candidates, limit)
+        live = [j for j in started if j.snapshot().active]
+        if len(live) >= MAX_LIVE_RUNS:
+            raise ToolError(f"{len(live)} evolution runs started here are still going (runs "
+                            f"{', '.join(str(j.meta.get('run_id')) for j in live)}); at most {MAX_LIVE_RUNS} at a "
+                            "time: wait for one to finish (evolve_progress)")
         cfg = EvolutionConfig(benchmark=benchmark, rounds=rounds, candidates=candidates, workflow=workflow,
                               limit=limit, mode=mode)
+        caller = _caller(ctx, engine)
         try:
             cfg.validate()
-            job = start_run(engine.ws, engine.llm().settings, cfg, created_by=owner(ctx))
+            root = engine.llm()  # the run spends from the server's budget, never from a fresh one of its own
+            job = start_run(engine.ws, root.settings, cfg, created_by=caller.owner if caller else "local",
+                            spend_under=root)
         except ValueError as exc:
             raise ToolError(str(exc)) from None
+        if caller is not None:
+            _stop_when_revoked(engine, caller.id, job)
+        started[:] = [*live, job]
         return {"run_id": job.meta.get("run_id"), "job": job.id}
 
     @server.tool()
-    def evolve_progress(run_id: int) -> dict:
+    def evolve_progress(run_id: int, ctx: Context | None = None) -> dict:
         """An evolution run's status and rounds so far: {status, rounds: [{round, status, score, operator}],
-        best}."""
+        best}. With a key, only the runs its owner started."""
         from flowcore.evolution.history import History
         from flowcore.evolution.session import run_status
 
         h = History(engine.ws)
+        caller = _caller(ctx, engine)
         try:
             info = h.run(run_id)
         except (KeyError, ValueError, LookupError) as exc:
-            raise ToolError(f"no evolution run {run_id}: {exc}") from None
+            info, why = None, str(exc)
+        if caller is not None and (info is None or info.created_by != caller.owner):
+            # another owner's run (or an app user's) reads as missing: its scores and progress are theirs
+            raise ToolError(f"no evolution run {run_id} started by {caller.owner}")
+        if info is None:
+            raise ToolError(f"no evolution run {run_id}: {why}")
         rows = h.summaries(run_id)
         scores = [r["score"] for r in rows if r.get("score") is not None]
         return {"run_id": run_id, "status": run_status(info, engine.ws), "benchmark": info.benchmark,
@@ -162,6 +208,14 @@ def build_mcp(engine: Engine) -> MCPServer:
                 "best": max(scores) if scores else None}
 
     return server
+
+
+def _evolve_bounds(rounds: object, candidates: object, limit: object) -> None:
+    """A run a remote caller starts keeps going after the call, spending the server's endpoint: bounded."""
+    for name, value, low, top in (("rounds", rounds, 0, MAX_ROUNDS), ("candidates", candidates, 1, MAX_CANDIDATES),
+                                  ("limit", limit, 1, MAX_LIMIT)):
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= top:
+            raise ToolError(f"{name} must be a whole number from {low} to {top}, got {value!r}")
 
 
 def _text_of(engine: Engine, model: str | None, workflow: str | None) -> str:

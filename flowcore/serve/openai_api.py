@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from flowcore.serve.engine import Answer, Engine, ServeError, to_serve_error
@@ -109,11 +109,15 @@ async def read_body(request: Request, cap: int) -> bytes:
         raise ServeError(413, f"the request body is {int(declared)} bytes; at most {cap} are accepted",
                          "invalid_request_error", "body_too_large")
     data = bytearray()
-    async for chunk in request.stream():
-        data += chunk
-        if len(data) > cap:
-            raise ServeError(413, f"the request body is over {cap} bytes; at most {cap} are accepted",
-                             "invalid_request_error", "body_too_large")
+    try:
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > cap:
+                raise ServeError(413, f"the request body is over {cap} bytes; at most {cap} are accepted",
+                                 "invalid_request_error", "body_too_large")
+    except ClientDisconnect:  # gone, or too slow to send its body (flowcore.serve.slow)
+        raise ServeError(408, f"the request body stopped coming after {len(data)} bytes", "invalid_request_error",
+                         "request_timeout") from None
     return bytes(data)
 
 

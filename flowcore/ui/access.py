@@ -20,6 +20,8 @@ import os
 import unicodedata
 from collections.abc import Mapping
 
+from flowcore.serve.guard import proxied
+
 LOGIN_ENV = "MERMAIDFLOW_LOGIN"
 MEMBERS_ENV = "MERMAIDFLOW_MEMBERS"
 ADMINS_ENV = "MERMAIDFLOW_ADMINS"
@@ -37,10 +39,28 @@ def _loopback(address: str | None) -> bool:
         return False  # a host name: reachable from elsewhere
 
 
-def login_required(bind_address: str | None, env: Mapping[str, str] = os.environ) -> bool:
-    """A team deployment: bound beyond loopback, or asked for explicitly (it cannot be switched off there)."""
+def served_names_beyond_loopback(env: Mapping[str, str] = os.environ) -> list[str]:
+    """The names in MERMAIDFLOW_HOSTS that are not this machine's (``studio.example.org``, ``*.example.org``)."""
+    from flowcore.ui.webguard import HOSTS_ENV, split_host
+
+    out = []
+    for raw in (x.strip() for x in (env.get(HOSTS_ENV) or "").split(",")):
+        got = split_host(raw)
+        if raw and (got is None or not _loopback(got[0])):  # (a wildcard or a bad entry is no loopback name)
+            out.append(raw)
+    return out
+
+
+def login_required(bind_address: str | None, env: Mapping[str, str] = os.environ,
+                   headers: Mapping[str, str] | None = None) -> bool:
+    """A team deployment: bound beyond loopback, asked for explicitly (it cannot be switched off there), or
+    bound to loopback but served to others through a reverse proxy: the app answers to a name that is not this
+    machine's (MERMAIDFLOW_HOSTS, which a proxied browser's name must be in), or the request (``headers``)
+    carries a proxy's forwarding header (flowcore.serve.guard.proxied; a local visitor who sends one himself
+    only locks his own session, and a proxy sets these headers itself). Before, a loopback app behind a proxy
+    was login-free for everyone the proxy served, and its Settings sent the server's key to any URL tested."""
     asked = (env.get(LOGIN_ENV) or "").strip().lower() in ("1", "true", "yes", "on")
-    return asked or not _loopback(bind_address)
+    return asked or not _loopback(bind_address) or bool(served_names_beyond_loopback(env)) or proxied(headers)
 
 
 def parse_address(value: object) -> str | None:

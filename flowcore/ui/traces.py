@@ -30,15 +30,22 @@ def span_rows(t: Trace) -> list[dict[str, Any]]:
              "cost": s.cost, "skipped": s.skipped, "error": s.error or ""} for s in t.spans]
 
 
+def plotly_text(value: object) -> str:
+    """Text plotly shows as typed: it reads ``<a href>``, ``<b>``, ``<br>`` in labels and hover text (a node's
+    error can quote an endpoint or a program, so a link to anywhere could appear), but decodes entities."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def timeline_figure(t: Trace) -> go.Figure:
     """Each node a bar from its start to its end (seconds after the request began); failed red, skipped grey."""
     spans = list(reversed(t.spans))  # the first node on top
     colour = ["#d62728" if s.error else ("#bbbbbb" if s.skipped else "#1f77b4") for s in spans]
     fig = go.Figure(go.Bar(
-        y=[f"{s.node} · {s.op}" for s in spans], x=[max(s.latency, 1e-4) for s in spans],
+        y=[plotly_text(f"{s.node} · {s.op}") for s in spans], x=[max(s.latency, 1e-4) for s in spans],
         base=[s.start for s in spans], orientation="h", marker_color=colour,
-        hovertext=[f"{s.model or 'no model'} · {s.prompt_tokens}+{s.completion_tokens} tokens · ${s.cost:.6f}"
-                   + (f" · {s.error}" if s.error else "") for s in spans]))
+        hovertext=[plotly_text(f"{s.model or 'no model'} · {s.prompt_tokens}+{s.completion_tokens} tokens · "
+                               f"${s.cost:.6f}" + (f" · {s.error}" if s.error else "")) for s in spans]))
     fig.update_layout(height=120 + 32 * len(spans), margin=dict(l=10, r=10, t=30, b=30),
-                      title=f"{model_label(t)} · {t.status} · {t.latency:.3f} s", xaxis_title="seconds")
+                      title=plotly_text(f"{model_label(t)} · {t.status} · {t.latency:.3f} s"),
+                      xaxis_title="seconds")
     return fig

@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flowcore.serve import slow
+
 HOSTS_ENV = "MERMAIDFLOW_HOSTS"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
@@ -145,6 +147,8 @@ class WebGuard:
                 *HEADERS]})
             await send({"type": "http.response.body", "body": REFUSED})
             return
+
+        receive = slow.body_deadline(receive)  # a body (an upload) whose parts stop coming is abandoned
 
         async def with_headers(message: dict) -> None:
             if message["type"] == "http.response.start":

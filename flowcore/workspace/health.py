@@ -137,7 +137,8 @@ def describe(exc: BaseException, where: object) -> str:
     kind = fault_of(exc)
     if kind == "full":
         room = free_space(where) if not str(where).startswith("postgres") else ""
-        return (f"the disk holding the workspace {where} is full ({room or exc}): free some space, then run the same "
+        said = (str(exc).strip().splitlines() or [""])[0]  # PostgreSQL adds a HINT line: the first says it all
+        return (f"the disk holding the workspace {where} is full ({room or said}): free some space, then run the same "
                 "command again to resume; what was stored is kept and can still be read")
     if kind == "damaged":
         return damaged_message(where, str(exc))

@@ -1,7 +1,8 @@
 """Published workflows: immutable versions ``NAME@vN`` that the server answers as models (DESIGN §12).
 
-A published version is never changed or removed: this module only inserts and reads. Publishing the same
-text again under a name still adds a version (a publish is an event someone made, with its own note and
+A published version is never changed or removed: this module only inserts and reads. A name belongs to whoever
+published its first version: only they (and the server's own command line) add versions to it, since ``NAME``
+runs its latest. Publishing the same text again under a name still adds a version (a publish is an event someone made, with its own note and
 scores), so ``NAME@v3`` means the same text forever and ``NAME`` means the latest. Each row records who
 published it, when, from which evolution run and round, the note, and its latest validation and test scores.
 """
@@ -25,6 +26,9 @@ CREATE TABLE IF NOT EXISTS published(
 """
 # A model id: NAME or NAME@vN. Names follow the library's rule (letters, digits, space, _ - .), so '@' is free.
 MODEL_RE = re.compile(r"^(?P<name>[^@]+?)(?:@v(?P<version>[1-9][0-9]{0,8}))?$")
+
+
+LOCAL = "local"  # who the command line on the server is (and a caller of a loopback server without a key)
 
 
 class PublishError(ValueError):
@@ -77,9 +81,15 @@ def publish(ws: Workspace, name: str, text: str, task: str, *, created_by: str, 
         raise PublishError("publish: the task is empty; name the task the workflow is for (e.g. math)")
     if not isinstance(text, str) or not text.strip():
         raise PublishError(f"publish {name!r}: the workflow text is empty")
-    who = (created_by or "").strip() or "local"
+    who = (created_by or "").strip() or LOCAL
     _schema(ws)
     with ws.transaction() as conn:
+        first = conn.execute("SELECT created_by FROM published WHERE name=? AND version=1", (name,)).fetchone()
+        if first is not None and who not in (LOCAL, first["created_by"]):
+            # ``NAME`` means the latest version: anyone else's version would become what every caller of NAME
+            # runs. A name is its first publisher's (the command line on the server, 'local', may add to any).
+            raise PublishError(f"publish {name!r}: the name {name} belongs to {first['created_by']}, who published "
+                               f"{name}@v1; only they add versions to it. Publish yours under another name")
         last = conn.execute("SELECT MAX(version) AS v FROM published WHERE name=?", (name,)).fetchone()
         version = int(last["v"] or 0) + 1
         conn.execute("INSERT INTO published(name, version, task, text, created, created_by, run_id, round, note, "

@@ -17,6 +17,7 @@ PostgreSQL adapter maps psycopg's), re-exported here as ``DatabaseError``/``Inte
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -30,6 +31,8 @@ from flowcore.workspace import health
 from flowcore.workspace.health import StorageFull, WorkspaceDamaged, WorkspaceError  # noqa: F401 - re-exported
 from flowcore.workspace.target import redact
 
+log = logging.getLogger(__name__)
+
 DB_ENV = "MERMAIDFLOW_DB"
 DEFAULT_FILE = "workspace.db"
 # Seconds a SQLite write waits for another process's write lock before "database is locked" (then the caller's
@@ -40,6 +43,7 @@ WAL_LIMIT = 4 << 20  # bytes of write-ahead log SQLite keeps after a checkpoint
 # Room set aside beside a SQLite workspace (<file>-reserve) and given up when the disk fills, so the writes that end
 # a run cleanly (its "stopped" status, its lease) still fit. Made again at the next open that has room.
 RESERVE = 256 << 10
+_PG_RESERVED: dict[str, bool] = {}  # PostgreSQL workspaces whose reserve this process has seen (by URL)
 DatabaseError = sqlite3.DatabaseError
 IntegrityError = sqlite3.IntegrityError
 OperationalError = sqlite3.OperationalError
@@ -113,6 +117,8 @@ class Workspace:
                 from flowcore.workspace.pg import PgConnection
 
                 conn = PgConnection(self.url or "")
+                self._local.conn = conn
+                self._keep_pg_reserve(conn)
             else:
                 conn = self._open_sqlite()
                 if conn is None:
@@ -181,9 +187,30 @@ class Workspace:
             return
         os.close(fd)
 
+    def _keep_pg_reserve(self, conn: Any) -> None:
+        """PostgreSQL: the reserve is a table of the workspace's schema (so in its tablespace, on its disk) holding
+        ``RESERVE`` random bytes in one row; made once per schema, checked once per process."""
+        if _PG_RESERVED.get(self.url or "") is not None:
+            return
+        try:
+            conn.execute("CREATE TABLE IF NOT EXISTS mf_reserve(id INTEGER PRIMARY KEY, filler BYTEA NOT NULL)")
+            conn.execute("INSERT INTO mf_reserve(id, filler) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
+                         (os.urandom(RESERVE),))  # random: PostgreSQL cannot compress it to nothing
+            _PG_RESERVED[self.url or ""] = True
+        except sqlite3.Error as exc:  # no room now, or a server that refuses writes: none is kept
+            log.info("no room set aside in the PostgreSQL workspace: %s", exc)
+
     def release_reserve(self) -> bool:
         """Give the reserve's room back to the disk (it filled up): True when there was one."""
-        if self.is_postgres or str(self.path) == ":memory:":
+        if self.is_postgres:
+            try:  # the catalogs change (not the full disk's tables); the table's files go at commit
+                had = "mf_reserve" in self.conn.tables()
+                self.conn.execute("DROP TABLE IF EXISTS mf_reserve")
+            except sqlite3.Error:
+                return False
+            _PG_RESERVED.pop(self.url or "", None)
+            return had
+        if str(self.path) == ":memory:":
             return False
         reserve = Path(f"{self.path}-reserve")
         try:
@@ -278,7 +305,7 @@ class Workspace:
         else:
             names = [r["name"] for r in self.query(
                 "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
-        return sorted(n for n in names if n != "mf_schema")
+        return sorted(n for n in names if n not in ("mf_schema", "mf_reserve"))
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:

@@ -180,7 +180,8 @@ def test_a_new_session_of_the_same_browser_reopens_its_execution_with_the_settin
     again = S.Actions({}, ws, lambda: None)  # the reload: a new session, the radios at their defaults
     assert again.s["aov_k"] == 3 and "aov_agents" not in again.s
     again.open_remembered("b" * 32)
-    assert again.s["aov_ex"].id == eid and "Reopened execution" in again.s["aov_flash"][1]
+    assert again.s["aov_ex"].id == eid and "Reopened the execution “Write a four-page report" in again.s["aov_flash"][1]
+    assert eid not in again.s["aov_flash"][1]  # named by its goal and start, not its id
     assert {k: again.s[k] for k in first} == first  # what it ran with, not the page's defaults
     assert type(again.s["aov_ex"].agent).__name__ == "EchoAgent"
     other = S.Actions({}, ws, lambda: None)

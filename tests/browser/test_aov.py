@@ -58,14 +58,27 @@ def _type_output(page, sid: str, text: str) -> None:
     wait_for_app(page)
 
 
+# st.mermaid_chart draws the SVG as an image with a blob: URL. The app's CSP allows no fetch of blob: URLs
+# (connect-src 'self'), so the page keeps each Blob it makes a URL for, and the test reads the Blob itself.
+KEEP_BLOBS = """(() => { const keep = window.__mfBlobs = new Map(); const make = URL.createObjectURL;
+  URL.createObjectURL = function (obj) { const url = make.call(URL, obj); if (obj instanceof Blob) keep.set(url, obj);
+    return url; }; })()"""
+
+
+@pytest.fixture(autouse=True)
+def _keep_blobs(request):
+    if "page" in request.fixturenames:
+        request.getfixturevalue("page").add_init_script(KEEP_BLOBS)
+
+
 def _charts(page, count: int) -> list[dict[str, str]]:
     """Once ``count`` Mermaid charts are drawn: per chart, subtask id -> the style of its node's shape
-    (st.mermaid_chart draws the SVG as an image with a blob: URL, which is read back here)."""
+    (st.mermaid_chart draws the SVG as an image with a blob: URL; its Blob is read back here)."""
     expect(page.locator(CHART)).to_have_count(count)
     page.wait_for_function(f"() => [...document.querySelectorAll('{CHART}')]"
-                           ".every(img => img.complete && img.naturalWidth > 0)")
-    return page.locator(CHART).evaluate_all("""imgs => Promise.all(imgs.map(img => fetch(img.src)
-        .then(r => r.text()).then(svg => Object.fromEntries(
+                           ".every(img => img.complete && img.naturalWidth > 0 && window.__mfBlobs.has(img.src))")
+    return page.locator(CHART).evaluate_all("""imgs => Promise.all(imgs.map(img => window.__mfBlobs.get(img.src)
+        .text().then(svg => Object.fromEntries(
             [...new DOMParser().parseFromString(svg, 'image/svg+xml').querySelectorAll('g.node')].map(n => [
                 n.textContent.trim().split(':')[0],
                 (n.querySelector('[style*="fill"]') || n).getAttribute('style') || ''])))))""")
@@ -91,13 +104,13 @@ def test_step_through_fail_accept_a_repair_and_finish(page, streamlit_app):
     goto_page(page, streamlit_app, "/aov")
     expect(page.get_by_role("heading", name="AOV Execution")).to_be_visible()
 
-    _key(page, "aov_use").locator("button").click()  # the three example graphs become the candidates
+    _key(page, "aov_use").locator("button").click()  # the first example set: three plans for the Gobang game
     wait_for_app(page)
     expect(page.get_by_text("chosen by the rule").first).to_be_visible()
     expect(page.locator('[data-testid="stMarkdownContainer"]').filter(has_text="gobang.json")
            .filter(has_text="chosen by the rule")).to_have_count(1)
     charts = _charts(page, 3)
-    assert [next(iter(c)) for c in charts] == ["design", "outline", "spec"]  # gobang, report, website
+    assert [next(iter(c)) for c in charts] == ["design", "board", "design"]  # as bundled, core first, a chain
     assert set(_fills(charts[0]).values()) == {"pending"} and len(charts[0]) == 6
 
     # Manual agents and the rules, whatever endpoint other browser modules gave the server
@@ -258,7 +271,7 @@ def test_a_reload_mid_run_reopens_the_live_run_with_the_settings_it_runs_with(pa
                 _choose(page, key, option)
             _key(page, "aov_start").locator("button").click()
             wait_for_app(page)
-            eid = page.get_by_text(re.compile(r"^Execution [0-9a-f]{12} · ")).inner_text().split()[1]
+            expect(page.get_by_text(re.compile(r" · started \d{1,2} [A-Z][a-z]{2} \d\d:\d\d$"))).to_be_visible()
             _key(page, "aov_run").locator("button").click()
             running = page.get_by_text(re.compile(r"Running now: win \(coder(#\d)?, \d+\.\d s\)$"))
             expect(running).to_be_visible(timeout=30_000)
@@ -269,7 +282,8 @@ def test_a_reload_mid_run_reopens_the_live_run_with_the_settings_it_runs_with(pa
                 else:
                     view.goto(streamlit_app.url + "/aov", wait_until="domcontentloaded")
                 wait_for_app(view)
-                expect(view.get_by_text(f"Execution {eid} is running: its live view is below.")).to_be_visible()
+                expect(view.get_by_text(re.compile(r"^The execution “Develop a Gobang.*” \(started .*\) is running: "
+                                                   r"its live view is below\.$"))).to_be_visible()
                 expect(view.get_by_text(re.compile(r"Running now: win \("))).to_be_visible(timeout=30_000)
                 for key, option in [("aov_inspector", "Rules"), ("aov_repairs", "Rules"), ("aov_refine", "Off")]:
                     expect(_key(view, key).get_by_role("radio", name=option)).to_be_checked()

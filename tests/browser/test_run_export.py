@@ -115,7 +115,9 @@ def test_run_page_evaluates_gsm8k_with_progress_and_scores(page, streamlit_app):
     expect(trace.locator('td[role="gridcell"][aria-colindex="4"]').first).to_have_text("cache")
     assert no_exceptions(page) == [] and js_errors == []
     page.set_viewport_size({"width": 1400, "height": 1250})  # the app scrolls inside: make room for the table
+    page.mouse.move(1, 1)  # no button's tooltip left open over the trace where the last click was
     wait_for_app(page)
+    expect(page.locator('[data-testid="stTooltipContent"]')).to_have_count(0)
     save_screenshot(page, "run.png")
 
     # a reload is a new session: the stored evaluation is still there

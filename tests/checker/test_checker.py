@@ -60,7 +60,7 @@ def test_reference_workflows_are_valid():
     ("flowchart TD\n  PROBLEM([Problem])\n  C1[Custom (role: x)]\n", 3, 13),
     ("flowchart TD\n  PROBLEM --> \n", 2, 10),  # where Mermaid points: the dangling arrow
     ("flowchart TD\n  A -> B\n", 2, 5),
-    ('flowchart TD\n  A["unclosed]\n', 2, 6),
+    ('flowchart TD\n  A["unclosed]\n', 2, 5),  # the quote left open (Mermaid: column 6)
     ("flowchart XY\n", 1, 11),
     ("PROBLEM --> RETURN\n", 1, 1),
     ("flowchart TD\n  subgraph S\n  A --> B\n", 2, 3),
@@ -133,6 +133,22 @@ def test_m006_cycle_named():
     text = MATH_OK + '    C2["Custom"]\n    C1 --> C2\n    C2 --> C1\n'
     d = only(text, "M006")[0]
     assert "C1" in d.message and "C2" in d.message and d.line == 10
+
+
+def test_m006_names_each_cycle_the_same_in_every_process():
+    """Cycles are named from the text's order, not from set order (which follows each process's string hash):
+    two processes once named `A -> B -> A` and `B -> A -> B` for one text."""
+    import subprocess
+    import sys
+
+    text = (MATH_OK + '    C2["Custom"]\n    X3["Custom"]\n    C1 --> C2\n    C2 --> X3\n    X3 --> C1\n'
+            '    Q["Custom"]\n    R["Custom"]\n    Q --> R\n    R --> Q\n')
+    code = "import sys; from flowcore import check; print([d for d in check(sys.stdin.read()) if d.code == 'M006'])"
+    root = Path(__file__).resolve().parents[2]
+    seen = {subprocess.run([sys.executable, "-c", code], input=text, capture_output=True, text=True, check=True,
+                           cwd=root, env={"PYTHONHASHSEED": str(seed), "PATH": ""}).stdout for seed in range(6)}
+    assert len(seen) == 1, seen
+    assert "cycle: C1 -> C2 -> X3 -> C1" in seen.pop()
 
 
 def test_m007_bad_port_label_and_bad_route():

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import flowcore
+from flowcore.mermaid import lexdfa
 from flowcore.mermaid import reader as mermaid
 from flowcore.mermaid.grammar import _TABLES, _ConditionRegexes, grammar, parse_flowchart
 
@@ -35,8 +36,10 @@ def test_check_from_the_command_line_imports_only_the_reader_and_checker():
     assert ours == {"flowcore", "flowcore.catalogue", "flowcore.checker", "flowcore.checker.check",
                     "flowcore.cli", "flowcore.cli.common", "flowcore.cli.main", "flowcore.cli.check",
                     "flowcore.mermaid", "flowcore.mermaid.reader", "flowcore.mermaid.grammar",
-                    "flowcore.mermaid.text", "flowcore.model", "flowcore.mermaid.lalr", "flowcore.mermaid.errors",
-                    "flowcore.mermaid.compiled"}, ours
+                    "flowcore.mermaid.text", "flowcore.mermaid.unclosed", "flowcore.model",
+                    "flowcore.mermaid.lalr", "flowcore.mermaid.errors",
+                    "flowcore.mermaid.compiled", "flowcore.mermaid.lexdfa", "flowcore.mermaid.flowdb",
+                    "flowcore.mermaid.convert"}, ours
     for heavy in ("networkx", "pandas", "numpy", "plotly", "openai", "sqlite3", "subprocess", "difflib"):
         assert heavy not in mods, heavy
 
@@ -82,8 +85,11 @@ def test_the_stored_tables_are_in_the_form_the_driver_reads():
     with open(_TABLES, encoding="utf-8") as f:
         raw = json.load(f)
     g = grammar()
-    assert len(g.table) == len(raw["table"]) and all(isinstance(k, int) for row in g.table for k in row)
+    assert len(g.table) == raw["table"]["states"] and all(isinstance(k, int) for row in g.table for k in row)
+    assert len(g.flat) == raw["table"]["states"] * raw["table"]["symbols"] == len(g.table) * g.nsym
     assert all(re.compile(r) for r in raw["rules"])  # Python patterns already, each valid alone
+    # the lexer's program is stored as built from those rules (building it costs more than the rest of a cold check)
+    assert lexdfa.Program(raw["rules"]).dump() == raw["lexer"]
 
 
 def test_safe_id_complement_matches_the_plain_definition():

@@ -4,8 +4,13 @@ evolution run in a detached actor, and nothing Ray-related without MERMAIDFLOW_R
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -230,3 +235,128 @@ def test_a_local_ray_listens_on_loopback_only(local_ray):
     assert any('"raylet"' in ln for ln in ray_lines) and any('"gcs_server"' in ln for ln in ray_lines), lines
     bound = {ln.split()[3].rsplit(":", 1)[0] for ln in ray_lines}
     assert bound <= {"127.0.0.1", "[::ffff:127.0.0.1]", "[::1]"}, ray_lines
+
+
+def _kill_each_actor(times: int, name: str = "_Evolver", timeout: float = 120.0) -> list[int]:
+    """SIGKILL the evolution actor's process ``times`` times: each time the next process Ray starts for it (a pid
+    not killed before), waiting for it, never a fixed time."""
+    killed: list[int] = []
+    for _ in range(times):
+        deadline = time.monotonic() + timeout
+        while True:
+            pid = _find_worker(name, exclude=killed)
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                break
+            assert time.monotonic() < deadline, f"Ray started no new {name} process ({len(killed)} killed)"
+            time.sleep(0.05)
+    return killed
+
+
+def _find_worker(name: str, exclude: list[int]) -> int | None:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                title = f.read().split(b"\0")[0]
+        except OSError:
+            continue
+        if title.startswith(f"ray::{name}".encode()) and int(pid) not in exclude:
+            return int(pid)
+    return None
+
+
+def test_an_actor_that_dies_past_its_restarts_leaves_its_run_stopped_with_the_command_that_resumes_it(
+        local_ray, tmp_path, monkeypatch, capsys):
+    """Issue 28.2: the actor's process is SIGKILLed once more than Ray restarts it (cluster.RESTARTS). The command
+    that was waiting (`submit --ray --wait`) records the run "stopped" (was: left "running") and prints the exact
+    command that resumes it; the History page shows it; that command, run, ends the run as a foreground run ends."""
+    from streamlit.testing.v1 import AppTest
+
+    from flowcore.cli.main import main
+    from flowcore.evolution.loop import Evolution
+    from flowcore.workspace.store import Workspace
+
+    problems = load("gsm8k", "validation", limit=3)
+    cfg = EvolutionConfig(benchmark="gsm8k", rounds=3, seed=4, limit=3, candidates=2, mode="programmatic")
+    db = str(tmp_path / "ray.db")
+    with FakeLLMServer(_answers(problems), latency=0.2) as srv:
+        for var in [v for v in os.environ if v.startswith(("OPENAI_", "MERMAIDFLOW_"))]:
+            monkeypatch.delenv(var)
+        monkeypatch.setenv(cluster.ENV, "local")
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        fg_ws = Workspace(tmp_path / "fg.db")
+        Evolution(fg_ws, cfg, llm=LLM(LLMSettings(base_url=srv.base_url, api_key="sk-test"), fg_ws)).run()
+        killed: list[int] = []
+        killer = threading.Thread(target=lambda: killed.extend(_kill_each_actor(cluster.RESTARTS + 1)), daemon=True)
+        killer.start()
+        started = time.monotonic()
+        code = main(["submit", "--ray", "--wait", "--benchmark", "gsm8k", "--rounds", "3", "--seed", "4", "--limit",
+                     "3", "--candidates", "2", "--mode", "programmatic", "--db", db])
+        took = time.monotonic() - started
+        killer.join(10)
+        out = capsys.readouterr().out
+        assert len(killed) == cluster.RESTARTS + 1 and code == 1, (killed, code, out)
+        resume = f"MERMAIDFLOW_RAY=local python -m flowcore submit --ray --resume 1 --db {db} --wait"
+        assert "run 1 stopped: its Ray actor mermaidflow-evolve-1 died" in out and resume in out, out
+        assert took < 120, took  # said as soon as Ray gave up, not after a lease or a grace period
+        ws = Workspace(db)
+        info = History(ws).run(1)
+        assert info.status == "stopped" and resume in info.reason and "restarts (3) are used up" in info.reason
+
+        monkeypatch.setenv("MERMAIDFLOW_DB", db)
+        at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "app.py"), default_timeout=60)
+        at.run()
+        at.switch_page("pages/history.py").run()
+        assert not at.exception, at.exception
+        assert any("status **stopped**" in c.value and "restarts (3) are used up" in c.value for c in at.caption), \
+            [c.value for c in at.caption]
+        assert [c.value for c in at.code] == [resume]  # the command, to copy as it is
+        monkeypatch.delenv("MERMAIDFLOW_DB")
+
+        assert main(resume.split()[4:]) == 0, capsys.readouterr()  # the printed command, as printed
+        assert "run 1 finished" in capsys.readouterr().out
+
+    def rounds(w):
+        return [(r["round"], r["status"], r["score"], r["operator"], r["workflow_text"]) for r in History(w).rounds(1)]
+
+    assert rounds(ws) == rounds(fg_ws) and History(ws).run(1).status == "finished"
+    ws.close_all()
+    fg_ws.close_all()
+
+
+def test_a_ray_run_whose_cluster_went_away_is_recorded_stopped_by_the_next_reader(tmp_path):
+    """Issue 28.2: the Ray cluster goes away with nobody waiting on the run (`submit --ray` on a Ray that lives in
+    that command's process: it exits, and Ray with it). The next reader (`queue`, the History page) that finds no
+    actor on the run for MERMAIDFLOW_RAY_GRACE seconds records it "stopped" with the command that resumes it."""
+    from tests.helpers.fakellm import FakeLLMServer
+
+    db = str(tmp_path / "gone.db")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MERMAIDFLOW_"))}
+    env = {**env, cluster.ENV: "local", remote.GRACE_ENV: "2"}
+    root = str(Path(__file__).resolve().parents[2])
+    with FakeLLMServer("The answer is 7.", latency=0.2) as srv:
+        env.update(OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY="sk-test")
+        sub = subprocess.run([sys.executable, "-m", "flowcore", "submit", "--ray", "--benchmark", "gsm8k", "--rounds",
+                              "5", "--limit", "3", "--mode", "programmatic", "--db", db], cwd=root, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert sub.returncode == 0 and "run 1 submitted" in sub.stdout, sub.stderr[-1500:]
+        from flowcore.workspace.store import Workspace
+
+        ws = Workspace(db)
+        assert History(ws).run(1).status == "running"  # what was left before: "running", nothing evolving it
+        deadline = time.monotonic() + 60
+        while True:  # the grace counts from the last sign of an actor: asked again until it has passed
+            q = subprocess.run([sys.executable, "-m", "flowcore", "queue", "--db", db], cwd=root, env=env,
+                               capture_output=True, text=True, timeout=120)
+            assert q.returncode == 0, q.stderr[-1500:]
+            if "· stopped ·" in q.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    resume = f"MERMAIDFLOW_RAY=local python -m flowcore submit --ray --resume 1 --db {db} --wait"
+    assert "run 1 · Ray actor mermaidflow-evolve-1 (local) · stopped" in q.stdout and resume in q.stdout, q.stdout
+    info = History(ws).run(1)
+    assert info.status == "stopped" and "Ray cluster went away" in info.reason and remote.resume_hint(
+        info.reason) == resume, info.reason
+    ws.close_all()

@@ -1,11 +1,10 @@
 """The fast driver (flowcore/mermaid/lalr.py) reads what jison's loop reads, compiled by Cython or run as plain
-Python, and a stale compiled build is never run."""
+Python, and a stale compiled build is never run. (The lexer's DFA against Python's re: test_lexdfa.py.)"""
 
 from __future__ import annotations
 
 import os
 import random
-import re
 
 import pytest
 from hypothesis import given, settings
@@ -52,47 +51,38 @@ def test_any_text_after_a_header_reads_the_same(pieces):
     assert _read(text, grammar.lalr) == want
 
 
-def test_the_lexer_keeps_only_rules_that_cannot_match_out():
-    """For every start condition and first character, the rules a bucket leaves out never match text starting
-    with that character (so the first rule that matches is jison's)."""
-    g = grammar.grammar()
-    t = PLAIN.tables(g)
-    rng = random.Random(3)
-    tails = ["", "a", "-->", " x", "]", "--", "\n", "direction TB", "@{", '"', "`", "b\\"]
-    for name, rules in g.condition_rules.items():
-        cond = t.condition(name)
-        buckets = cond._buckets()
-        for bucket in range(130):
-            kept = {cond.rules[i] for i in buckets[bucket]}
-            for k in set(rules) - kept:
-                pattern = re.compile(g.condition_res._rules[k], re.ASCII)
-                for _ in range(30):
-                    ch = chr(bucket) if bucket < 128 else rng.choice("\u00e9\u2028\u00a0\u4e00")
-                    if bucket == 129:
-                        continue
-                    assert pattern.match(ch + rng.choice(tails) + rng.choice(tails)) is None, (name, bucket, k)
-
-
-@pytest.mark.parametrize("warm", [False, True])
-def test_every_rule_at_once_and_by_first_character_read_the_same(warm):
-    """A start condition lexes its first tokens with one regex of all its rules, then by first character: force
-    each way for every condition and compare with the reference on the generated texts."""
+def test_the_skip_ahead_rules_are_left_out_only_where_they_cannot_match():
+    """A token starts with Mermaid's `[^\\n]*direction...` and `[^\\s"]+@` rules left out while their literal does not
+    come before the end of their skip (one long line stays linear): force every mask and compare with the reference."""
     t = PLAIN.tables(grammar.grammar())
-    for name in grammar.grammar().condition_rules:
-        t.condition(name)
-    saved = {name: c.uses for name, c in t.conditions.items()}
+    dfa = t.dfa
+    saved = dfa.start_tab
     rng = random.Random(5)
     try:
         for _ in range(150):
-            for c in t.conditions.values():
-                c.uses = PLAIN._WARM if warm else -10**9
+            # every slot answered as if both skip-ahead rules were always kept (mask 3), as the reference lexer does
+            dfa.start_tab = type(saved)("i", [-1]) * len(saved)
+            for cond in range(len(t.cond_names)):
+                for prev in (0, 1):
+                    full = t.start((cond * t.masks + t.masks - 1) * 2 + prev)
+                    for mask in range(t.masks):
+                        dfa.start_tab[(cond * t.masks + mask) * 2 + prev] = full
             text = text_from_random(rng, broken=rng.random() < 0.3)
             if parse_flowchart(text).kind is None:
-                continue  # not a flowchart: the driver never runs on it
+                continue
             assert _read(text, PLAIN) == _reference(text), text
     finally:
-        for name, c in t.conditions.items():
-            c.uses = saved[name]
+        dfa.start_tab = type(saved)("i", [-1]) * len(saved)
+
+
+def test_a_lexer_that_cannot_be_built_leaves_the_reference_driver(monkeypatch):
+    text = 'flowchart TD\n  A["x"] -->|y| B{z}\n  class A hot\n'
+    want = _reference(text)
+    t = grammar.lalr.tables(grammar.grammar())
+    monkeypatch.setattr(t, "dfa", None)
+    assert grammar.lalr.run(_Run(Prepared(text), FlowDB(), [], True, True)) is False
+    res = parse_flowchart(text)  # (fast=True) falls back to the reference driver, same answer
+    assert (graph_json(res.db), [e.message for e in res.errors]) == want
 
 
 def test_a_papers_workflow_reads_the_same_in_every_build():
@@ -113,7 +103,23 @@ def test_a_stale_build_is_not_run(tmp_path, monkeypatch):
 
 
 def test_the_compiled_build_runs_when_make_built_it():
-    if not compiled.is_current("lalr"):
-        pytest.skip("no current compiled build of lalr.py (make build): the plain build runs, tested above")
-    assert grammar.lalr.__file__.endswith(tuple(s for s in (".so", ".pyd"))), grammar.lalr.__file__
+    if not compiled.all_current():
+        pytest.skip("no current compiled build (make build): the plain build runs, tested above")
+    from flowcore.mermaid import reader
+
+    for module in (grammar.lalr, grammar.flowdb, reader.convert):
+        assert module.__file__.endswith((".so", ".pyd")), module.__file__
     assert os.path.basename(PLAIN.__file__) == "lalr.py"
+
+
+def test_the_modules_are_used_all_compiled_or_all_plain(tmp_path, monkeypatch):
+    """convert's compiled loop reads flowdb's compiled records: one stale module means none compiled is used."""
+    monkeypatch.setattr(compiled, "HERE", str(tmp_path))
+    monkeypatch.setattr(compiled, "_ALL_CURRENT", None)
+    for name in compiled.MODULES:
+        (tmp_path / f"{name}.py").write_text("X = 1\n")
+        (tmp_path / f"{name}.build").write_text(compiled.source_hash(name) + "\n")
+    assert compiled.all_current()
+    monkeypatch.setattr(compiled, "_ALL_CURRENT", None)
+    (tmp_path / "flowdb.py").write_text("X = 2\n")
+    assert not compiled.all_current()

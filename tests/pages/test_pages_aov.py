@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 
@@ -39,10 +40,12 @@ def page() -> AppTest:
 
 
 def started(examples: list[str], agents: str = "manual") -> AppTest:
-    """The page with the given examples as candidates, the rule's choice started in ``agents`` mode."""
+    """The page with the example set of ``examples[0]`` (e.g. gobang.json) as candidates, that graph started in
+    ``agents`` mode."""
     at = page()
-    at.multiselect(key="aov_examples").set_value(examples).run()
+    at.selectbox(key="aov_example_set").set_value(examples[0].removesuffix(".json")).run()
     ok(at.button(key="aov_use").click().run())
+    at.radio(key=f"aov_pick_{at.session_state['aov_gen']}").set_value(0).run()  # the set's first: the named file
     at.radio(key="aov_agents").set_value(agents).run()
     return ok(at.button(key="aov_start").click().run())
 
@@ -85,39 +88,52 @@ def failed_win() -> AppTest:
 
 # ---- candidates ---------------------------------------------------------------------------------
 
-def test_examples_become_candidates_with_metrics_and_the_rules_choice():
+def test_examples_come_as_candidate_sets_for_one_goal_with_metrics_and_the_rules_choice():
+    """Each bundled example is a set of K graphs for the same goal (it loaded three graphs for three different
+    goals and ranked them against each other)."""
     at = page()
-    assert at.multiselect(key="aov_examples").value == S.examples() == ["gobang.json", "report.json",
-                                                                        "website.json"]
+    assert S.example_sets() == {n: [f"{n}.json", *(f"{n}/{f}" for f in files)] for n, files in [
+        ("gobang", ["core_first.json", "step_by_step.json"]), ("report", ["one_writer.json", "section_per_writer.json"]),
+        ("website", ["page_by_page.json", "two_tracks.json"])]}
+    assert at.selectbox(key="aov_example_set").value == "gobang"  # the first set, ready to use
     at.text_area(key="aov_paste").input('{"goal": "x", "subtasks": {}}')
     ok(at.button(key="aov_use").click().run())
+    cands = at.session_state["aov_cands"]
+    assert len({c.candidate.graph.goal for c in cands if c.candidate.graph}) == 1  # one goal
+    assert not at.warning  # the pasted one is dropped, so no mixed goals
     md = texts(at.markdown)
-    assert "parallelism **2.00** (P_avg) · dependency spread **0.94** (C_dependency) · **3** steps" in md  # gobang
-    assert "parallelism **1.50** (P_avg) · dependency spread **0.47** (C_dependency) · **4** steps" in md  # report
-    assert "parallelism **1.75** (P_avg) · dependency spread **1.29** (C_dependency) · **4** steps" in md  # website
-    chosen = [m for m in md if "chosen by the rule" in m]
+    assert "parallelism **2.00** (P_avg) · dependency spread **0.94** (C_dependency) · **3** steps" in md  # gobang.json
+    assert "parallelism **1.67** (P_avg) · dependency spread **0.49** (C_dependency) · **3** steps" in md  # core first
+    assert "parallelism **1.00** (P_avg) · dependency spread **0.49** (C_dependency) · **5** steps" in md  # a chain
+    chosen = [m for m in md if "chosen by the rule" in m]  # the most parallel plan
     assert chosen == ["**Candidate 1** · `gobang.json` :green-badge[chosen by the rule]"]
     assert any("Dropped" in e and "pasted JSON" in e and "empty (no subtasks)" in e for e in texts(at.error))
     pick = at.radio(key="aov_pick_1")
-    assert pick.value == 0
-    assert pick.options == ["Candidate 1 (chosen by the rule)", "Candidate 2", "Candidate 3"]
+    assert pick.value == 0 and pick.options == ["Candidate 1 (chosen by the rule)", "Candidate 2", "Candidate 3"]
     drawn = diagrams(at)
     assert len(drawn) == 3 and all(d.startswith("flowchart LR") for d in drawn)
-    assert "n_design --> n_board" in drawn[0] and "n_sources --> n_numbers" in drawn[1]
-    pick.set_value(1).run()  # the user overrides the rule
+    assert "n_design --> n_board" in drawn[0]
+    at.text_area(key="aov_paste").input("")
+    at.selectbox(key="aov_example_set").set_value("report").run()
+    ok(at.button(key="aov_use").click().run())
+    assert [c.label for c in at.session_state["aov_cands"]] == ["report.json", "report/one_writer.json",
+                                                                "report/section_per_writer.json"]
+    pick = at.radio(key="aov_pick_2")
+    assert pick.value == 2  # the section-per-writer plan: most parallel
+    pick.set_value(0).run()  # the user overrides the rule
     ok(at.button(key="aov_start").click().run())
     assert at.session_state["aov_ex"].graph.goal.startswith("Write a four-page report")
     assert list(table(at, 0)["id"]) == ["outline", "sources", "numbers", "background", "analysis", "final"]
 
 
-def test_ties_on_p_avg_go_to_the_lower_c_dependency():
+def test_ties_on_p_avg_go_to_the_lower_c_dependency_and_mixed_goals_are_said():
     at = page()
-    at.multiselect(key="aov_examples").set_value(["gobang.json"]).run()
     at.text_area(key="aov_paste").input(TWO_FREE)
     ok(at.button(key="aov_use").click().run())
     chosen = [m for m in texts(at.markdown) if "chosen by the rule" in m]
-    assert chosen == ["**Candidate 2** · `pasted JSON` :green-badge[chosen by the rule]"]  # P_avg 2, C 0
-    assert at.radio(key="aov_pick_1").value == 1
+    assert chosen == ["**Candidate 4** · `pasted JSON` :green-badge[chosen by the rule]"]  # P_avg 2, C 0
+    assert at.radio(key="aov_pick_1").value == 3
+    assert any("plans for different goals" in w for w in texts(at.warning))
 
 
 def test_generate_is_disabled_and_explained_without_an_endpoint():
@@ -211,9 +227,9 @@ def test_a_failing_manual_output_shows_the_verdict_and_proposals_and_accepting_o
     verdicts = table(at, 2).set_index("subtask")
     assert not verdicts.loc["win", "passed"] and verdicts.loc["board", "passed"]
     assert verdicts.loc["win", "agent"] == "coder#2"
-    drawn = diagrams(at)  # the candidate, three proposals, then the live graph (win red)
-    assert len(drawn) == 5 and all("class n_win changed" in d for d in drawn[1:4])
-    assert "class n_win failed" in drawn[4] and "changed" not in drawn[4].split("classDef changed")[1]
+    drawn = diagrams(at)  # the three candidates, three proposals, then the live graph (win red)
+    assert len(drawn) == 7 and all("class n_win changed" in d for d in drawn[3:6])
+    assert "class n_win failed" in drawn[6] and "changed" not in drawn[6].split("classDef changed")[1]
     ok(at.button(key="aov_accept_0").click().run())
     assert any("accepted" in s for s in texts(at.success))
     state = table(at, 0).set_index("id")
@@ -226,29 +242,37 @@ def test_a_failing_manual_output_shows_the_verdict_and_proposals_and_accepting_o
     assert "accepted: edit win" in table(at, 1)["repairs"][1]
 
 
-def test_an_edited_proposal_is_validated_and_a_bad_one_refused_with_the_reason():
+def test_an_edited_proposal_is_a_form_validated_and_a_bad_one_refused_with_the_reason():
+    """A proposal is edited as a form (requirement, agent, what each subtask waits for), not as raw JSON with
+    num_parents_not_completed in it; completed work is shown, not editable."""
     at = failed_win()
     ex = at.session_state["aov_ex"]
     tag = f"{ex.id}_{len(ex.events)}"
     ok(at.toggle(key=f"aov_edit_{tag}_0").set_value(True).run())
-    box = at.text_area(key=f"aov_edit_text_{tag}_0")
-    doc = json.loads(box.value)
-    assert doc["subtasks"]["win"]["status"] == "pending"  # prefilled with the proposal's graph
-    bad_parent = json.loads(box.value)
-    bad_parent["subtasks"]["win"]["parents"] = ["design", "nope"]
-    for text, reason in [("{not json", "not valid JSON"),
-                         (json.dumps(bad_parent), "parent 'nope' does not exist"),
-                         (box.value.replace('"board done"', '"redone"'), "change completed subtask 'board'")]:
-        at.text_area(key=f"aov_edit_text_{tag}_0").input(text)
+    prefix = f"aov_form_{tag}_0"
+    key = lambda fld, sid: S.form_key(prefix, fld, sid)  # noqa: E731
+    assert not any("num_parents_not_completed" in t.value or t.value.lstrip().startswith("{") for t in at.text_area)
+    assert at.text_area(key=key("req", "win")).value.startswith("Implement win detection")  # the proposal's
+    assert at.selectbox(key=key("agent", "win")).value == "coder"
+    assert at.multiselect(key=key("parents", "win")).value == ["design"]
+    assert key("req", "board") not in at.session_state  # completed: no field
+    assert any("completed, kept as it is" in c.value and "`board`" in c.value for c in at.caption)
+    for fld, value, reason in [("req", "   ", "subtask 'win': its requirement is empty"),
+                               ("parents", ["design", "assemble"], "cycle")]:
+        widget = at.text_area(key=key(fld, "win")) if fld == "req" else at.multiselect(key=key(fld, "win"))
+        before = widget.value
+        widget.set_value(value)
         ok(at.button(key="aov_accept_edit_0").click().run())
-        assert any("The edited graph was refused" in e and reason in e for e in texts(at.error)), reason
+        assert any("The edited graph was refused" in e and reason in e for e in texts(at.error)), (reason, texts(at.error))
         assert at.session_state["aov_ex"].status == "paused"
-    doc["subtasks"]["win"]["subtask_requirement"] = "Check five in a row in all four directions."
-    at.text_area(key=f"aov_edit_text_{tag}_0").input(json.dumps(doc))
+        (at.text_area(key=key(fld, "win")) if fld == "req" else at.multiselect(key=key(fld, "win"))).set_value(before)
+    at.text_area(key=key("req", "win")).set_value("Check five in a row in all four directions.")
+    at.selectbox(key=key("agent", "win")).set_value("tester")
     ok(at.button(key="aov_accept_edit_0").click().run())
     assert any("edited and accepted" in s for s in texts(at.success))
     ex = at.session_state["aov_ex"]
     assert ex.status == "ready" and ex.graph.subtasks["win"].subtask_requirement.startswith("Check five")
+    assert ex.graph.subtasks["win"].agent == "tester" and ex.graph.subtasks["board"].data == "board done"
     assert "edited: edit win" in table(at, 1)["repairs"][1]
 
 
@@ -264,10 +288,12 @@ def test_a_saved_execution_reopens_in_a_new_session_and_continues():
     first = failed_win()
     eid = first.session_state["aov_ex"].id
     at = page()  # a new session on the same workspace
-    assert at.selectbox[0].label == "Reopen saved execution" and at.selectbox[0].value == eid
-    assert len(at.selectbox[0].options) == 1 and at.selectbox[0].options[0].startswith(f"{eid} · paused · ")
+    assert at.selectbox[-1].label == "Reopen saved execution" and at.selectbox[-1].value == eid
+    label = at.selectbox[-1].options[0]  # named by its goal and local start time, then its status
+    assert len(at.selectbox[-1].options) == 1 and label.startswith("Develop a Gobang (five in a row) game")
+    assert re.search(r" · started \d{1,2} [A-Z][a-z]{2} \d\d:\d\d · paused$", label) and eid not in label
     ok(at.button(key="aov_reopen").click().run())
-    assert any(f"Reopened execution {eid}" in i for i in texts(at.info))
+    assert any("Reopened the execution “Develop a Gobang" in i for i in texts(at.info))
     assert "Subtask `win` failed:" in texts(at.error)[0]
     ok(at.button(key="aov_accept_2").click().run())  # the third proposal: rerun win
     manual_step(at, {"win": "fixed"})
@@ -283,7 +309,7 @@ def test_reset_starts_the_same_graph_again_as_a_new_execution():
     ok(at.button(key="aov_reset").click().run())
     ex = at.session_state["aov_ex"]
     assert ex.id != old and ex.step_index == 0 and set(table(at, 0)["status"]) == {"pending"}
-    assert any(f"execution {old} stays saved" in i for i in texts(at.info))
+    assert any("the execution “Develop a Gobang" in i and "stays saved" in i and old not in i for i in texts(at.info))
 
 
 # ---- the actions on a plain dict (Run to end, Pause, the step limit) ------------------------------
@@ -409,7 +435,8 @@ def test_a_periodic_refinement_is_shown_as_a_proposal_and_accepted(monkeypatch):
         assert any("Periodic refinement:" in i for i in texts(at.info))
         proposals = [m for m in texts(at.markdown) if m.startswith("**Proposal")]
         assert len(proposals) == 1 and "re-plan: 1 added, 0 removed" in proposals[0]  # 3 alike: 1 kept
-        assert any("Not offered" in c and "repeats another" in c for c in texts(at.caption))
+        [offered] = [c for c in texts(at.caption) if "Not offered" in c]
+        assert offered.count("repeats another") == 1 and "(×2)" in offered  # the 2 alike said once, counted
         assert "+ subtask docs (architect): write the README" in at.code[0].value
         assert at.button(key="aov_run").disabled and at.button(key="aov_step").disabled
         done = {s for s, st in ex.graph.subtasks.items() if st.status == "completed"}

@@ -95,17 +95,17 @@ def test_home_lists_examples_and_opens_one_in_the_editor(db):
     at.button(key="home_open").click().run()
     assert texts(at.title) == ["Editor"]
     assert at.session_state["mf_name"] == "humaneval_case_study" and at.session_state["mf_task"] == "code"
-    assert "D1{" in component(at, "streamlit_ace")["defaultValue"]
+    assert "D1{" in component(at, "ace_editor")["defaultValue"]
 
 
 @pytest.mark.parametrize("name,task", [(n, t) for n, t, _ in examples()])
 def test_every_example_loads_without_diagnostics(editor, name, task):
     load_example(editor, name)
     assert editor.radio[0].value == task
-    assert component(editor, "streamlit_ace")["annotations"] == []
+    assert component(editor, "ace_editor")["annotations"] == []
     assert any(s.startswith(f"Valid for {task} tasks: no problems found") for s in texts(editor.success))
     assert not editor.error
-    ace = component(editor, "streamlit_ace")["defaultValue"]
+    ace = component(editor, "ace_editor")["defaultValue"]
     assert ace == next(t for n, _, t in examples() if n == name)
     assert "classDef" in component(editor, "mermaid_drawing")["code"]  # the coloured rendering
 
@@ -115,11 +115,11 @@ def test_a_broken_line_is_listed_and_marked_at_its_row_then_fixed(editor):
     assert texts(editor.error) == ["1 error(s), 0 warning(s)"]
     listed = [m for m in texts(editor.markdown) if "M001" in m]
     assert len(listed) == 1 and "line 4" in listed[0] and listed[0].count("line 4") == 1, listed  # said once
-    ann = component(editor, "streamlit_ace")["annotations"]
+    ann = component(editor, "ace_editor")["annotations"]
     assert [(a["row"], a["type"]) for a in ann] == [(3, "error")] and ann[0]["text"].startswith("M001")
     assert any("last readable version" in c for c in texts(editor.caption))
     type_text(editor, FIXED)
-    assert component(editor, "streamlit_ace")["annotations"] == []
+    assert component(editor, "ace_editor")["annotations"] == []
     assert not editor.error
     assert 'RETURN(["Return"])' in component(editor, "mermaid_drawing")["code"]
     assert editor.session_state["mf_text"] == FIXED  # shared with the other pages
@@ -130,7 +130,7 @@ def test_switching_the_task_flags_operators_the_task_does_not_allow(editor):
     assert not editor.error
     editor.radio[0].set_value("code").run()
     assert editor.session_state["mf_task"] == "code"
-    ann = component(editor, "streamlit_ace")["annotations"]
+    ann = component(editor, "ace_editor")["annotations"]
     rows = {a["row"] for a in ann if a["text"].startswith("M011")}
     text = editor.session_state["mf_text"].splitlines()
     assert rows and all(text[r].lstrip().startswith("P") for r in rows)  # the Programmer nodes
@@ -152,7 +152,7 @@ def test_save_versions_then_open_an_older_one(editor, db):
     editor.selectbox(key="ed_open_version").set_value(1).run()
     editor.button(key="ed_open").click().run()
     assert editor.session_state["mf_text"] == first
-    assert component(editor, "streamlit_ace")["defaultValue"] == first  # a fresh editor shows it
+    assert component(editor, "ace_editor")["defaultValue"] == first  # a fresh editor shows it
 
 
 def test_a_bad_name_is_refused_plainly(editor):
@@ -169,12 +169,12 @@ def test_editing_a_prompt_and_adding_a_missing_one(editor):
     solver.set_value("Think, then answer in \\boxed{}.").run()
     assert parse(editor.session_state["mf_text"]).prompts["solver"] == "Think, then answer in \\boxed{}."
     type_text(editor, FIXED.replace('C1["Custom"]', 'C1["Custom<br/>(role: critic)"]'))
-    assert any("M013" in a["text"] for a in component(editor, "streamlit_ace")["annotations"])
+    assert any("M013" in a["text"] for a in component(editor, "ace_editor")["annotations"])
     [critic] = [a for a in editor.text_area if a.key.startswith("ed_prompt_critic_")]
     assert critic.value == ""
     critic.set_value("Be strict.").run()
     assert parse(editor.session_state["mf_text"]).prompts == {"critic": "Be strict."}
-    assert component(editor, "streamlit_ace")["annotations"] == []
+    assert component(editor, "ace_editor")["annotations"] == []
 
 
 def test_a_prompt_changed_in_the_text_shows_in_its_form_and_is_not_undone(editor):
@@ -209,7 +209,7 @@ def test_canvas_connections_and_deletions_update_the_text(editor):
     w = parse(editor.session_state["mf_text"])
     assert "RETURN" not in w.nodes
     assert [(e.src, e.dst, e.label) for e in w.edges] == [("PROBLEM", "C1", "input"), ("PROBLEM", "C1", None)]
-    assert any("M004" in a["text"] for a in component(editor, "streamlit_ace")["annotations"])
+    assert any("M004" in a["text"] for a in component(editor, "ace_editor")["annotations"])
     assert editor.session_state["ed_flow"]["key"] != key  # the canvas is rebuilt from the new text
 
 
@@ -238,7 +238,7 @@ def test_a_big_workflow_keeps_text_and_checker_live_without_the_heavy_widgets(db
     at.switch_page("pages/editor.py").run()
     assert not at.exception
     names = [c.proto.component_name for c in at.get("component_instance")]
-    assert not any(n.endswith(("streamlit_ace", "mermaid_drawing", "streamlit_flow")) for n in names), names
+    assert not any(n.endswith(("ace_editor", "mermaid_drawing", "streamlit_flow")) for n in names), names
     assert any("too big to draw as you type" in i.value for i in at.info)
     assert at.selectbox(key="ed_section").options == ["lines 1–804"]
     box = at.text_area[0]

@@ -188,6 +188,7 @@ def test_export_shows_code_and_downloads():
                                "JSON (.json)"]
     assert not any(p.disabled for p in downloads.values())
     assert downloads["Python (.py)"].url.endswith(".py") and downloads["JSON (.json)"].url.endswith(".json")
+    assert any("3 nodes, 2 edges, 1 prompt" in m and "1 prompts" not in m for m in (x.value for x in at.markdown))
     # a bundled example instead of the current workflow
     at.selectbox(key="ex_pick").set_value(("example", "code_seed")).run()
     assert not at.exception

@@ -86,3 +86,19 @@ def test_the_traces_page_filters_by_workflow_and_version(db):
     assert at.dataframe[0].value["workflow"].tolist() == ["a@v2", "a@v1"]
     at.selectbox(key="tr_version").set_value(1).run()
     assert at.dataframe[0].value["workflow"].tolist() == ["a@v1"]
+
+
+def test_a_traces_error_is_shown_as_text_not_as_a_link(db):
+    """A run's error can quote what an endpoint, a model or a program said. Before, the Traces page showed it as
+    markdown (a failed request whose error read ``[Sign in again](https://evil.example/login)`` became a link in
+    the operator's red error panel), and the timeline drew a node's error as plotly HTML (``<a href>`` a link)."""
+    lure = "[Sign in again](https://evil.example/login) **now** <a href='https://evil.example'>x</a>"
+    ws = Workspace(db)
+    traces.save_trace(ws, traces.Trace("f" * 32, 100.0, "api", "solver", 1, "mallory", "error", error=lure,
+                                       spans=[traces.Span("answer", "CustomOp", error=lure)]))
+    at = page("traces")
+    [shown] = [e.value for e in at.error]
+    assert "](" not in shown.replace("\\](", "") and "**" not in shown.replace("\\*\\*", "")
+    assert "Sign in again" in shown and "evil" in shown  # all of it is there, as text
+    chart = at.get("plotly_chart")[0].proto.spec
+    assert "<a " not in chart and "&lt;a href" in chart  # plotly draws the entity as the '<' typed

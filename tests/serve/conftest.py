@@ -43,7 +43,7 @@ def served_db(tmp_path_factory):
     ws = Workspace(db)
     published.publish(ws, "solver", MATH_SEED, "math", created_by="alice@example.com", note="first")
     published.publish(ws, "solver", MATH_SEED.replace("step by step", "carefully, step by step"), "math",
-                      created_by="bob@example.com")
+                      created_by="alice@example.com")
     ws.close_all()
     return db
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from flowcore.ui.access import is_admin, is_member, login_required, member_address, parse_address
+from flowcore.serve.guard import proxied
+from flowcore.ui.access import (
+    is_admin,
+    is_member,
+    login_required,
+    member_address,
+    parse_address,
+    served_names_beyond_loopback,
+)
 
 
 @pytest.mark.parametrize("address, env, required", [
@@ -17,6 +25,40 @@ from flowcore.ui.access import is_admin, is_member, login_required, member_addre
 ])
 def test_login_is_required_beyond_loopback(address, env, required):
     assert login_required(address, env) is required
+
+
+@pytest.mark.parametrize("hosts, beyond", [
+    ("studio.example.org", ["studio.example.org"]), ("*.example.org", ["*.example.org"]),
+    ("localhost, studio.example.org:443", ["studio.example.org:443"]),
+    ("10.0.0.5", ["10.0.0.5"]),  # another machine's address: it is served to whoever reaches that
+    ("localhost", []), ("127.0.0.1:8501, [::1]", []), ("", []), (" , ", []),
+])
+def test_a_loopback_app_that_answers_to_a_public_name_requires_a_login(hosts, beyond):
+    """A reverse proxy in front of 127.0.0.1 serves the app under its own name, which MERMAIDFLOW_HOSTS must list
+    (or the Host check refuses it): a name beyond this machine makes the app a team's, for every session."""
+    assert served_names_beyond_loopback({"MERMAIDFLOW_HOSTS": hosts}) == beyond
+    assert login_required("127.0.0.1", {"MERMAIDFLOW_HOSTS": hosts}) is bool(beyond)
+
+
+@pytest.mark.parametrize("headers, required", [
+    ({"X-Forwarded-For": "203.0.113.7"}, True), ({"x-real-ip": "203.0.113.7"}, True),
+    ({"Forwarded": "for=203.0.113.7;proto=https"}, True), ({"X-Forwarded-Proto": "https"}, True),
+    ({"X-FORWARDED-HOST": "studio.example.org"}, True),
+    ({"Host": "127.0.0.1:8501", "Origin": "http://127.0.0.1:8501"}, False), ({}, False), (None, False),
+    ({"X-Forwarded": "x", "Via": "1.1 cache"}, False),  # not a header we read (Via: a cache, not a proxy's client)
+])
+def test_a_session_whose_request_came_through_a_proxy_requires_a_login(headers, required):
+    assert login_required("127.0.0.1", {}, headers) is required
+    assert proxied(list((headers or {}).items())) is required  # ASGI's (name, value) pairs read the same
+
+
+def test_a_forwarding_header_never_lifts_a_login():
+    """A local visitor who forges a header can only lock his own session; nothing he sends makes a team
+    deployment login-free (no header can, and there is none that means 'local')."""
+    for headers in ({"X-Forwarded-For": "127.0.0.1"}, {"X-Real-IP": "::1"}, {"Forwarded": "for=127.0.0.1"}, {}):
+        assert login_required("0.0.0.0", {}, headers)
+        assert login_required("127.0.0.1", {"MERMAIDFLOW_LOGIN": "1"}, headers)
+        assert login_required("127.0.0.1", {"MERMAIDFLOW_HOSTS": "studio.example.org"}, headers)
 
 
 def test_members_by_address_or_domain():

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from flowcore.serve.slow import HEAD_ENV
 from flowcore.ui.webguard import CSP, HOSTS_ENV, Hosts, WebGuard, split_host
 
 REPO = Path(__file__).resolve().parents[2]
+HEAD_SECONDS = 1.5  # how long the served app gives a request head (MERMAIDFLOW_HEAD_SECONDS) in these tests
 
 
 @pytest.mark.parametrize("value, parsed", [
@@ -95,7 +97,8 @@ def _free_port() -> int:
 def served(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("guarded")
     port = _free_port()
-    env = {**os.environ, "MERMAIDFLOW_DB": str(tmp / "ws.db"), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "MERMAIDFLOW_DB": str(tmp / "ws.db"), "PYTHONUNBUFFERED": "1",
+           HEAD_ENV: str(HEAD_SECONDS)}
     env.pop(HOSTS_ENV, None)
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
            "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
@@ -151,3 +154,45 @@ def test_a_foreign_host_is_refused_over_http_and_websocket_while_loopback_names_
     # a foreign page opening the stream to the right host (cross-site websocket): its Origin is refused
     assert " 403 " in _handshake(port, f"127.0.0.1:{port}", f"http://rebind.evil.example:{port}")
     assert _http(port, f"evil.example:{port}", "/_stcore/health")[0] == 403  # every route, not only the page
+
+
+def _state(conn: socket.socket) -> str:
+    """'closed' when the server ended the connection, else 'open' (whatever it sent meanwhile is read)."""
+    conn.settimeout(0.05)
+    try:
+        while data := conn.recv(65536):
+            pass
+        return "closed" if data == b"" else "open"
+    except TimeoutError:
+        return "open"
+    except ConnectionError:
+        return "closed"
+
+
+@pytest.mark.slow
+def test_half_sent_request_heads_are_closed_while_the_apps_websocket_stays(served):
+    """Slowloris against the app: before, uvicorn kept a connection that sent half a request head open for good
+    (20 of 20 after 6 s), and a stranger needs no login to send one. Now the head must be complete in
+    MERMAIDFLOW_HEAD_SECONDS; a websocket (the app's session) is a request being answered and is never cut."""
+    port = served
+    ws = socket.create_connection(("127.0.0.1", port), timeout=5)
+    key = base64.b64encode(os.urandom(16)).decode()
+    ws.sendall((f"GET /_stcore/stream HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+                f"Sec-WebSocket-Protocol: streamlit\r\nOrigin: http://127.0.0.1:{port}\r\n\r\n").encode())
+    assert b" 101 " in ws.recv(4096).split(b"\r\n", 1)[0]
+    half = []
+    for _ in range(20):
+        c = socket.create_connection(("127.0.0.1", port), timeout=5)
+        c.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ".encode())
+        half.append(c)
+    try:
+        deadline = time.monotonic() + HEAD_SECONDS + 10
+        while time.monotonic() < deadline and any(_state(c) == "open" for c in half):
+            time.sleep(0.1)
+        assert [_state(c) for c in half] == ["closed"] * 20
+        assert _state(ws) == "open"  # past the bound, the session's websocket is still there
+        assert _http(port, f"127.0.0.1:{port}", "/_stcore/health")[0] == 200
+    finally:
+        for c in [ws, *half]:
+            c.close()

@@ -76,7 +76,7 @@ def test_deeply_nested_aov_json_is_one_line_naming_the_file(text, tmp_path, caps
 @pytest.mark.usefixtures("app_env")
 def test_the_aov_page_shows_the_error_and_keeps_its_uploader():
     at = AppTest.from_file("../../pages/aov.py", default_timeout=60).run()
-    at.multiselect(key="aov_examples").set_value([]).run()
+    at.selectbox(key="aov_example_set").set_value(None).run()
     at.text_area(key="aov_paste").set_value(DEEP).run()
     at.button(key="aov_use").click().run()
     assert not at.exception

@@ -13,7 +13,7 @@ TEXT = "flowchart TD\n    PROBLEM([Problem])\n    C1[Custom]\n    RETURN([Return
 
 def test_each_publish_adds_an_immutable_version_and_name_means_the_latest(any_ws):
     v1 = published.publish(any_ws, "solver", TEXT, "math", created_by="alice@example.com", note="first")
-    v2 = published.publish(any_ws, "solver", TEXT + "%% two\n", "math", created_by="bob", run_id=3, round=7,
+    v2 = published.publish(any_ws, "solver", TEXT + "%% two\n", "math", created_by="alice@example.com", run_id=3, round=7,
                            validation_score=0.5, test_score=0.4)
     assert (v1.model_id, v2.model_id) == ("solver@v1", "solver@v2")
     assert published.resolve(any_ws, "solver") == v2

@@ -1,0 +1,28 @@
+# Types for Cython's compile of flowdb.py (setup.py): the same source runs as plain Python without it.
+
+cdef class Vertex:
+    cdef public object id, text, label_type, type, props
+    cdef public list styles, classes
+    cdef public dict data
+    cdef public Py_ssize_t pos
+    cdef public bint labeled
+
+cdef class FlowEdge:
+    cdef public object start, end, type, stroke, length, text, label_type, id, style, interpolate
+    cdef public bint user_id
+    cdef public list classes
+    cdef public dict data
+    cdef public Py_ssize_t pos
+
+cdef class SubGraph:
+    cdef public object id, title, dir, label_type
+    cdef public list nodes, classes
+    cdef public Py_ssize_t pos
+
+cdef class FlowDB:
+    cdef public dict vertices, classes, sub_lookup, tooltips, _edge_ids, _pair_count
+    cdef public list edges, subgraphs, clicks, relabels, kept_statements
+    cdef public object direction, default_style, default_interpolate, acc_title, acc_descr
+    cdef public bint first_graph_flag
+    cdef public Py_ssize_t sub_count, cur_pos
+    cdef public set _claimed

@@ -1,0 +1,109 @@
+"""Slow clients. uvicorn gives a connection all the time it wants to send its request's head and its body: a
+connection that sent half a request line was still open minutes later. A stranger needs no key for that (the
+key is in the head, which never ends), so a few thousand such connections hold the server's sockets and file
+descriptors away from everyone (slowloris). Two bounds, for ``flowcore serve`` and the app alike:
+
+- :func:`install` changes the HTTP protocol uvicorn runs (its h11 one): a connection whose request head is not
+  complete ``head_seconds`` after it opened, or after its previous response ended, is closed; so is one still
+  sending a body ``head_seconds`` after it was answered (a refusal does not read the body). A request being
+  answered (a workflow may take minutes) is never cut: only a head that has not arrived is.
+- :func:`body_deadline`, an ASGI ``receive`` wrapper: while a request's body is incomplete, each part of it must
+  come within ``body_seconds`` of the one before, else the request counts as abandoned (``http.disconnect``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+HEAD_ENV, BODY_ENV = "MERMAIDFLOW_HEAD_SECONDS", "MERMAIDFLOW_BODY_SECONDS"
+DEFAULT_HEAD, DEFAULT_BODY = 10.0, 30.0
+
+
+def seconds(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name) or default)
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+_made, _done, _lost = H11Protocol.connection_made, H11Protocol.on_response_complete, H11Protocol.connection_lost
+_head = {"seconds": DEFAULT_HEAD}
+
+
+def _arm(proto: Any) -> None:
+    timer = getattr(proto, "_mf_head_timer", None)
+    if timer is not None:
+        timer.cancel()
+    proto._mf_head_timer = proto.loop.call_later(_head["seconds"], _late, proto)
+
+
+def _late(proto: Any) -> None:
+    proto._mf_head_timer = None
+    # Theirs IDLE: no complete request head since the connection opened or the last response ended; ours
+    # DONE: answered (a refusal, say), and they are still sending what we did not read. Anything else is a
+    # request in progress (its body, its answer) or a connection handed over to a websocket.
+    late = proto.conn.their_state is h11.IDLE or proto.conn.our_state is h11.DONE
+    if late and not proto.transport.is_closing():
+        proto.transport.close()
+
+
+def _connection_made(self: Any, transport: Any) -> None:
+    _made(self, transport)
+    _arm(self)
+
+
+def _on_response_complete(self: Any) -> None:
+    _done(self)
+    if not self.transport.is_closing():
+        _arm(self)
+
+
+def _connection_lost(self: Any, exc: Exception | None) -> None:
+    timer = getattr(self, "_mf_head_timer", None)
+    if timer is not None:
+        timer.cancel()
+        self._mf_head_timer = None
+    _lost(self, exc)
+
+
+def install(head_seconds: float | None = None) -> None:
+    """From now on every connection of uvicorn's h11 protocol in this process closes when its request head is
+    late (see the module docstring): ``flowcore serve`` runs it, and so does ``streamlit run app.py``, which makes
+    its uvicorn server itself (the protocol's class is changed in place, so the server it has made already uses
+    it). ``head_seconds``: default $MERMAIDFLOW_HEAD_SECONDS, else 10 s."""
+    _head["seconds"] = head_seconds or seconds(HEAD_ENV, DEFAULT_HEAD)
+    H11Protocol.connection_made = _connection_made  # type: ignore[method-assign]
+    H11Protocol.on_response_complete = _on_response_complete  # type: ignore[method-assign]
+    H11Protocol.connection_lost = _connection_lost  # type: ignore[method-assign]
+
+
+Receive = Callable[[], Awaitable[dict]]
+
+
+def body_deadline(receive: Receive, body_seconds: float | None = None) -> Receive:
+    """``receive`` for one request, giving up on a body part that is ``body_seconds`` late (default:
+    $MERMAIDFLOW_BODY_SECONDS, else 30 s). Once the body is complete it is ``receive`` unchanged (a handler
+    waiting for the client to leave waits as long as the answer takes)."""
+    limit = body_seconds or seconds(BODY_ENV, DEFAULT_BODY)
+    state = {"body_done": False}
+
+    async def bounded() -> dict:
+        if state["body_done"]:
+            return await receive()
+        try:
+            message = await asyncio.wait_for(receive(), limit)
+        except TimeoutError:
+            state["body_done"] = True
+            return {"type": "http.disconnect"}
+        if message.get("type") != "http.request" or not message.get("more_body", False):
+            state["body_done"] = True
+        return message
+
+    return bounded

@@ -1,0 +1,91 @@
+"""The components' browser files are copied to a folder of this user's under the temporary directory: it works
+from a fresh clone and a read-only site-packages, and a folder someone else planted at the name is never
+served (pages/component_dir.py, pages/ace.py, pages/drawing.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from pages import ace, component_dir
+
+
+@pytest.fixture
+def tmp_root(tmp_path, monkeypatch):
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+def _fill(text: str):
+    def fill(folder: Path) -> None:
+        (folder / "sub").mkdir()
+        (folder / "sub" / "a.js").write_text(text)
+        (folder / "index.html").write_text("<html>")
+    return fill
+
+
+def test_built_once_then_reused_with_plain_modes(tmp_root):
+    first = component_dir.built("c-", "d1", _fill("one"), "index.html")
+    assert first == tmp_root / "c-d1" and (first / "sub" / "a.js").read_text() == "one"
+    assert first.stat().st_mode & 0o777 == 0o755 and (first / "sub" / "a.js").stat().st_mode & 0o777 == 0o644
+    again = component_dir.built("c-", "d1", _fill("two"), "index.html")
+    assert again == first and (again / "sub" / "a.js").read_text() == "one"  # not rebuilt
+    assert sorted(p.name for p in tmp_root.iterdir()) == ["c-d1"]  # no stray copies
+
+
+@pytest.mark.parametrize("plant", ["writable", "link", "half made"])
+def test_a_folder_planted_at_the_name_is_not_served(tmp_root, tmp_path, plant):
+    target = tmp_root / "c-d1"
+    if plant == "link":
+        evil = tmp_path / "evil"
+        evil.mkdir()
+        (evil / "index.html").write_text("<script>evil</script>")
+        target.symlink_to(evil)
+    else:
+        target.mkdir()
+        if plant == "writable":
+            (target / "index.html").write_text("<script>evil</script>")
+            target.chmod(0o777)
+    got = component_dir.built("c-", "d1", _fill("ours"), "index.html")
+    assert got != target and got.parent == tmp_root and (got / "sub" / "a.js").read_text() == "ours"
+    assert got.stat().st_uid == os.getuid() and (got / "index.html").read_text() == "<html>"
+
+
+def test_a_failed_fill_leaves_nothing(tmp_root):
+    def fill(folder: Path) -> None:
+        (folder / "x").write_text("partial")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        component_dir.built("c-", "d1", fill, "index.html")
+    assert list(tmp_root.iterdir()) == []
+
+
+def test_the_ace_build_from_a_read_only_copy_has_word_completion_off(tmp_root, tmp_path, monkeypatch):
+    source = tmp_path / "build"
+    shutil.copytree(ace.BUILD, source)
+    for root, _dirs, files in os.walk(source):  # as a read-only site-packages installs it
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o444)
+        os.chmod(root, 0o555)
+    monkeypatch.setattr(ace, "BUILD", source)
+    ace.build_dir.cache_clear()
+    try:
+        folder = ace.build_dir()
+    finally:
+        ace.build_dir.cache_clear()
+        for root, _, _ in os.walk(source):
+            os.chmod(root, 0o755)
+    assert folder.parent == tmp_root
+    main = ace._main_chunk(source, folder).read_text()
+    assert ace.OFF in main and ace.ON not in main
+    assert ace._main_chunk(source).read_text().count(ace.ON) == 1  # the installed build is untouched
+    html = (folder / "index.html").read_text()
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # every script and sheet is the folder's own
