@@ -350,8 +350,9 @@ def grade_text(metric: Metric, prediction: str, reference: str) -> Grade:
             hit = pattern.search(answer, timeout=REGEX_TIMEOUT) is not None
         except DataError as exc:
             return Grade(None, answer, str(exc))
-        except TimeoutError:
-            return Grade(None, answer, f"the pattern took longer than {REGEX_TIMEOUT:g} s on this answer")
+        except TimeoutError:  # not shown to match: wrong. Errored would let an answer built to make the task's
+            # pattern backtrack ('a' * 40 + '!' against ^(a|aa)+x$) leave its row out of the score.
+            return Grade(0.0, answer, f"the pattern took longer than {REGEX_TIMEOUT:g} s on this answer (not a match)")
         return Grade(float(hit), answer)
     if name == "number":
         got, ref = _number(answer), _number(reference)

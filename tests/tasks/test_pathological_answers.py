@@ -200,3 +200,15 @@ def test_json_nested_too_deep_is_a_wrong_answer_not_an_errored_row(answer):
 
     g = grade_text(make_metric("json", {}, where="t"), answer, '{"answer": 2}')
     assert g.score == 0.0 and not g.errored
+
+
+def test_an_answer_that_makes_the_pattern_backtrack_is_wrong_not_errored():
+    """A wrong answer built against a backtracking-prone pattern used to time out into an errored row."""
+    from flowcore.tasks.metrics import REGEX_TIMEOUT, grade_text, make_metric
+
+    metric = make_metric("regex", {"pattern": "^(a|aa)+{reference}$"}, where="t")
+    assert grade_text(metric, "aaaQ", "Q").score == 1.0
+    start = time.process_time()
+    g = grade_text(metric, "a" * 40 + "!", "Q")
+    assert g.score == 0.0 and not g.errored and "took longer" in g.detail
+    assert time.process_time() - start < REGEX_TIMEOUT + 1.0
