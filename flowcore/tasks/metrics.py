@@ -8,7 +8,8 @@ run here. Two run elsewhere, because what they run is not ours:
 - ``judge``: an LLM grades the answer against the reference and a rubric; each grade keeps its reason and the
   name of the model that gave it, and every score it makes is labelled "graded by a model".
 A metric that raises, times out or returns anything but a number in [0, 1] leaves that row *errored* (no
-verdict, left out of the score), never wrong.
+verdict, left out of the score), never wrong. Not so a regex pattern that times out on an answer, nor JSON nested
+too deep: the answer caused those, and it is wrong (tests/tasks/test_pathological_answers.py).
 """
 from __future__ import annotations
 
