@@ -33,10 +33,6 @@ PCT = st.column_config.NumberColumn(format="percent")
 NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."
 
 
-def _pct(x: float | None) -> str:
-    return "not measured" if x is None else f"{100 * x:.1f}%"
-
-
 def diagram(text: str, key: str, height: str) -> None:
     widgets.diagram(text, key, height=int(height.removesuffix("px")))  # labels that load nothing remote
 
@@ -116,7 +112,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     run_id, rnd = info.id, row["round"]
     st.subheader(f"Round #{rnd} · {row['operator'] or '—'} · {row['status']}")
     c = st.columns(4)
-    c[0].metric("Score", "—" if row["score"] is None else _pct(row["score"]),
+    c[0].metric("Score", "—" if row["score"] is None else hv.score_text(row["score"]),
                 help="Validation score measured when the round was evaluated (— : not measured)")
     c[1].metric("95% interval", "—" if row["ci_low"] is None else
                 f"{100 * row['ci_low']:.0f}–{100 * row['ci_high']:.0f}%")
@@ -164,12 +160,12 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     left, right = st.columns(2)
     with left:
         if parent is not None and parent["workflow_text"]:
-            st.markdown(f"**Parent #{parent['round']}** · {_pct(parent['score'])}")
+            st.markdown(f"**Parent #{parent['round']}** · {hv.score_text(parent['score'])}")
             diagram(parent["workflow_text"], "hist_parent_mermaid", height)
         else:
             st.markdown("**No parent**: this is the seed workflow." if rnd == 0 else "**Parent not stored.**")
     with right:
-        st.markdown(f"**Round #{rnd}** · {_pct(row['score'])}")
+        st.markdown(f"**Round #{rnd}** · {hv.score_text(row['score'])}")
         if has_text:
             diagram(row["workflow_text"], "hist_child_mermaid", height)
         else:

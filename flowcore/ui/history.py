@@ -416,3 +416,8 @@ def for_people(table: pd.DataFrame) -> pd.DataFrame:
         if col in out:
             out[col] = ["" if v is None or (not isinstance(v, str) and pd.isna(v)) else v for v in out[col]]
     return out.rename(columns={"judge_total": "judge total", "n": "problems"})
+
+
+def score_text(x: float | None) -> str:
+    """A round's score as the History page says it: '87.5%', or 'not measured'."""
+    return "not measured" if x is None else f"{100 * x:.1f}%"
