@@ -26,7 +26,7 @@ ROUNDS = 3
 
 
 def _number(page, label: str, value: str) -> None:
-    box = page.get_by_role("spinbutton", name=label)
+    box = page.get_by_role("spinbutton", name=label, exact=True)
     if box.is_enabled():
         box.fill(value)
         box.press("Enter")

@@ -55,7 +55,7 @@ def _switch(page, title: str) -> None:
 
 
 def _number(page, label: str, value: str) -> None:
-    box = page.get_by_role("spinbutton", name=label)
+    box = page.get_by_role("spinbutton", name=label, exact=True)
     box.fill(value)
     box.press("Enter")
     wait_for_app(page)

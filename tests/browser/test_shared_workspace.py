@@ -61,7 +61,7 @@ def test_run_launched_in_one_app_appears_live_in_the_other(browser, pg_server, t
             p.set_default_timeout(30_000)
         goto_page(a, type("App", (), {"url": apps[0][0]}), "/evolve")
         for label, value in (("Rounds", "200"), ("Candidates per round (K)", "16")):  # a run that lasts a while
-            box = a.get_by_role("spinbutton", name=label)
+            box = a.get_by_role("spinbutton", name=label, exact=True)
             box.fill(value)
             box.press("Enter")
             wait_for_app(a)

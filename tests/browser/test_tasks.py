@@ -32,7 +32,7 @@ def _fill(page, box, value: str) -> None:
 
 
 def _number(page, label: str, value: str) -> None:
-    box = page.get_by_role("spinbutton", name=label)
+    box = page.get_by_role("spinbutton", name=label, exact=True)
     box.fill(value)
     box.press("Enter")
     wait_for_app(page)
