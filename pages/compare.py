@@ -119,7 +119,7 @@ def show(stored) -> None:
                     "would be if they were equally good.")
     for note in cv.evolved_notes(c, common.workspace()):  # an evolved round: its validation beside this score
         st.caption(note)
-    st.dataframe(cv.table_frame(c, common.workspace()), hide_index=True, width="stretch", key=f"cmp_table_{stored.id}",
+    st.dataframe(cv.table_frame(c, common.workspace()), hide_index=True, placeholder="—", width="stretch", key=f"cmp_table_{stored.id}",
                  column_config={"score %": PCT, "validation %": PCT,
                                 "cost/problem $": st.column_config.NumberColumn(format="$%.6f"),
                                 "tokens": st.column_config.NumberColumn(format="localized"),
@@ -132,7 +132,7 @@ def show(stored) -> None:
         n_dis = int((~agree["agree"]).sum())
         st.markdown(f"**Per-problem agreement**: the workflows disagree on {n_dis} of {len(agree)} problems "
                     "(listed first; 1 = solved, with repeats the solve rate).")
-        st.dataframe(agree, hide_index=True, width="stretch", key=f"cmp_agree_{stored.id}")
+        st.dataframe(agree, hide_index=True, placeholder="—", width="stretch", key=f"cmp_agree_{stored.id}")
     st.download_button("Download the comparison (.json)", json.dumps(c.to_json(), indent=1).encode(),
                        f"comparison_{stored.id}.json", mime="application/json", on_click="ignore",
                        icon=":material/download:", key=f"cmp_dl_{stored.id}")

@@ -94,7 +94,7 @@ def buffer_table(view: hv.RunView, offline: bool) -> None:
     page = st.number_input(f"Page (of {pages}; {hv.PAGE_ROWS} rounds a page, the last has the latest)", 1, pages,
                            pages, key=f"hist_page_{pages}") if pages > 1 else 1
     table = view.table(rounds, page, offline)
-    st.dataframe(hv.for_people(table), hide_index=True, width="stretch", key="hist_table",
+    st.dataframe(hv.for_people(table), hide_index=True, placeholder="—", width="stretch", key="hist_table",
                  column_config={"pinned": st.column_config.CheckboxColumn()})
     st.caption(hv.table_caption(table, view.total))
 
@@ -153,7 +153,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     if done:
         st.dataframe([{"evaluation": f"#{e.id}", "status": e.status, "score": e.score, "n": f"{e.n}/{e.total}",
                        "cost": e.cost, "answers": rs.cache_use(common.workspace(), e.id).text()} for e in done],
-                     hide_index=True, key="hist_reevals",
+                     hide_index=True, placeholder="—", key="hist_reevals",
                      column_config={"score": PCT, "cost": st.column_config.NumberColumn(format="$%.5f")})
 
     height = f'{view.texts_height(row["workflow_text"] or "", parent["workflow_text"] if parent else "")}px'
@@ -187,7 +187,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
         c[1].dataframe(cands, hide_index=True, key="hist_cands")
     if row.get("per_problem"):
         with st.expander(f"Per-problem results ({len(row['per_problem'])})"):
-            st.dataframe(row["per_problem"], hide_index=True, width="stretch")
+            st.dataframe(row["per_problem"], hide_index=True, placeholder="—", width="stretch")
 
 
 def main() -> None:
