@@ -99,10 +99,11 @@ def buffer_table(view: hv.RunView, offline: bool) -> None:
     st.caption(hv.table_caption(table, view.total))
 
 
-def charts(view: hv.RunView) -> None:
+def charts(view: hv.RunView, run_id: int) -> None:
     c = st.columns(2)
     c[0].plotly_chart(view.score_figure(), key="hist_curve")
-    if (cost := view.cost_figure()) is not None:
+    picked = ss.get(f"hist_round_{run_id}", view.cols["round"][-1])  # the Round box below: its name is drawn
+    if (cost := view.cost_figure(picked)) is not None:
         c[1].plotly_chart(cost, key="hist_cost")
     else:
         c[1].info("Cost vs score needs measured rounds; this run has none.", icon=":material/info:")
@@ -227,7 +228,7 @@ def main() -> None:
         st.caption("No round stored yet.")
         return
     buffer_table(view, info.offline)
-    charts(view)
+    charts(view, run_id)
     labels = view.labels
     rounds = list(labels)
     pick = st.selectbox("Round", rounds, index=len(rounds) - 1, key=f"hist_round_{run_id}", format_func=labels.get)

@@ -235,7 +235,8 @@ def main() -> None:
     valid = is_valid(diags)
     if not valid:
         st.error(f"This workflow is invalid for the {task} task; fix it in the Editor before running it:")
-        st.dataframe([d.to_dict() for d in diags if d.severity == "error"], hide_index=True, placeholder="—", width="stretch",
+        st.dataframe([d.to_dict() for d in diags if d.severity == "error"], hide_index=True,
+                     placeholder="—", width="stretch",
                      column_order=["line", "column", "code", "message", "node"])
     can_run = configured and valid
     mirror_running(es.running_job(common.workspace()))
