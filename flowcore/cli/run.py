@@ -355,13 +355,14 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
 def _score_task(task: Any, prediction: str, reference: str) -> int:
     """``score --task-file``: the task's metric on one answer ({"score", "correct", "extracted", "detail"})."""
-    from flowcore.tasks.metrics import grade_text, run_python
+    from flowcore.tasks.metrics import grade_text
+    from flowcore.tasks.pymetric import run_python
 
     m = task.metric
     if m.name in ("judge", "tests"):
         raise CliError(f"metric '{m.name}' grades inside an evaluation (it needs {'the LLM' if m.name == 'judge' else 'the row'}"
                        "'s context): use evaluate")
-    g = run_python(m, [(prediction, {task.reference: reference})])[0] if m.name == "python" else \
+    g = run_python(m, [(prediction, {task.reference: reference})], references=[reference])[0] if m.name == "python" else \
         grade_text(m, prediction, reference)
     if g.score is None:
         raise JobFailed(f"the metric gave no score: {g.detail}")

@@ -21,8 +21,9 @@ from typing import Any
 
 from flowcore.evaluation.stats import exact_all_same, mean_ci
 from flowcore.execution.sandbox import SandboxUnavailable, require_sandbox
-from flowcore.tasks.metrics import Grade, PythonBatcher, grade_text, judge
+from flowcore.tasks.metrics import Grade, grade_text, judge
 from flowcore.tasks.problem import Problem, needs_sandbox
+from flowcore.tasks.pymetric import PythonBatcher
 from flowcore.tasks.scoring import score
 from flowcore.workspace import health
 
@@ -127,7 +128,7 @@ class Scorer:
         m = problem.metric
         if m.name == "python":
             batcher = self._batchers.setdefault(id(m), PythonBatcher(m))
-            return await batcher.grade(answer, problem.meta.get("row") or {})
+            return await batcher.grade(answer, problem.meta.get("row") or {}, problem.reference, problem.id)
         if m.name == "judge":
             return await judge(self.llm, m, problem.question, answer, problem.reference)
         if m.name == "tests":

@@ -2,9 +2,8 @@
 
 Deterministic metrics (exact, contains, regex, number, choice, f1, json, and the built-in tasks' gsm8k and math)
 run here. Two run elsewhere, because what they run is not ours:
-- ``python``: the user's ``metric(prediction, row)`` runs in the sandbox (flowcore.execution.sandbox), as
-  generated code does, never in this process: a metric file from a shared workspace is someone else's code.
-  Rows are batched into one sandbox run (``PythonBatcher``), so 1,000 rows are a handful of sandbox starts.
+- ``python``: the user's ``metric(prediction, row)`` runs in the sandbox (flowcore.tasks.pymetric), never in
+  this process: a metric file from a shared workspace is someone else's code.
 - ``judge``: an LLM grades the answer against the reference and a rubric; each grade keeps its reason and the
   name of the model that gave it, and every score it makes is labelled "graded by a model".
 A metric that raises, times out or returns anything but a number in [0, 1] leaves that row *errored* (no
@@ -13,15 +12,13 @@ too deep: the answer caused those, and it is wrong (tests/tasks/test_pathologica
 """
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import math
 import re
-import secrets
 import string
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from flowcore.tasks.data import DataError
@@ -60,7 +57,6 @@ DESCRIPTIONS = {
     "math": "MATH's scorer: the last \\boxed{} equals the reference as text, number or symbolically",
 }
 REGEX_TIMEOUT = 1.0  # seconds per match: a pattern from a shared workspace cannot stall the app
-PYTHON_BATCH = 250  # rows per sandbox run of a python metric (its output stays under the sandbox's 64 KB)
 
 
 @dataclass(frozen=True)
@@ -380,129 +376,6 @@ def grade_text(metric: Metric, prediction: str, reference: str) -> Grade:
     if name == "json":
         return _json_score(answer if _json_object(answer) is not None else prediction, reference, o["fields"])
     raise ValueError(f"metric '{name}' is not graded as text")
-
-
-# -- python: the user's function, in the sandbox ----------------------------------------------------------------
-
-_DRIVER = '''
-
-def __mf_run():
-    import json, sys
-    fn = globals().get({function!r})
-    items = json.loads(sys.stdin.read())
-    out = []
-    for item in items:
-        try:
-            value = fn(item["prediction"], item["row"])
-        except Exception as exc:
-            line = None
-            tb = exc.__traceback__
-            while tb is not None:
-                if tb.tb_frame.f_code.co_filename == "<metric>":
-                    line = tb.tb_lineno
-                tb = tb.tb_next
-            out.append({{"error": (type(exc).__name__ + ": " + str(exc))[:160], "line": line}})
-            continue
-        if isinstance(value, bool) or type(value) in (int, float):
-            out.append({{"value": float(value)}})
-        else:
-            out.append({{"bad": type(value).__name__}})
-    sys.stdout.write("\\n{nonce}" + json.dumps(out) + "\\n")
-
-
-__mf_run()
-'''
-
-
-def python_program(metric: Metric, nonce: str) -> str:
-    """The sandboxed program: the user's file (compiled as "<metric>", so errors name its lines), then a
-    driver that reads the rows from standard input and prints one result per row after ``nonce``."""
-    o = metric.opts
-    body = f"exec(compile({metric.source!r}, '<metric>', 'exec'), globals())\n"
-    return body + _DRIVER.format(function=o["function"], nonce=nonce)
-
-
-def run_python(metric: Metric, items: list[tuple[str, dict]], *, timeout: float | None = None) -> list[Grade]:
-    """Grade (prediction, row) pairs with the user's function in one sandbox run (raises SandboxUnavailable)."""
-    from flowcore.execution.sandbox import run_untrusted
-
-    if not items:
-        return []
-    nonce = f"@@mf-metric-{secrets.token_hex(8)}@@"
-    payload = json.dumps([{"prediction": p, "row": r} for p, r in items], ensure_ascii=False, default=str)
-    limit = timeout if timeout is not None else min(300.0, 10.0 + 0.5 * len(items))
-    res = run_untrusted(python_program(metric, nonce), stdin=payload, timeout=limit)
-    file = metric.opts["file"]
-    if res.overloaded:
-        return [Grade(None, None, f"{file}: the machine was too busy to run the metric", transient=True)] * len(items)
-    out = (res.stdout or "").rsplit(nonce, 1)
-    results: Any = None
-    if res.ok and len(out) == 2:
-        try:
-            results = json.loads(out[1])
-        except ValueError:
-            results = None
-    if not isinstance(results, list) or len(results) != len(items):
-        why = "timed out" if res.timed_out else ("ran out of memory" if res.memory_exceeded else
-                                                 _last_line(res.error or res.stderr) or "printed no results")
-        return [Grade(None, None, f"{file}: the metric failed ({why})")] * len(items)
-    grades = []
-    for r in results:
-        if not isinstance(r, dict):
-            grades.append(Grade(None, None, f"{file}: no result"))
-        elif "error" in r:
-            at = f" (line {r['line']})" if isinstance(r.get("line"), int) else ""
-            grades.append(Grade(None, None, f"{file}{at}: the metric raised {r['error']}"))
-        elif "bad" in r:
-            grades.append(Grade(None, None, f"{file}: the metric returned a {r['bad']}, not a number"))
-        else:
-            v = r.get("value")
-            if not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1:
-                grades.append(Grade(None, None, f"{file}: the metric returned {v!r}, not a number from 0 to 1"))
-            else:
-                grades.append(Grade(float(v)))
-    return grades
-
-
-def _last_line(text: str | None) -> str:
-    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
-    return lines[-1].strip()[:200] if lines else ""
-
-
-@dataclass
-class PythonBatcher:
-    """Collects rows graded by one python metric and runs them together: while one sandbox run is going, the
-    rows that finish meanwhile wait for the next, so N rows cost about N / concurrency-sized batches at most
-    and far fewer when answers come quickly (a cached evaluation: one run per ``PYTHON_BATCH`` rows)."""
-
-    metric: Metric
-    pending: list[tuple[str, dict, asyncio.Future]] = field(default_factory=list)
-    runs: int = 0
-    _task: asyncio.Task | None = None
-
-    async def grade(self, prediction: str, row: dict) -> Grade:
-        fut = asyncio.get_running_loop().create_future()
-        self.pending.append((prediction, row, fut))
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._drain())
-        return await fut
-
-    async def _drain(self) -> None:
-        await asyncio.sleep(0.05)  # let the rows finishing together join this run
-        while self.pending:
-            batch, self.pending = self.pending[:PYTHON_BATCH], self.pending[PYTHON_BATCH:]
-            self.runs += 1
-            try:
-                grades = await asyncio.to_thread(run_python, self.metric, [(p, r) for p, r, _ in batch])
-            except BaseException as exc:  # SandboxUnavailable: every waiting row hears it
-                for *_, fut in batch + self.pending:
-                    if not fut.done():
-                        fut.set_exception(exc)
-                self.pending = []
-                return
-            for (_, _, fut), g in zip(batch, grades):
-                if not fut.done():
-                    fut.set_result(g)
 
 
 # -- judge: an LLM grades against a rubric -----------------------------------------------------------------------

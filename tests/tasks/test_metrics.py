@@ -10,14 +10,13 @@ import pytest
 from flowcore.llm.client import LLM, LLMSettings
 from flowcore.tasks.data import DataError
 from flowcore.tasks.metrics import (
-    PythonBatcher,
     final_answer,
     grade_text,
     judge,
     make_metric,
     parse_grade,
-    run_python,
 )
+from flowcore.tasks.pymetric import PythonBatcher, run_python
 from tests.helpers.fakellm import FakeLLMServer
 
 
@@ -132,7 +131,7 @@ def test_python_metric_runs_in_the_sandbox_and_errors_rows_it_cannot_grade():
                                       ("x", {"kind": "where"})])
     assert [g.score for g in grades[:2]] == [1.0, 0.0]
     assert grades[2].errored and "raised ValueError: no verdict for raise" in grades[2].detail \
-        and "(line 6)" in grades[2].detail  # the line of metric.py
+        and "at line 6" in grades[2].detail  # the line of metric.py
     assert grades[3].errored and "returned a str, not a number" in grades[3].detail
     assert grades[4].errored and "not a number from 0 to 1" in grades[4].detail
     assert grades[5].score == 1.0  # inside the sandbox: its own pid namespace, no /etc/passwd
@@ -142,7 +141,8 @@ def test_a_python_metric_that_cannot_load_errors_every_row_and_a_bad_file_is_ref
     broken = make_metric("python", {"file": "m.py"}, where="t.toml", source="def metric(p, r):\n    return 1\n"
                                                                               "import sys\nsys.exit(3)\n")
     grades = run_python(broken, [("a", {}), ("b", {})])
-    assert all(g.errored and "m.py: the metric failed" in g.detail for g in grades)
+    assert all(g.errored and "m.py: metric() could not be loaded (exit code 3)" in g.detail
+               for g in grades)
     with pytest.raises(DataError, match=r"line 1: .*"):
         make_metric("python", {"file": "m.py"}, where="t.toml", source="def metric(:\n")
     with pytest.raises(DataError, match="defines no function 'score"):
