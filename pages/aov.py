@@ -83,7 +83,7 @@ def candidates_section(configured: bool) -> int | None:
             if c.candidate.graph is None:
                 left.error(f"Dropped: {md(c.candidate.error)}")
                 continue
-            left.markdown(S.metrics_text(c.candidate.metrics), help=S.METRICS_HELP)
+            aov_parts.metrics(left, c.candidate.metrics)
             if c.candidate.repairs:
                 left.caption("Fixed on reading: " + md("; ".join(c.candidate.repairs)))
             with right:
