@@ -98,6 +98,8 @@ def _read_rows(path: Path) -> list[tuple[int, Any]]:
     """(line number, row) pairs; for a .json list the 'line' is the item's 1-based index. Read as a stream,
     never past max_data_bytes() after decompression (DataError naming the file and the limit); blank lines are
     skipped in C (str.find, re.search), so a file of newlines costs no Python loop per line."""
+    from flowcore.tasks import jsontext  # it imports DataError from here
+
     name = path.name.lower()
     try:
         with _open_stream(path) as stream:
@@ -118,11 +120,7 @@ def _read_rows(path: Path) -> list[tuple[int, Any]]:
                     end = body.find("\n", m.start())
                     end = len(body) if end < 0 else end
                     lineno += body.count("\n", pos, start) + 1
-                    try:
-                        rows.append((lineno, json.loads(body[start:end])))
-                    except json.JSONDecodeError as exc:
-                        raise DataError(f"{path}: line {lineno}, column {exc.colno}: invalid JSON ({exc.msg})") \
-                            from None
+                    rows.append((lineno, jsontext.loads(body[start:end], path, lineno)))
                     pos = end + 1
                 lineno += body.count("\n", min(pos, len(body)))
                 if not chunk:
@@ -134,10 +132,9 @@ def _read_rows(path: Path) -> list[tuple[int, Any]]:
 
 
 def _json_list(path: Path, text: str) -> list[tuple[int, Any]]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
+    from flowcore.tasks import jsontext  # it imports DataError from here
+
+    data = jsontext.loads(text, path)
     if not isinstance(data, list):
         raise DataError(f"{path}: expected a JSON list of rows")
     return [(i + 1, row) for i, row in enumerate(data)]

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from flowcore.tasks.data import DataError
+from flowcore.tasks.jsontext import loads as _loads
 
 MAX_BYTES = 50 * 1024 * 1024  # an upload or data file, after decompression
+MAX_COLUMNS = 1000  # a task uses a few; the cap keeps every per-row step (zip, preview, template) small
 FORMATS = (".csv", ".jsonl", ".json")
 _CHUNK = 1 << 20
 
@@ -105,12 +107,17 @@ def _csv(text: str, name: str) -> Table:
             if not record or all(not c.strip() for c in record):
                 continue
             if header is None:
+                if len(record) > MAX_COLUMNS:
+                    raise DataError(f"{name}: line {line}: the header has {len(record)} columns, more than "
+                                    f"{MAX_COLUMNS}: keep only the columns the task uses")
                 header = [c.strip() for c in record]
+                seen: set[str] = set()  # a set: `col in header[:i]` was quadratic (40,000 columns: 42 s)
                 for i, col in enumerate(header):
                     if not col:
                         raise DataError(f"{name}: line {line}: column {i + 1} of the header has no name")
-                    if col in header[:i]:
+                    if col in seen:
                         raise DataError(f"{name}: line {line}: column '{col}' is named twice in the header")
+                    seen.add(col)
                 continue
             if len(record) != len(header):
                 raise DataError(f"{name}: line {line}: {len(record)} fields, but the header has {len(header)} "
@@ -148,7 +155,7 @@ def _jsonl(text: str, name: str) -> Table:
         lines = body.split("\n")
         try:
             parsed = list(map(_SCAN, lines, repeat(0)))
-        except (json.JSONDecodeError, StopIteration):  # StopIteration: no value where a line starts
+        except (ValueError, RecursionError, StopIteration):  # StopIteration: no value where a line starts
             parsed = []
         rows = [obj for obj, _ in parsed]
         if (parsed and [end for _, end in parsed] == list(map(len, lines))  # nothing after the object
@@ -161,7 +168,7 @@ def _jsonl_lines(text: str, name: str) -> Table:
     """The lines holding more than whitespace are found in C (re.search, str.find): 49 MB of newlines under the
     cap made splitlines() a 49-million-item list (468 MB for a 200 KB .gz, issue 25.6)."""
     rows, lines = [], []
-    search, find, rfind, count, loads = _CONTENT.search, text.find, text.rfind, text.count, json.loads
+    search, find, rfind, count = _CONTENT.search, text.find, text.rfind, text.count
     pos, lineno, end_all = 0, 0, len(text)
     while (m := search(text, pos)) is not None:
         at = m.start()
@@ -171,10 +178,7 @@ def _jsonl_lines(text: str, name: str) -> Table:
             end = end_all
         lineno += count("\n", pos, start) + 1
         line = text[start:end]
-        try:
-            row = loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{name}: line {lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
+        row = _loads(line, name, lineno)
         if type(row) is not dict:
             raise DataError(f"{name}: line {lineno}: expected a JSON object, got {type(row).__name__}")
         rows.append(row)
@@ -184,10 +188,7 @@ def _jsonl_lines(text: str, name: str) -> Table:
 
 
 def _json(text: str, name: str) -> Table:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{name}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
+    data = _loads(text, name)
     if not isinstance(data, list):
         raise DataError(f"{name}: expected a JSON list of objects, got {type(data).__name__}")
     for i, row in enumerate(data, 1):
@@ -204,6 +205,14 @@ def read_table(source: str | Path | bytes, name: str | None = None, cap: int = M
     table = {".csv": _csv, ".jsonl": _jsonl, ".json": _json}[fmt](text, label)
     if not table.rows:
         raise DataError(f"{label}: no rows")
+    if len(table.columns) > MAX_COLUMNS:  # JSON rows: name the row whose keys pass the cap
+        seen: set[str] = set()
+        for i, row in enumerate(table.rows):  # noqa: B007 - `i` names the row below
+            seen.update(row)
+            if len(seen) > MAX_COLUMNS:
+                break
+        raise DataError(f"{table.where(i)}: the rows have {len(table.columns)} different fields, more than "
+                        f"{MAX_COLUMNS}: keep only the fields the task uses")
     return table
 
 
