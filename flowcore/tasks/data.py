@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from flowcore.execution._standalone_ops import is_literal
+from flowcore.tasks import jsontext
+from flowcore.tasks.errors import DataError
 from flowcore.tasks.problem import BENCHMARKS, Problem
 from flowcore.workspace.files import write_file
 
@@ -27,10 +29,6 @@ DEFAULT_FILES = {
     "humaneval": "HumanEval.jsonl.gz",
     "mbpp": "mbpp_sanitized.json",
 }
-
-
-class DataError(ValueError):
-    """A benchmark file or row that cannot be read; the message names the file, line and field."""
 
 
 def datasets_dir() -> Path:
@@ -98,8 +96,6 @@ def _read_rows(path: Path) -> list[tuple[int, Any]]:
     """(line number, row) pairs; for a .json list the 'line' is the item's 1-based index. Read as a stream,
     never past max_data_bytes() after decompression (DataError naming the file and the limit); blank lines are
     skipped in C (str.find, re.search), so a file of newlines costs no Python loop per line."""
-    from flowcore.tasks import jsontext  # it imports DataError from here
-
     name = path.name.lower()
     try:
         with _open_stream(path) as stream:
@@ -132,8 +128,6 @@ def _read_rows(path: Path) -> list[tuple[int, Any]]:
 
 
 def _json_list(path: Path, text: str) -> list[tuple[int, Any]]:
-    from flowcore.tasks import jsontext  # it imports DataError from here
-
     data = jsontext.loads(text, path)
     if not isinstance(data, list):
         raise DataError(f"{path}: expected a JSON list of rows")

@@ -13,7 +13,7 @@ import re
 import sys
 from typing import Any
 
-from flowcore.tasks.data import DataError
+from flowcore.tasks.errors import DataError
 
 __all__ = ["loads"]
 
