@@ -32,7 +32,7 @@ def edit_form(p, prefix: str) -> None:  # noqa: ANN001 - a Proposal
             st.caption(f"{safe.code(sid)} ({md(s.agent)}) · completed, kept as it is: {md(s.subtask_requirement)}")
             continue
         c = st.columns([3, 1, 1.6])
-        c[0].text_area(f"{sid}: what it must do", s.subtask_requirement, height=68,
+        c[0].text_area(f"{safe.code(sid)}: what it must do", s.subtask_requirement, height=68,
                        key=S.form_key(prefix, "req", sid))
         c[1].selectbox("Agent", agents, index=agents.index(s.agent) if s.agent in agents else 0,
                        key=S.form_key(prefix, "agent", sid))

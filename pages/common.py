@@ -86,7 +86,7 @@ def llm_settings() -> LLMSettings:
     """The effective settings (flowcore.ui.endpoints decides which endpoint and key); what was ignored is shown."""
     settings, problems = endpoints.effective(workspace(), viewer(), st.session_state)
     for problem in problems:
-        st.warning(problem)
+        st.warning(md(problem))
     return settings
 
 
@@ -168,7 +168,7 @@ def sync_open_workflow() -> None:
         params = drafts.remember(workspace(), browser_id(), wf, st.session_state.get(_SYNCED), api_key=key,
                                  tab=tab_id())
     except Exception as e:  # noqa: BLE001 - a busy or read-only workspace must not break the page
-        st.toast(f"The draft could not be stored: {e}")
+        st.toast(f"The draft could not be stored: {md(e)}")
         return
     if params is None:  # the text holds the key: neither the draft row nor the URL gets it
         return

@@ -72,7 +72,7 @@ def form(settings, configured: bool, busy: bool) -> None:
             job = start_comparison(ws, settings, entries, bench, problems, info, repeats=int(repeats),
                                    concurrency=int(conc), created_by=ss.get("mf_user") or "local")
         except (DataError, ValueError) as e:  # a bad split file or workflow, named
-            st.error(f"Not started: {e}", icon=":material/error:")
+            st.error(f"Not started: {common.md(e)}", icon=":material/error:")
             return
         ss[JOB_KEY], ss[SHOW_KEY] = job.id, job.meta["comparison_id"]
         st.rerun()
@@ -96,7 +96,7 @@ def show(stored) -> None:
                 f"**{stored.status}**")
     st.caption(cv.split_caption(stored.split))
     if stored.status in ("failed", "interrupted"):
-        st.error(f"The comparison {stored.status}: {stored.error}")
+        st.error(f"The comparison {stored.status}: {common.md(stored.error)}")
         return
     c = stored.result
     if stored.status == "cancelled" and (c is None or not c.measurements):
@@ -113,7 +113,7 @@ def show(stored) -> None:
         st.error("No problem was scored: the LLM endpoint failed every run (see the errors column). These are "
                  "server errors, not wrong answers; fix the endpoint and compare again.")
     else:
-        st.markdown(f"**Best: {best.name}** at {100 * best.pooled.score:.1f}% "
+        st.markdown(f"**Best: {common.md(best.name)}** at {100 * best.pooled.score:.1f}% "
                     f"[{100 * best.pooled.ci_low:.1f}, {100 * best.pooled.ci_high:.1f}]. Each other workflow is tested "
                     "against it on the same problems: Δ is its difference in points with a paired-bootstrap 95% interval, "
                     "and McNemar's exact p-value says how likely such a split of the problems only one of the two solves "

@@ -72,6 +72,6 @@ def other_tabs_panel() -> None:
         for i, (when, other) in enumerate(others[:drafts.MAX_TABS]):
             ago = max(0, int((time.time() - when) / 60))
             c = st.columns([4, 1], vertical_alignment="center")
-            c[0].caption(f"**{md(other.name)}** · {other.task} · {len(other.text.splitlines())} lines · {ago} min ago")
+            c[0].caption(f"**{md(other.name)}** · {md(other.task)} · {len(other.text.splitlines())} lines · {ago} min ago")
             c[1].button("Open", key=f"ed_other_{i}", on_click=common.set_current_workflow,
                         args=(other.text, other.task, other.name), kwargs={"version": other.version})

@@ -10,6 +10,7 @@ from flowcore import WorkflowSyntaxError, is_valid, parse, parse_lenient, to_mer
 from flowcore import catalogue as cat
 from flowcore.checker import bounded
 from flowcore.export.bundle import file_stem
+from flowcore.mermaid import safe
 from flowcore.mermaid.live import verdict as mermaid_verdict
 from flowcore.mermaid.live import with_mermaid
 from flowcore.ui import canvas as cv
@@ -235,7 +236,7 @@ for name in names if readable else []:
     value = st.text_area(label, value=current, key=prompt_key(name, current), height=80,
                          placeholder="Missing (M013): write the prompt here and press Ctrl+Enter to add it.")
     if name not in w.prompts:
-        st.caption(f":orange[**M013**] prompt `{name}` is not defined yet; type it above to add it.")
+        st.caption(f":orange[**M013**] prompt {safe.code(name)} is not defined yet; type it above to add it.")
     if value.strip() and value.strip() != w.prompts.get(name, "").strip():
         common.set_current_workflow(cv.set_prompt_text(text, name, value))
         st.rerun()

@@ -123,7 +123,7 @@ def new_run(settings, configured: bool, busy: bool) -> None:
         try:
             job = evs.start_run(common.workspace(), settings, cfg, review=review, created_by=ss.get("mf_user") or "local")
         except ValueError as e:  # bad settings or data file, named
-            st.error(f"Not started: {e}", icon=":material/error:")
+            st.error(f"Not started: {md(e)}", icon=":material/error:")
             return
         ss[JOB_KEY], ss[LAST_KEY], ss["evo_scroll_top"] = job.id, job.meta["run_id"], True
         st.rerun()
@@ -142,7 +142,7 @@ def resume(settings, busy: bool) -> None:
             try:
                 job = evs.resume_run(common.workspace(), settings, run_id, review=review)
             except ValueError as e:
-                st.error(f"Cannot resume: {e}", icon=":material/error:")
+                st.error(f"Cannot resume: {md(e)}", icon=":material/error:")
                 return
             ss[JOB_KEY], ss[LAST_KEY], ss["evo_scroll_top"] = job.id, run_id, True
             st.rerun()

@@ -91,7 +91,7 @@ def main() -> None:
                               f"{stem}.json": data.encode(), "the drawing": drawing.encode()},
                              [common.llm_settings().api_key])
     except fx.ExportError as e:
-        st.error(str(e), icon=":material/key:")
+        st.error(common.md(e), icon=":material/key:")
         return
     with st.spinner("Checking that Mermaid can draw it…"):
         draw_err = _drawing_error(drawing, len(w.nodes))
@@ -113,7 +113,7 @@ def main() -> None:
     cols[4].download_button("JSON (.json)", data.encode(), f"{stem}.json", mime=fx.MIME[".json"],
                             on_click="ignore", icon=":material/data_object:", key="ex_dl_json")
     if draw_err:
-        st.warning(f"Mermaid cannot draw this workflow, so there is no SVG/PNG: {draw_err}")
+        st.warning(f"Mermaid cannot draw this workflow, so there is no SVG/PNG: {common.md(draw_err)}")
 
     tab_py, tab_mmd, tab_json, tab_png = st.tabs(["Python", "Mermaid", "JSON", "Drawing"])
     with tab_py:

@@ -55,7 +55,7 @@ def _reevaluate(run_id: int, rnd: int) -> None:
         job = evs.start_reevaluation(common.workspace(), rs.fresh(settings) if ss.get("hist_fresh") else settings,
                                      run_id, rnd)
     except ValueError as e:  # no endpoint, no workflow, a bad data file
-        ss["hist_flash"] = f"Not started: {e}"
+        ss["hist_flash"] = f"Not started: {safe.plain(e)}"
         return
     ss[REEVAL_KEY] = job.id
 

@@ -11,7 +11,7 @@ import re
 import streamlit as st
 
 from flowcore.workspace import drafts
-from pages.common import browser_id, workspace
+from pages.common import browser_id, md, workspace
 
 
 def keep_form_values() -> None:
@@ -117,6 +117,6 @@ def sync_page_state() -> None:
         except Exception as e:  # noqa: BLE001 - a read-only or busy workspace must not break the page
             if not ss.get("mf_state_warned"):
                 ss["mf_state_warned"] = True
-                st.toast(f"This page's state could not be kept for a reload: {e}")
+                st.toast(f"This page's state could not be kept for a reload: {md(e)}")
             continue
         synced[page] = state

@@ -11,6 +11,7 @@ from flowcore.evolution.testsplit import start_test_rescore
 from flowcore.ui import compare as cv
 from flowcore.workspace import jobs
 from pages import common
+from pages.common import md
 
 ss = st.session_state
 RESCORE_KEY = "proto_rescore_job"
@@ -67,7 +68,7 @@ def continue_controls(settings, run_id: int, status: str, busy: bool) -> jobs.Jo
         try:
             return evs.continue_run(common.workspace(), settings, run_id, int(more))
         except ValueError as e:
-            st.error(f"Cannot continue: {e}", icon=":material/error:")
+            st.error(f"Cannot continue: {md(e)}", icon=":material/error:")
     return None
 
 
@@ -97,11 +98,11 @@ def rescore_controls(settings, info, configured: bool) -> None:
                                      repeats=int(info.config.get("validation_rounds") or 1))
             ss[RESCORE_KEY] = job.id
         except ValueError as e:
-            st.error(f"Not started: {e}", icon=":material/error:")
+            st.error(f"Not started: {md(e)}", icon=":material/error:")
     if job is not None:
         snap = job.snapshot()
         if snap.active:
             c[3].progress(snap.fraction, text=snap.message or "starting")
             c[3].button("Refresh", key="hist_test_refresh")
         elif snap.error:
-            c[3].error(snap.error)
+            c[3].error(md(snap.error))

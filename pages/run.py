@@ -56,7 +56,7 @@ def _verdict(out: dict) -> None:
         v = rs.single_verdict(out["benchmark"], out["answer"], out["problem"], out.get("reference", ""),
                               out.get("sample"))
     except ValueError as e:
-        return st.warning(f"Could not score the answer: {e}")
+        return st.warning(f"Could not score the answer: {common.md(e)}")
     if v is None:
         st.caption("No reference for this problem: type the expected answer above to have the answer checked.")
     else:
@@ -98,7 +98,7 @@ def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> Non
     if not out or out.get("text") != text:  # a result of another workflow is not shown under this one
         return
     if "error" in out:
-        st.error(f"The run failed: {out['error']}", icon=":material/error:")
+        st.error(f"The run failed: {common.md(out['error'])}", icon=":material/error:")  # the endpoint's words
         return
     st.subheader("Answer")
     _verdict(out)
@@ -150,7 +150,7 @@ def benchmark_form(settings, text: str, task: str, name: str, can_run: bool, bus
             job = es.start_evaluation(common.workspace(), settings, workflow_text=text, benchmark=bench,
                                       problems=problems, split=split, workflow_name=name, concurrency=int(conc))
         except (WorkflowSyntaxError, WorkflowInvalid, ValueError) as e:  # DataError is a ValueError
-            st.error(str(e), icon=":material/error:")
+            st.error(common.md(e), icon=":material/error:")
             return
         st.session_state[JOB_KEY], st.session_state[SHOW_KEY] = job.id, job.meta["eval_id"]
         st.session_state[MIRRORED] = job.id  # the form already shows what it was started with

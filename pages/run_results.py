@@ -14,6 +14,7 @@ from flowcore.evaluation import results as rs
 from flowcore.evaluation import store as es
 from flowcore.execution.runtime import NodeError, WorkflowInvalid
 from flowcore.llm.client import LLMError
+from flowcore.mermaid import safe
 from flowcore.mermaid.reader import WorkflowSyntaxError
 from flowcore.tasks import kind_of, load
 from flowcore.ui import tasks as tv
@@ -41,13 +42,13 @@ def picked_row(selection) -> int | None:  # noqa: ANN001 - a dataframe's selecti
 
 def show_evaluation(ws, settings, rec: es.EvalRecord, can_run: bool, busy: bool) -> None:
     split = rec.split or ""
-    st.markdown(f"**#{rec.id}** · `{rec.workflow_name or 'workflow'}` on **{rec.benchmark}** "
-                f"({split.removeprefix('file:') + ' file' if split.startswith('file:') else split}) · "
+    st.markdown(f"**#{rec.id}** · {safe.code(rec.workflow_name or 'workflow')} on **{safe.plain(rec.benchmark)}** "
+                f"({safe.plain(split.removeprefix('file:') + ' file' if split.startswith('file:') else split)}) · "
                 f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(rec.created))} · status **{rec.status}**")
     if rec.status == "cancelled":
         st.warning(f"Cancelled after {rec.n} of {rec.total} problems; the score covers those {rec.n}.")
     elif rec.status in ("failed", "interrupted"):
-        st.error(f"The evaluation {rec.status}: {rec.error}")
+        st.error(f"The evaluation {rec.status}: {safe.plain(rec.error)}")
     elif rec.status == "running":
         st.info("Still running: see the progress above.")
         return
@@ -109,6 +110,6 @@ def problem_detail(ws, settings, rec: es.EvalRecord, pid: str, can_run: bool) ->
             with st.spinner("Replaying…"):
                 res = rs.trace_problem(settings, ws, rec, problem)
         except (WorkflowSyntaxError, WorkflowInvalid, NodeError, LLMError, ValueError) as e:
-            st.error(f"The replay failed: {e}")
+            st.error(f"The replay failed: {safe.plain(e)}")
             return
         trace_table(res.trace)

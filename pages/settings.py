@@ -67,8 +67,8 @@ def test_connection(settings: LLMSettings, role: str) -> None:
         except LLMError as e:
             st.error(f"Connection test failed: {safe.markdown(e)}")  # the endpoint's own words
             return
-    st.success(f"The endpoint answered in {reply.latency:.2f} s: “{reply.text.strip()[:200]}” "
-               f"(model {reply.model}, {reply.prompt_tokens}+{reply.completion_tokens} tokens, "
+    st.success(f"The endpoint answered in {reply.latency:.2f} s: “{safe.plain(reply.text.strip()[:200])}” "
+               f"(model {safe.plain(reply.model)}, {reply.prompt_tokens}+{reply.completion_tokens} tokens, "
                f"${reply.cost:.6f}).")
 
 

@@ -41,7 +41,7 @@ def upload_step():  # noqa: ANN201 - the Table read from the upload, or None
     except DataError as exc:  # not UTF-8, a broken quote, too large, 0 rows: named, nothing kept
         st.error(f"**Cannot read {common.md(name)}**: {common.md(str(exc))}", icon=":material/error:")
         return None
-    st.caption(f"{len(table.rows)} rows · columns: {', '.join(table.columns)}")
+    st.caption(f"{len(table.rows)} rows · columns: {common.md(', '.join(table.columns))}")
     st.dataframe(tv.preview_frame(table), hide_index=True, placeholder="—", width="stretch", key="tk_preview")
     return table
 

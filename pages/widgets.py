@@ -165,7 +165,7 @@ def node_dialog(w: Workflow, task: str, nid: str, on_change) -> None:  # noqa: A
             try:
                 new = cv.edit_node(w, nid, op=op if op != f["op"] else None, prompt=prompt, ports=ports)
             except ValueError as e:
-                st.error(str(e))
+                st.error(md(e))
             else:
                 on_change(new)
         if b[1].button("Delete node", key="ed_node_delete", icon=":material/delete:"):
@@ -200,7 +200,7 @@ def pick_workflow(key: str) -> tuple[str, str, str]:
             text, task = library.load_workflow(ws, name)
             return text, task, name
         except library.LibraryError as e:
-            st.warning(str(e))
+            st.warning(md(e))
     elif kind == "example":
         text, task = examples[name]
         return text, task, name

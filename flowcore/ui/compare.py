@@ -15,6 +15,7 @@ from flowcore.evaluation.compare import BASELINE_TITLES, Comparison, baseline_ti
 from flowcore.evolution.history import History
 from flowcore.evolution.outcome import outcome
 from flowcore.evolution.testsplit import ranked_rounds
+from flowcore.mermaid import safe
 from flowcore.workspace import library
 from flowcore.workspace.store import Workspace
 
@@ -58,9 +59,9 @@ def split_caption(split: dict) -> str:
     s = split or {}
     text = f"**{s.get('split', '?')}** problems"
     if s.get("test_n") is not None:
-        text += f" of {s['validation_n']} validation / {s['test_n']} test — {s.get('source')}"
+        text += f" of {s['validation_n']} validation / {s['test_n']} test — {safe.plain(s.get('source'))}"
     elif s.get("source"):
-        text += f" — {s['source']}"
+        text += f" — {safe.plain(s['source'])}"
     if s.get("limit"):
         text += f" (first {s['limit']})"
     if s.get("papers"):
@@ -122,7 +123,7 @@ def evolved_notes(c: Comparison, ws: Workspace) -> list[str]:
             continue
         gap = 100 * (here["score"] - found.validation)
         noise = {True: "within noise", False: "beyond noise", None: "not compared"}[found.within_noise]
-        notes.append(f"{name} is run #{row['run_id']}'s result: validation {100 * found.validation:.1f}%"
+        notes.append(f"{safe.plain(name)} is run #{row['run_id']}'s result: validation {100 * found.validation:.1f}%"
                      f"{_ci(found.val_low, found.val_high)} on {found.val_n} problems (its gain over the seed "
                      f"{noise}), here {100 * here['score']:.1f}%{_ci(here['ci_low'], here['ci_high'])}: "
                      f"{gap:+.1f} points" + (" (the winner's curse: the best of many noisy validation scores is "
@@ -170,7 +171,7 @@ def graded_note(c: Comparison) -> str | None:
     models = sorted({g for m in c.measurements for g in m.graded_by})
     if not models:
         return None
-    return (f"Scores {graded_by_note(models)}: the task's judge metric grades each answer against the reference "
+    return (f"Scores {safe.plain(graded_by_note(models))}: the task's judge metric grades each answer against the reference "
             "and its rubric; each grade's reason is kept with the results.")
 
 

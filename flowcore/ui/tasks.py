@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from flowcore.mermaid import safe
 from flowcore.tasks.data import DataError
 from flowcore.tasks.metrics import DESCRIPTIONS, METRICS, OPTIONS, Grade, grade_text
 from flowcore.tasks.pymetric import run_python
@@ -145,5 +146,5 @@ def graded_caption(models: list[str]) -> str | None:
 
     if not models:
         return None
-    return (f":material/gavel: Scores {graded_by_note(models)}: the task's judge metric grades each answer "
+    return (f":material/gavel: Scores {safe.plain(graded_by_note(models))}: the task's judge metric grades each answer "
             "against the reference and its rubric; every grade keeps its reason.")
