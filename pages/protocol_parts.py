@@ -54,7 +54,7 @@ def test_section(run_id: int, key: str) -> None:
                  column_config={c: st.column_config.NumberColumn(format="%.1f")
                                 for c in ("validation %", "test %", "test sd %")}
                  | {"test cost $": st.column_config.NumberColumn(format="%.5f")})
-    st.caption(f"Test split: {df['split'].iloc[0]}. Our split is not the papers' files (see README).")
+    st.caption(f"Test split: {md(df['split'].iloc[0])}. Our split is not the papers' files (see README).")
 
 
 def continue_controls(settings, run_id: int, status: str, busy: bool) -> jobs.Job | None:
