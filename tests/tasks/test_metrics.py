@@ -9,13 +9,8 @@ import pytest
 
 from flowcore.llm.client import LLM, LLMSettings
 from flowcore.tasks.data import DataError
-from flowcore.tasks.metrics import (
-    final_answer,
-    grade_text,
-    judge,
-    make_metric,
-    parse_grade,
-)
+from flowcore.tasks.judging import judge, parse_grade
+from flowcore.tasks.metrics import final_answer, grade_text, make_metric
 from flowcore.tasks.pymetric import PythonBatcher, run_python
 from tests.helpers.fakellm import FakeLLMServer
 
@@ -170,7 +165,7 @@ def test_judge_grades_with_reason_and_model_and_an_unusable_reply_is_errored(ws)
         g = asyncio.run(judge(llm, metric, "Capital of France?", "It is Paris, I think", "Paris"))
         assert (g.score, g.reason, g.model) == (0.75, "Right city, extra words.", "judge-model")
         bad = asyncio.run(judge(llm, metric, "Capital of Spain?", "Madrid", "Madrid"))
-        assert bad.errored and "not JSON" in bad.detail
+        assert bad.errored and "not JSON (asked twice)" in bad.detail and len(srv.requests) == 3
         system = srv.requests[0]["messages"][0]["content"]
         assert "rubric" in system.lower() and "Full marks for the city alone." in srv.requests[0]["messages"][1]["content"]
     none = asyncio.run(judge(None, metric, "q", "a", "r"))
