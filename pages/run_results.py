@@ -25,7 +25,8 @@ _money, _pct = rs.money, rs.pct
 
 def trace_table(trace: list[dict]) -> None:
     st.caption(rs.trace_caption(trace))
-    st.dataframe(pd.DataFrame(rs.trace_rows(trace), columns=rs.TRACE_COLUMNS), hide_index=True, width="stretch",
+    st.dataframe(pd.DataFrame(rs.trace_rows(trace), columns=rs.TRACE_COLUMNS), hide_index=True,
+                 placeholder="—", width="stretch",
                  column_config={"cost": st.column_config.NumberColumn(format="$%.5f"),
                                 "latency": st.column_config.NumberColumn("latency (s)", format="%.2f")})
 
@@ -79,7 +80,8 @@ def show_evaluation(ws, settings, rec: es.EvalRecord, can_run: bool, busy: bool)
     rows = rs.result_rows(rec, which)
     event = st.dataframe(pd.DataFrame(rows, columns=["id", "verdict", "extracted", "reference", "error", "cost",
                                                      "latency", "answer"]),
-                         hide_index=True, width="stretch", key=f"run_results_{rec.id}_{which}", on_select="rerun",
+                         hide_index=True, placeholder="—", width="stretch", key=f"run_results_{rec.id}_{which}",
+                         on_select="rerun",
                          selection_mode=["single-row", "single-cell"],
                          column_config={"cost": st.column_config.NumberColumn(format="$%.5f"),
                                         "latency": st.column_config.NumberColumn("latency (s)", format="%.2f"),
