@@ -191,17 +191,30 @@ def _norm(text: str, case_sensitive: bool) -> str:
     return text if case_sensitive else text.casefold()
 
 
-@functools.lru_cache(maxsize=65536)  # references are parsed when the task is read, again for every answer
 def _number(text: str) -> float | None:
-    from flowcore.tasks.scoring import _NUMBER, extract_number
+    """The last number of ``text`` as a float (None: none, or not finite). The cache holds only texts of at most
+    64 characters: a long answer is cut to its last number first, so 100 KB answers never sit in memory."""
+    if len(text) <= 64:
+        return _short_number(text)
+    from flowcore.tasks.scoring import _NUMBER
 
-    if len(text) > 64:  # a long text (GSM8K's worked solutions): its last number is in its tail
-        tail = text[-64:].replace("\u2212", "-")
-        found_all = list(_NUMBER.finditer(tail))
-        last = found_all[-1] if found_all else None
-        # Only a match whose left neighbour is plainly no part of a number is the one the whole text ends with.
-        if last is not None and last.start() > 0 and not re.match(r"[\w.,$\-]", tail[last.start() - 1]):
-            text = tail[last.start():]
+    tail = text[-64:].replace("\u2212", "-")  # a long text (GSM8K's worked solutions): its last number is in its tail
+    found_all = list(_NUMBER.finditer(tail))
+    last = found_all[-1] if found_all else None
+    # Only a match whose left neighbour is plainly no part of a number is the one the whole text ends with.
+    if last is not None and last.start() > 0 and not re.match(r"[\w.,$\-]", tail[last.start() - 1]):
+        return _short_number(tail[last.start():])
+    return _parse_number(text)  # rare (a number running into the tail's start, or none there): not cached
+
+
+@functools.lru_cache(maxsize=65536)  # references are parsed when the task is read, again for every answer
+def _short_number(text: str) -> float | None:
+    return _parse_number(text)
+
+
+def _parse_number(text: str) -> float | None:
+    from flowcore.tasks.scoring import extract_number
+
     found = extract_number(text)
     if found is None:
         return None
