@@ -21,7 +21,8 @@ from typing import Any
 
 from flowcore.evaluation.stats import exact_all_same, mean_ci
 from flowcore.execution.sandbox import SandboxUnavailable, require_sandbox
-from flowcore.tasks.metrics import Grade, grade_text, judge
+from flowcore.tasks.judging import judge
+from flowcore.tasks.metrics import Grade, grade_text
 from flowcore.tasks.problem import Problem, needs_sandbox
 from flowcore.tasks.pymetric import PythonBatcher
 from flowcore.tasks.scoring import score
