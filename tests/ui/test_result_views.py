@@ -11,6 +11,7 @@ from flowcore.evolution import testsplit
 from flowcore.evolution.history import History
 from flowcore.evolution.loop import Evolution, EvolutionConfig
 from flowcore.llm.client import LLM, LLMSettings
+from flowcore.mermaid import safe
 from flowcore.tasks import load, split_info
 from flowcore.ui import compare as cv
 from flowcore.workspace.store import Workspace
@@ -42,8 +43,9 @@ def test_history_and_compare_show_the_results_validation_beside_its_test_score(t
     # Compare: the evolved round shows the validation score it was chosen by, and a note says how they differ
     table = cv.table_frame(c, ws).set_index("workflow")
     assert table.loc[name, "validation %"] == 100 * chosen["score"] and table.loc["IO", "validation 95% CI"] == ""
+    # the name is markdown-escaped (a workflow name is text its author typed): "run \\#1" shows as "run #1"
     (note,) = cv.evolved_notes(c, ws)
-    assert note.startswith(f"{name} is run #{run_id}'s result: validation {100 * chosen['score']:.1f}%")
+    assert note.startswith(f"{safe.plain(name)} is run #{run_id}'s result: validation {100 * chosen['score']:.1f}%")
     assert "here " in note and "points" in note and ("noise" in note or "not compared" in note)
     sources = cv.workflow_sources(ws, "math")
     assert any(k.startswith(name) and k.endswith("the run's result") for k in sources)
