@@ -212,8 +212,7 @@ def main() -> None:
     view = hv.run_view(h, run_id)  # derived once per stored state of the run, then reused by every rerun
     info, cols = view.info, view.cols
     cfg = info.config
-    st.caption(f"Benchmark **{info.benchmark}** ({info.task}) · mode {cfg.get('mode')} · K={cfg.get('candidates')} "
-               f"· α={cfg.get('alpha')} · λ={cfg.get('lam')} · top-k={cfg.get('top_k')} · status "
+    st.caption(f"Benchmark **{info.benchmark}** ({info.task}) · {hv.config_text(cfg)} · status "
                f"**{evs.run_status(info, common.workspace())}**" + (f" ({safe.plain(info.reason)})" * bool(info.reason)))
     if info.status == "stopped" and (cmd := remote.resume_hint(info.reason)):  # its Ray actor died for good
         st.caption("Resume it with:")

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from flowcore.ui.words import count
+
 ROUND_COLUMNS = ["round", "status", "score", "ci_low", "ci_high", "n", "cost", "operator", "parents", "judge",
                  "judge_total", "pinned", "note", "detail", "reason"]
 FULL_TREE = 300  # up to this many rounds the whole lineage is drawn; above it, the collapsed view
@@ -433,6 +435,20 @@ def for_people(table: pd.DataFrame) -> pd.DataFrame:
         if col in out:
             out[col] = ["" if v is None or (not isinstance(v, str) and pd.isna(v)) else v for v in out[col]]
     return out.rename(columns={"judge_total": "judge total", "n": "problems"})
+
+
+MODE_WORDS = {"llm": "candidates from the LLM optimizer", "programmatic": "candidates from the programmatic operators"}
+
+
+def config_text(cfg: dict) -> str:
+    """A run's settings as the Evolve form names them ('4 candidates a round · parents from the top 4 ...'),
+    not as its config keys (K=, α=, λ=, top-k=)."""
+    parts = [MODE_WORDS.get(cfg.get("mode"), f"mode {cfg.get('mode')}") if cfg.get("mode") else None,
+             f"{count(int(cfg['candidates']), 'candidate')} a round" if cfg.get("candidates") is not None else None,
+             f"parents from the top {cfg['top_k']}" if cfg.get("top_k") is not None else None,
+             f"favour the best {cfg['alpha']:g} (α)" if cfg.get("alpha") is not None else None,
+             f"{100 * cfg['lam']:.0f}% picked at random (λ)" if cfg.get("lam") is not None else None]
+    return " · ".join(p for p in parts if p)
 
 
 def score_text(x: float | None) -> str:

@@ -165,7 +165,7 @@ def test_step_through_fail_accept_a_repair_and_finish(page, streamlit_app):
     expect(page.get_by_text("Proposal 1 (rules)")).to_have_count(0)
     _step(page, {"win": "Five in a row found in all four directions."})
     _step(page, {"assemble": "gobang.py assembled; all tests pass."})
-    expect(page.get_by_text("The execution completed after 4 step(s).")).to_be_visible()
+    expect(page.get_by_text("The execution completed after 4 steps.")).to_be_visible()
     live = _charts(page, 4)[-1]  # no proposals left: the live graph comes after the 3 candidates
     assert set(_fills(live).values()) == {"completed"} and len(live) == 6
     assert no_exceptions(page) == []
