@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["count", "plural"]
+__all__ = ["count", "operator_name", "plural"]
 
 
 def plural(noun: str) -> str:
@@ -16,3 +16,8 @@ def count(n: int, noun: str, many: str | None = None) -> str:
     """'1 step' / '2 steps' / '1,204 rows': the number with thousands separators, the noun singular only for 1
     (``many``: an irregular plural)."""
     return f"{n:,} {noun if n == 1 else many or plural(noun)}"
+
+
+def operator_name(op: str | None) -> str:
+    """An operator as the workflow text writes it ('CustomOp' -> 'Custom'), not its class name."""
+    return "" if not op else op[:-2] if op.endswith("Op") and len(op) > 2 else op

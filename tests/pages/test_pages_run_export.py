@@ -61,7 +61,7 @@ def test_run_one_problem_shows_the_scripted_answer_and_trace(monkeypatch):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["LLM calls"] == "1" and 10 < float(metrics["Tokens/s"]) < 50  # 4 tokens in ~0.1 s
     trace = at.dataframe[0].value
-    assert list(trace["node"]) == ["C1"] and list(trace["op"]) == ["CustomOp"]
+    assert list(trace["node"]) == ["C1"] and list(trace["operator"]) == ["Custom"]
     assert "What is 6 times 7?" in message_text(srv.requests[0])
 
 

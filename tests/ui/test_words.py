@@ -22,3 +22,18 @@ def test_a_runs_settings_read_as_the_evolve_form_names_them():
     assert config_text({"mode": "programmatic", "candidates": 3}) == \
         "candidates from the programmatic operators · 3 candidates a round"
     assert config_text({}) == ""
+
+
+def test_operators_and_trace_columns_read_as_people_write_them():
+    import dataclasses
+
+    from flowcore.ui.traces import span_rows
+    from flowcore.ui.words import operator_name
+    from flowcore.workspace.traces import Span, Trace
+
+    assert operator_name("CustomOp") == "Custom" and operator_name("ScEnsembleOp") == "ScEnsemble"
+    assert operator_name("Op") == "Op" and operator_name(None) == ""
+    span = Span("C1", "CustomOp", "m", prompt_tokens=3, completion_tokens=2, cost=0.1, calls=1, latency=1.5)
+    t = Trace(**{f.name: None for f in dataclasses.fields(Trace)} | {"spans": [span]})
+    (row,) = span_rows(t)
+    assert row["operator"] == "Custom" and row["latency (s)"] == 1.5 and not any("_" in k for k in row)
