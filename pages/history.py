@@ -185,7 +185,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     cands = evs.candidates_frame(row)
     if len(cands):
         c[1].markdown("**Candidates and the judge's scores**")
-        c[1].dataframe(cands, hide_index=True, key="hist_cands")
+        c[1].dataframe(cands, hide_index=True, placeholder="—", key="hist_cands")
     if row.get("per_problem"):
         with st.expander(f"Per-problem results ({len(row['per_problem'])})"):
             st.dataframe(row["per_problem"], hide_index=True, placeholder="—", width="stretch")

@@ -260,7 +260,7 @@ def test_event_driven_run_live_and_a_refinement_accepted(page, streamlit_app):
 
         _key(page, "aov_accept_0").locator("button").click()
         wait_for_app(page)
-        done = page.get_by_text(re.compile(r"The execution completed after 3 step\(s\)\."))
+        done = page.get_by_text(re.compile(r"The execution completed after 3 steps\."))
         expect(done).to_be_visible(timeout=30_000)
         final = _charts(page, 4)[-1]
         assert set(_fills(final).values()) == {"completed"} and set(final) == {
@@ -301,7 +301,7 @@ def test_a_reload_mid_run_reopens_the_live_run_with_the_settings_it_runs_with(pa
                     expect(_key(view, key).get_by_role("radio", name=option)).to_be_checked()
                 assert no_exceptions(view) == []
             RELEASE_WIN.set()
-            done = page.get_by_text(re.compile(r"The execution completed after 3 step\(s\)\."))
+            done = page.get_by_text(re.compile(r"The execution completed after 3 steps\."))
             expect(done).to_be_visible(timeout=30_000)
     finally:
         RELEASE_WIN.set()
