@@ -110,3 +110,17 @@ def test_through_evaluate_the_hostile_answer_is_a_wrong_row_of_the_score():
 
     rep = asyncio.run(evaluate(runner, problems, concurrency=4))
     assert (rep.n, rep.errors, rep.score) == (4, 0, 0.5), json.dumps(rep.to_json()["results"])[:800]
+
+
+def test_big_answers_are_split_across_runs_by_size(monkeypatch):
+    from flowcore.tasks import pymetric
+
+    sizes = []
+    real = pymetric._run_once
+    monkeypatch.setattr(pymetric, "_run_once", lambda m, items, t: sizes.append(len(items)) or real(m, items, t))
+    big = "Paris" + " " * (3 << 20)  # 3 MB: three fit in no 8 MB run
+    items = [(big, {"answer": "Paris"}), ("Lyon", {"answer": "Paris"}), (big, {"answer": "Paris"}),
+             (big, {"answer": "Paris"}), ("Paris", {"answer": "Paris"})]
+    m = metric("def metric(prediction, row):\n    return float(prediction.strip() == row['answer'])\n")
+    assert [g.score for g in run_python(m, items, references=["Paris"] * 5)] == [1.0, 0.0, 1.0, 1.0, 1.0]
+    assert sizes == [3, 2]
