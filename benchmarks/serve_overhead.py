@@ -14,7 +14,9 @@ cores, so that row also pays for the client library). The endpoint answers each 
 (default 0.25 s: a short real completion). The paths alternate, REPEATS times each; the table shows medians.
 The machine is shared and noisy, so the CPU each path spends per problem is printed too, split by process:
 the caller (client, or the in-process runtime), the scripted endpoint, and the server.
-Usage: python benchmarks/serve_overhead.py [N=128] [C=32] [LATENCY=0.25] [REPEATS=3]
+Usage: python benchmarks/serve_overhead.py [N=128] [C=32] [LATENCY=0.25] [REPEATS=3] [PATHS=raw,openai,direct]
+(PATHS: a subset to time, e.g. one path per process for a whole-process paired timer; the server starts either
+way, so such processes differ only in the path timed.)
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from flowcore.workspace.store import Workspace  # noqa: E402
 from tests.helpers.fakellm import FakeLLMServer  # noqa: E402
 from tests.helpers.served import Served  # noqa: E402
 
+PATHS = ("raw", "openai", "direct")
 TEXT = (ROOT / "assets" / "examples" / "math_seed.mmd").read_text()
 
 
@@ -153,14 +156,15 @@ def _timed(run, pid: int) -> tuple[float, float, float, float]:  # noqa: ANN001 
     return wall, main, time.process_time() - p - main, _cpu(pid) - s
 
 
-def main(n: int, c: int, latency: float, repeats: int) -> None:
+def main(n: int, c: int, latency: float, repeats: int, paths: tuple[str, ...] = PATHS) -> None:
+    if not paths or set(paths) - set(PATHS):
+        sys.exit(f"PATHS: choose from {','.join(PATHS)}, got {','.join(paths) or '(none)'}")
     def echo(req: dict) -> str:
         return "ECHO " + req["messages"][-1]["content"].rsplit("\n", 1)[-1]
 
     fake = FakeLLMServer(echo, latency=latency).start()
     env = {"MERMAIDFLOW_CONCURRENCY": str(c)}
     os.environ.update(OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY="test-key", MERMAIDFLOW_MAX_RETRIES="0", **env)
-    paths = ("raw", "openai", "direct")
     got: dict[str, list[tuple[float, float, float, float]]] = {p: [] for p in paths}
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "served.db"
@@ -178,26 +182,34 @@ def main(n: int, c: int, latency: float, repeats: int) -> None:
                 for p in paths:
                     got[p].append(_timed(runs[p](f"{p}{r}", n), pid))
     fake.stop()
-    load = os.getloadavg()[0]
-    med = {p: [statistics.median(x) for x in zip(*got[p], strict=True)] for p in paths}
-    d = med["direct"][0]
-    print(f"{n} problems at concurrency {c}, endpoint latency {latency:g} s, median of {repeats} runs each; wall s: "
-          + "; ".join(f"{p} {', '.join(f'{x[0]:.2f}' for x in got[p])}" for p in paths))
-    print(f"{'product (served)':>34} | {'direct (compiled module)':>24} | {'ratio':>6} | load")
-    for p, label in (("raw", "plain HTTP client"), ("openai", "openai client")):
-        s = med[p][0]
-        print(f"{label:>26} {s:>5.2f} s | {d:>22.2f} s | {s / d:>6.3f} | {load:.2f}")
-    print(f"goal <= 1.1 x direct (plain HTTP client): {'met' if med['raw'][0] <= 1.1 * d else 'NOT met'}")
-    print("CPU ms per problem (caller | endpoint | server | total):")
-    for p in paths:
-        _, main_, end, srv_ = (x / n * 1000 for x in med[p])
-        print(f"  {p:>6}: {main_:6.2f} | {end:6.2f} | {srv_:6.2f} | {main_ + end + srv_:6.2f}")
-    print(f"the server process spends {med['raw'][3] / n * 1000 - med['direct'][1] / n * 1000:+.2f} ms per problem "
-          "more than the direct caller (both run the workflow and its LLM client; the server adds HTTP, JSON, "
-          "the guard and the trace)")
+    report(got, n, c, latency, repeats)
 
+
+def report(got: dict[str, list[tuple[float, float, float, float]]], n: int, c: int, latency: float,
+           repeats: int) -> None:
+    load = os.getloadavg()[0]
+    med = {p: [statistics.median(x) for x in zip(*runs, strict=True)] for p, runs in got.items()}
+    print(f"{n} problems at concurrency {c}, endpoint latency {latency:g} s, median of {repeats} runs each; wall s: "
+          + "; ".join(f"{p} {', '.join(f'{x[0]:.2f}' for x in runs)}" for p, runs in got.items()))
+    if "direct" in med:
+        d = med["direct"][0]
+        print(f"{'product (served)':>34} | {'direct (compiled module)':>24} | {'ratio':>6} | load")
+        for p, label in (("raw", "plain HTTP client"), ("openai", "openai client")):
+            if p in med:
+                s = med[p][0]
+                print(f"{label:>26} {s:>5.2f} s | {d:>22.2f} s | {s / d:>6.3f} | {load:.2f}")
+        if "raw" in med:
+            print(f"goal <= 1.1 x direct (plain HTTP client): {'met' if med['raw'][0] <= 1.1 * d else 'NOT met'}")
+    print(f"CPU ms per problem (caller | endpoint | server | total), load {load:.2f}:")
+    for p, m in med.items():
+        _, main_, end, srv_ = (x / n * 1000 for x in m)
+        print(f"  {p:>6}: {main_:6.2f} | {end:6.2f} | {srv_:6.2f} | {main_ + end + srv_:6.2f}")
+    if "raw" in med and "direct" in med:
+        print(f"the server process spends {(med['raw'][3] - med['direct'][1]) / n * 1000:+.2f} ms per problem more "
+              "than the direct caller (both run the workflow and its LLM client; the server adds HTTP, JSON, the "
+              "guard and the trace)")
 
 if __name__ == "__main__":
     a = sys.argv[1:]
     main(int(a[0]) if a else 128, int(a[1]) if len(a) > 1 else 32, float(a[2]) if len(a) > 2 else 0.25,
-         int(a[3]) if len(a) > 3 else 3)
+         int(a[3]) if len(a) > 3 else 3, tuple(a[4].split(",")) if len(a) > 4 else PATHS)
