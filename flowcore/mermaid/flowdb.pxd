@@ -30,9 +30,11 @@ cdef class FlowDB:
 
     # the grammar's actions call these as C methods (lalr.pxd types its db as FlowDB)
     cpdef bint first_graph(self)
+    @cython.locals(v=Vertex, edge=FlowEdge)
     cpdef add_vertex(self, object vid, object text=*, object vtype=*, object styles=*, object classes=*,
                      object dir_=*, object props=*, object shape_data=*)
     cpdef add_link(self, list starts, list ends, dict link)
-    @cython.locals(v=Vertex)
+    @cython.locals(v=Vertex, e=FlowEdge, n=Py_ssize_t)
     cpdef _add_single_link(self, object start, object end, dict link, object lid)
+    @cython.locals(v=Vertex, e=FlowEdge, s=SubGraph)
     cpdef set_class(self, object ids, object cls)

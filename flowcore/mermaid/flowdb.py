@@ -169,8 +169,10 @@ class FlowDB:
                 v.classes = []
             v.classes.extend(classes)
         if v.props is None:
-            v.props = props if props is not None else {}
+            v.props = props if props is not None else _NONE_DICT
         elif props:
+            if v.props is _NONE_DICT:
+                v.props = {}
             v.props.update(props)
         if data is not None:
             if not isinstance(data, dict):
@@ -230,12 +232,12 @@ class FlowDB:
         length = link.get("length")
         e.length = 10 if length is not None and length > 10 else length
         pair = (start, end)
+        n = self._pair_count.get(pair, 0)
         if lid and lid not in self._edge_ids:
             e.id, e.user_id = lid, True
         else:
-            n = self._pair_count.get(pair, 0)
             e.id = f"L_{start}_{end}_{0 if n == 0 else n + 1}"
-        self._pair_count[pair] = self._pair_count.get(pair, 0) + 1
+        self._pair_count[pair] = n + 1
         if len(self.edges) >= MAX_EDGES:
             raise _DbError(f"Edge limit exceeded. {len(self.edges)} edges found, but the limit is {MAX_EDGES}.")
         self.edges.append(e)
