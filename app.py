@@ -74,7 +74,7 @@ def home() -> None:
     if not rows:
         st.warning(f"No examples found in {library.EXAMPLES_DIR}.")
     else:
-        st.dataframe(rows, hide_index=True, width="stretch")
+        st.dataframe(rows, hide_index=True, placeholder="—", width="stretch")
         names = [r["name"] for r in rows]
         pick = st.selectbox("Preview", names, index=names.index(common.DEFAULT_EXAMPLE)
                             if common.DEFAULT_EXAMPLE in names else 0, key="home_example")

@@ -83,7 +83,7 @@ def candidates_section(configured: bool) -> int | None:
             if c.candidate.graph is None:
                 left.error(f"Dropped: {md(c.candidate.error)}")
                 continue
-            left.markdown(S.metrics_text(c.candidate.metrics), help=S.METRICS_HELP)
+            aov_parts.metrics(left, c.candidate.metrics)
             if c.candidate.repairs:
                 left.caption("Fixed on reading: " + md("; ".join(c.candidate.repairs)))
             with right:
@@ -185,13 +185,13 @@ def execution_section(ex) -> None:
                              ("Steps", S.step_rows(ex.events), "aov_steps"),
                              ("Inspector verdicts", S.verdict_rows(ex.events), "aov_verdicts")]:
         st.markdown(f"**{title}**")
-        st.dataframe(rows, hide_index=True, width="stretch", key=key)
+        st.dataframe(rows, hide_index=True, placeholder="—", width="stretch", key=key)
     if S.task_of(ex) is not None:
         st.button("Check acceptance (in the sandbox)", on_click=act.check_acceptance, key="aov_acc",
                   icon=":material/fact_check:", disabled=running)
         if (acc := ss.get(f"aov_acc_{ex.id}")) is not None:
             (st.success if acc[0] else st.warning)("Accepted." if acc[0] else "Not accepted.")
-            st.dataframe(acc[1], hide_index=True, width="stretch", key="aov_acc_rows")
+            st.dataframe(acc[1], hide_index=True, placeholder="—", width="stretch", key="aov_acc_rows")
     e = st.columns(3)
     e[0].download_button("Graph JSON", ex.graph.to_json(), file_name=f"aov_{ex.id}.json", key="aov_dl_graph",
                          mime="application/json", icon=":material/download:")

@@ -16,6 +16,12 @@ from flowcore.mermaid import safe
 ss = st.session_state
 
 
+def metrics(where, m) -> None:  # noqa: ANN001 - a container, a graph's Metrics
+    """A graph's metrics side by side, each with its one-line explanation on hover."""
+    for col, (label, value, why) in zip(where.columns(3), S.metric_cards(m), strict=True):
+        col.metric(label, value, help=why)
+
+
 def edit_form(p, prefix: str) -> None:  # noqa: ANN001 - a Proposal
     """One row per subtask of the proposed graph: requirement, agent, parents (the links follow from them)."""
     g = p.graph
@@ -40,8 +46,8 @@ def proposals(ex, act, diagram: Callable) -> None:  # noqa: ANN001 - an Executio
                                                    if rs.kind == "repair" else ":material/update:")
     for i, p in enumerate(rs.proposals):
         with st.container(border=True):
-            st.markdown(f"**Proposal {i + 1}** ({p.source}) · {md(p.summary)}  \n{S.metrics_text(p.metrics)}",
-                        help=S.METRICS_HELP)
+            st.markdown(f"**Proposal {i + 1}** ({p.source}) · {md(p.summary)}")
+            metrics(st.columns([1.2, 1.4])[0], p.metrics)
             left, right = st.columns([0.8, 1.4])
             left.code("\n".join(S.diff_lines(p)) or "(no change)", language=None, wrap_lines=True)
             with right:

@@ -107,6 +107,7 @@ def show(stored) -> None:
         return
     if stored.status == "cancelled":
         st.warning("Cancelled: only the workflows measured in full are compared.")
+    c = cv.for_people(c)  # the command line's 'baseline:io' reads 'IO (math)'
     best = c.measurements[c.best]
     if not best.pooled.n:  # the endpoint failed every run of every workflow: there is no result to present
         st.error("No problem was scored: the LLM endpoint failed every run (see the errors column). These are "
@@ -119,7 +120,8 @@ def show(stored) -> None:
                     "would be if they were equally good.")
     for note in cv.evolved_notes(c, common.workspace()):  # an evolved round: its validation beside this score
         st.caption(note)
-    st.dataframe(cv.table_frame(c, common.workspace()), hide_index=True, width="stretch", key=f"cmp_table_{stored.id}",
+    st.dataframe(cv.table_frame(c, common.workspace()), hide_index=True,
+                 placeholder="—", width="stretch", key=f"cmp_table_{stored.id}",
                  column_config={"score %": PCT, "validation %": PCT,
                                 "cost/problem $": st.column_config.NumberColumn(format="$%.6f"),
                                 "tokens": st.column_config.NumberColumn(format="localized"),
@@ -132,7 +134,7 @@ def show(stored) -> None:
         n_dis = int((~agree["agree"]).sum())
         st.markdown(f"**Per-problem agreement**: the workflows disagree on {n_dis} of {len(agree)} problems "
                     "(listed first; 1 = solved, with repeats the solve rate).")
-        st.dataframe(agree, hide_index=True, width="stretch", key=f"cmp_agree_{stored.id}")
+        st.dataframe(agree, hide_index=True, placeholder="—", width="stretch", key=f"cmp_agree_{stored.id}")
     st.download_button("Download the comparison (.json)", json.dumps(c.to_json(), indent=1).encode(),
                        f"comparison_{stored.id}.json", mime="application/json", on_click="ignore",
                        icon=":material/download:", key=f"cmp_dl_{stored.id}")
@@ -156,7 +158,8 @@ def main() -> None:
         st.caption("No comparisons yet. (The command line stores one with `compare ... --db`.)")
         return
     st.subheader("Results")
-    labels = {p.id: f"#{p.id} · {p.benchmark} · {p.split.get('split', '?')} · {', '.join(p.names)} · {p.status}"
+    labels = {p.id: f"#{p.id} · {p.benchmark} · {p.split.get('split', '?')} · "
+                    f"{', '.join(cv.people_name(n, p.benchmark) for n in p.names)} · {p.status}"
               f" · by {p.created_by}" for p in past}
     ids = list(labels)
     want = ss.get(SHOW_KEY)

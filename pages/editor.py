@@ -199,7 +199,7 @@ with right:  # fixed slots (list, notice, diagram): the diagram keeps its place,
             st.markdown(f":{color}[**{d.code}**] {md(d.located())}")
         if len(diags) > view.MAX_LISTED_DIAGNOSTICS:
             with st.expander(f"All {len(diags):,} diagnostics"):
-                st.dataframe([d.to_dict() for d in diags], hide_index=True, width="stretch",
+                st.dataframe([d.to_dict() for d in diags], hide_index=True, placeholder="—", width="stretch",
                              column_order=["line", "column", "code", "severity", "message", "node"])
     notice = st.empty()
     if readable:  # the text itself, not a parsed object a later edit could change

@@ -55,7 +55,8 @@ def run_view(run_id: int, key: str) -> None:
         st.markdown(f"**Latest round #{last['round']}** · `{last['operator'] or '—'}` · {last['status']}{score} "
                     f"· judge: {md(last['judge'] or '—')}")
         st.caption(safe.markdown(last["detail"] or last["reason"] or ""))  # the optimizer's words
-        st.dataframe(story.candidate_rows(last), hide_index=True, width="stretch", key=f"evo_cands_{key}",
+        st.dataframe(story.candidate_rows(last), hide_index=True,
+                     placeholder="—", width="stretch", key=f"evo_cands_{key}",
                      column_config={"what happened": st.column_config.TextColumn(width="large")})
 
 

@@ -61,7 +61,7 @@ def _png(drawing: str) -> bytes:
 def show_invalid(text: str, task: str, name: str, errors: list) -> None:
     st.error(f"**This workflow is invalid for the {task} task**, so it cannot be compiled to Python. Fix it "
              "in the Editor; the checker found:", icon=":material/error:")
-    st.dataframe([d.to_dict() for d in errors], hide_index=True, width="stretch",
+    st.dataframe([d.to_dict() for d in errors], hide_index=True, placeholder="—", width="stretch",
                  column_order=["line", "column", "code", "message", "node"])
     st.download_button("Download the text as .mmd anyway", text.encode(), f"{fx.file_stem(name)}.mmd",
                        mime=fx.MIME[".mmd"], on_click="ignore", icon=":material/download:", key="ex_dl_raw")

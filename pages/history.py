@@ -94,15 +94,16 @@ def buffer_table(view: hv.RunView, offline: bool) -> None:
     page = st.number_input(f"Page (of {pages}; {hv.PAGE_ROWS} rounds a page, the last has the latest)", 1, pages,
                            pages, key=f"hist_page_{pages}") if pages > 1 else 1
     table = view.table(rounds, page, offline)
-    st.dataframe(hv.for_people(table), hide_index=True, width="stretch", key="hist_table",
+    st.dataframe(hv.for_people(table), hide_index=True, placeholder="—", width="stretch", key="hist_table",
                  column_config={"pinned": st.column_config.CheckboxColumn()})
     st.caption(hv.table_caption(table, view.total))
 
 
-def charts(view: hv.RunView) -> None:
+def charts(view: hv.RunView, run_id: int) -> None:
     c = st.columns(2)
     c[0].plotly_chart(view.score_figure(), key="hist_curve")
-    if (cost := view.cost_figure()) is not None:
+    picked = ss.get(f"hist_round_{run_id}", view.cols["round"][-1])  # the Round box below: its name is drawn
+    if (cost := view.cost_figure(picked)) is not None:
         c[1].plotly_chart(cost, key="hist_cost")
     else:
         c[1].info("Cost vs score needs measured rounds; this run has none.", icon=":material/info:")
@@ -112,8 +113,9 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     run_id, rnd = info.id, row["round"]
     st.subheader(f"Round #{rnd} · {row['operator'] or '—'} · {row['status']}")
     c = st.columns(4)
-    c[0].metric("Score", "—" if row["score"] is None else hv.score_text(row["score"]),
-                help="Validation score measured when the round was evaluated (— : not measured)")
+    c[0].metric("Score", "—" if row["score"] is None else hv.score_text(row["score"], row.get("per_problem")),
+                help="Validation score measured when the round was evaluated (— : not measured; 'not run': "
+                     "problems with no verdict, left out of the score)")
     c[1].metric("95% interval", "—" if row["ci_low"] is None else
                 f"{100 * row['ci_low']:.0f}–{100 * row['ci_high']:.0f}%")
     c[2].metric("Cost", f"${row['cost'] or 0:.5f}")
@@ -153,7 +155,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     if done:
         st.dataframe([{"evaluation": f"#{e.id}", "status": e.status, "score": e.score, "n": f"{e.n}/{e.total}",
                        "cost": e.cost, "answers": rs.cache_use(common.workspace(), e.id).text()} for e in done],
-                     hide_index=True, key="hist_reevals",
+                     hide_index=True, placeholder="—", key="hist_reevals",
                      column_config={"score": PCT, "cost": st.column_config.NumberColumn(format="$%.5f")})
 
     height = f'{view.texts_height(row["workflow_text"] or "", parent["workflow_text"] if parent else "")}px'
@@ -165,7 +167,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
         else:
             st.markdown("**No parent**: this is the seed workflow." if rnd == 0 else "**Parent not stored.**")
     with right:
-        st.markdown(f"**Round #{rnd}** · {hv.score_text(row['score'])}")
+        st.markdown(f"**Round #{rnd}** · {hv.score_text(row['score'], row.get('per_problem'))}")
         if has_text:
             diagram(row["workflow_text"], "hist_child_mermaid", height)
         else:
@@ -187,7 +189,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
         c[1].dataframe(cands, hide_index=True, key="hist_cands")
     if row.get("per_problem"):
         with st.expander(f"Per-problem results ({len(row['per_problem'])})"):
-            st.dataframe(row["per_problem"], hide_index=True, width="stretch")
+            st.dataframe(row["per_problem"], hide_index=True, placeholder="—", width="stretch")
 
 
 def main() -> None:
@@ -227,7 +229,7 @@ def main() -> None:
         st.caption("No round stored yet.")
         return
     buffer_table(view, info.offline)
-    charts(view)
+    charts(view, run_id)
     labels = view.labels
     rounds = list(labels)
     pick = st.selectbox("Round", rounds, index=len(rounds) - 1, key=f"hist_round_{run_id}", format_func=labels.get)

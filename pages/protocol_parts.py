@@ -49,7 +49,7 @@ def test_section(run_id: int, key: str) -> None:
     if df.empty:
         return
     st.markdown("**Validation → test**: the best rounds re-scored on the held-out test split")
-    st.dataframe(df, hide_index=True, width="stretch", key=f"proto_test_{key}",
+    st.dataframe(df, hide_index=True, placeholder="—", width="stretch", key=f"proto_test_{key}",
                  column_config={c: st.column_config.NumberColumn(format="%.1f")
                                 for c in ("validation %", "test %", "test sd %")}
                  | {"test cost $": st.column_config.NumberColumn(format="%.5f")})

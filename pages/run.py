@@ -166,7 +166,7 @@ def live(job_id: str) -> None:
         c = st.columns(4)
         live_score = es.running_score(data, snap.done)
         c[0].metric("Running score", "—" if live_score is None else _pct(live_score))
-        c[1].metric("Errors", data.get("errors", 0))
+        c[1].metric("Not run", data.get("errors", 0), help="Problems with no verdict (errored): not in the score")
         c[2].metric("Cost so far", _money(data.get("cost")))
         c[3].metric("Elapsed", f"{snap.elapsed:.0f} s")
 
@@ -198,7 +198,7 @@ def evaluations(ws, settings, text: str, task: str, name: str, can_run: bool) ->
     st.session_state[SHOW_KEY] = pick
     show_evaluation(ws, settings, es.load_evaluation(ws, pick), can_run, busy)
     with st.expander(f"Past evaluations ({len(past)})"):
-        st.dataframe(pd.DataFrame(rs.past_rows(past)), hide_index=True, width="stretch",
+        st.dataframe(pd.DataFrame(rs.past_rows(past)), hide_index=True, placeholder="—", width="stretch",
                      column_config={c: st.column_config.NumberColumn(format="percent") for c in ("score", "ci_low",
                                                                                                "ci_high")}
                      | {"cost": st.column_config.NumberColumn(format="$%.4f")})
@@ -235,7 +235,8 @@ def main() -> None:
     valid = is_valid(diags)
     if not valid:
         st.error(f"This workflow is invalid for the {task} task; fix it in the Editor before running it:")
-        st.dataframe([d.to_dict() for d in diags if d.severity == "error"], hide_index=True, width="stretch",
+        st.dataframe([d.to_dict() for d in diags if d.severity == "error"], hide_index=True,
+                     placeholder="—", width="stretch",
                      column_order=["line", "column", "code", "message", "node"])
     can_run = configured and valid
     mirror_running(es.running_job(common.workspace()))

@@ -16,6 +16,7 @@ from flowcore.execution.runtime import NodeError, WorkflowInvalid
 from flowcore.llm.client import LLMError
 from flowcore.mermaid.reader import WorkflowSyntaxError
 from flowcore.tasks import kind_of, load
+from flowcore.tasks.harness import not_run_text
 from flowcore.ui import tasks as tv
 
 JOB_KEY, SHOW_KEY = "run_job_id", "run_show_eval"
@@ -25,7 +26,8 @@ _money, _pct = rs.money, rs.pct
 
 def trace_table(trace: list[dict]) -> None:
     st.caption(rs.trace_caption(trace))
-    st.dataframe(pd.DataFrame(rs.trace_rows(trace), columns=rs.TRACE_COLUMNS), hide_index=True, width="stretch",
+    st.dataframe(pd.DataFrame(rs.trace_rows(trace), columns=rs.TRACE_COLUMNS), hide_index=True,
+                 placeholder="—", width="stretch",
                  column_config={"cost": st.column_config.NumberColumn(format="$%.5f"),
                                 "latency": st.column_config.NumberColumn("latency (s)", format="%.2f")})
 
@@ -52,7 +54,9 @@ def show_evaluation(ws, settings, rec: es.EvalRecord, can_run: bool, busy: bool)
         return
     c = st.columns([1, 1, 2, 1])
     solved = sum(bool(r.get("correct")) for r in rec.results)
-    c[0].metric("Score", _pct(rec.score), help="Fraction of the problems solved")
+    not_run = not_run_text(sum(bool(r.get("errored")) for r in rec.results))
+    c[0].metric("Score", _pct(rec.score) + (f" · {not_run.split(' (')[0]}" if not_run else ""),
+                help="Fraction of the problems solved" + (f"; {not_run}" if not_run else ""))
     c[1].metric("Solved", f"{solved} / {rec.n}")
     c[2].metric("95% interval", rs.interval_text(rec).removeprefix("95% interval ").split(" (")[0] or "—",
                 help=rs.interval_text(rec))
@@ -79,7 +83,8 @@ def show_evaluation(ws, settings, rec: es.EvalRecord, can_run: bool, busy: bool)
     rows = rs.result_rows(rec, which)
     event = st.dataframe(pd.DataFrame(rows, columns=["id", "verdict", "extracted", "reference", "error", "cost",
                                                      "latency", "answer"]),
-                         hide_index=True, width="stretch", key=f"run_results_{rec.id}_{which}", on_select="rerun",
+                         hide_index=True, placeholder="—", width="stretch", key=f"run_results_{rec.id}_{which}",
+                         on_select="rerun",
                          selection_mode=["single-row", "single-cell"],
                          column_config={"cost": st.column_config.NumberColumn(format="$%.5f"),
                                         "latency": st.column_config.NumberColumn("latency (s)", format="%.2f"),

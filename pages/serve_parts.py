@@ -41,7 +41,7 @@ def publish_popover(where: Any, text: str, task: str, name: str, *, key: str, ru
         if versions and pub_name.strip():
             st.dataframe([{"version": p.model_id, "by": p.created_by, "note": p.note or "",
                            "validation": p.validation_score, "test": p.test_score} for p in versions[:10]],
-                         hide_index=True, key=f"{key}_versions")
+                         hide_index=True, placeholder="—", key=f"{key}_versions")
 
 
 def keys_section() -> None:
@@ -63,7 +63,7 @@ def keys_section() -> None:
     rows = keys.list_keys(ws)
     if rows:
         st.dataframe([{"id": k.id, "name": k.name, "owner": k.owner, "state": "active" if k.active else "revoked"}
-                      for k in rows], hide_index=True, key="keys_table")
+                      for k in rows], hide_index=True, placeholder="—", key="keys_table")
         active = [k.id for k in rows if k.active]
         r = st.columns([3, 1], vertical_alignment="bottom")
         pick = r[0].selectbox("Revoke", active, key="keys_revoke_pick", placeholder="Choose a key…",

@@ -115,7 +115,8 @@ with st.form("llm_settings_form", enter_to_submit=False):  # Enter in a box must
     table = pd.DataFrame([{"model": m, "input": p[0], "output": p[1]} for m, p in current.prices.items()],
                          columns=["model", "input", "output"])
     money = st.column_config.NumberColumn
-    prices = st.data_editor(table, num_rows="dynamic", hide_index=True, key="set_prices", width="stretch",
+    prices = st.data_editor(table, num_rows="dynamic", hide_index=True,
+                            placeholder="—", key="set_prices", width="stretch",
                             column_config={"model": st.column_config.TextColumn("model", required=True),
                                            "input": money("input $/1M", min_value=0.0),
                                            "output": money("output $/1M", min_value=0.0)})

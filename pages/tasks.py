@@ -42,7 +42,7 @@ def upload_step():  # noqa: ANN201 - the Table read from the upload, or None
         st.error(f"**Cannot read {common.md(name)}**: {common.md(str(exc))}", icon=":material/error:")
         return None
     st.caption(f"{len(table.rows)} rows · columns: {', '.join(table.columns)}")
-    st.dataframe(tv.preview_frame(table), hide_index=True, width="stretch", key="tk_preview")
+    st.dataframe(tv.preview_frame(table), hide_index=True, placeholder="—", width="stretch", key="tk_preview")
     return table
 
 
@@ -116,7 +116,7 @@ def check_step(table, spec: dict, source: str):  # noqa: ANN001, ANN201 - the ta
         st.error(f"The metric cannot be tried here: {common.md(str(exc))}", icon=":material/shield:")
         return None
     st.markdown("The metric on the first rows, each **reference scored against itself**:")
-    st.dataframe(frame, hide_index=True, width="stretch", key="tk_samples")
+    st.dataframe(frame, hide_index=True, placeholder="—", width="stretch", key="tk_samples")
     ok, text = tv.self_score_text(task, grades)
     (st.success if ok else st.warning)(common.md(text), icon=":material/check_circle:" if ok else ":material/warning:")
     return task

@@ -27,7 +27,7 @@ if not listed:
             icon=":material/info:")
     st.stop()
 table = tv.rows(listed)
-st.dataframe(table, hide_index=True, width="stretch", key="tr_table",
+st.dataframe(table, hide_index=True, placeholder="—", width="stretch", key="tr_table",
              column_config={"cost": st.column_config.NumberColumn(format="$%.6f")})
 ids = [r["trace"] for r in table]
 pick = st.selectbox("Open a trace", ids, key="tr_open", format_func=lambda i: next(
@@ -37,7 +37,7 @@ if t is not None:
     st.plotly_chart(tv.timeline_figure(t), key="tr_timeline")
     if t.error:  # a run's error can quote the endpoint, the model or a program: text, never markdown
         st.error(common.md(t.error))
-    st.dataframe(tv.span_rows(t), hide_index=True, width="stretch", key="tr_spans",
+    st.dataframe(tv.span_rows(t), hide_index=True, placeholder="—", width="stretch", key="tr_spans",
                  column_config={"cost": st.column_config.NumberColumn(format="$%.6f")})
     c = st.columns(2)
     c[0].text_area("Problem", t.problem or "", height=140, disabled=True, key=f"tr_problem_{t.id}")

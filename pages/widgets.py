@@ -44,7 +44,7 @@ def big_graph(w: Workflow, key: str) -> None:
     st.info(f"**{o['nodes']:,} nodes, {o['edges']:,} edges, {o['layers']:,} layers** — too big to draw as you "
             "type (the browser would freeze). The text and the checker stay live.",
             icon=":material/account_tree:")
-    st.dataframe([{"operator": k, "nodes": v} for k, v in o["by type"].items()], hide_index=True,
+    st.dataframe([{"operator": k, "nodes": v} for k, v in o["by type"].items()], hide_index=True, placeholder="—",
                  height=min(36 * (len(o["by type"]) + 1) + 10, 300), key=f"{key}_types")
     what = "it" if len(w.nodes) <= view.PREVIEW_NODES else f"the first {view.PREVIEW_NODES} nodes along the flow"
     if st.toggle(f"Draw {what}", key=f"{key}_preview"):

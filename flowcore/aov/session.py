@@ -440,17 +440,14 @@ def named_texts(example_names: Sequence[str], uploads: Sequence[tuple[str, bytes
     return out + ([("pasted JSON", pasted)] if pasted.strip() else [])
 
 
-METRICS_HELP = ("Parallelism (P_avg): subtasks that can run at the same time, on average over the steps; higher "
-                "finishes sooner. Dependency spread (C_dependency): how unevenly the links are shared among the "
-                "subtasks (the spread of their numbers of links); lower means fewer bottlenecks. Steps: how many "
-                "rounds of waiting the graph needs. The rule picks the highest parallelism, then the lowest spread.")
-
-
-def metrics_text(m: M.Metrics) -> str:
-    """The metrics as one Markdown line, named for people (the papers' symbols in brackets; METRICS_HELP says
-    what they mean)."""
-    return (f"parallelism **{m.P_avg:.2f}** (P_avg) · dependency spread **{m.C_dependency:.2f}** (C_dependency) · "
-            f"**{m.T}** step{'s' * (m.T != 1)}")
+def metric_cards(m: M.Metrics) -> list[tuple[str, str, str]]:
+    """(label, value, one-line explanation) for each metric of a graph, as the page shows them on hover; the
+    papers' symbols only inside the explanation. The rule picks the highest parallelism, then the lowest spread."""
+    return [("Parallelism", f"{m.P_avg:.2f}", "How many subtasks can run at the same time, on average over the "
+             "steps; higher finishes sooner (the paper's P_avg). The rule picks the highest."),
+            ("Dependency spread", f"{m.C_dependency:.2f}", "How unevenly the links are shared among the subtasks; "
+             "lower means fewer bottlenecks (C_dependency). It breaks a tie in parallelism."),
+            ("Steps", f"{m.T:,}", "Rounds of waiting the graph needs: the subtasks of one step run together.")]
 
 
 def md(text: Any) -> str:

@@ -224,7 +224,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             shown = r.error if r.error else (r.extracted if r.extracted is not None else r.prediction)
             print(f"{mark} {r.id}  {_one_line(str(shown))}")
         solved = sum(r.correct for r in report.results)
-        errs = f", {report.errors} not run (endpoint errors, not counted)" if report.errors else ""
+        from flowcore.tasks.harness import not_run_text
+
+        errs = f", {not_run_text(report.errors)}" if report.errors else ""
         scored = (f"score {report.score:.3f} ({solved}/{report.n}){errs}, 95% CI [{report.ci_low:.3f}, "
                   f"{report.ci_high:.3f}]") if report.n else f"no score: no problem was scored{errs}"
         if report.graded_by:
@@ -355,13 +357,14 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
 def _score_task(task: Any, prediction: str, reference: str) -> int:
     """``score --task-file``: the task's metric on one answer ({"score", "correct", "extracted", "detail"})."""
-    from flowcore.tasks.metrics import grade_text, run_python
+    from flowcore.tasks.metrics import grade_text
+    from flowcore.tasks.pymetric import run_python
 
     m = task.metric
     if m.name in ("judge", "tests"):
         raise CliError(f"metric '{m.name}' grades inside an evaluation (it needs {'the LLM' if m.name == 'judge' else 'the row'}"
                        "'s context): use evaluate")
-    g = run_python(m, [(prediction, {task.reference: reference})])[0] if m.name == "python" else \
+    g = run_python(m, [(prediction, {task.reference: reference})], references=[reference])[0] if m.name == "python" else \
         grade_text(m, prediction, reference)
     if g.score is None:
         raise JobFailed(f"the metric gave no score: {g.detail}")

@@ -168,13 +168,14 @@ def judge_answer(benchmark: str, answer: str, reference: str | Problem) -> Verdi
 def _task_verdict(name: str, answer: str, reference: str | Problem) -> Verdict:
     """A task's own metric on one answer (a judge grades only inside evaluations, where its grade is kept)."""
     from flowcore.tasks import get
-    from flowcore.tasks.metrics import grade_text, run_python
+    from flowcore.tasks.metrics import grade_text
+    from flowcore.tasks.pymetric import run_python
 
     metric = get(name).metric
     ref = reference.reference if isinstance(reference, Problem) else str(reference)
     row = reference.meta.get("row", {}) if isinstance(reference, Problem) else {}
     if metric.name == "python":
-        g = run_python(metric, [(answer, row)])[0]
+        g = run_python(metric, [(answer, row)], references=[ref])[0]
     elif metric.name in ("judge", "tests"):
         return Verdict(False, None, f"{ref} (metric '{metric.name}' grades inside evaluations only)")
     else:

@@ -2,26 +2,24 @@
 
 Deterministic metrics (exact, contains, regex, number, choice, f1, json, and the built-in tasks' gsm8k and math)
 run here. Two run elsewhere, because what they run is not ours:
-- ``python``: the user's ``metric(prediction, row)`` runs in the sandbox (flowcore.execution.sandbox), as
-  generated code does, never in this process: a metric file from a shared workspace is someone else's code.
-  Rows are batched into one sandbox run (``PythonBatcher``), so 1,000 rows are a handful of sandbox starts.
-- ``judge``: an LLM grades the answer against the reference and a rubric; each grade keeps its reason and the
-  name of the model that gave it, and every score it makes is labelled "graded by a model".
+- ``python``: the user's ``metric(prediction, row)`` runs in the sandbox (flowcore.tasks.pymetric), never in
+  this process: a metric file from a shared workspace is someone else's code.
+- ``judge`` (flowcore.tasks.judging): an LLM grades the answer against the reference and a rubric; each grade
+  keeps its reason and the name of the model that gave it, and every score it makes is labelled "graded by a
+  model".
 A metric that raises, times out or returns anything but a number in [0, 1] leaves that row *errored* (no
 verdict, left out of the score), never wrong. Not so a regex pattern that times out on an answer, nor JSON nested
 too deep: the answer caused those, and it is wrong (tests/tasks/test_pathological_answers.py).
 """
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import math
 import re
-import secrets
 import string
-from collections import Counter
-from dataclasses import dataclass, field
+from collections import Counter, deque
+from dataclasses import dataclass
 from typing import Any
 
 from flowcore.tasks.data import DataError
@@ -60,7 +58,6 @@ DESCRIPTIONS = {
     "math": "MATH's scorer: the last \\boxed{} equals the reference as text, number or symbolically",
 }
 REGEX_TIMEOUT = 1.0  # seconds per match: a pattern from a shared workspace cannot stall the app
-PYTHON_BATCH = 250  # rows per sandbox run of a python metric (its output stays under the sandbox's 64 KB)
 
 
 @dataclass(frozen=True)
@@ -167,7 +164,9 @@ def _compile(pattern: str, case_sensitive: bool, where: str) -> Any:
 
 # -- what a row's answer is --------------------------------------------------------------------------------------
 
-_MARKER = re.compile(r"(?:final\s+answer|answer)\s*(?:is)?\s*[:：]\s*", re.IGNORECASE)
+# One whitespace run per position: `\s*(?:is)?\s*` split a run of spaces every way (quadratic; a 40 KB answer of
+# "answer" and spaces held the server's interpreter for 29 s).
+_MARKER = re.compile(r"(?:final\s+answer|answer)\s*(?:is\s*)?[:：]\s*", re.IGNORECASE)
 
 
 def final_answer(prediction: str) -> str:
@@ -192,17 +191,30 @@ def _norm(text: str, case_sensitive: bool) -> str:
     return text if case_sensitive else text.casefold()
 
 
-@functools.lru_cache(maxsize=65536)  # references are parsed when the task is read, again for every answer
 def _number(text: str) -> float | None:
-    from flowcore.tasks.scoring import _NUMBER, extract_number
+    """The last number of ``text`` as a float (None: none, or not finite). The cache holds only texts of at most
+    64 characters: a long answer is cut to its last number first, so 100 KB answers never sit in memory."""
+    if len(text) <= 64:
+        return _short_number(text)
+    from flowcore.tasks.scoring import _NUMBER
 
-    if len(text) > 64:  # a long text (GSM8K's worked solutions): its last number is in its tail
-        tail = text[-64:].replace("\u2212", "-")
-        found_all = list(_NUMBER.finditer(tail))
-        last = found_all[-1] if found_all else None
-        # Only a match whose left neighbour is plainly no part of a number is the one the whole text ends with.
-        if last is not None and last.start() > 0 and not re.match(r"[\w.,$\-]", tail[last.start() - 1]):
-            text = tail[last.start():]
+    tail = text[-64:].replace("\u2212", "-")  # a long text (GSM8K's worked solutions): its last number is in its tail
+    found_all = list(_NUMBER.finditer(tail))
+    last = found_all[-1] if found_all else None
+    # Only a match whose left neighbour is plainly no part of a number is the one the whole text ends with.
+    if last is not None and last.start() > 0 and not re.match(r"[\w.,$\-]", tail[last.start() - 1]):
+        return _short_number(tail[last.start():])
+    return _parse_number(text)  # rare (a number running into the tail's start, or none there): not cached
+
+
+@functools.lru_cache(maxsize=65536)  # references are parsed when the task is read, again for every answer
+def _short_number(text: str) -> float | None:
+    return _parse_number(text)
+
+
+def _parse_number(text: str) -> float | None:
+    from flowcore.tasks.scoring import extract_number
+
     found = extract_number(text)
     if found is None:
         return None
@@ -234,28 +246,29 @@ def f1(prediction: str, reference: str) -> float:
 
 
 def _json_object(text: str) -> Any:
-    """The answer's JSON value: the whole text, a ```json block, or the last {...} that parses. Nesting too deep
-    for the decoder (RecursionError) is no JSON: left uncaught it made a wrong answer's row errored."""
+    """The answer's JSON value: the whole text, else the last ```json block that parses (of the last 8), else the last
+    top-level {...} that is a JSON object (flowcore.tasks.jsonscan: one linear pass; an object nested in another
+    is part of it, never picked alone, and text around the object, a preamble included, is ignored). Nesting too
+    deep for the decoder is no JSON: left uncaught it made a wrong answer's row errored."""
+    from flowcore.tasks.jsonscan import last_object, load
+
     text = text.strip()
-    fenced = re.findall(r"```(?:json)?\s*(.*?)```", text, re.DOTALL)
-    for candidate in [text, *reversed(fenced)]:
-        try:
-            return json.loads(candidate)
-        except (ValueError, TypeError, RecursionError):
-            pass
-    decoder = json.JSONDecoder()
-    found = None
-    for m in re.finditer(r"\{", text):
-        try:
-            found, _ = decoder.raw_decode(text, m.start())
-        except (ValueError, RecursionError):
-            continue
-    return found
+    whole = load(text)
+    if whole is not None:
+        return whole
+    for block in reversed(deque((m.group(1) for m in _FENCED.finditer(text)), maxlen=8)):
+        value = load(block)
+        if value is not None:
+            return value
+    found = last_object(text)
+    return None if found is None else found[0]
 
 
-def _json_score(prediction: str, reference: str, fields: list[str]) -> Grade:
+_FENCED = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+
+
+def _json_score(got: Any, reference: str, fields: list[str]) -> Grade:
     ref = _json_object(reference)
-    got = _json_object(prediction)
     if not isinstance(got, dict):
         return Grade(0.0, None, "no JSON object in the answer")
     keys = fields or list(ref)
@@ -378,191 +391,14 @@ def grade_text(metric: Metric, prediction: str, reference: str) -> Grade:
     if name == "f1":
         return Grade(f1(answer, reference), answer)
     if name == "json":
-        return _json_score(answer if _json_object(answer) is not None else prediction, reference, o["fields"])
+        got = _json_object(answer)
+        if got is None and answer != prediction.strip():  # the object may hold the "Answer:" the rule cut at
+            got = _json_object(prediction)
+        return _json_score(got, reference, o["fields"])
     raise ValueError(f"metric '{name}' is not graded as text")
 
 
-# -- python: the user's function, in the sandbox ----------------------------------------------------------------
-
-_DRIVER = '''
-
-def __mf_run():
-    import json, sys
-    fn = globals().get({function!r})
-    items = json.loads(sys.stdin.read())
-    out = []
-    for item in items:
-        try:
-            value = fn(item["prediction"], item["row"])
-        except Exception as exc:
-            line = None
-            tb = exc.__traceback__
-            while tb is not None:
-                if tb.tb_frame.f_code.co_filename == "<metric>":
-                    line = tb.tb_lineno
-                tb = tb.tb_next
-            out.append({{"error": (type(exc).__name__ + ": " + str(exc))[:160], "line": line}})
-            continue
-        if isinstance(value, bool) or type(value) in (int, float):
-            out.append({{"value": float(value)}})
-        else:
-            out.append({{"bad": type(value).__name__}})
-    sys.stdout.write("\\n{nonce}" + json.dumps(out) + "\\n")
-
-
-__mf_run()
-'''
-
-
-def python_program(metric: Metric, nonce: str) -> str:
-    """The sandboxed program: the user's file (compiled as "<metric>", so errors name its lines), then a
-    driver that reads the rows from standard input and prints one result per row after ``nonce``."""
-    o = metric.opts
-    body = f"exec(compile({metric.source!r}, '<metric>', 'exec'), globals())\n"
-    return body + _DRIVER.format(function=o["function"], nonce=nonce)
-
-
-def run_python(metric: Metric, items: list[tuple[str, dict]], *, timeout: float | None = None) -> list[Grade]:
-    """Grade (prediction, row) pairs with the user's function in one sandbox run (raises SandboxUnavailable)."""
-    from flowcore.execution.sandbox import run_untrusted
-
-    if not items:
-        return []
-    nonce = f"@@mf-metric-{secrets.token_hex(8)}@@"
-    payload = json.dumps([{"prediction": p, "row": r} for p, r in items], ensure_ascii=False, default=str)
-    limit = timeout if timeout is not None else min(300.0, 10.0 + 0.5 * len(items))
-    res = run_untrusted(python_program(metric, nonce), stdin=payload, timeout=limit)
-    file = metric.opts["file"]
-    if res.overloaded:
-        return [Grade(None, None, f"{file}: the machine was too busy to run the metric", transient=True)] * len(items)
-    out = (res.stdout or "").rsplit(nonce, 1)
-    results: Any = None
-    if res.ok and len(out) == 2:
-        try:
-            results = json.loads(out[1])
-        except ValueError:
-            results = None
-    if not isinstance(results, list) or len(results) != len(items):
-        why = "timed out" if res.timed_out else ("ran out of memory" if res.memory_exceeded else
-                                                 _last_line(res.error or res.stderr) or "printed no results")
-        return [Grade(None, None, f"{file}: the metric failed ({why})")] * len(items)
-    grades = []
-    for r in results:
-        if not isinstance(r, dict):
-            grades.append(Grade(None, None, f"{file}: no result"))
-        elif "error" in r:
-            at = f" (line {r['line']})" if isinstance(r.get("line"), int) else ""
-            grades.append(Grade(None, None, f"{file}{at}: the metric raised {r['error']}"))
-        elif "bad" in r:
-            grades.append(Grade(None, None, f"{file}: the metric returned a {r['bad']}, not a number"))
-        else:
-            v = r.get("value")
-            if not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1:
-                grades.append(Grade(None, None, f"{file}: the metric returned {v!r}, not a number from 0 to 1"))
-            else:
-                grades.append(Grade(float(v)))
-    return grades
-
-
-def _last_line(text: str | None) -> str:
-    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
-    return lines[-1].strip()[:200] if lines else ""
-
-
-@dataclass
-class PythonBatcher:
-    """Collects rows graded by one python metric and runs them together: while one sandbox run is going, the
-    rows that finish meanwhile wait for the next, so N rows cost about N / concurrency-sized batches at most
-    and far fewer when answers come quickly (a cached evaluation: one run per ``PYTHON_BATCH`` rows)."""
-
-    metric: Metric
-    pending: list[tuple[str, dict, asyncio.Future]] = field(default_factory=list)
-    runs: int = 0
-    _task: asyncio.Task | None = None
-
-    async def grade(self, prediction: str, row: dict) -> Grade:
-        fut = asyncio.get_running_loop().create_future()
-        self.pending.append((prediction, row, fut))
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._drain())
-        return await fut
-
-    async def _drain(self) -> None:
-        await asyncio.sleep(0.05)  # let the rows finishing together join this run
-        while self.pending:
-            batch, self.pending = self.pending[:PYTHON_BATCH], self.pending[PYTHON_BATCH:]
-            self.runs += 1
-            try:
-                grades = await asyncio.to_thread(run_python, self.metric, [(p, r) for p, r, _ in batch])
-            except BaseException as exc:  # SandboxUnavailable: every waiting row hears it
-                for *_, fut in batch + self.pending:
-                    if not fut.done():
-                        fut.set_exception(exc)
-                self.pending = []
-                return
-            for (_, _, fut), g in zip(batch, grades):
-                if not fut.done():
-                    fut.set_result(g)
-
-
-# -- judge: an LLM grades against a rubric -----------------------------------------------------------------------
-
-JUDGE_SYSTEM = ("You grade one answer to a task against the reference answer and a rubric. Be strict and fair. "
-                'Reply with JSON only: {"score": a number from 0 to 1, "reason": "one or two sentences"}.')
-JUDGE_USER = "Rubric:\n{rubric}\n\nTask:\n{question}\n\nReference answer:\n{reference}\n\nAnswer to grade:\n{answer}"
-
-
-def parse_grade(text: str) -> tuple[float, str]:
-    """(score, reason) from the judge's reply; ValueError saying what is wrong."""
-    m = re.search(r"\{.*\}", text or "", re.DOTALL)
-    try:
-        data = json.loads(m.group(0) if m else text)
-    except (ValueError, TypeError):
-        raise ValueError("the judge's reply is not JSON") from None
-    if not isinstance(data, dict):
-        raise ValueError("the judge's reply is not a JSON object")
-    score, reason = data.get("score"), data.get("reason")
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score) \
-            or not 0 <= score <= 1:
-        raise ValueError(f"the judge's score must be a number from 0 to 1, got {score!r}")
-    if not isinstance(reason, str) or not reason.strip():
-        raise ValueError("the judge gave no reason")
-    return float(score), reason.strip()
-
-
-async def judge(llm: Any, metric: Metric, question: str, prediction: str, reference: str) -> Grade:
-    """One grade by the judge model; an unusable reply or a failed call leaves the row errored."""
-    from flowcore.llm.client import LLMError
-
-    if llm is None:
-        return Grade(None, None, "metric 'judge' needs an LLM endpoint (the judge model): none is configured")
-    child = llm.child() if hasattr(llm, "child") else llm
-    messages = [{"role": "system", "content": JUDGE_SYSTEM},
-                {"role": "user", "content": JUDGE_USER.format(rubric=metric.opts["rubric"], question=question,
-                                                              reference=reference, answer=prediction)}]
-
-    def accept(text: str) -> str | None:
-        try:
-            parse_grade(text)
-        except ValueError as exc:
-            return str(exc)
-        return None
-
-    try:
-        reply = await child.chat(messages, role="judge", json_mode=True, accept=accept)
-    except LLMError as exc:
-        return Grade(None, None, f"the judge's call failed: {exc}", transient=bool(exc.transient),
-                     cost=_spent(child))
-    try:
-        score, reason = parse_grade(reply.text)
-    except ValueError as exc:
-        return Grade(None, None, str(exc), model=reply.model, cost=_spent(child))
-    return Grade(score, None, reason, model=reply.model, reason=reason, cost=_spent(child))
-
-
-def _spent(llm: Any) -> float:
-    return float(getattr(getattr(llm, "usage", None), "cost", 0.0) or 0.0)
-
+# -- judge (flowcore.tasks.judging): how its scores are labelled ------------------------------------------------
 
 def graded_by_note(models: set[str] | list[str]) -> str:
     """How a judge-made score is labelled everywhere it is shown."""

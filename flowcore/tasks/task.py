@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from flowcore.tasks.data import DataError
-from flowcore.tasks.metrics import Grade, Metric, grade_text, make_metric, reference_check, run_python
+from flowcore.tasks.metrics import Grade, Metric, grade_text, make_metric, reference_check
 from flowcore.tasks.problem import Problem
+from flowcore.tasks.pymetric import run_python
 from flowcore.tasks.rows import MAX_BYTES, Table, cell, read_table
 
 KINDS = ("math", "code", "text")
@@ -327,7 +328,8 @@ def self_score(task: Task, limit: int | None = None) -> SelfScore:
     if m.name == "python":
         grades = []
         for start in range(0, len(problems), 250):
-            grades += run_python(m, [(p.reference, p.meta["row"]) for p in problems[start:start + 250]])
+            chunk = problems[start:start + 250]
+            grades += run_python(m, [(p.reference, p.meta["row"]) for p in chunk], rows=[p.id for p in chunk])
     elif m.name == "tests":
         from flowcore.tasks.scoring import score
 

@@ -4,20 +4,23 @@ the per-problem agreement, and a caption saying whose split the problems are."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import re
 from typing import Any
 
 import pandas as pd
 
-from flowcore.evaluation.compare import Comparison, baseline_title, baselines
+from flowcore.evaluation.compare import BASELINE_TITLES, Comparison, baseline_title, baselines
 from flowcore.evolution.history import History
 from flowcore.evolution.outcome import outcome
 from flowcore.evolution.testsplit import ranked_rounds
 from flowcore.workspace import library
 from flowcore.workspace.store import Workspace
 
-__all__ = ["agreement_frame", "evolved_notes", "evolved_rounds", "pareto_figure", "result_sentence", "split_caption",
-           "table_frame", "validation_test_frame", "workflow_sources"]
+__all__ = ["agreement_frame", "evolved_notes", "evolved_rounds", "for_people", "label_positions", "pareto_figure",
+           "people_name", "result_sentence", "split_caption", "table_frame", "validation_test_frame",
+           "workflow_sources"]
 
 
 def workflow_sources(ws: Workspace, task: str, per_run: int = 5) -> dict[str, str]:
@@ -63,6 +66,28 @@ def split_caption(split: dict) -> str:
     if s.get("papers"):
         text += f". The papers' files: {s['papers']['validation_n']} / {s['papers']['test_n']}"
     return text + (f". {s['note'][0].upper()}{s['note'][1:]}." if s.get("note") else ".")
+
+
+def people_name(name: str, benchmark: str | None = None) -> str:
+    """The command line's 'baseline:cot' as the pages name it ('CoT (math)'); other names unchanged."""
+    if not name.startswith("baseline:"):
+        return name
+    from flowcore.tasks.saved import kind_of
+
+    kind = name.partition(":")[2]
+    task = kind_of(benchmark) if benchmark else None
+    return baseline_title(f"{task}_{kind}") if task else BASELINE_TITLES.get(kind, kind)
+
+
+def for_people(c: Comparison) -> Comparison:
+    """A copy of ``c`` whose workflows carry the names a stakeholder reads (``people_name``); kept as they are
+    when two would read the same."""
+    names = [people_name(m.name, c.benchmark) for m in c.measurements]
+    if len(set(names)) < len(names):
+        return c
+    out = copy.copy(c)
+    out.measurements = [dataclasses.replace(m, name=n) for m, n in zip(c.measurements, names, strict=True)]
+    return out
 
 
 _EVOLVED = re.compile(r"^run #(\d+) · round (\d+)")
@@ -157,14 +182,24 @@ def agreement_frame(c: Comparison) -> pd.DataFrame:
     return df.sort_values("agree", kind="stable").reset_index(drop=True)
 
 
+def label_positions(rows: list[dict]) -> dict[str, str]:
+    """Where each Pareto point's name goes, clear of the front's step line: the line leaves a point to the
+    right and reaches it from below, so a name sits above-left of its point; the cheapest point's name goes
+    below-right (nothing reaches it, and the y axis is on its left)."""
+    front = sorted((r for r in rows if r["pareto"] and r["score"] is not None), key=lambda r: r["cost_per_problem"])
+    return {r["workflow"]: "bottom right" if i == 0 else "top left" for i, r in enumerate(front)}
+
+
 def pareto_figure(c: Comparison) -> Any:
-    """Score (percent) against cost per problem: the Pareto front as a step line with its points named, the best
-    as a star, the others unnamed (their names on hover), each with its 95% interval; axes padded around the
-    data and written for people (percent, dollars)."""
+    """Score (percent) against cost per problem: the Pareto front as a step line with its points named (names
+    placed clear of the line, ``label_positions``), the best as a star, the others unnamed (their names on
+    hover), each with its 95% interval; axes padded around the data and written for people (percent, dollars),
+    the legend below the axis title."""
     import plotly.graph_objects as go
 
     every = c.rows()
     rows = [r for r in every if r["score"] is not None]  # nothing scored: nothing to plot
+    where = label_positions(rows)
     fig = go.Figure()
 
     def trace(group: list[dict], name: str, symbol: str, color: str, size: int, labels: bool) -> None:
@@ -173,7 +208,8 @@ def pareto_figure(c: Comparison) -> Any:
         fig.add_trace(go.Scatter(
             x=[r["cost_per_problem"] for r in group], y=[100 * r["score"] for r in group], name=name,
             mode="markers+text" if labels else "markers", text=[r["workflow"] for r in group] if labels else None,
-            textposition="top right", cliponaxis=False, marker={"size": size, "symbol": symbol, "color": color},
+            textposition=[where.get(r["workflow"], "top left") for r in group] if labels else None,
+            cliponaxis=False, marker={"size": size, "symbol": symbol, "color": color},
             error_y={"type": "data", "symmetric": False, "color": "#b0bec5",
                      "array": [100 * (r["ci_high"] - r["score"]) for r in group],
                      "arrayminus": [100 * (r["score"] - r["ci_low"]) for r in group]},
@@ -194,9 +230,10 @@ def pareto_figure(c: Comparison) -> Any:
     pad = (max(costs) - min(costs)) * 0.12 or max(costs) * 0.2 or 1e-6
     fig.update_layout(title="Score vs cost per problem (bars: 95% interval)", height=420,
                       xaxis_title="cost per problem", yaxis_title="score",
-                      margin={"l": 50, "r": 30, "t": 50, "b": 90}, legend={"orientation": "h", "y": -0.28})
+                      margin={"l": 60, "r": 30, "t": 50, "b": 100},
+                      legend={"orientation": "h", "y": -0.3, "yanchor": "top", "x": 0})
     fig.update_xaxes(range=[max(0.0, min(costs) - pad), max(costs) + 2 * pad], tickformat="$,.6~f")
-    fig.update_yaxes(range=[max(0.0, lo - 8), min(105.0, hi + 8)], ticksuffix="%")
+    fig.update_yaxes(range=[max(-2.0, lo - 8), min(108.0, hi + 8)], ticksuffix="%")
     return fig
 
 

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from flowcore.tasks.harness import not_run_text
+
 ROUND_COLUMNS = ["round", "status", "score", "ci_low", "ci_high", "n", "cost", "operator", "parents", "judge",
                  "judge_total", "pinned", "note", "detail", "reason"]
 FULL_TREE = 300  # up to this many rounds the whole lineage is drawn; above it, the collapsed view
@@ -123,25 +125,42 @@ def _arr(series: pd.Series) -> Any:
     return series.to_numpy()
 
 
-def cost_figure(curve: pd.DataFrame) -> Any | None:
-    """Cost of each measured round against its score (None when no round was measured)."""
+def cost_front(costs: list[float], scores: list[float]) -> set[int]:
+    """Indices of the points no other point beats (as good a score for less, or a better one for as little);
+    one sweep by cost, so 10,000 rounds cost no more than sorting them."""
+    front: set[int] = set()
+    best, at = float("-inf"), None  # the best score so far, and the cost it was reached at
+    for i in sorted(range(len(costs)), key=lambda i: (costs[i], -scores[i])):
+        if scores[i] > best or (scores[i] == best and costs[i] == at):
+            front.add(i)
+            best, at = scores[i], costs[i]
+    return front
+
+
+def cost_figure(curve: pd.DataFrame, selected: int | None = None) -> Any | None:
+    """Cost of each measured round against its score (None when no round was measured): only the rounds on the
+    cost/score front and the ``selected`` one are named, the rest on hover."""
     import plotly.graph_objects as go
 
     measured = curve[curve["score"].notna()]
     if measured.empty:
         return None
     dense = len(measured) > DENSE
+    rounds = [int(r) for r in measured["round"]]
+    front = cost_front([float(c) for c in measured["cost"]], [float(s) for s in measured["score"]])
+    text = [f"#{r}" if i in front or r == selected else "" for i, r in enumerate(rounds)]
     trace = (go.Scattergl(x=_arr(measured["cost"]), y=_arr(measured["score"]), mode="markers",
                           customdata=_arr(measured["round"]), hovertemplate="round %{customdata}<extra></extra>")
              if dense else go.Scatter(x=_arr(measured["cost"]), y=_arr(measured["score"]), mode="markers+text",
-                                      text=[f"#{r}" for r in measured["round"]], textposition="top center",
+                                      text=text, textposition="top center",
                                       cliponaxis=False, customdata=_arr(measured["round"]),
                                       hovertemplate="round %{customdata}: %{y:.1f}%, $%{x:.5f}<extra></extra>"))
     lo, hi = float(measured["score"].min()), float(measured["score"].max())
     pad = max((hi - lo) * 0.15, 5.0)  # every point at 33.3% is a band around 33.3%, not 32.5–34
     costs = measured["cost"].astype(float)
     cpad = float(costs.max() - costs.min()) * 0.12 or float(costs.max()) * 0.2 or 1e-6
-    return go.Figure([trace], {"title": {"text": "Cost vs score"},
+    return go.Figure([trace], {"title": {"text": "Cost vs score (named: the cheapest per score, the chosen "
+                                                 "round)"},
                                "xaxis": {"title": {"text": "cost of the round"}, "tickformat": "$,.5~f",
                                          "range": [max(0.0, float(costs.min()) - cpad), float(costs.max()) + cpad]},
                                "yaxis": {"title": {"text": "score"}, "ticksuffix": "%",
@@ -353,8 +372,8 @@ class RunView:
     def score_figure(self) -> Any:
         return self._get("score", lambda: score_figure(self.curve, self.info.offline))
 
-    def cost_figure(self) -> Any | None:
-        return self._get("cost", lambda: cost_figure(self.curve))
+    def cost_figure(self, selected: int | None = None) -> Any | None:
+        return self._get(("cost", selected), lambda: cost_figure(self.curve, selected))
 
     @property
     def generations(self) -> dict[int, int]:
@@ -418,6 +437,10 @@ def for_people(table: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns={"judge_total": "judge total", "n": "problems"})
 
 
-def score_text(x: float | None) -> str:
-    """A round's score as the History page says it: '87.5%', or 'not measured'."""
-    return "not measured" if x is None else f"{100 * x:.1f}%"
+def score_text(x: float | None, per_problem: list[dict] | None = None) -> str:
+    """A round's score as the History page says it: '87.5%', '87.5% · 1 not run' when problems were errored
+    (left out of the score), or 'not measured'."""
+    if x is None:
+        return "not measured"
+    errored = sum(bool(p.get("errored")) for p in per_problem or [] if isinstance(p, dict))
+    return f"{100 * x:.1f}%" + (f" · {not_run_text(errored).split(' (')[0]}" if errored else "")

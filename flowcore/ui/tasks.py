@@ -10,7 +10,8 @@ from typing import Any
 import pandas as pd
 
 from flowcore.tasks.data import DataError
-from flowcore.tasks.metrics import DESCRIPTIONS, METRICS, OPTIONS, Grade, grade_text, run_python
+from flowcore.tasks.metrics import DESCRIPTIONS, METRICS, OPTIONS, Grade, grade_text
+from flowcore.tasks.pymetric import run_python
 from flowcore.tasks.rows import MAX_BYTES, Table, cell, read_table
 from flowcore.tasks.task import KINDS, Task, build_task
 

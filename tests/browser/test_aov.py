@@ -111,6 +111,18 @@ def test_step_through_fail_accept_a_repair_and_finish(page, streamlit_app):
            .filter(has_text="chosen by the rule")).to_have_count(1)
     charts = _charts(page, 3)
     assert [next(iter(c)) for c in charts] == ["design", "board", "design"]  # as bundled, core first, a chain
+    # each candidate's metrics by name, each with its one-line explanation on hover (no P_avg on show)
+    cards = page.locator('[data-testid="stMetric"]')
+    expect(cards).to_have_count(9)
+    labels = cards.locator('[data-testid="stMetricLabel"]').all_inner_texts()
+    assert [t.strip() for t in labels[:3]] == ["Parallelism", "Dependency spread", "Steps"]
+    assert not any("P_avg" in t or "C_dependency" in t for t in cards.all_inner_texts())
+    tip = page.locator('[data-testid="stTooltipContent"]')
+    for i, words in [(0, "run at the same time"), (1, "fewer bottlenecks"), (2, "Rounds of waiting")]:
+        cards.nth(i).locator('[data-testid="stTooltipIcon"]').hover()
+        expect(tip).to_contain_text(words)
+        page.mouse.move(1, 1)
+        expect(tip).to_have_count(0)
     assert set(_fills(charts[0]).values()) == {"pending"} and len(charts[0]) == 6
 
     # Manual agents and the rules, whatever endpoint other browser modules gave the server

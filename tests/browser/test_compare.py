@@ -68,10 +68,18 @@ def test_compare_page_shows_table_pareto_plot_and_agreement(page, streamlit_app)
     headers = table.locator('th[role="columnheader"]').all_inner_texts()
     assert headers[:8] == ["workflow", "best", "score %", "95% CI", "sd %", "errors", "cost/problem $", "tokens"]
     names = table.locator('td[role="gridcell"][aria-colindex="1"]').all_inner_texts()
-    assert names == ["baseline:io", "baseline:cot", "baseline:cot_sc", "baseline:self_refine", "math_seed"]
+    # the command line's baseline:io, as the pages name baselines
+    assert names == ["IO (math)", "CoT (math)", "CoT-SC (5 samples) (math)", "Self-Refine (math)", "math_seed"]
     plot = page.locator(".js-plotly-plot").first
     expect(plot).to_be_visible()
     expect(plot.get_by_text("Pareto front", exact=True)).to_be_visible()  # the legend of the front line
+    # names drawn on the plot: the Pareto points only (the others are on hover)
+    labels = plot.locator("g.textpoint")
+    expect(labels).to_have_count(2)
+    assert sorted(labels.all_text_contents()) == ["IO (math)", "math_seed"]
+    ticks = plot.locator("g.ytick text").all_text_contents()
+    assert ticks and all(t.endswith("%") for t in ticks)
+    assert all(t.startswith("$") for t in plot.locator("g.xtick text").all_text_contents())
     expect(page.get_by_text(re.compile(r"the workflows disagree on \d+ of 12 problems"))).to_be_visible()
     assert no_exceptions(page) == [] and js_errors == []
     page.get_by_text("Results", exact=True).scroll_into_view_if_needed()

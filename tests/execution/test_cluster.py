@@ -132,21 +132,12 @@ def test_a_ray_evolution_with_an_llm_calls_it_and_equals_the_foreground_run(loca
 
 def _kill_a_running_task(name: str = "solve_problem", timeout: float = 60.0) -> int:
     """SIGKILL one Ray worker process while it runs ``name`` (Ray titles a busy worker `ray::<function>`)."""
-    import os
-    import signal
-    import time
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    title = f.read().split(b"\0")[0]
-            except OSError:
-                continue
-            if title.startswith(f"ray::{name}".encode()):
-                os.kill(int(pid), signal.SIGKILL)
-                return int(pid)
+        pid = _find_worker(name, exclude=[])
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            return pid
         time.sleep(0.05)
     raise AssertionError(f"no Ray worker ran {name} within {timeout:g} s")
 

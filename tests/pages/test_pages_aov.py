@@ -102,9 +102,11 @@ def test_examples_come_as_candidate_sets_for_one_goal_with_metrics_and_the_rules
     assert len({c.candidate.graph.goal for c in cands if c.candidate.graph}) == 1  # one goal
     assert not at.warning  # the pasted one is dropped, so no mixed goals
     md = texts(at.markdown)
-    assert "parallelism **2.00** (P_avg) · dependency spread **0.94** (C_dependency) · **3** steps" in md  # gobang.json
-    assert "parallelism **1.67** (P_avg) · dependency spread **0.49** (C_dependency) · **3** steps" in md  # core first
-    assert "parallelism **1.00** (P_avg) · dependency spread **0.49** (C_dependency) · **5** steps" in md  # a chain
+    shown = [(m.label, m.value) for m in at.metric]  # three metrics a candidate, each explained on hover
+    assert shown == [("Parallelism", "2.00"), ("Dependency spread", "0.94"), ("Steps", "3"),  # gobang.json
+                     ("Parallelism", "1.67"), ("Dependency spread", "0.49"), ("Steps", "3"),  # core first
+                     ("Parallelism", "1.00"), ("Dependency spread", "0.49"), ("Steps", "5")]  # a chain
+    assert all(m.help and "\n" not in m.help for m in at.metric)  # one line each
     chosen = [m for m in md if "chosen by the rule" in m]  # the most parallel plan
     assert chosen == ["**Candidate 1** · `gobang.json` :green-badge[chosen by the rule]"]
     assert any("Dropped" in e and "pasted JSON" in e and "empty (no subtasks)" in e for e in texts(at.error))
@@ -222,7 +224,9 @@ def test_a_failing_manual_output_shows_the_verdict_and_proposals_and_accepting_o
     err = texts(at.error)[0]
     assert "Subtask `win` failed:" in err and "error marker in output: ERROR: off by one" in err
     proposals = [m for m in texts(at.markdown) if m.startswith("**Proposal")]
-    assert len(proposals) == 3 and "edit win" in proposals[0] and "parallelism **2.00**" in proposals[0]
+    assert len(proposals) == 3 and "edit win" in proposals[0]
+    assert [(m.label, m.value) for m in at.metric][9:12] == [("Parallelism", "2.00"), ("Dependency spread", "0.94"),
+                                                              ("Steps", "3")]  # the first proposal's, after 3 candidates
     assert "~ win.subtask_requirement" in at.code[0].value and "Previous attempt failed" in at.code[0].value
     verdicts = table(at, 2).set_index("subtask")
     assert not verdicts.loc["win", "passed"] and verdicts.loc["board", "passed"]

@@ -81,6 +81,7 @@ def test_a_comparison_runs_and_shows_table_plot_and_agreement(db, monkeypatch):
     assert table["score %"].tolist() == pytest.approx([100 * 10 / 12, 100 * 6 / 12])
     assert table["McNemar p"].iloc[1] == f"{hand_mcnemar(6, 2):.3f}"  # 6 solved only by A, 2 only by B
     assert table["McNemar p"].iloc[0] == "—" and table["Δ vs best (pts)"].iloc[0] == "— (the best)"  # no None
+    assert [df.proto.placeholder for df in at.dataframe[:2]] == ["—", "—"]  # a missing cell reads "—", not None
     agree = at.dataframe[1].value
     assert len(agree) == len(PROBLEMS) and int((~agree["agree"]).sum()) == 8
     assert any("1055 test" in c.value for c in at.caption)

@@ -9,15 +9,9 @@ import pytest
 
 from flowcore.llm.client import LLM, LLMSettings
 from flowcore.tasks.data import DataError
-from flowcore.tasks.metrics import (
-    PythonBatcher,
-    final_answer,
-    grade_text,
-    judge,
-    make_metric,
-    parse_grade,
-    run_python,
-)
+from flowcore.tasks.judging import judge, parse_grade
+from flowcore.tasks.metrics import final_answer, grade_text, make_metric
+from flowcore.tasks.pymetric import PythonBatcher, run_python
 from tests.helpers.fakellm import FakeLLMServer
 
 
@@ -132,7 +126,7 @@ def test_python_metric_runs_in_the_sandbox_and_errors_rows_it_cannot_grade():
                                       ("x", {"kind": "where"})])
     assert [g.score for g in grades[:2]] == [1.0, 0.0]
     assert grades[2].errored and "raised ValueError: no verdict for raise" in grades[2].detail \
-        and "(line 6)" in grades[2].detail  # the line of metric.py
+        and "at line 6" in grades[2].detail  # the line of metric.py
     assert grades[3].errored and "returned a str, not a number" in grades[3].detail
     assert grades[4].errored and "not a number from 0 to 1" in grades[4].detail
     assert grades[5].score == 1.0  # inside the sandbox: its own pid namespace, no /etc/passwd
@@ -142,7 +136,8 @@ def test_a_python_metric_that_cannot_load_errors_every_row_and_a_bad_file_is_ref
     broken = make_metric("python", {"file": "m.py"}, where="t.toml", source="def metric(p, r):\n    return 1\n"
                                                                               "import sys\nsys.exit(3)\n")
     grades = run_python(broken, [("a", {}), ("b", {})])
-    assert all(g.errored and "m.py: the metric failed" in g.detail for g in grades)
+    assert all(g.errored and "m.py: metric() could not be loaded (exit code 3)" in g.detail
+               for g in grades)
     with pytest.raises(DataError, match=r"line 1: .*"):
         make_metric("python", {"file": "m.py"}, where="t.toml", source="def metric(:\n")
     with pytest.raises(DataError, match="defines no function 'score"):
@@ -170,7 +165,7 @@ def test_judge_grades_with_reason_and_model_and_an_unusable_reply_is_errored(ws)
         g = asyncio.run(judge(llm, metric, "Capital of France?", "It is Paris, I think", "Paris"))
         assert (g.score, g.reason, g.model) == (0.75, "Right city, extra words.", "judge-model")
         bad = asyncio.run(judge(llm, metric, "Capital of Spain?", "Madrid", "Madrid"))
-        assert bad.errored and "not JSON" in bad.detail
+        assert bad.errored and "not JSON (asked twice)" in bad.detail and len(srv.requests) == 3
         system = srv.requests[0]["messages"][0]["content"]
         assert "rubric" in system.lower() and "Full marks for the city alone." in srv.requests[0]["messages"][1]["content"]
     none = asyncio.run(judge(None, metric, "q", "a", "r"))
@@ -182,3 +177,27 @@ def test_parse_grade_refuses_out_of_range_and_missing_reason():
     for bad in ('{"score": 1.5, "reason": "x"}', '{"score": true, "reason": "x"}', '{"score": 0.5}', "[1]"):
         with pytest.raises(ValueError):
             parse_grade(bad)
+
+
+def test_the_number_cache_holds_no_long_answer():
+    """Keyed by at most 64 characters: 1,000 distinct 100 KB answers leave the cache (and the heap) small, where
+    keying by the answer kept up to 65,536 of them (6.5 GB of 100 KB answers)."""
+    import tracemalloc
+
+    from flowcore.tasks.metrics import _short_number
+
+    metric = m("number")
+    _short_number.cache_clear()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(1000):
+            answer = f"{i} " + "word " * 20_000 + f"so the answer is {i}"  # 100 KB, distinct
+            assert grade_text(metric, answer, str(i)).score == 1.0
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert _short_number.cache_info().currsize <= 1001 and grown < 2_000_000, grown
+    assert score("number", "x " * 50_000 + "9" * 100, "9" * 100) == 1.0  # a number running into the tail's start
+    assert _short_number.cache_info().currsize <= 1001  # that one is parsed whole, not cached
+    assert score("number", "1" * 100 + " then 5", "5") == 1.0
