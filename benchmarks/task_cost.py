@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from check_speed import load_line
 
 from flowcore.tasks import evaluate, load
-from flowcore.tasks.metrics import _number
+from flowcore.tasks.metrics import _short_number
 from flowcore.tasks.saved import register
 from flowcore.tasks.task import read_task
 
@@ -65,7 +65,7 @@ def main() -> None:
         shutil.copy(ROOT / "assets" / "datasets" / "gsm8k_test.jsonl", tmp / "gsm8k_test.jsonl")
         (tmp / "gsm8k-own.toml").write_text(TOML)
         def own():  # read afresh each time: no reference parsed by an earlier repeat
-            _number.cache_clear()
+            _short_number.cache_clear()
             return register(read_task(tmp / "gsm8k-own.toml"))
 
         own()

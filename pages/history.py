@@ -113,8 +113,9 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     run_id, rnd = info.id, row["round"]
     st.subheader(f"Round #{rnd} · {row['operator'] or '—'} · {row['status']}")
     c = st.columns(4)
-    c[0].metric("Score", "—" if row["score"] is None else hv.score_text(row["score"]),
-                help="Validation score measured when the round was evaluated (— : not measured)")
+    c[0].metric("Score", "—" if row["score"] is None else hv.score_text(row["score"], row.get("per_problem")),
+                help="Validation score measured when the round was evaluated (— : not measured; 'not run': "
+                     "problems with no verdict, left out of the score)")
     c[1].metric("95% interval", "—" if row["ci_low"] is None else
                 f"{100 * row['ci_low']:.0f}–{100 * row['ci_high']:.0f}%")
     c[2].metric("Cost", f"${row['cost'] or 0:.5f}")
@@ -166,7 +167,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
         else:
             st.markdown("**No parent**: this is the seed workflow." if rnd == 0 else "**Parent not stored.**")
     with right:
-        st.markdown(f"**Round #{rnd}** · {hv.score_text(row['score'])}")
+        st.markdown(f"**Round #{rnd}** · {hv.score_text(row['score'], row.get('per_problem'))}")
         if has_text:
             diagram(row["workflow_text"], "hist_child_mermaid", height)
         else:

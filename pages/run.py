@@ -167,7 +167,7 @@ def live(job_id: str) -> None:
         c = st.columns(4)
         live_score = es.running_score(data, snap.done)
         c[0].metric("Running score", "—" if live_score is None else _pct(live_score))
-        c[1].metric("Errors", data.get("errors", 0))
+        c[1].metric("Not run", data.get("errors", 0), help="Problems with no verdict (errored): not in the score")
         c[2].metric("Cost so far", _money(data.get("cost")))
         c[3].metric("Elapsed", f"{snap.elapsed:.0f} s")
 

@@ -536,7 +536,7 @@ class LLM:
         model = s.model_for(role)
         key = _cache_key(model, msgs, temperature, json_mode, max_tokens, self.salt + cache_salt)
         hit = self._cache_get(key)
-        if hit is not None and _garbled(hit["text"]) is None and (accept is None or accept(hit["text"]) is None):
+        if hit is not None and (_garbled(hit["text"]) is None or hit.get("odd")) and (accept is None or accept(hit["text"]) is None):
             reply = Reply(hit["text"], model, int(hit.get("prompt_tokens", 0)),
                           int(hit.get("completion_tokens", 0)), 0.0, 0.0, True,
                           first_cost=_number(hit.get("cost")), first_latency=_number(hit.get("latency")))
@@ -553,6 +553,7 @@ class LLM:
         where = f"{role}, model {model!r} at {public_url(s.base_url)}"
         sent, cap, counted = await self._fit(msgs, model, role, max_tokens, where)
         rejected: Reply | None = None
+        steady: str | None = None  # the last odd-looking (garbled?) reply, to see whether it comes back the same
         refits = 0
         attempt = 0
         while attempt <= s.max_retries:
@@ -578,7 +579,17 @@ class LLM:
             attempt += 1
             text, pt, ct, problem = _extract(resp, sent, counted)
             paid = Reply(text, model, pt, ct, s.cost(model, pt, ct) if problem is None else 0.0, latency, False)
-            problem = problem or _garbled(text)
+            odd = _garbled(text) if problem is None else None
+            if odd is not None and text == steady:
+                # The same odd text twice is what the model wrote, not a broken transfer (whose corruption
+                # differs each time): it is an answer, graded like any other. Left an error, a wrong answer
+                # ending in U+FFFD made its own row "not run" and dropped out of the score.
+                text = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be stored
+                paid, steady = replace(paid, text=text), text
+            elif odd is not None:
+                if attempt > s.max_retries and steady is None:
+                    attempt -= 1  # one more try: a single odd reply cannot tell a model's text from a glitch
+                steady, problem = text, odd
             if problem is not None:
                 last = f"malformed reply after {attempt} attempt(s): {problem}"
                 self._record(role, paid, self._redact(f"LLM call failed ({where}): {problem}"))
@@ -586,7 +597,8 @@ class LLM:
             why = accept(text) if accept is not None else None
             if why is None:
                 self._cache_put(key, model, {"text": text, "prompt_tokens": pt, "completion_tokens": ct,
-                                             "cost": paid.cost, "latency": round(latency, 4)})
+                                             "cost": paid.cost, "latency": round(latency, 4),
+                                             **({"odd": True} if text == steady else {})})
                 self._record(role, paid, None)
                 return paid
             rejected = replace(paid, accepted=False)

@@ -4,8 +4,9 @@ Deterministic metrics (exact, contains, regex, number, choice, f1, json, and the
 run here. Two run elsewhere, because what they run is not ours:
 - ``python``: the user's ``metric(prediction, row)`` runs in the sandbox (flowcore.tasks.pymetric), never in
   this process: a metric file from a shared workspace is someone else's code.
-- ``judge``: an LLM grades the answer against the reference and a rubric; each grade keeps its reason and the
-  name of the model that gave it, and every score it makes is labelled "graded by a model".
+- ``judge`` (flowcore.tasks.judging): an LLM grades the answer against the reference and a rubric; each grade
+  keeps its reason and the name of the model that gave it, and every score it makes is labelled "graded by a
+  model".
 A metric that raises, times out or returns anything but a number in [0, 1] leaves that row *errored* (no
 verdict, left out of the score), never wrong. Not so a regex pattern that times out on an answer, nor JSON nested
 too deep: the answer caused those, and it is wrong (tests/tasks/test_pathological_answers.py).
@@ -163,7 +164,9 @@ def _compile(pattern: str, case_sensitive: bool, where: str) -> Any:
 
 # -- what a row's answer is --------------------------------------------------------------------------------------
 
-_MARKER = re.compile(r"(?:final\s+answer|answer)\s*(?:is)?\s*[:：]\s*", re.IGNORECASE)
+# One whitespace run per position: `\s*(?:is)?\s*` split a run of spaces every way (quadratic; a 40 KB answer of
+# "answer" and spaces held the server's interpreter for 29 s).
+_MARKER = re.compile(r"(?:final\s+answer|answer)\s*(?:is\s*)?[:：]\s*", re.IGNORECASE)
 
 
 def final_answer(prediction: str) -> str:
@@ -188,17 +191,30 @@ def _norm(text: str, case_sensitive: bool) -> str:
     return text if case_sensitive else text.casefold()
 
 
-@functools.lru_cache(maxsize=65536)  # references are parsed when the task is read, again for every answer
 def _number(text: str) -> float | None:
-    from flowcore.tasks.scoring import _NUMBER, extract_number
+    """The last number of ``text`` as a float (None: none, or not finite). The cache holds only texts of at most
+    64 characters: a long answer is cut to its last number first, so 100 KB answers never sit in memory."""
+    if len(text) <= 64:
+        return _short_number(text)
+    from flowcore.tasks.scoring import _NUMBER
 
-    if len(text) > 64:  # a long text (GSM8K's worked solutions): its last number is in its tail
-        tail = text[-64:].replace("\u2212", "-")
-        found_all = list(_NUMBER.finditer(tail))
-        last = found_all[-1] if found_all else None
-        # Only a match whose left neighbour is plainly no part of a number is the one the whole text ends with.
-        if last is not None and last.start() > 0 and not re.match(r"[\w.,$\-]", tail[last.start() - 1]):
-            text = tail[last.start():]
+    tail = text[-64:].replace("\u2212", "-")  # a long text (GSM8K's worked solutions): its last number is in its tail
+    found_all = list(_NUMBER.finditer(tail))
+    last = found_all[-1] if found_all else None
+    # Only a match whose left neighbour is plainly no part of a number is the one the whole text ends with.
+    if last is not None and last.start() > 0 and not re.match(r"[\w.,$\-]", tail[last.start() - 1]):
+        return _short_number(tail[last.start():])
+    return _parse_number(text)  # rare (a number running into the tail's start, or none there): not cached
+
+
+@functools.lru_cache(maxsize=65536)  # references are parsed when the task is read, again for every answer
+def _short_number(text: str) -> float | None:
+    return _parse_number(text)
+
+
+def _parse_number(text: str) -> float | None:
+    from flowcore.tasks.scoring import extract_number
+
     found = extract_number(text)
     if found is None:
         return None
@@ -230,28 +246,42 @@ def f1(prediction: str, reference: str) -> float:
 
 
 def _json_object(text: str) -> Any:
-    """The answer's JSON value: the whole text, a ```json block, or the last {...} that parses. Nesting too deep
-    for the decoder (RecursionError) is no JSON: left uncaught it made a wrong answer's row errored."""
+    """The answer's JSON value: the whole text, else the last ```json block that parses (of the last 8), else the last
+    top-level {...} that is a JSON object (flowcore.tasks.jsonscan: one linear pass; an object nested in another
+    is part of it, never picked alone, and text around the object, a preamble included, is ignored). Nesting too
+    deep for the decoder is no JSON: left uncaught it made a wrong answer's row errored."""
+    from flowcore.tasks.jsonscan import last_object, load
+
     text = text.strip()
-    fenced = re.findall(r"```(?:json)?\s*(.*?)```", text, re.DOTALL)
-    for candidate in [text, *reversed(fenced)]:
-        try:
-            return json.loads(candidate)
-        except (ValueError, TypeError, RecursionError):
-            pass
-    decoder = json.JSONDecoder()
-    found = None
-    for m in re.finditer(r"\{", text):
-        try:
-            found, _ = decoder.raw_decode(text, m.start())
-        except (ValueError, RecursionError):
-            continue
-    return found
+    whole = load(text)
+    if whole is not None:
+        return whole
+    for block in _last_fenced(text):
+        value = load(block)
+        if value is not None:
+            return value
+    found = last_object(text)
+    return None if found is None else found[0]
 
 
-def _json_score(prediction: str, reference: str, fields: list[str]) -> Grade:
+def _last_fenced(text: str, keep: int = 8) -> list[str]:
+    """The bodies of the last ``keep`` ```-fenced blocks (a "json" tag dropped), last first. Marks are paired in
+    order, in one pass: the regex it replaces backtracked over whitespace (40 KB of newlines after an unclosed
+    ```json took 9.6 s)."""
+    marks = [m.start() for m in _FENCE.finditer(text)]
+    pairs = list(zip(marks[0::2], marks[1::2]))[-keep:]
+    out = []
+    for a, b in reversed(pairs):
+        body = text[a + 3:b]
+        out.append(body[4:] if body.startswith("json") else body)
+    return out
+
+
+_FENCE = re.compile("```")
+
+
+def _json_score(got: Any, reference: str, fields: list[str]) -> Grade:
     ref = _json_object(reference)
-    got = _json_object(prediction)
     if not isinstance(got, dict):
         return Grade(0.0, None, "no JSON object in the answer")
     keys = fields or list(ref)
@@ -374,68 +404,14 @@ def grade_text(metric: Metric, prediction: str, reference: str) -> Grade:
     if name == "f1":
         return Grade(f1(answer, reference), answer)
     if name == "json":
-        return _json_score(answer if _json_object(answer) is not None else prediction, reference, o["fields"])
+        got = _json_object(answer)
+        if got is None and answer != prediction.strip():  # the object may hold the "Answer:" the rule cut at
+            got = _json_object(prediction)
+        return _json_score(got, reference, o["fields"])
     raise ValueError(f"metric '{name}' is not graded as text")
 
 
-# -- judge: an LLM grades against a rubric -----------------------------------------------------------------------
-
-JUDGE_SYSTEM = ("You grade one answer to a task against the reference answer and a rubric. Be strict and fair. "
-                'Reply with JSON only: {"score": a number from 0 to 1, "reason": "one or two sentences"}.')
-JUDGE_USER = "Rubric:\n{rubric}\n\nTask:\n{question}\n\nReference answer:\n{reference}\n\nAnswer to grade:\n{answer}"
-
-
-def parse_grade(text: str) -> tuple[float, str]:
-    """(score, reason) from the judge's reply; ValueError saying what is wrong."""
-    m = re.search(r"\{.*\}", text or "", re.DOTALL)
-    try:
-        data = json.loads(m.group(0) if m else text)
-    except (ValueError, TypeError):
-        raise ValueError("the judge's reply is not JSON") from None
-    if not isinstance(data, dict):
-        raise ValueError("the judge's reply is not a JSON object")
-    score, reason = data.get("score"), data.get("reason")
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score) \
-            or not 0 <= score <= 1:
-        raise ValueError(f"the judge's score must be a number from 0 to 1, got {score!r}")
-    if not isinstance(reason, str) or not reason.strip():
-        raise ValueError("the judge gave no reason")
-    return float(score), reason.strip()
-
-
-async def judge(llm: Any, metric: Metric, question: str, prediction: str, reference: str) -> Grade:
-    """One grade by the judge model; an unusable reply or a failed call leaves the row errored."""
-    from flowcore.llm.client import LLMError
-
-    if llm is None:
-        return Grade(None, None, "metric 'judge' needs an LLM endpoint (the judge model): none is configured")
-    child = llm.child() if hasattr(llm, "child") else llm
-    messages = [{"role": "system", "content": JUDGE_SYSTEM},
-                {"role": "user", "content": JUDGE_USER.format(rubric=metric.opts["rubric"], question=question,
-                                                              reference=reference, answer=prediction)}]
-
-    def accept(text: str) -> str | None:
-        try:
-            parse_grade(text)
-        except ValueError as exc:
-            return str(exc)
-        return None
-
-    try:
-        reply = await child.chat(messages, role="judge", json_mode=True, accept=accept)
-    except LLMError as exc:
-        return Grade(None, None, f"the judge's call failed: {exc}", transient=bool(exc.transient),
-                     cost=_spent(child))
-    try:
-        score, reason = parse_grade(reply.text)
-    except ValueError as exc:
-        return Grade(None, None, str(exc), model=reply.model, cost=_spent(child))
-    return Grade(score, None, reason, model=reply.model, reason=reason, cost=_spent(child))
-
-
-def _spent(llm: Any) -> float:
-    return float(getattr(getattr(llm, "usage", None), "cost", 0.0) or 0.0)
-
+# -- judge (flowcore.tasks.judging): how its scores are labelled ------------------------------------------------
 
 def graded_by_note(models: set[str] | list[str]) -> str:
     """How a judge-made score is labelled everywhere it is shown."""

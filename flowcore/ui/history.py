@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from flowcore.tasks.harness import not_run_text
 from flowcore.ui.words import count
 
 ROUND_COLUMNS = ["round", "status", "score", "ci_low", "ci_high", "n", "cost", "operator", "parents", "judge",
@@ -451,6 +452,10 @@ def config_text(cfg: dict) -> str:
     return " · ".join(p for p in parts if p)
 
 
-def score_text(x: float | None) -> str:
-    """A round's score as the History page says it: '87.5%', or 'not measured'."""
-    return "not measured" if x is None else f"{100 * x:.1f}%"
+def score_text(x: float | None, per_problem: list[dict] | None = None) -> str:
+    """A round's score as the History page says it: '87.5%', '87.5% · 1 not run' when problems were errored
+    (left out of the score), or 'not measured'."""
+    if x is None:
+        return "not measured"
+    errored = sum(bool(p.get("errored")) for p in per_problem or [] if isinstance(p, dict))
+    return f"{100 * x:.1f}%" + (f" · {not_run_text(errored).split(' (')[0]}" if errored else "")

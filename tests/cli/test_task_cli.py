@@ -114,3 +114,22 @@ def test_every_command_that_takes_a_benchmark_takes_a_task_file():
         sub = next(a for a in parser._actions if a.dest == "command").choices[command]
         flags = {s for a in sub._actions for s in a.option_strings}
         assert {"--benchmark", "--task-file"} <= flags, command
+
+
+@pytest.mark.parametrize("odd", ["\ufffd", "\x1b[0m", "\ud800"])
+def test_an_answer_holding_a_replacement_or_control_character_is_wrong_not_errored(endpoint, capsys, odd):
+    """Issue 25 (outside attack): the client took U+FFFD or a control character for a broken transfer, so a wrong
+    answer ending in one left its row "not run" and the score rose (20 rows, 2 such: 1.0 where 0.9 was true). The
+    same odd text twice is the model's answer and is graded like any other."""
+    def unsure_when_long(request: dict) -> str:
+        text = knows_most_capitals(request)
+        return text if "Springfield" not in text else f"Answer: I am not sure {odd}"
+
+    srv = endpoint(unsure_when_long)
+    code, out, err = cli(capsys, "evaluate", TEXT_SEED, "--task-file", str(CAPITALS), "--split", "test", "--json")
+    doc = json.loads(out)
+    wrong = [r for r in doc["results"] if not r["correct"]]
+    assert code == 0 and doc["n"] == 30 and not [r for r in doc["results"] if r.get("errored")], err
+    assert wrong and all("not sure" in (r.get("extracted") or "") for r in wrong), wrong[:2]
+    assert doc["score"] == pytest.approx((30 - len(wrong)) / 30)
+    assert len(srv.requests) == 30 + len(wrong)  # each odd reply was asked once more to tell it from a glitch

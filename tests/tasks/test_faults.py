@@ -225,3 +225,15 @@ def test_evolution_under_faults_matches_the_fault_free_run(tmp_path, monkeypatch
     figures.append(f"outage 6 s: {stats['refused']} hung up, {errors} failed calls, {len(garbage)} garbage")
     assert res["status"] == "finished" and got == rows and garbage == [] and errors > 0
     print("\n".join(figures))
+
+
+def test_the_same_odd_reply_twice_is_the_models_answer_cached_and_replayed(ws):
+    """A transfer glitch corrupts differently each time (above: retried, never cached); a reply that comes back
+    the same, U+FFFD and all, is what the model wrote: returned, cached (marked) and replayed."""
+    with FakeLLMServer("Not sure \ufffd") as srv:
+        llm = _llm(srv, ws, max_retries=0)
+        first = asyncio.run(llm.chat("odd one"))
+        assert first.text == "Not sure \ufffd" and first.accepted and len(srv.requests) == 2
+        again = asyncio.run(llm.chat("odd one"))
+    assert again.cached and again.text == first.text and len(srv.requests) == 2
+    assert _cache_texts(ws) == ["Not sure \ufffd"]

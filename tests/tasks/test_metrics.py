@@ -9,13 +9,8 @@ import pytest
 
 from flowcore.llm.client import LLM, LLMSettings
 from flowcore.tasks.data import DataError
-from flowcore.tasks.metrics import (
-    final_answer,
-    grade_text,
-    judge,
-    make_metric,
-    parse_grade,
-)
+from flowcore.tasks.judging import judge, parse_grade
+from flowcore.tasks.metrics import final_answer, grade_text, make_metric
 from flowcore.tasks.pymetric import PythonBatcher, run_python
 from tests.helpers.fakellm import FakeLLMServer
 
@@ -170,7 +165,7 @@ def test_judge_grades_with_reason_and_model_and_an_unusable_reply_is_errored(ws)
         g = asyncio.run(judge(llm, metric, "Capital of France?", "It is Paris, I think", "Paris"))
         assert (g.score, g.reason, g.model) == (0.75, "Right city, extra words.", "judge-model")
         bad = asyncio.run(judge(llm, metric, "Capital of Spain?", "Madrid", "Madrid"))
-        assert bad.errored and "not JSON" in bad.detail
+        assert bad.errored and "not JSON (asked twice)" in bad.detail and len(srv.requests) == 3
         system = srv.requests[0]["messages"][0]["content"]
         assert "rubric" in system.lower() and "Full marks for the city alone." in srv.requests[0]["messages"][1]["content"]
     none = asyncio.run(judge(None, metric, "q", "a", "r"))
@@ -182,3 +177,27 @@ def test_parse_grade_refuses_out_of_range_and_missing_reason():
     for bad in ('{"score": 1.5, "reason": "x"}', '{"score": true, "reason": "x"}', '{"score": 0.5}', "[1]"):
         with pytest.raises(ValueError):
             parse_grade(bad)
+
+
+def test_the_number_cache_holds_no_long_answer():
+    """Keyed by at most 64 characters: 1,000 distinct 100 KB answers leave the cache (and the heap) small, where
+    keying by the answer kept up to 65,536 of them (6.5 GB of 100 KB answers)."""
+    import tracemalloc
+
+    from flowcore.tasks.metrics import _short_number
+
+    metric = m("number")
+    _short_number.cache_clear()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(1000):
+            answer = f"{i} " + "word " * 20_000 + f"so the answer is {i}"  # 100 KB, distinct
+            assert grade_text(metric, answer, str(i)).score == 1.0
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert _short_number.cache_info().currsize <= 1001 and grown < 2_000_000, grown
+    assert score("number", "x " * 50_000 + "9" * 100, "9" * 100) == 1.0  # a number running into the tail's start
+    assert _short_number.cache_info().currsize <= 1001  # that one is parsed whole, not cached
+    assert score("number", "1" * 100 + " then 5", "5") == 1.0
