@@ -28,7 +28,7 @@ SHAPE_TYPE = {"[": "square", "(": "round", "([": "stadium", "[[": "subroutine", 
 ARROWS = ("-->", "---", "-.->", "-.-", "==>", "===", "--x", "--o", "<-->")
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     """A workflow node: its Mermaid label and shape, operator type, prompt name, classes and subgraph."""
 
@@ -51,7 +51,7 @@ class Node:
         return self.op == cat.INTERFACE
 
 
-@dataclass
+@dataclass(slots=True)
 class Edge:
     """A workflow edge: ends, label (the target's input port or a route), arrow, id, data and classes."""
 

@@ -23,6 +23,7 @@ from flowcore.aov import to_mermaid
 from flowcore.aov.session import md
 from flowcore.llm.client import LLM
 from flowcore.mermaid import safe
+from flowcore.ui.words import count
 from pages import aov_parts, common
 
 common.app_shell()  # a link to this page on a fresh server: run inside the app (menu, workspace memory)
@@ -173,7 +174,7 @@ def execution_section(ex) -> None:
     b[3].button("Reset", on_click=act.reset, key="aov_reset", icon=":material/restart_alt:")
     if done:
         (st.success if ex.status == "completed" else st.warning)(
-            f"The execution {ex.status} after {ex.step_index} step(s).")
+            f"The execution {ex.status} after {count(ex.step_index, 'step')}.")
     if ex.pending_failure:
         aov_parts.proposals(ex, act, diagram)
     if running:

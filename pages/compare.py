@@ -20,6 +20,7 @@ from flowcore.evaluation import store as es
 from flowcore.evaluation.compare import list_comparisons, load_comparison, start_comparison
 from flowcore.tasks import DataError, load, split_info
 from flowcore.ui import compare as cv
+from flowcore.ui.words import count
 from flowcore.workspace import jobs
 from pages import common, widgets
 
@@ -92,7 +93,7 @@ def show(stored) -> None:
     if not n:  # still running (or nothing measured yet): the problems it was asked for, not a zero
         split = stored.split or {}
         n = split.get("limit") or split.get(f"{split.get('split')}_n") or "the"
-    st.markdown(f"**#{stored.id}** · {stored.benchmark} · {n} problems × {stored.repeats} repeat(s) · status "
+    st.markdown(f"**#{stored.id}** · {stored.benchmark} · {count(n, 'problem')} × {count(stored.repeats, 'repeat')} · status "
                 f"**{stored.status}**")
     st.caption(cv.split_caption(stored.split))
     if stored.status in ("failed", "interrupted"):

@@ -15,6 +15,7 @@ from flowcore.mermaid.live import verdict as mermaid_verdict
 from flowcore.mermaid.live import with_mermaid
 from flowcore.ui import canvas as cv
 from flowcore.ui import view
+from flowcore.ui.words import count
 from flowcore.workspace import library
 from pages import common, conflicts, serve_parts, widgets
 from pages.ace import ace
@@ -192,9 +193,9 @@ with right:  # fixed slots (list, notice, diagram): the diagram keeps its place,
         elif not diags:
             st.success(f"Valid for {task} tasks: no problems found (Mermaid 11 agrees).")
         elif not errors:
-            st.success(f"Valid for {task} tasks, with {len(diags)} warning(s) (Mermaid 11 agrees).")
+            st.success(f"Valid for {task} tasks, with {count(len(diags), 'warning')} (Mermaid 11 agrees).")
         else:
-            st.error(f"{len(errors)} error(s), {len(diags) - len(errors)} warning(s)")
+            st.error(f"{count(len(errors), 'error')}, {count(len(diags) - len(errors), 'warning')}")
         for d in diags[:view.MAX_LISTED_DIAGNOSTICS]:
             color = "red" if d.severity == "error" else "orange"
             st.markdown(f":{color}[**{d.code}**] {md(d.located())}")

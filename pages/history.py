@@ -113,8 +113,9 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     run_id, rnd = info.id, row["round"]
     st.subheader(f"Round #{rnd} · {row['operator'] or '—'} · {row['status']}")
     c = st.columns(4)
-    c[0].metric("Score", "—" if row["score"] is None else hv.score_text(row["score"]),
-                help="Validation score measured when the round was evaluated (— : not measured)")
+    c[0].metric("Score", "—" if row["score"] is None else hv.score_text(row["score"], row.get("per_problem")),
+                help="Validation score measured when the round was evaluated (— : not measured; 'not run': "
+                     "problems with no verdict, left out of the score)")
     c[1].metric("95% interval", "—" if row["ci_low"] is None else
                 f"{100 * row['ci_low']:.0f}–{100 * row['ci_high']:.0f}%")
     c[2].metric("Cost", f"${row['cost'] or 0:.5f}")
@@ -166,7 +167,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
         else:
             st.markdown("**No parent**: this is the seed workflow." if rnd == 0 else "**Parent not stored.**")
     with right:
-        st.markdown(f"**Round #{rnd}** · {hv.score_text(row['score'])}")
+        st.markdown(f"**Round #{rnd}** · {hv.score_text(row['score'], row.get('per_problem'))}")
         if has_text:
             diagram(row["workflow_text"], "hist_child_mermaid", height)
         else:
@@ -185,7 +186,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     cands = evs.candidates_frame(row)
     if len(cands):
         c[1].markdown("**Candidates and the judge's scores**")
-        c[1].dataframe(cands, hide_index=True, key="hist_cands")
+        c[1].dataframe(cands, hide_index=True, placeholder="—", key="hist_cands")
     if row.get("per_problem"):
         with st.expander(f"Per-problem results ({len(row['per_problem'])})"):
             st.dataframe(row["per_problem"], hide_index=True, placeholder="—", width="stretch")
@@ -212,8 +213,7 @@ def main() -> None:
     view = hv.run_view(h, run_id)  # derived once per stored state of the run, then reused by every rerun
     info, cols = view.info, view.cols
     cfg = info.config
-    st.caption(f"Benchmark **{info.benchmark}** ({info.task}) · mode {cfg.get('mode')} · K={cfg.get('candidates')} "
-               f"· α={cfg.get('alpha')} · λ={cfg.get('lam')} · top-k={cfg.get('top_k')} · status "
+    st.caption(f"Benchmark **{info.benchmark}** ({info.task}) · {hv.config_text(cfg)} · status "
                f"**{evs.run_status(info, common.workspace())}**" + (f" ({safe.plain(info.reason)})" * bool(info.reason)))
     if info.status == "stopped" and (cmd := remote.resume_hint(info.reason)):  # its Ray actor died for good
         st.caption("Resume it with:")

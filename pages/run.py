@@ -26,6 +26,7 @@ from flowcore.execution.sandbox import SandboxUnavailable
 from flowcore.llm.client import LLMError
 from flowcore.mermaid.reader import WorkflowSyntaxError
 from flowcore.tasks import load
+from flowcore.ui.words import count
 from flowcore.workspace import jobs
 from pages import common, widgets
 from pages.run_results import show_evaluation, trace_table
@@ -110,7 +111,7 @@ def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> Non
               help="Completion tokens per second of generation (cache hits excluded)")
     cached, calls = out.get("cached") or 0, out["calls"]
     if calls and cached == calls:
-        st.caption(f":material/cached: All {calls} LLM call(s) were answered from this workspace's cache: nothing "
+        st.caption(f":material/cached: All {count(calls, 'LLM call')} were answered from this workspace's cache: nothing "
                    "new was paid, and there was no generation to time. Turn the cache off in Settings to ask again.")
     elif cached:
         st.caption(f":material/cached: {cached} of {calls} LLM calls were answered from this workspace's cache "
@@ -166,7 +167,7 @@ def live(job_id: str) -> None:
         c = st.columns(4)
         live_score = es.running_score(data, snap.done)
         c[0].metric("Running score", "—" if live_score is None else _pct(live_score))
-        c[1].metric("Errors", data.get("errors", 0))
+        c[1].metric("Not run", data.get("errors", 0), help="Problems with no verdict (errored): not in the score")
         c[2].metric("Cost so far", _money(data.get("cost")))
         c[3].metric("Elapsed", f"{snap.elapsed:.0f} s")
 

@@ -17,6 +17,7 @@ from flowcore.llm.client import LLMError
 from flowcore.mermaid import safe
 from flowcore.mermaid.reader import WorkflowSyntaxError
 from flowcore.tasks import kind_of, load
+from flowcore.tasks.harness import not_run_text
 from flowcore.ui import tasks as tv
 
 JOB_KEY, SHOW_KEY = "run_job_id", "run_show_eval"
@@ -54,7 +55,9 @@ def show_evaluation(ws, settings, rec: es.EvalRecord, can_run: bool, busy: bool)
         return
     c = st.columns([1, 1, 2, 1])
     solved = sum(bool(r.get("correct")) for r in rec.results)
-    c[0].metric("Score", _pct(rec.score), help="Fraction of the problems solved")
+    not_run = not_run_text(sum(bool(r.get("errored")) for r in rec.results))
+    c[0].metric("Score", _pct(rec.score) + (f" · {not_run.split(' (')[0]}" if not_run else ""),
+                help="Fraction of the problems solved" + (f"; {not_run}" if not_run else ""))
     c[1].metric("Solved", f"{solved} / {rec.n}")
     c[2].metric("95% interval", rs.interval_text(rec).removeprefix("95% interval ").split(" (")[0] or "—",
                 help=rs.interval_text(rec))

@@ -242,6 +242,8 @@ def _edges(ctx: _Ctx) -> list[Diagnostic]:
     out = []
     nodes, types_of, fits = ctx.w.nodes, ctx._types, {}
     decision, interface = cat.DECISION, cat.INTERFACE
+    # what an operator with a fixed output emits, whatever feeds it: most sources need no call of out_types
+    fixed = {op: spec.output for op, spec in cat.CATALOGUE.items() if op != interface and isinstance(spec.output, tuple)}
     for e, port in zip(ctx.w.edges, ctx.ports, strict=True):
         src, dst = nodes[e.src], nodes[e.dst]
         if src.op is None or dst.op is None:
@@ -261,7 +263,7 @@ def _edges(ctx: _Ctx) -> list[Diagnostic]:
             takes = f"its inputs are {', '.join(names)}" if names else "it takes no inputs"
             out.append(_edge_at(e, "M007", f"{what} of {dst.id} ({_kind(dst)}); {takes}"))
             continue
-        types = types_of[src.id] if src.id in types_of else ctx.out_types(src.id)
+        types = types_of.get(src.id) or fixed.get(src.op) or ctx.out_types(src.id)
         if types is None:
             continue
         key = (types, port.types)

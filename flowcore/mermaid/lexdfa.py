@@ -350,29 +350,15 @@ class Dfa:
         """The assertions the threads reach without reading a character (whatever the assertions decide)."""
         found = self._asserts.get(threads)
         if found is None:
-            op, a, b = self.p.op, self.p.a, self.p.b
-            seen, todo, out = set(), list(threads), []
-            while todo:
-                pc = todo.pop()
-                if pc in seen:
-                    continue
-                seen.add(pc)
-                o = op[pc]
-                if o == _SPLIT:
-                    todo += (a[pc], b[pc])
-                elif o == _JMP:
-                    todo.append(a[pc])
-                elif o == _ASSERT:
-                    out.append(pc)
-                    todo.append(pc + 1)
-            found = self._asserts[threads] = tuple(sorted(out))
+            op = self.p.op
+            found = self._asserts[threads] = tuple(sorted(pc for pc in self._reach(threads, None)
+                                                          if op[pc] == _ASSERT))
         return found
 
-    def _close(self, threads: tuple, holds: dict) -> tuple[tuple, int]:
-        """(the CHAR instructions the threads reach, in priority order; the rule of the first MATCH reached, -1: none),
-        the assertions deciding as ``holds`` says. Every thread after the first match has a lower priority: cut."""
+    def _reach(self, threads: tuple, holds: dict | None):
+        """The instructions the threads reach without reading a character, in priority order (a split's first
+        branch first), each once; an assertion is passed when ``holds`` says it holds (None: whatever it decides)."""
         op, a, b = self.p.op, self.p.a, self.p.b
-        chars: list[int] = []
         seen: set[int] = set()
         for t in threads:
             todo = [t]
@@ -381,17 +367,26 @@ class Dfa:
                 if pc in seen:
                     continue
                 seen.add(pc)
+                yield pc
                 o = op[pc]
-                if o == _CHAR:
-                    chars.append(pc)
-                elif o == _SPLIT:
+                if o == _SPLIT:
                     todo += (b[pc], a[pc])  # a first
                 elif o == _JMP:
                     todo.append(a[pc])
-                elif o == _MATCH:
-                    return tuple(chars), a[pc]
-                elif holds[pc]:
+                elif o == _ASSERT and (holds is None or holds[pc]):
                     todo.append(pc + 1)
+
+    def _close(self, threads: tuple, holds: dict) -> tuple[tuple, int]:
+        """(the CHAR instructions the threads reach, in priority order; the rule of the first MATCH reached, -1: none),
+        the assertions deciding as ``holds`` says. Every thread after the first match has a lower priority: cut."""
+        op, a = self.p.op, self.p.a
+        chars: list[int] = []
+        for pc in self._reach(threads, holds):
+            o = op[pc]
+            if o == _CHAR:
+                chars.append(pc)
+            elif o == _MATCH:
+                return tuple(chars), a[pc]
         return tuple(chars), -1
 
     def start(self, rules: tuple, prev_word: bool) -> int:

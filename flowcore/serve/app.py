@@ -70,9 +70,12 @@ def create_app(engine: Engine, *, require_keys: bool, max_body: int = api.DEFAUL
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with mcp.session_manager.run():
-            yield
-        otel.flush()
+        try:
+            async with mcp.session_manager.run():
+                yield
+        finally:
+            engine.close()  # every trace still queued is written before the process ends
+            otel.flush()
 
     routes = [Route("/health", health), Route("/v1/models", models),
               Route("/v1/models/{model:path}", one_model),

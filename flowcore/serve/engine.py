@@ -1,6 +1,7 @@
 """What a served call does: resolve ``NAME`` / ``NAME@vN`` to a published version, run it on the problem with
-the workspace's executor settings through the runtime's own ``execute`` (flowcore.tracing.run), store the
-trace, send it over OTLP when asked, and turn every failure into an OpenAI-shaped error with its HTTP status.
+the workspace's executor settings through the runtime's own ``execute`` (flowcore.tracing.run), hand the trace
+to the writer (flowcore.serve.trace_writer: stored, and sent over OTLP when asked, off the request path), and
+turn every failure into an OpenAI-shaped error with its HTTP status. ``close`` writes the traces still queued.
 
 One root LLM client per engine: requests share its connections, cache and concurrency limit (the workspace's
 ``concurrency`` caps the LLM calls in flight across all requests), each with its own child for its usage.
@@ -22,9 +23,9 @@ from flowcore.execution.runtime import NodeError, Plan, WorkflowInvalid, prepare
 from flowcore.execution.sandbox import SandboxUnavailable
 from flowcore.llm.client import LLM, BudgetExceeded, LLMError, LLMSettings, NotConfigured
 from flowcore.mermaid.reader import WorkflowSyntaxError, parse
-from flowcore.tracing import otel
+from flowcore.serve.trace_writer import TraceWriter
 from flowcore.tracing.run import TracedRun, new_trace_id, traced_run
-from flowcore.workspace import published, traces
+from flowcore.workspace import published
 from flowcore.workspace.settings import effective_llm_settings
 from flowcore.workspace.store import Workspace
 
@@ -112,6 +113,11 @@ class Engine:
         self._llm: LLM | None = None
         self._read = 0.0
         self._lock = threading.Lock()
+        self.traces = TraceWriter(ws)
+
+    def close(self) -> None:
+        """Write the traces still queued (the server's lifespan end, the MCP stdio server's exit)."""
+        self.traces.close()
 
     def llm(self) -> LLM:
         """The root client for the workspace's current executor settings: re-read at most every SETTINGS_TTL
@@ -209,15 +215,9 @@ class Engine:
                       run.trace.completion_tokens, tid)
 
     def _keep(self, run: TracedRun) -> None:
-        """Store the trace (and export it); a storage failure is logged, never turned into a wrong answer."""
-        try:
-            traces.save_trace(self.ws, run.trace)
-        except Exception:  # noqa: BLE001 - the answer stands; the missing trace is in the log
-            log.exception("could not store trace %s", run.trace.id)
-        try:
-            otel.export(run.trace)
-        except Exception:  # noqa: BLE001
-            log.exception("could not export trace %s over OTLP", run.trace.id)
+        """Queue the trace to be stored and exported (a storage failure is logged there, never turned into a
+        wrong answer)."""
+        self.traces.put(run.trace)
 
 
 async def _settle(work: asyncio.Future) -> TracedRun:

@@ -16,6 +16,7 @@ The key's owner goes into ``scope["state"]["owner"]`` ("local" without a key): t
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 from typing import Any
@@ -39,6 +40,7 @@ def proxied(headers: Any) -> bool:
     return any((k.decode("latin-1") if isinstance(k, bytes) else str(k)).lower() in PROXY_HEADERS for k in names)
 
 
+@functools.lru_cache(maxsize=256)
 def is_loopback(host: str | None) -> bool:
     """127.0.0.0/8, ::1 or 'localhost'; anything else (0.0.0.0, a name, an address) is reachable from elsewhere."""
     h = (host or "").strip().strip("[]").lower()
@@ -50,6 +52,7 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=256)
 def _hostname(value: str) -> str:
     try:
         return urlsplit(f"//{value}").hostname or ""

@@ -234,7 +234,10 @@ async def serve_stdio(engine: Engine) -> None:
 
 
 def run_stdio(engine: Engine) -> None:
-    asyncio.run(serve_stdio(engine))
+    try:
+        asyncio.run(serve_stdio(engine))
+    finally:
+        engine.close()
 
 
 __all__ = ["build_mcp", "kind_of", "run_stdio"]

@@ -98,7 +98,8 @@ def body_deadline(receive: Receive, body_seconds: float | None = None) -> Receiv
         if state["body_done"]:
             return await receive()
         try:
-            message = await asyncio.wait_for(receive(), limit)
+            async with asyncio.timeout(limit):  # a timer, not wait_for's extra task per request
+                message = await receive()
         except TimeoutError:
             state["body_done"] = True
             return {"type": "http.disconnect"}

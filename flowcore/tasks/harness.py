@@ -4,8 +4,11 @@ solve rate with a bootstrap confidence interval. A failing problem never aborts 
 A problem that has no answer to judge is *errored*, not wrong: the LLM endpoint failed (an LLMError anywhere in
 its exception's chain: no connection, HTTP errors, garbled replies, the budget), the problem timed out, a node
 or the engine raised, or the hidden tests could not reach a verdict (the sandbox ran out of wall-clock time
-while the code had little CPU: the machine was too busy). It is left out of the score and counted in
-``errors``, so an outage, a bug of ours or a loaded machine never reads as a bad workflow."""
+while the code had little CPU: the machine was too busy), or a task's metric could give no verdict for a
+reason of its own (flowcore.tasks.pymetric, flowcore.tasks.judging). It is left out of the score, counted in
+``errors`` and shown as "N not run" beside every score (``not_run_text``), so an outage, a bug of ours or a
+loaded machine never reads as a bad workflow. Nothing an answer does makes its row errored: what an answer
+breaks, it fails (docs/evaluation.md, "Errored rows")."""
 from __future__ import annotations
 
 import asyncio
@@ -245,6 +248,13 @@ async def evaluate(runner: Runner, problems: list[Problem], *, concurrency: int 
         raise fatal[0]
     return report_of(problems[0].benchmark if problems else "", [results[i] for i in sorted(results)],
                      cancelled=cancelled or (cancel is not None and cancel.is_set() and len(results) < total))
+
+
+def not_run_text(errors: int) -> str:
+    """What every report puts next to a score when problems were errored: '2 not run (errored, not in the score)',
+    or '' when none were. The errored problems are left out of the score and counted against --max-error-rate,
+    so a reader always sees how many there were (docs/evaluation.md, "Errored rows")."""
+    return f"{errors} not run (errored, not in the score)" if errors else ""
 
 
 def report_of(benchmark: str, done: list[ProblemResult], cancelled: bool = False) -> EvalReport:

@@ -8,7 +8,7 @@ judge into one:
   reply, with a numeric ``score`` in [0, 1] (no bool, no text such as "1.0 (perfect)") and a non-empty
   ``reason``. Anything else is an invalid reply: asked once more, then the row is *errored* with the reason (an
   invalid reply is the judge's failure, not the answer's);
-- a grade above 0 whose reason is written, word for word, in an answer that holds a ``"score"`` is the answer's
+- a grade above 0 whose reason is written, word for word, in an answer that speaks of a score is the answer's
   own grade echoed back by the judge: the row is wrong (0.0), never the echoed score.
 Tests: tests/tasks/test_judge_injection.py.
 """
@@ -65,9 +65,10 @@ def parse_grade(text: str) -> tuple[float, str]:
 
 
 def echoed(answer: str, score: float, reason: str) -> bool:
-    """Whether this grade is one the answer wrote for itself (a score above 0 whose reason the answer, holding a
-    "score", already spells out)."""
-    return score > 0 and '"score"' in answer and " ".join(reason.split()) in " ".join(answer.split())
+    """Whether this grade is one the answer wrote for itself: a score above 0 whose reason the answer, which
+    speaks of a score (as JSON, or in words for the judge to repeat), already spells out word for word."""
+    said = " ".join(reason.split()).casefold()
+    return score > 0 and "score" in answer.casefold() and said in " ".join(answer.split()).casefold()
 
 
 async def judge(llm: Any, metric: Metric, question: str, prediction: str, reference: str) -> Grade:

@@ -18,7 +18,7 @@ import json
 import math
 import re
 import string
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -256,7 +256,7 @@ def _json_object(text: str) -> Any:
     whole = load(text)
     if whole is not None:
         return whole
-    for block in reversed(deque((m.group(1) for m in _FENCED.finditer(text)), maxlen=8)):
+    for block in _last_fenced(text):
         value = load(block)
         if value is not None:
             return value
@@ -264,7 +264,20 @@ def _json_object(text: str) -> Any:
     return None if found is None else found[0]
 
 
-_FENCED = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+def _last_fenced(text: str, keep: int = 8) -> list[str]:
+    """The bodies of the last ``keep`` ```-fenced blocks (a "json" tag dropped), last first. Marks are paired in
+    order, in one pass: the regex it replaces backtracked over whitespace (40 KB of newlines after an unclosed
+    ```json took 9.6 s)."""
+    marks = [m.start() for m in _FENCE.finditer(text)]
+    pairs = list(zip(marks[0::2], marks[1::2]))[-keep:]
+    out = []
+    for a, b in reversed(pairs):
+        body = text[a + 3:b]
+        out.append(body[4:] if body.startswith("json") else body)
+    return out
+
+
+_FENCE = re.compile("```")
 
 
 def _json_score(got: Any, reference: str, fields: list[str]) -> Grade:

@@ -30,6 +30,7 @@ from flowcore.tasks.metrics import Grade, Metric
 
 PYTHON_BATCH = 250  # rows per sandbox run (one result line each keeps the output under the sandbox's 64 KB)
 ROW_CPU = 5.0  # CPU seconds one row's metric call may take
+BATCH_BYTES = 8 << 20  # answers' characters per sandbox run
 
 _DRIVER = '''
 
@@ -148,16 +149,17 @@ def _outcomes(metric: Metric, items: list[tuple[str, dict]], timeout: float | No
     out: list[dict] = []
     start = 0
     while start < len(items):
-        rest = items[start:]
+        rest = items[start:_chunk_end(items, start)]
         run = _run_once(metric, rest, timeout)
         if not run.loaded and not run.busy:
-            return out + [{"unloaded": run.why}] * len(rest)
+            return out + [{"unloaded": run.why}] * (len(items) - start)
         done = next((k for k, r in enumerate(run.results) if r is None), len(rest))
         out += run.results[:done]  # type: ignore[arg-type]
         if done == len(rest):
-            break
+            start += done
+            continue
         if run.busy:  # the machine's fault: the unfinished rows have no verdict, and may have one later
-            return out + [{"busy": run.why}] * (len(rest) - done)
+            return out + [{"busy": run.why}] * (len(items) - start - done)
         if run.row_timer:
             out.append({"timeout": ROW_CPU})
         elif len(rest) == 1:
@@ -170,6 +172,18 @@ def _outcomes(metric: Metric, items: list[tuple[str, dict]], timeout: float | No
             out.append(r)
         start += done + 1
     return out
+
+
+def _chunk_end(items: list[tuple[str, dict]], start: int) -> int:
+    """Where the run starting at ``start`` ends: at most ``BATCH_BYTES`` of answers (one row at least), so 250
+    answers of 1 MB each are not one run's input to be read, and run out of memory, again at every resume."""
+    size, end = 0, start
+    while end < len(items):
+        size += len(items[end][0])
+        if end > start and size > BATCH_BYTES:
+            break
+        end += 1
+    return end
 
 
 def _failure(r: dict) -> str | None:

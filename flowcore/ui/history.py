@@ -20,6 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from flowcore.tasks.harness import not_run_text
+from flowcore.ui.words import count
+
 ROUND_COLUMNS = ["round", "status", "score", "ci_low", "ci_high", "n", "cost", "operator", "parents", "judge",
                  "judge_total", "pinned", "note", "detail", "reason"]
 FULL_TREE = 300  # up to this many rounds the whole lineage is drawn; above it, the collapsed view
@@ -435,6 +438,24 @@ def for_people(table: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns={"judge_total": "judge total", "n": "problems"})
 
 
-def score_text(x: float | None) -> str:
-    """A round's score as the History page says it: '87.5%', or 'not measured'."""
-    return "not measured" if x is None else f"{100 * x:.1f}%"
+MODE_WORDS = {"llm": "candidates from the LLM optimizer", "programmatic": "candidates from the programmatic operators"}
+
+
+def config_text(cfg: dict) -> str:
+    """A run's settings as the Evolve form names them ('4 candidates a round · parents from the top 4 ...'),
+    not as its config keys (K=, α=, λ=, top-k=)."""
+    parts = [MODE_WORDS.get(cfg.get("mode"), f"mode {cfg.get('mode')}") if cfg.get("mode") else None,
+             f"{count(int(cfg['candidates']), 'candidate')} a round" if cfg.get("candidates") is not None else None,
+             f"parents from the top {cfg['top_k']}" if cfg.get("top_k") is not None else None,
+             f"favour the best {cfg['alpha']:g} (α)" if cfg.get("alpha") is not None else None,
+             f"{100 * cfg['lam']:.0f}% picked at random (λ)" if cfg.get("lam") is not None else None]
+    return " · ".join(p for p in parts if p)
+
+
+def score_text(x: float | None, per_problem: list[dict] | None = None) -> str:
+    """A round's score as the History page says it: '87.5%', '87.5% · 1 not run' when problems were errored
+    (left out of the score), or 'not measured'."""
+    if x is None:
+        return "not measured"
+    errored = sum(bool(p.get("errored")) for p in per_problem or [] if isinstance(p, dict))
+    return f"{100 * x:.1f}%" + (f" · {not_run_text(errored).split(' (')[0]}" if errored else "")

@@ -46,7 +46,7 @@ def candidate_rows(row: dict) -> list[dict]:
                     "judge total": s.get("total"),
                     "what happened": (f"not produced: {reason}" if not produced and reason else
                                       f"dropped: {reason}" if reason else c.get("detail") or ""),
-                    **{k: s.get(k) for k in CRITERIA}})
+                    **{k.replace("_", " "): s.get(k) for k in CRITERIA}})  # 'prompt quality', as people write
     return out
 
 

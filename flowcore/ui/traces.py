@@ -7,6 +7,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from flowcore.ui.words import operator_name
 from flowcore.workspace.traces import Trace
 
 
@@ -20,13 +21,15 @@ def rows(traces: list[Trace]) -> list[dict[str, Any]]:
     """One row per trace, newest first, as the page's table shows them."""
     return [{"trace": t.id, "when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t.created)),
              "workflow": model_label(t), "source": t.source, "by": t.created_by, "status": t.status,
-             "latency_s": round(t.latency, 3), "calls": t.calls, "tokens": t.prompt_tokens + t.completion_tokens,
+             "latency (s)": round(t.latency, 3), "calls": t.calls, "tokens": t.prompt_tokens + t.completion_tokens,
              "cost": t.cost, "error": t.error or ""} for t in traces]
 
 
 def span_rows(t: Trace) -> list[dict[str, Any]]:
-    return [{"node": s.node, "operator": s.op, "model": s.model or "", "start_s": s.start, "latency_s": s.latency,
-             "calls": s.calls, "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
+    """One row per node of a trace, with column names a person reads (seconds in the header, not '_s')."""
+    return [{"node": s.node, "operator": operator_name(s.op), "model": s.model or "", "start (s)": s.start,
+             "latency (s)": s.latency, "calls": s.calls, "prompt tokens": s.prompt_tokens,
+             "completion tokens": s.completion_tokens,
              "cost": s.cost, "skipped": s.skipped, "error": s.error or ""} for s in t.spans]
 
 

@@ -80,21 +80,28 @@ def _cap(text: str | None) -> str | None:
 
 def save_trace(ws: Workspace, t: Trace) -> None:
     """Store a finished trace and its spans in one transaction."""
-    if t.status not in STATUSES or t.source not in SOURCES:
-        raise ValueError(f"trace {t.id}: status {t.status!r} / source {t.source!r} not in {STATUSES} / {SOURCES}")
+    save_traces(ws, [t])
+
+
+def save_traces(ws: Workspace, batch: list[Trace]) -> None:
+    """Store finished traces and their spans in one transaction (all or none)."""
+    for t in batch:
+        if t.status not in STATUSES or t.source not in SOURCES:
+            raise ValueError(f"trace {t.id}: status {t.status!r} / source {t.source!r} not in {STATUSES} / "
+                             f"{SOURCES}")
     _schema(ws)
     with ws.transaction() as conn:
-        conn.execute("INSERT INTO traces(id, created, source, workflow, version, created_by, status, error, latency,"
-                     " cost, calls, prompt_tokens, completion_tokens, problem, answer)"
-                     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                     (t.id, t.created, t.source, t.workflow, t.version, t.created_by, t.status, t.error,
-                      t.latency, t.cost, t.calls, t.prompt_tokens, t.completion_tokens, _cap(t.problem),
-                      _cap(t.answer)))
-        for i, s in enumerate(t.spans):
-            conn.execute("INSERT INTO trace_spans(trace_id, seq, node, op, model, prompt_tokens, completion_tokens,"
+        conn.executemany("INSERT INTO traces(id, created, source, workflow, version, created_by, status, error,"
+                         " latency, cost, calls, prompt_tokens, completion_tokens, problem, answer)"
+                         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         [(t.id, t.created, t.source, t.workflow, t.version, t.created_by, t.status, t.error,
+                           t.latency, t.cost, t.calls, t.prompt_tokens, t.completion_tokens, _cap(t.problem),
+                           _cap(t.answer)) for t in batch])
+        conn.executemany("INSERT INTO trace_spans(trace_id, seq, node, op, model, prompt_tokens, completion_tokens,"
                          " cost, calls, start, latency, error, skipped, output) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                         (t.id, i, s.node, s.op, s.model, s.prompt_tokens, s.completion_tokens, s.cost, s.calls,
-                          s.start, s.latency, s.error, int(s.skipped), _cap(s.output)))
+                         [(t.id, i, s.node, s.op, s.model, s.prompt_tokens, s.completion_tokens, s.cost, s.calls,
+                           s.start, s.latency, s.error, int(s.skipped), _cap(s.output))
+                          for t in batch for i, s in enumerate(t.spans)])
 
 
 def _trace(d: dict[str, Any]) -> Trace:

@@ -165,7 +165,7 @@ def test_step_through_fail_accept_a_repair_and_finish(page, streamlit_app):
     expect(page.get_by_text("Proposal 1 (rules)")).to_have_count(0)
     _step(page, {"win": "Five in a row found in all four directions."})
     _step(page, {"assemble": "gobang.py assembled; all tests pass."})
-    expect(page.get_by_text("The execution completed after 4 step(s).")).to_be_visible()
+    expect(page.get_by_text("The execution completed after 4 steps.")).to_be_visible()
     live = _charts(page, 4)[-1]  # no proposals left: the live graph comes after the 3 candidates
     assert set(_fills(live).values()) == {"completed"} and len(live) == 6
     assert no_exceptions(page) == []
@@ -260,7 +260,7 @@ def test_event_driven_run_live_and_a_refinement_accepted(page, streamlit_app):
 
         _key(page, "aov_accept_0").locator("button").click()
         wait_for_app(page)
-        done = page.get_by_text(re.compile(r"The execution completed after 3 step\(s\)\."))
+        done = page.get_by_text(re.compile(r"The execution completed after 3 steps\."))
         expect(done).to_be_visible(timeout=30_000)
         final = _charts(page, 4)[-1]
         assert set(_fills(final).values()) == {"completed"} and set(final) == {
@@ -301,7 +301,7 @@ def test_a_reload_mid_run_reopens_the_live_run_with_the_settings_it_runs_with(pa
                     expect(_key(view, key).get_by_role("radio", name=option)).to_be_checked()
                 assert no_exceptions(view) == []
             RELEASE_WIN.set()
-            done = page.get_by_text(re.compile(r"The execution completed after 3 step\(s\)\."))
+            done = page.get_by_text(re.compile(r"The execution completed after 3 steps\."))
             expect(done).to_be_visible(timeout=30_000)
     finally:
         RELEASE_WIN.set()

@@ -96,7 +96,7 @@ def test_compare_page_shows_table_pareto_plot_and_agreement(page, streamlit_app)
     page.get_by_role("radiogroup", name="Split").get_by_text("validation", exact=True).click()
     wait_for_app(page)
     start.click()
-    expect(page.get_by_text(re.compile(r"#2 · gsm8k · 2 problems × 1 repeat\(s\) · status done"))).to_be_visible(
+    expect(page.get_by_text(re.compile(r"#2 · gsm8k · 2 problems × 1 repeat · status done"))).to_be_visible(
         timeout=60_000)  # the page follows the job and then shows the new comparison
     expect(page.get_by_text(re.compile(r"Best: IO \(math\)"))).to_be_visible()
     expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()

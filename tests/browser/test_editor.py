@@ -58,7 +58,7 @@ def test_error_marked_at_its_line_then_fixed(page, streamlit_app):
     print(f"error marked {', '.join(f'{t:.2f}' for t in timings)} s after the keystroke")
     assert min(timings) < 1.0, f"the gutter marked the error {min(timings):.2f} s after typing"
     expect(page.get_by_text(re.compile(r"M001 line 4: .*expected .*found"))).to_be_visible()  # the list
-    expect(page.get_by_text("1 error(s), 0 warning(s)")).to_be_visible()
+    expect(page.get_by_text("1 error, 0 warnings")).to_be_visible()
 
     for _ in range(2):  # fix it: drop the dangling '&', send the answer to RETURN
         page.keyboard.press("Backspace")

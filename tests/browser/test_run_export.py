@@ -112,7 +112,7 @@ def test_run_page_evaluates_gsm8k_with_progress_and_scores(page, streamlit_app):
     expect(page.get_by_text("Calls answered from this workspace's cache cost nothing now")).to_be_visible()
     trace = page.locator('[data-testid="stDataFrame"]').filter(
         has=page.locator('th[role="columnheader"]', has_text="answered by"))
-    expect(trace.locator('td[role="gridcell"][aria-colindex="4"]').first).to_have_text("cache")
+    expect(trace.locator('td[role="gridcell"][aria-colindex="4"]').first).to_have_text("cached")
     assert no_exceptions(page) == [] and js_errors == []
     page.set_viewport_size({"width": 1400, "height": 1250})  # the app scrolls inside: make room for the table
     page.mouse.move(1, 1)  # no button's tooltip left open over the trace where the last click was

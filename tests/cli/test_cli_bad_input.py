@@ -72,7 +72,7 @@ def test_an_evaluation_the_endpoint_failed_has_no_score(endpoint, capsys):
     """A 401 on every call printed 'score 0.000 (0/0) ... 95% CI [0.000, 0.000]': a server error as a score."""
     endpoint(Fault(status=401, body="Incorrect API key provided"))
     code, out, err = cli(capsys, "evaluate", MATH_SEED, "--benchmark", "gsm8k", "--limit", "2")
-    assert code == 1 and "no score: no problem was scored, 2 not run (endpoint errors" in out
+    assert code == 1 and "no score: no problem was scored, 2 not run (errored, not in the score" in out
     assert "score 0.000" not in out and "HTTP 401" in err
     code, out, _ = cli(capsys, "evaluate", MATH_SEED, "--benchmark", "gsm8k", "--limit", "2", "--json")
     doc = json.loads(out)

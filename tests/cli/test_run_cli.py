@@ -202,7 +202,7 @@ def test_a_persistent_endpoint_fault_is_recorded_for_its_problem_only(endpoint, 
     assert doc["tokens"]["prompt"] > 0 and doc["tokens"]["errors"] >= 1
     code, out, err = cli(capsys, "evaluate", workflow, "--benchmark", "gsm8k", "--data", data,
                          "--max-error-rate", "0.3")
-    assert code == 0 and "score 0.667 (2/3), 1 not run (endpoint errors, not counted)" in out
+    assert code == 0 and "score 0.667 (2/3), 1 not run (errored, not in the score)" in out
     assert not by_id["gsm8k/1"]["correct"] and "C1" in by_id["gsm8k/1"]["error"]
     assert "500" in by_id["gsm8k/1"]["error"] and "overloaded" in by_id["gsm8k/1"]["error"]
     assert by_id["gsm8k/0"]["correct"] and by_id["gsm8k/2"]["correct"] and by_id["gsm8k/0"]["error"] is None

@@ -105,7 +105,7 @@ def test_one_problems_trace_is_replayed_from_the_cache(ws):
     assert node["cached"] == 1 and node["cost"] == pytest.approx(first["cost"])
     assert 0.3 <= node["latency"] <= first["latency"] + 0.05  # the call's own time, not the replay's ~0 s
     row = rs.trace_rows(res.trace)[0]
-    assert row["answered by"] == "cache" and row["cost"] == pytest.approx(first["cost"])
+    assert row["answered by"] == "cached" and row["operator"] == "Custom" and row["cost"] == pytest.approx(first["cost"])
     assert "cost nothing now" in rs.trace_caption(res.trace)
     assert rs.trace_rows([{"node": "C1", "op": "X", "calls": 1, "cost": 0.1}])[0]["answered by"] == "endpoint"
     assert rs.trace_caption([{"node": "C1", "calls": 1}]) == "Per-node trace (in execution order)"

@@ -15,6 +15,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 LINE = re.compile(r"at http://(?P<host>[^ ]+):(?P<port>\d+)/v1")
@@ -83,3 +84,15 @@ class Served:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def stored_trace(db: str | Path, trace_id: str, seconds: float = 10.0) -> Any:
+    """The trace ``trace_id`` once the server's writer has stored it (it writes off the request path, within
+    MERMAIDFLOW_TRACE_LINGER of the answer), or None after ``seconds``."""
+    from flowcore.workspace import traces
+    from flowcore.workspace.store import Workspace
+
+    ws, end = Workspace(db), time.monotonic() + seconds
+    while (t := traces.load_trace(ws, trace_id)) is None and time.monotonic() < end:
+        time.sleep(0.02)
+    return t

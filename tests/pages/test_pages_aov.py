@@ -177,7 +177,7 @@ def test_llm_agents_and_judge_run_to_the_end_against_a_scripted_endpoint(monkeyp
         at.radio(key="aov_refine").set_value("off").run()
         run_to_end(at)
         assert len(srv.requests) == 12  # six subtasks: an agent call and a judge call each
-    assert "The execution completed after 4 step(s)." in texts(at.success)
+    assert "The execution completed after 4 steps." in texts(at.success)
     verdicts = table(at, 2)
     assert set(verdicts["by"]) == {"llm"} and set(verdicts["reason"]) == {"does what was asked"}
     assert set(table(at, 0)["data"]) == {"Here is my part of the work."}
@@ -187,7 +187,7 @@ def test_llm_agents_and_judge_run_to_the_end_against_a_scripted_endpoint(monkeyp
 def test_echo_run_to_end_completes_with_clones_in_the_log(tmp_path):
     at = started(["gobang.json"], agents="echo")
     run_to_end(at)
-    assert "The execution completed after 3 step(s)." in texts(at.success)
+    assert "The execution completed after 3 steps." in texts(at.success)
     state = table(at, 0)
     assert set(state["status"]) == {"completed"} and {"coder#2", "coder#3"} <= set(state["ran as"])
     steps = table(at, 1)
@@ -213,7 +213,7 @@ def test_manual_mode_steps_through_to_completion_and_the_state_table_follows():
     manual_step(at, {"numbers": "COP table", "background": "intro text"})
     manual_step(at, {"analysis": "energy and costs"})
     manual_step(at, {"final": "the report"})
-    assert "The execution completed after 4 step(s)." in texts(at.success)
+    assert "The execution completed after 4 steps." in texts(at.success)
     assert set(table(at, 0)["status"]) == {"completed"}
     assert at.button(key="aov_step").disabled
 
@@ -242,7 +242,7 @@ def test_a_failing_manual_output_shows_the_verdict_and_proposals_and_accepting_o
     assert state.loc["board", "data"] == "board done"  # completed work is kept
     manual_step(at, {"win": "five in a row checked in all four directions"})
     manual_step(at, {"assemble": "gobang.py runs, all tests pass"})
-    assert "The execution completed after 4 step(s)." in texts(at.success)
+    assert "The execution completed after 4 steps." in texts(at.success)
     assert "accepted: edit win" in table(at, 1)["repairs"][1]
 
 
@@ -283,7 +283,7 @@ def test_an_edited_proposal_is_a_form_validated_and_a_bad_one_refused_with_the_r
 def test_rejecting_keeps_the_subtask_failed_and_the_execution_ends_failed():
     at = failed_win()
     ok(at.button(key="aov_reject").click().run())
-    assert "The execution failed after 2 step(s)." in texts(at.warning)
+    assert "The execution failed after 2 steps." in texts(at.warning)
     assert table(at, 0).set_index("id").loc["win", "status"] == "failed"
     assert "rejected the proposals for win" in table(at, 1)["repairs"][1]
 
@@ -302,7 +302,7 @@ def test_a_saved_execution_reopens_in_a_new_session_and_continues():
     ok(at.button(key="aov_accept_2").click().run())  # the third proposal: rerun win
     manual_step(at, {"win": "fixed"})
     manual_step(at, {"assemble": "assembled"})
-    assert "The execution completed after 4 step(s)." in texts(at.success)
+    assert "The execution completed after 4 steps." in texts(at.success)
     assert table(at, 0).set_index("id").loc["board", "data"] == "board done"
 
 

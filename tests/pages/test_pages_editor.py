@@ -112,7 +112,7 @@ def test_every_example_loads_without_diagnostics(editor, name, task):
 
 def test_a_broken_line_is_listed_and_marked_at_its_row_then_fixed(editor):
     type_text(editor, BROKEN)
-    assert texts(editor.error) == ["1 error(s), 0 warning(s)"]
+    assert texts(editor.error) == ["1 error, 0 warnings"]
     listed = [m for m in texts(editor.markdown) if "M001" in m]
     assert len(listed) == 1 and "line 4" in listed[0] and listed[0].count("line 4") == 1, listed  # said once
     ann = component(editor, "ace_editor")["annotations"]

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from flowcore.tasks import load
 from flowcore.workspace import jobs
-from tests.helpers.fakellm import FakeLLMServer, message_text
+from tests.helpers.fakellm import FakeLLMServer, Fault, message_text
 
 RUN, EXPORT = "../../pages/run.py", "../../pages/export.py"
 BROKEN = "flowchart TD\n    PROBLEM([\"Problem\"])\n    C1[\"Custom\"]\n    PROBLEM --> C1\n"
@@ -61,7 +61,7 @@ def test_run_one_problem_shows_the_scripted_answer_and_trace(monkeypatch):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["LLM calls"] == "1" and 10 < float(metrics["Tokens/s"]) < 50  # 4 tokens in ~0.1 s
     trace = at.dataframe[0].value
-    assert list(trace["node"]) == ["C1"] and list(trace["op"]) == ["CustomOp"]
+    assert list(trace["node"]) == ["C1"] and list(trace["operator"]) == ["Custom"]
     assert "What is 6 times 7?" in message_text(srv.requests[0])
 
 
@@ -71,6 +71,30 @@ def test_run_empty_problem_warns_instead_of_calling(monkeypatch):
         at = app(RUN)
         at.button(key="run_one").click().run()
         assert any("Type a problem" in w.value for w in at.warning) and srv.requests == []
+
+
+def test_an_errored_problem_shows_as_not_run_next_to_the_score(monkeypatch):
+    """Issue 25 (e): a problem with no verdict is left out of the score, and the page says so beside it."""
+    problems = load("gsm8k", "validation", limit=3)
+
+    def respond(request: dict):  # right, wrong, and an endpoint failure (no verdict)
+        text = message_text(request)
+        if problems[2].question in text:
+            return Fault(status=400, body="bad request")
+        return f"The answer is {problems[0].reference}" if problems[0].question in text else "The answer is -7"
+
+    with FakeLLMServer(respond) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("MERMAIDFLOW_MAX_RETRIES", "0")
+        at = app(RUN)
+        at.radio(key="run_mode").set_value("Benchmark").run()
+        at.number_input(key="run_limit").set_value(3).run()
+        at.button(key="run_start").click().run()
+        job = jobs.get(at.session_state["run_job_id"])
+        assert job is not None and job.wait(30) and job.status == "done", job.error
+        at.run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Score"] == "50.0% · 1 not run" and metrics["Solved"] == "1 / 2"
 
 
 def test_run_benchmark_evaluation_runs_in_background_and_survives_a_reload(monkeypatch):

@@ -11,8 +11,7 @@ import pytest
 
 from flowcore.cli.main import main
 from flowcore.serve.guard import is_loopback
-from flowcore.workspace import traces
-from flowcore.workspace.store import Workspace
+from tests.helpers.served import stored_trace
 from tests.serve.test_openai_api import server_db
 
 
@@ -32,7 +31,7 @@ def test_no_key_a_wrong_key_and_the_right_key(keyed):
         assert err.value.body["code"] == "invalid_api_key"
     r = ask(keyed, keyed.key)
     assert r.choices[0].message.content.startswith("ECHO ")
-    t = traces.load_trace(Workspace(server_db(keyed)), r.model_extra["mermaidflow"]["trace_id"])
+    t = stored_trace(server_db(keyed), r.model_extra["mermaidflow"]["trace_id"])
     assert t.created_by == "alice@example.com"  # the key's owner
     with urllib.request.urlopen(keyed.url + "/health", timeout=10) as h:  # the one open route
         assert json.loads(h.read()) == {"status": "ok"}

@@ -6,9 +6,7 @@ import asyncio
 
 import openai
 
-from flowcore.workspace import traces
-from flowcore.workspace.store import Workspace
-from tests.helpers.served import Served
+from tests.helpers.served import Served, stored_trace
 from tests.serve.test_openai_api import server_db
 
 N = 64
@@ -37,7 +35,6 @@ def test_64_concurrent_streams_each_get_their_own_answer(fake_llm, served_db):
         assert text.startswith("ECHO ") and f"client {i}: what is {i} squared?" in text, (i, text)
     ids = [tid for _, _, tid in got]
     assert len(set(ids)) == N and all(len(t) == 32 for t in ids)
-    ws = Workspace(server_db(server))
     for i, text, tid in got[:: 8]:
-        t = traces.load_trace(ws, tid)
+        t = stored_trace(server_db(server), tid)
         assert t.status == "ok" and t.answer == text and f"client {i}:" in t.problem

@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import sys
-import time
 import urllib.error
 import urllib.request
 
@@ -18,6 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from flowcore.workspace import published, traces
 from flowcore.workspace.store import Workspace
+from tests.helpers.served import stored_trace
 from tests.serve.conftest import MATH_SEED, ROOT
 from tests.serve.test_openai_api import server_db
 
@@ -95,7 +95,7 @@ async def _http_session(url: str, key: str | None) -> tuple[set, dict]:
 def test_mcp_over_streamable_http_on_the_served_app(server):
     names, ran = asyncio.run(_http_session(server.url + "/mcp", None))
     assert TOOLS <= names and ran["version"] == "solver@v1" and "over HTTP?" in ran["answer"]
-    t = traces.load_trace(Workspace(server_db(server)), ran["trace_id"])
+    t = stored_trace(server_db(server), ran["trace_id"])
     assert t.source == "mcp" and t.created_by == "local"
 
 
@@ -111,7 +111,5 @@ def test_mcp_over_http_needs_the_key_where_keys_are_required(keyed):
         assert e.value.code == 401
     names, ran = asyncio.run(_http_session(keyed.url + "/mcp", keyed.key))
     assert TOOLS <= names
-    deadline = time.monotonic() + 5
-    while (t := traces.load_trace(Workspace(server_db(keyed)), ran["trace_id"])) is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    t = stored_trace(server_db(keyed), ran["trace_id"])
     assert t.created_by == "alice@example.com"  # the key's owner

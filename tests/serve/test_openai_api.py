@@ -15,6 +15,7 @@ import pytest
 from flowcore.cli.main import main
 from flowcore.workspace import traces
 from flowcore.workspace.store import Workspace
+from tests.helpers.served import stored_trace
 from tests.serve.conftest import ROOT
 
 
@@ -64,7 +65,7 @@ def test_an_answer_equals_runs_and_carries_usage_and_mermaidflow(server, fake_ll
     assert main(["run", str(tmp_path / "v1.mmd"), "--task", "math", "--problem", "What is 6 times 7?", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["answer"] == answer
     # the trace of that request is in the workspace, per node
-    t = traces.load_trace(Workspace(server_db(server)), mf["trace_id"])
+    t = stored_trace(server_db(server), mf["trace_id"])
     assert (t.workflow, t.version, t.source, t.status, t.answer) == ("solver", 1, "api", "ok", answer)
     [span] = t.spans
     assert (span.node, span.op, span.calls, span.prompt_tokens) == ("C1", "CustomOp", 1, r.usage.prompt_tokens)
@@ -178,7 +179,8 @@ def test_a_workflow_past_its_deadline_is_504_and_its_call_is_cancelled(server, f
     assert time.monotonic() - t0 < 5  # the server's --timeout 2, not the endpoint's 6 s
     assert wait_for(lambda: fake_llm.dropped > dropped)
     ws = Workspace(server_db(server))
-    assert any(t.status == "timeout" and "SLOW one" in (t.problem or "") for t in traces.list_traces(ws))
+    assert wait_for(lambda: any(t.status == "timeout" and "SLOW one" in (t.problem or "")
+                                for t in traces.list_traces(ws)))
 
 
 @pytest.mark.parametrize("stream", [False, True])

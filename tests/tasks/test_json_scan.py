@@ -23,6 +23,7 @@ HOSTILE = {
     "closes": "}" * MB,
     "fences": "```" * (MB // 3) + "x",
     "json fences": "```json {" * (MB // 9),
+    "an unclosed fence before whitespace": "```json" + "\n" * MB + "{",  # 9.6 s at 40 KB before
 }
 
 

@@ -48,3 +48,11 @@ def test_a_flat_run_gets_a_readable_band_in_percent_and_dollars():
     assert layout["yaxis"]["ticksuffix"] == "%" and hi - lo >= 10 and lo < 100 / 3 < hi  # not 32.5–34
     assert layout["xaxis"]["tickformat"].startswith("$")  # never '100μ … 500μ'
     assert layout["xaxis"]["range"][0] >= 0
+
+
+def test_a_rounds_score_says_how_many_problems_were_not_run():
+    from flowcore.ui.history import score_text
+
+    per_problem = [{"id": "a", "errored": False}, {"id": "b", "errored": True}, {"id": "c", "errored": False}]
+    assert score_text(0.5, per_problem) == "50.0% · 1 not run"
+    assert score_text(0.5, per_problem[:1]) == "50.0%" and score_text(None, per_problem) == "not measured"

@@ -58,3 +58,15 @@ def test_the_judges_pick_reads_as_one_plain_sentence():
     assert fallback == ("The LLM judge could not decide (scored no candidates, expected 3), so the rule-based "
                         "judge picked candidate 2.")
     assert "(fallback" not in fallback
+
+
+def test_the_judges_criteria_are_headed_in_words():
+    from flowcore.evolution.session import candidates_frame
+
+    row = {"chosen": 0, "candidates": [{"operator": "insert", "text": "x", "scores": {
+        "coherence": 9, "innovation": 5, "complexity_balance": 7, "prompt_quality": 6, "rationale": 5, "total": 32}}]}
+    (cand,) = candidate_rows(row)
+    assert cand["prompt quality"] == 6 and cand["complexity balance"] == 7
+    assert not any("_" in k for k in cand)
+    frame = candidates_frame(row)
+    assert frame["prompt quality"].tolist() == [6] and not any("_" in c for c in frame.columns)

@@ -1,0 +1,39 @@
+"""Counted nouns (issue #30, item 10: 'plurals right')."""
+
+from flowcore.ui.words import count
+
+
+def test_singular_only_for_one_and_numbers_grouped():
+    assert count(1, "repeat") == "1 repeat" and count(3, "repeat") == "3 repeats"
+    assert count(0, "warning") == "0 warnings"
+    assert count(1204, "row") == "1,204 rows"
+    assert count(2, "query") == "2 queries" and count(2, "match") == "2 matches"
+    assert count(2, "LLM call") == "2 LLM calls"
+    assert count(2, "person", "people") == "2 people" and count(2, "key") == "2 keys"
+
+
+def test_a_runs_settings_read_as_the_evolve_form_names_them():
+    from flowcore.ui.history import config_text
+
+    text = config_text({"mode": "llm", "candidates": 1, "top_k": 4, "alpha": 0.2, "lam": 0.3})
+    assert text == ("candidates from the LLM optimizer · 1 candidate a round · parents from the top 4 · "
+                    "favour the best 0.2 (α) · 30% picked at random (λ)")
+    assert "K=" not in text and "top-k" not in text and "None" not in text
+    assert config_text({"mode": "programmatic", "candidates": 3}) == \
+        "candidates from the programmatic operators · 3 candidates a round"
+    assert config_text({}) == ""
+
+
+def test_operators_and_trace_columns_read_as_people_write_them():
+    import dataclasses
+
+    from flowcore.ui.traces import span_rows
+    from flowcore.ui.words import operator_name
+    from flowcore.workspace.traces import Span, Trace
+
+    assert operator_name("CustomOp") == "Custom" and operator_name("ScEnsembleOp") == "ScEnsemble"
+    assert operator_name("Op") == "Op" and operator_name(None) == ""
+    span = Span("C1", "CustomOp", "m", prompt_tokens=3, completion_tokens=2, cost=0.1, calls=1, latency=1.5)
+    t = Trace(**{f.name: None for f in dataclasses.fields(Trace)} | {"spans": [span]})
+    (row,) = span_rows(t)
+    assert row["operator"] == "Custom" and row["latency (s)"] == 1.5 and not any("_" in k for k in row)
