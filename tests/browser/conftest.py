@@ -303,3 +303,19 @@ def save_screenshot(page, name: str, min_bytes: int = 20_000, **kwargs) -> Path:
 def no_exceptions(page) -> list[str]:
     """Texts of any Streamlit exception boxes on the page (an empty list means none)."""
     return [e.inner_text() for e in page.query_selector_all('[data-testid="stException"]')]
+
+
+# Every Content Security Policy violation a frame sees (a load the policy refused is still an attempt): add
+# CSP_RECORD as an init script, read them back with csp_violations(page).
+CSP_RECORD = """window.__mf_csp = [];
+document.addEventListener('securitypolicyviolation', (e) => window.__mf_csp.push(e.blockedURI));"""
+
+
+def csp_violations(page) -> list[str]:
+    out: list[str] = []
+    for frame in page.frames:
+        try:
+            out += frame.evaluate("window.__mf_csp || []")
+        except Exception:  # noqa: BLE001 - a frame that went away meanwhile
+            pass
+    return out

@@ -21,7 +21,7 @@ from flowcore.evolution import History
 from flowcore.workspace.drafts import encode_text
 from flowcore.workspace.store import Workspace
 
-from .conftest import _stop, new_context, no_exceptions, start_app, wait_for_app
+from .conftest import CSP_RECORD, _stop, csp_violations, new_context, no_exceptions, start_app, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -37,9 +37,6 @@ ATTACK = f"""flowchart TD
 """
 RATIONALE = (f"**Why**: fewer calls. ![tracker](http://{EVIL}/rationale.png) "
              f"<img src='http://{EVIL}/rationale-tag.png'>")
-RECORD = """window.__mf_csp = [];
-document.addEventListener('securitypolicyviolation', (e) => window.__mf_csp.push(e.blockedURI));"""
-
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
@@ -67,19 +64,9 @@ def _drawn(page, text: str) -> None:
                            arg=text, timeout=30_000)
 
 
-def _violations(page) -> list[str]:
-    out: list[str] = []
-    for frame in page.frames:
-        try:
-            out += frame.evaluate("window.__mf_csp || []")
-        except Exception:  # noqa: BLE001 - a frame that went away meanwhile
-            pass
-    return out
-
-
 def test_no_untrusted_text_makes_any_page_load_anything(browser, app):
     context = new_context(browser)  # counts script runs (what wait_for_app waits on)
-    context.add_init_script(RECORD)  # in every frame, components' iframes included
+    context.add_init_script(CSP_RECORD)  # in every frame, components' iframes included
     page = context.new_page()
     off_host: list[str] = []
     page.on("request", lambda r: urlsplit(r.url).hostname not in ("127.0.0.1", "localhost", None)
@@ -90,7 +77,7 @@ def test_no_untrusted_text_makes_any_page_load_anything(browser, app):
         _visit(page, f"{app.url}/editor?" + urlencode({"wf": "attack", "task": "math", "code": encode_text(ATTACK)}))
         _drawn(page, "dash.png")
         _drawn(page, "title.png")
-        violations += _violations(page)
+        violations += csp_violations(page)
 
         # link parameters with markdown: the warning quotes them as text
         bad = f"**bold** [link](http://{EVIL}/l) ![i](http://{EVIL}/param.png)"
@@ -98,7 +85,7 @@ def test_no_untrusted_text_makes_any_page_load_anything(browser, app):
         warning = page.locator('[data-testid="stAlertContentWarning"]').filter(has_text="could not be opened")
         expect(warning).to_contain_text("**bold**")  # shown as typed: no emphasis, link or image
         assert warning.locator("strong, a, img").count() == 0, warning.inner_html()
-        violations += _violations(page)
+        violations += csp_violations(page)
 
         # the optimizer's rationale on Evolve (latest run) and History (its round, drawn beside its parent)
         for path in ("/evolve", "/history"):
@@ -108,9 +95,9 @@ def test_no_untrusted_text_makes_any_page_load_anything(browser, app):
             expect(caption.first).to_contain_text("<img src=")
             assert caption.locator("img").count() == 0
             assert caption.first.locator("strong").count() == 1  # its own formatting is kept
-            violations += _violations(page)
+            violations += csp_violations(page)
         _drawn(page, "child title")  # History drew the round's workflow, its title as text
-        violations += _violations(page)
+        violations += csp_violations(page)
         assert no_exceptions(page) == []
 
         # control: an <img> put on the page by hand is refused by the policy, and both recorders see it

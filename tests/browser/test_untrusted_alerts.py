@@ -12,48 +12,25 @@ shown as typed, and a control image inserted by hand must be seen by the recorde
 
 from __future__ import annotations
 
-import http.server
-import threading
-
 import pytest
 from playwright.sync_api import expect
 
 from tests.helpers.fakellm import FakeLLMServer, Fault
+from tests.helpers.listener import Listener
 
-from .conftest import _stop, new_context, no_exceptions, start_app, wait_for_app
+from .conftest import CSP_RECORD, _stop, csp_violations, new_context, no_exceptions, start_app, wait_for_app
 
 pytestmark = pytest.mark.browser
-RECORD = """window.__mf_csp = [];
-document.addEventListener('securitypolicyviolation', (e) => window.__mf_csp.push(e.blockedURI));"""
-
-
-class _Listener(http.server.ThreadingHTTPServer):
-    hits: list[str]
-
-
-class _Count(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - the handler's API
-        self.server.hits.append(self.path)  # type: ignore[attr-defined]
-        self.send_response(404)
-        self.end_headers()
-
-    def log_message(self, *args) -> None:  # noqa: ANN002 - quiet
-        pass
-
 
 @pytest.fixture(scope="module")
 def listener():
-    srv = _Listener(("127.0.0.1", 0), _Count)
-    srv.hits = []
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with Listener() as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory, listener):
-    beacon = f"![x](http://127.0.0.1:{listener.server_address[1]}/run-error.png)"
+    beacon = f"![x](http://127.0.0.1:{listener.port}/run-error.png)"
     with FakeLLMServer(Fault(status=400, body=f"bad request {beacon}")) as llm:
         served = start_app(tmp_path_factory.mktemp("alerts"), env={
             "OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "k", "MERMAIDFLOW_MAX_RETRIES": "0",
@@ -67,20 +44,10 @@ def _shown(text: str) -> str:
     return text.replace("://", ":\u2060//")
 
 
-def _violations(page) -> list[str]:
-    out: list[str] = []
-    for frame in page.frames:
-        try:
-            out += frame.evaluate("window.__mf_csp || []")
-        except Exception:  # noqa: BLE001 - a frame that went away meanwhile
-            pass
-    return out
-
-
 def test_the_run_error_and_the_column_caption_load_nothing(browser, app, listener):
-    port = listener.server_address[1]
+    port = listener.port
     context = new_context(browser)
-    context.add_init_script(RECORD)
+    context.add_init_script(CSP_RECORD)
     page = context.new_page()
     seen: list[str] = []
     page.on("request", lambda r: f":{port}/" in r.url and seen.append(r.url))
@@ -97,7 +64,7 @@ def test_the_run_error_and_the_column_caption_load_nothing(browser, app, listene
         failed = page.locator('[data-testid="stAlertContentError"]').filter(has_text="The run failed")
         expect(failed).to_contain_text(_shown(f"![x](http://127.0.0.1:{port}/run-error.png)"), timeout=60_000)
         assert failed.locator("img, a").count() == 0, failed.inner_html()
-        violations += _violations(page)
+        violations += csp_violations(page)
 
         # Tasks page: a column named as a markdown image
         page.goto(f"{app.url}/tasks", wait_until="domcontentloaded")
@@ -110,7 +77,7 @@ def test_the_run_error_and_the_column_caption_load_nothing(browser, app, listene
         expect(caption).to_contain_text(f"2 rows · columns: country, {_shown(column)}, capital", timeout=30_000)
         wait_for_app(page)
         assert caption.locator("img, a").count() == 0, caption.inner_html()
-        violations += _violations(page)
+        violations += csp_violations(page)
         assert no_exceptions(page) == []
 
         # control: an image put on the page by hand is seen by the recorders
@@ -118,9 +85,9 @@ def test_the_run_error_and_the_column_caption_load_nothing(browser, app, listene
         page.evaluate(f"() => {{ const i = document.createElement('img'); i.src = 'http://127.0.0.1:{port}/c.png';"
                       " document.body.appendChild(i); }")
         page.wait_for_function("window.__mf_csp.length > 0 || false")
-        control = _violations(page)
+        control = csp_violations(page)
     finally:
         context.close()
-    assert before == [] and listener.hits == [], (before, listener.hits)
+    assert before == [] and listener.received == [], (before, listener.received)
     assert violations == [], f"loads the policy had to refuse (an escape missed them): {violations}"
     assert control == [f"http://127.0.0.1:{port}/c.png"] and seen == [f"http://127.0.0.1:{port}/c.png"]
