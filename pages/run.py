@@ -20,12 +20,10 @@ if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
 from flowcore import is_valid
 from flowcore.checker.bounded import check
 from flowcore.evaluation import results as rs
+from flowcore.evaluation import single
 from flowcore.evaluation import store as es
-from flowcore.execution.runtime import NodeError, WorkflowInvalid
-from flowcore.execution.sandbox import SandboxUnavailable
-from flowcore.llm.client import LLMError
+from flowcore.execution.runtime import WorkflowInvalid
 from flowcore.mermaid.reader import WorkflowSyntaxError
-from flowcore.tasks import load
 from flowcore.ui.words import count
 from flowcore.workspace import jobs
 from pages import common, widgets
@@ -44,11 +42,10 @@ _money, _pct = rs.money, rs.pct
 
 def _fill_sample(benchmark: str) -> None:
     done = st.session_state.get("run_samples_used", 0)
-    problems = load(benchmark, "validation", limit=done + 1)
-    p = problems[done % len(problems)]
-    st.session_state.update(run_problem_text=p.question, run_entry=p.entry_point or "", run_samples_used=done + 1,
-                            run_reference="" if es.kind_of(benchmark) == "code" else p.reference,
-                            run_sample_problem={"benchmark": benchmark, "id": p.id, "question": p.question})
+    p = single.sample_problem(benchmark, done)
+    st.session_state.update(run_problem_text=p["question"], run_entry=p["entry"], run_samples_used=done + 1,
+                            run_reference=p["reference"],
+                            run_sample_problem={"benchmark": benchmark, "id": p["id"], "question": p["question"]})
 
 
 def _verdict(out: dict) -> None:
@@ -82,19 +79,11 @@ def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> Non
             st.warning("Type a problem first.")
         else:
             with st.spinner("Running the workflow…"):
-                try:
-                    res = es.run_problem(settings, common.workspace(), text, task, problem, entry,
-                                         trace_by=st.session_state.get("mf_user") or "local", workflow_name=name or None)
-                    st.session_state[ONE_KEY] = {"answer": res.answer, "cost": res.cost, "calls": res.calls,
-                                                 "trace": res.trace, "task": task, "text": text,
-                                                 "benchmark": bench, "problem": problem,
-                                                 "reference": st.session_state.get("run_reference") or "",
-                                                 "sample": st.session_state.get("run_sample_problem"),
-                                                 "tps": res.tokens_per_s, "priced": res.price_known,
-                                                 "cached": res.cached_calls}
-                except (WorkflowSyntaxError, WorkflowInvalid, NodeError, LLMError, ValueError,
-                        SandboxUnavailable) as e:
-                    st.session_state[ONE_KEY] = {"error": str(e), "text": text}
+                st.session_state[ONE_KEY] = single.run_one(
+                    settings, common.workspace(), text, task, problem, entry, benchmark=bench,
+                    reference=st.session_state.get("run_reference") or "",
+                    sample=st.session_state.get("run_sample_problem"),
+                    trace_by=st.session_state.get("mf_user") or "local", workflow_name=name or None)
     out = st.session_state.get(ONE_KEY)
     if not out or out.get("text") != text:  # a result of another workflow is not shown under this one
         return
@@ -121,15 +110,6 @@ def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> Non
 
 # -- benchmark evaluation -----------------------------------------------------------------------------------------
 
-def _problems(bench: str, source: str, upload, limit: int):
-    if source == "file":
-        if upload is None:
-            raise ValueError("choose a .jsonl file to upload first")
-        problems = es.problems_from_upload(bench, upload.name, upload.getvalue())
-        return (problems[:limit] if limit else problems), f"file:{upload.name}"
-    return load(bench, source, limit=limit or None), source
-
-
 def benchmark_form(settings, text: str, task: str, name: str, can_run: bool, busy: bool) -> None:
     options = es.benchmarks_for(task, common.workspace())
     if not options:
@@ -147,7 +127,8 @@ def benchmark_form(settings, text: str, task: str, name: str, can_run: bool, bus
     if st.button("Start evaluation", type="primary", icon=":material/play_arrow:", key="run_start",
                  disabled=not can_run or busy, help=NO_LLM if not can_run else None):
         try:
-            problems, split = _problems(bench, source, upload, int(limit))
+            problems, split = single.problems_for(bench, source, int(limit), upload and upload.name,
+                                                  upload and upload.getvalue())
             job = es.start_evaluation(common.workspace(), settings, workflow_text=text, benchmark=bench,
                                       problems=problems, split=split, workflow_name=name, concurrency=int(conc))
         except (WorkflowSyntaxError, WorkflowInvalid, ValueError) as e:  # DataError is a ValueError
