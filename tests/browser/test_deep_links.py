@@ -44,7 +44,7 @@ def test_a_shared_editor_link_opens_its_workflow_and_survives_a_reload(page, str
             'RETURN(["Return"])\nPROBLEM --> C1\nC1 --> RETURN\n')
     bad = _watch(page)
     goto_page(page, streamlit_app, f"/editor?{urlencode({'wf': 'shared', 'task': 'math', 'code': encode_text(text)})}")
-    ace = page.frame_locator('iframe[title="pages.ace.ace_editor"]').locator(".ace_content")
+    ace = page.frame_locator('iframe[title="pages.ace.ace_editor"] >> visible=true').locator(".ace_content")
     expect(ace).to_contain_text("(role: solver)")
     expect(page.get_by_text("Open workflow:").first).to_contain_text("shared")
     page.reload(wait_until="domcontentloaded")

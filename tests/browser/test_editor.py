@@ -15,7 +15,7 @@ from .conftest import goto_page, no_exceptions, runs_sent, save_screenshot, wait
 
 pytestmark = pytest.mark.browser
 
-ACE = 'iframe[title="pages.ace.ace_editor"]'
+ACE = 'iframe[title="pages.ace.ace_editor"] >> visible=true'
 MERMAID = 'iframe[title="pages.drawing.mermaid_drawing"]'
 BASE = 'flowchart TD\nPROBLEM(["Problem"])\nC1["Custom"]\n'
 

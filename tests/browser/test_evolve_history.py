@@ -141,7 +141,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     page.get_by_role("button", name="Fork to Editor").click()
     wait_for_app(page)
     expect(page.get_by_role("heading", name="Editor")).to_be_visible()
-    ace = page.frame_locator('iframe[title="pages.ace.ace_editor"]').locator(".ace_content")
+    ace = page.frame_locator('iframe[title="pages.ace.ace_editor"] >> visible=true').locator(".ace_content")
     expect(ace).to_contain_text(new_line)  # the round's workflow is open in the Editor
     expect(page.get_by_text("Open workflow:").first).to_contain_text(f"gsm8k_run{run_id}_round2")
     wait_for_still(page)  # whatever scrolling the page would do has been done

@@ -26,7 +26,7 @@ from .conftest import (
 
 pytestmark = pytest.mark.browser
 
-ACE = 'iframe[title="pages.ace.ace_editor"]'
+ACE = 'iframe[title="pages.ace.ace_editor"] >> visible=true'
 MINE = ('flowchart TD\n%% @prompt solver: Reload-proof prompt.\nPROBLEM(["Problem"])\n'
         'C1["Custom<br/>(role: solver)"]\nRETURN(["Return"])\nPROBLEM --> C1\nC1 --> RETURN\n')
 
