@@ -76,10 +76,11 @@ def test_upload_map_metric_save_evolve_and_compare(page, streamlit_app):
     _number(page, "Validation problems (0 = all)", "4")
     page.get_by_text("Programmatic operators").click()
     wait_for_app(page)
+    before = max((r.id for r in History(Workspace(streamlit_app.db_path)).runs()), default=0)
     page.get_by_role("button", name="Launch").click()
-    heading = page.get_by_role("heading", name=re.compile(r"Run #\d+: finished"))
+    run_id = before + 1  # not the heading of a run another test left finished on this page
+    heading = page.get_by_role("heading", name=f"Run #{run_id}: finished")
     expect(heading).to_be_visible(timeout=120_000)
-    run_id = int(re.search(r"#(\d+)", heading.inner_text()).group(1))
     rows = History(Workspace(streamlit_app.db_path)).rounds(run_id)
     assert [r["round"] for r in rows] == [0, 1, 2] and rows[0]["status"] == "ok" and 0 <= rows[0]["score"] <= 1
     expect(page.locator('[data-testid="stPlotlyChart"]').first).to_contain_text("Validation score per round")

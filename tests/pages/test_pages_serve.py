@@ -72,7 +72,7 @@ def test_a_run_page_run_stores_its_trace_and_the_traces_page_opens_it(endpoint, 
     assert traces.load_trace(Workspace(db), t.id).spans[0].calls == 1
     at = page("traces")
     assert at.dataframe[0].value["trace"].tolist() == [t.id]
-    assert at.dataframe[1].value["operator"].tolist() == ["CustomOp"]
+    assert at.dataframe[1].value["operator"].tolist() == ["Custom"]  # the operator as a stakeholder reads it (Run-page wording)
     assert at.text_area(key=f"tr_answer_{t.id}").value == t.answer
 
 
