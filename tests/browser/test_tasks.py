@@ -100,8 +100,11 @@ def test_upload_map_metric_save_evolve_and_compare(page, streamlit_app):
     page.keyboard.press("Escape")
     wait_for_app(page)
     _number(page, "Problems (0 = the whole split)", "8")
+    earlier = max((c.id for c in list_comparisons(Workspace(streamlit_app.db_path))), default=0)
     page.get_by_role("button", name="Compare", exact=True).click()
-    expect(page.get_by_text(re.compile(r"^Best: "))).to_be_visible(timeout=120_000)
+    # the page may still show another test's comparison (and its "Best:"): wait for this one's line
+    expect(page.get_by_text(re.compile(rf"#{earlier + 1} · capitals · .*status done"))).to_be_visible(timeout=120_000)
+    expect(page.get_by_text(re.compile(r"^Best: "))).to_be_visible()
     stored = list_comparisons(Workspace(streamlit_app.db_path))[0]
     assert stored.benchmark == "capitals" and stored.status == "done"
     assert "IO (text)" in stored.names and any(n.startswith(f"run #{run_id} · round") for n in stored.names)
