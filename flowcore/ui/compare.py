@@ -16,6 +16,7 @@ from flowcore.evolution.history import History
 from flowcore.evolution.outcome import outcome
 from flowcore.evolution.testsplit import ranked_rounds
 from flowcore.mermaid import safe
+from flowcore.ui.words import edit_name
 from flowcore.workspace import library
 from flowcore.workspace.store import Workspace
 
@@ -261,7 +262,7 @@ def validation_test_frame(ws: Workspace, run_id: int) -> pd.DataFrame:
         return None if v is None or pd.isna(v) else 100 * float(v)
 
     return pd.DataFrame([{"round": r["round"], "result": "★" if found and found.round == r["round"] else "",
-                          "operator": r["operator"], "validation %": pct(r["validation"]),
+                          "edit": edit_name(r["operator"]), "validation %": pct(r["validation"]),
                           "validation 95% CI": "—" if pct(r["val_low"]) is None else
                           f"{pct(r['val_low']):.1f} – {pct(r['val_high']):.1f}", "val n": r["val_n"],
                           "test %": pct(r["test"]), "test 95% CI": f"{pct(r['test_low']):.1f} – {pct(r['test_high']):.1f}",

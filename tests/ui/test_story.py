@@ -26,7 +26,7 @@ def test_candidates_that_were_not_produced_say_why():
     rows = candidate_rows(row)
     assert [r["status"] for r in rows] == ["candidate", "chosen", "not produced", "dropped"]
     assert rows[2]["operator"] == "—" and rows[2]["what happened"].startswith("not produced: the optimizer's 3")
-    assert rows[2]["what happened"].endswith("C1 -> C2 -> C1")  # the whole reason, not cut
+    assert rows[2]["what happened"].endswith("C1 → C2 → C1")  # the whole reason, not cut
     assert rows[3]["what happened"] == "dropped: the same workflow as an earlier round"
     assert rows[0]["what happened"] == "inserted a Review" and rows[1]["judge total"] == 41.0
     assert candidate_rows({}) == []
