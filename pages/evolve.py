@@ -54,7 +54,7 @@ def run_view(run_id: int, key: str) -> None:
         last = rows[-1]
         score = "" if last["score"] is None else f" · {100 * last['score']:.1f}%"
         st.markdown(f"**Latest round #{last['round']}** · {md(edit_name(last['operator']))} · {last['status']}{score} "
-                    f"· judge: {md(last['judge'] or '—')}")
+                    f"· {md(story.judge_words(last['judge']))}")
         st.caption(safe.markdown(edit_detail(last["detail"] or last["reason"])))  # the optimizer's words
         st.dataframe(story.candidate_rows(last), hide_index=True,
                      placeholder="—", width="stretch", key=f"evo_cands_{key}",

@@ -180,7 +180,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
         st.markdown("**Change (unified diff of the Mermaid texts)**")
         st.code(diff or "(no textual change)", language="diff")
     samp = evs.sampling_frame(row)
-    c = st.columns([1.2, 1])
+    c = st.columns([1, 1.8])  # the candidates' table has eight columns; the chart has a few bars
     if len(samp):
         c[0].plotly_chart(evs.sampling_figure(samp), key="hist_sampling")
     else:

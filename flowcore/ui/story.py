@@ -74,6 +74,16 @@ def run_summary(info, rows: list[dict], curve) -> list[tuple[str, str, str]]:  #
     ]
 
 
+def judge_words(judge: str | None) -> str:
+    """Who chose the round, in a few words: 'picked by the rule-based judge', 'picked by the LLM judge', 'the
+    LLM judge could not decide: rule-based pick'."""
+    if not judge:
+        return "no judge"
+    if judge.startswith("rule (fallback"):
+        return "the LLM judge could not decide: rule-based pick"
+    return "picked by the " + {"rule": "rule-based judge", "llm": "LLM judge"}.get(judge, f"{judge} judge")
+
+
 def judge_sentence(judge: str, chosen: int) -> str:
     """Who picked the candidate, in one plain sentence: "rule (fallback: why)" means the LLM judge could not be
     used, so the rule-based one decided."""

@@ -70,3 +70,13 @@ def test_the_judges_criteria_are_headed_in_words():
     assert not any("_" in k for k in cand)
     frame = candidates_frame(row)
     assert frame["prompt quality"].tolist() == [6] and not any("_" in c for c in frame.columns)
+
+
+def test_who_picked_a_round_reads_in_words():
+    from flowcore.ui.story import judge_words
+
+    assert judge_words("rule") == "picked by the rule-based judge"
+    assert judge_words("llm") == "picked by the LLM judge"
+    assert judge_words("rule (fallback: the judge scored no candidates)") == \
+        "the LLM judge could not decide: rule-based pick"
+    assert judge_words(None) == "no judge"
