@@ -35,10 +35,11 @@ OURS = Path(__file__).resolve().parent / "components" / "flow"
 ADDED = ("palette.js", "palette.css")
 
 # The markdown node's one target handle -> one per named port when data.ports lists them (left-to-right along
-# the top, or top-to-bottom along the left side), each with its name.
+# the top, or top-to-bottom along the left side), each with its name (every other name a line higher, so three
+# names on one node do not run into each other).
 _ONE_TARGET = '(0,qp.jsx)(Bh,{type:"target",position:a,isConnectable:!0})]})};var oM'
 _PORTS = ('...(t.ports&&t.ports.length?t.ports.map(((p,k)=>(0,qp.jsx)(Bh,{type:"target",position:a,id:p,'
-          'isConnectable:!0,className:"mf-port",title:"input: "+p,style:("left"===a||"right"===a)?'
+          'isConnectable:!0,className:"mf-port"+(k%2?" mf-port-odd":""),title:"input: "+p,style:("left"===a||"right"===a)?'
           '{top:100*(k+1)/(t.ports.length+1)+"%"}:{left:100*(k+1)/(t.ports.length+1)+"%"},'
           'children:(0,qp.jsx)("span",{className:"mf-port-name",children:p})},p))):'
           '[(0,qp.jsx)(Bh,{type:"target",position:a,isConnectable:!0},"t")])]})};var oM')

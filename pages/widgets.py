@@ -111,8 +111,9 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
                                        "background": "transparent", "minWidth": "0"}) for p in points]
     edges = [StreamlitFlowEdge(e["id"], e["source"], e["target"], label=e["label"], deletable=True,
                                focusable=True, marker_end={"type": "arrowclosed"} if e["arrow"] else {},
-                               label_show_bg=True, edge_type="straight" if cv.WAYPOINT in e["id"] else "default",
-                               label_style={"fontSize": "12px"},
+                               label_show_bg=not (named := e["id"] in handles and bool(e["label"])),
+                               edge_type="straight" if cv.WAYPOINT in e["id"] else "default",
+                               label_style={"display": "none"} if named else {"fontSize": "12px"},  # the port says it
                                **({"targetHandle": h} if (h := handles.get(e["id"])) else {})) for e in pieces]
     width, height = cv.extent(sent)
     got = flow.flow(fkey, StreamlitFlowState(nodes, edges, timestamp=ss["ed_flow"]["ts"]),

@@ -286,4 +286,10 @@ def test_the_canvas_has_named_ports_and_a_palette_to_drag_operators_from(page, s
     wait_for_app(page)
     expect(flow.locator('.react-flow__node[data-id="V1"] .mf-port-name')).to_have_text(
         ["solution", "feedback", "problem"])
+    label = flow.locator(".react-flow__edge-text", has_text="problem")  # drawn once: the port's name says it
+    expect(label).to_have_count(1)
+    assert label.evaluate("t => getComputedStyle(t).display") == "none"
+    page.locator('iframe[title="pages.flow.streamlit_flow"]').scroll_into_view_if_needed()
+    wait_for_still(page)
+    save_screenshot(page, "canvas.png")
     assert no_exceptions(page) == [] and off_host == []
