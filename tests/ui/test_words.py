@@ -37,6 +37,11 @@ def test_operators_and_trace_columns_read_as_people_write_them():
     t = Trace(**{f.name: None for f in dataclasses.fields(Trace)} | {"spans": [span]})
     (row,) = span_rows(t)
     assert row["operator"] == "Custom" and row["latency (s)"] == 1.5 and not any("_" in k for k in row)
+    from flowcore.ui.traces import timeline_figure
+
+    t = dataclasses.replace(t, workflow="w", status="ok", latency=1.5)
+
+    assert list(timeline_figure(t).data[0].y) == ["C1 · Custom"]  # the timeline's rows too, not 'CustomOp'
 
 
 def test_edits_read_as_words_with_the_internal_name_kept_in_the_help():
