@@ -225,6 +225,7 @@ def test_a_failing_manual_output_shows_the_verdict_and_proposals_and_accepting_o
     assert "Subtask `win` failed:" in err and "error marker in output: ERROR: off by one" in err
     proposals = [m for m in texts(at.markdown) if m.startswith("**Proposal")]
     assert len(proposals) == 3 and "edit win" in proposals[0]
+    assert proposals[0].startswith("**Proposal 1** (from the rules) · ")  # who proposed it, in words
     assert [(m.label, m.value) for m in at.metric][9:12] == [("Parallelism", "2.00"), ("Dependency spread", "0.94"),
                                                               ("Steps", "3")]  # the first proposal's, after 3 candidates
     assert "~ win · requirement" in at.code[0].value and "Previous attempt failed" in at.code[0].value
