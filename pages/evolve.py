@@ -105,8 +105,9 @@ def new_run(settings, configured: bool, busy: bool) -> None:
     lam = c[1].number_input("Share picked at random (λ)", min_value=0.0, max_value=1.0, value=0.3, step=0.05,
                             key="evo_lam", help="The share of parent picks made uniformly at random, whatever the "
                             "scores, so weaker rounds still get explored.")
-    top = c[2].number_input("Top-k parent pool", min_value=1, max_value=50, value=4, key="evo_topk")
-    budget = c[3].number_input("Budget USD (0 = none)", min_value=0.0, value=0.0, step=0.1, key="evo_budget",
+    top = c[2].number_input("Parents from the best", min_value=1, max_value=50, value=4, key="evo_topk",
+                            help="How many of the best rounds so far parents are drawn from (top-k)")
+    budget = c[3].number_input("Budget in $ (0 = none)", min_value=0.0, value=0.0, step=0.1, key="evo_budget",
                                disabled=not configured)
     seed = c[4].number_input("Random seed", min_value=0, value=0, key="evo_seed")
     ops = st.multiselect("Edits the optimizer may make", list(OPERATORS), default=list(OPERATORS), key="evo_ops",
