@@ -93,7 +93,7 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
                          "sent": cv.to_canvas(w, kept[1] if kept[0] == structure else None)}
     sent, across = ss["ed_flow"]["sent"], w.direction in ("LR", "RL")
     points, pieces = cv.expand(sent)  # a bent edge is drawn through fixed points, never behind a node
-    ports = cv.named_ports(w) if flow.patched() else {}  # a handle per input, where there is more than one
+    ports = cv.named_ports(w, sent) if flow.patched() else {}  # a handle per input, where there is more than one
     handles = cv.edge_ports(w, pieces) if ports else {}
     nodes = [StreamlitFlowNode(
         n["id"], (n["x"], n["y"]),

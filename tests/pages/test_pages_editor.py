@@ -219,7 +219,7 @@ def test_the_canvas_has_named_ports_and_a_palette_to_drag_from(editor):
     editor.toggle(key="ed_canvas").set_value(True).run()
     sent = component(editor, "streamlit_flow")
     t1 = next(n for n in sent["nodes"] if n["id"] == "T1")
-    assert t1["data"]["ports"] == ["solution", "problem", "entry_point"]  # TestOp's inputs, in order
+    assert t1["data"]["ports"] == ["problem", "solution", "entry_point"]  # TestOp's inputs, as their edges come in
     assert "ports" not in next(n for n in sent["nodes"] if n["id"] == "PROBLEM")
     into_t1 = {e.get("targetHandle") for e in sent["edges"] if e["target"] == "T1"}
     assert into_t1 == {"solution", "problem", "entry_point"}  # every edge ends on the port its label names
