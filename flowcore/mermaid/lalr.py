@@ -171,8 +171,8 @@ def reduce_action(r, db, prod: int, v: list, p, top: int, n: int) -> Any:  # noq
         db.set_class(v[top - 2], v[top])
         return v[top - 2]
     if prod == 27:
-        stmt = v[top - 1]
-        return stmt["rev"][::-1] if "rev" in stmt else stmt["nodes"]
+        stmt = v[top - 1]  # a vertex statement: (last nodes, nodes, None) or (last nodes, None, nodes reversed)
+        return stmt[2][::-1] if stmt[2] is not None else stmt[1]
     if prod in (28, 29, 32):  # style, linkStyle, click: kept as written
         start = p[top - 1]
         raw = r.p.code[start:p[top]].strip()
@@ -188,7 +188,7 @@ def reduce_action(r, db, prod: int, v: list, p, top: int, n: int) -> Any:  # noq
         return []
     if prod == 50 or prod == 48:
         node = v[top] if prod == 50 else v[top - 1]
-        return {"stmt": node, "nodes": node}
+        return (node, node, None)  # Mermaid's {stmt, nodes}, as a tuple (made at every statement)
     if prod in (45, 46, 47):
         if prod == 46:
             vs, link, node = v[top - 2], v[top - 1], v[top]
@@ -198,17 +198,17 @@ def reduce_action(r, db, prod: int, v: list, p, top: int, n: int) -> Any:  # noq
             db.cur_pos = p[top - 1]
             db.add_vertex(node[-1], None, None, None, None, None, None, v[top])
         db.cur_pos = p[top - 2] if prod == 46 else p[top - 2]
-        db.add_link(vs["stmt"], node, link)
+        db.add_link(vs[0], node, link)
         # Mermaid's nodes are `node + vs.nodes` (newest first); copying that list at every link made a chain of n
         # links on one line cost n^2. Kept reversed in one list that grows at its end (prod 27 turns it back).
-        rev = vs["rev"] if "rev" in vs else vs["nodes"][::-1]
+        rev = vs[2] if vs[2] is not None else vs[1][::-1]
         for k in range(len(node) - 1, -1, -1):  # (a loop: reversed() and extend cost more for the one node)
             rev.append(node[k])
-        return {"stmt": node, "rev": rev}
+        return (node, None, rev)
     if prod == 49:
         db.cur_pos = p[top - 1]
         db.add_vertex(v[top - 1][-1], None, None, None, None, None, None, v[top])
-        return {"stmt": v[top - 1], "nodes": v[top - 1], "shapeData": v[top]}
+        return (v[top - 1], v[top - 1], None)  # (Mermaid's shapeData there is never read)
     if prod == 52:  # `a & b`: the group's list (made by prod 51 for this group) grows in place, not copied
         db.add_vertex(v[top - 5][-1], None, None, None, None, None, None, v[top - 4])
         v[top - 5].append(v[top])
