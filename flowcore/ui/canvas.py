@@ -167,6 +167,48 @@ def palette(task: str | None, w: Workflow | None = None) -> list[str]:
     return items
 
 
+def palette_items(task: str | None, w: Workflow | None = None) -> list[dict]:
+    """The palette as the canvas's drag strip shows it: each item's words, colour and one-line help, and what a
+    dropped one becomes (an operator's node with a new id, or the interface node itself)."""
+    out = []
+    for item in palette(task, w):
+        if item in cat.INTERFACE_NODES:
+            out.append({"item": item, "label": INTERFACE_LABELS.get(item, item), "op": cat.INTERFACE, "id": item,
+                        "kind": kind_of(item, cat.INTERFACE), "color": "#fff8e1",
+                        "help": f"{INTERFACE_LABELS.get(item, item)} (an interface node)"})
+        else:
+            spec = cat.CATALOGUE[item]
+            out.append({"item": item, "label": item[:-2] if item.endswith("Op") else item, "op": item,
+                        "kind": "default", "color": spec.color, "help": spec.description})
+    return out
+
+
+def named_ports(w: Workflow) -> dict[str, list[str]]:
+    """Node id -> its input ports' names, for nodes whose operator has more than one input (one handle each)."""
+    out = {}
+    for n in w.nodes.values():
+        if n.op is None or n.op == cat.INTERFACE or kind_of(n.id, n.op) != "default":
+            continue
+        names = [p.name for p in cat.inputs_of(n.op, n.id)]
+        if len(names) > 1:
+            out[n.id] = names
+    return out
+
+
+def edge_ports(w: Workflow, pieces: list[dict]) -> dict[str, str]:
+    """Drawn edge id -> the named port it ends on (the piece that reaches a node with named ports): the port
+    its label names, else the target's default port."""
+    ports = named_ports(w)
+    out = {}
+    for e in pieces:
+        dst = e["target"]
+        if dst not in ports:
+            continue
+        port = cat.port_of(w.nodes[dst].op, dst, e.get("label") or None)
+        out[e["id"]] = port.name if port is not None and port.name in ports[dst] else ports[dst][0]
+    return out
+
+
 def add_palette_node(canvas: dict, item: str) -> dict:
     """A copy of ``canvas`` with one new node for a palette item (operator name or interface id),
     placed below/right of the existing nodes. Its id is temporary until ``apply_canvas``."""

@@ -143,7 +143,7 @@ def test_step_through_fail_accept_a_repair_and_finish(page, streamlit_app):
     expect(failure).to_contain_text("error marker in output: ERROR: the diagonal check crashes")
     expect(page.get_by_text("Proposal 1 (rules)")).to_be_visible()
     expect(page.get_by_text("Proposal 3 (rules)")).to_be_visible()
-    expect(page.locator('[data-testid="stCode"]').first).to_contain_text("~ win.subtask_requirement")
+    expect(page.locator('[data-testid="stCode"]').first).to_contain_text("~ win · requirement")
     expect(_key(page, "aov_step").locator("button")).to_be_disabled()
 
     # the screenshot for the README: the failure, the proposals with their diffs and diagrams
