@@ -166,14 +166,34 @@ def parse(text: str) -> Workflow:
     return w
 
 
+def _comment_lines(text: str) -> list[str]:
+    """The lines of ``text`` (as ``str.splitlines`` cuts them) that hold '%%', in order. A large workflow has
+    thousands of other lines: when '\n' is the only line break, each '%%' is found with str.find and its line cut
+    around it, without making a string of every line."""
+    if not text.isascii() or any(b in text for b in _OTHER_BREAKS):
+        lines = text.splitlines()
+        return list(compress(lines, map(str.__contains__, lines, repeat("%%"))))
+    out = []
+    at = text.find("%%")
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        if end < 0:
+            end = len(text)
+        out.append(text[start:end])
+        at = text.find("%%", end)
+    return out
+
+
+_OTHER_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e")  # splitlines' ASCII line breaks but '\n'
+
+
 def _read_prompts(text: str, w: Workflow) -> None:
     """The ``%% @prompt`` lines, and the other whole-line comments: kept as extras printed before the nodes,
     so the canonical text (fmt, the Editor's Format) never drops a note its author wrote."""
     if "%%" not in text:
         return
-    lines = text.splitlines()
-    # only the lines holding '%%', picked out in C (a large workflow has thousands of other lines)
-    for raw in compress(lines, map(str.__contains__, lines, repeat("%%"))):
+    for raw in _comment_lines(text):
         line = raw.strip()
         if not line.startswith("%%") or line.startswith("%%{"):
             continue
