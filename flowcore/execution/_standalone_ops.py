@@ -63,11 +63,19 @@ class Route:
         return self.taken is not None and self.taken.lower() == label.strip().lower()
 
 
+class Unanswerable(ValueError):
+    """The workflow itself left a node nothing to work with (no solution reached an ensemble): its answer to
+    this problem is wrong, never an error of the engine or the endpoint."""
+
+
 class NodeError(RuntimeError):
-    """A node failed; the message names the node and its operator."""
+    """A node failed; the message names the node and its operator. ``by_workflow``: the workflow's own doing
+    (its wiring or routing gave the node nothing to work with), so the problem is answered wrong; any other
+    failure inside an operator is the engine's (a bug) and leaves the problem errored."""
 
     def __init__(self, node: str, op: str, cause: BaseException | str) -> None:
         self.node, self.op = node, op
+        self.by_workflow = isinstance(cause, (str, Unanswerable))
         why = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
         super().__init__(f"node {node} ({op}) failed: {why}")
 
@@ -345,7 +353,7 @@ async def op_programmer(ctx: NodeContext, p: Ports) -> Value:
 async def op_sc_ensemble(ctx: NodeContext, p: Ports) -> Value:
     sols = p.all("solutions")
     if not sols:
-        raise ValueError("no solutions reached the ensemble")
+        raise Unanswerable("no solutions reached the ensemble")
     if len({_norm(s.text) for s in sols}) == 1:
         return sols[0]  # nothing to choose between: no call
     labels = _letters(len(sols))

@@ -39,6 +39,8 @@ import time
 import weakref
 from dataclasses import dataclass
 
+from flowcore.execution.waits import clock_active, clock_give, clock_waiting
+
 OUTPUT_LIMIT = 64 * 1024  # bytes kept per stream; the rest is drained and counted
 SCRATCH_LIMIT = 64 * 1024 * 1024  # size of the /tmp tmpfs (the scratch dir)
 FILE_SIZE_LIMIT = 32 * 1024 * 1024  # RLIMIT_FSIZE: one file
@@ -471,11 +473,16 @@ def run_untrusted(code: str, *, tests: str | list[str] | None = None, entry_poin
     except (TypeError, ValueError):
         return _sbx_failure(f"bad sandbox limits: timeout={timeout!r}, memory_mb={memory_mb!r}")
     layout = _sbx_layout()  # raises SandboxUnavailable
-    with _RUN_SLOTS:  # one run per CPU at a time: see _RUN_SLOTS (the clock starts once the run has its turn)
-        if mode == "tests":
-            return _sbx_verdict(layout, code, tests, entry_point, context or "", timeout, memory_mb, start)
-        return _sbx_run(layout, {"parts": parts, "mode": mode, "entry_point": entry_point}, timeout, memory_mb,
-                        stdin, start)
+    with clock_waiting():  # a CPU slot other problems hold is their time (execution.waits)
+        _RUN_SLOTS.acquire()  # one run per CPU at a time: see _RUN_SLOTS (the clock starts once it has its turn)
+    try:
+        with clock_active():
+            if mode == "tests":
+                return _sbx_verdict(layout, code, tests, entry_point, context or "", timeout, memory_mb, start)
+            return _sbx_run(layout, {"parts": parts, "mode": mode, "entry_point": entry_point}, timeout,
+                            memory_mb, stdin, start)
+    finally:
+        _RUN_SLOTS.release()
 
 
 def _cpus() -> int:
@@ -1131,6 +1138,7 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
         os.close(fd)
     tasks = cgroup.tasks if cgroup else (lambda: _sbx_tree(proc.pid))
     cpu_of = cgroup.cpu_time if cgroup else None
+    gives = credit is not None or on_spawn is None  # a verdict's candidate side shares the judge's credit
     if credit is None:
         credit = _Credit()
         credit.add(tasks, cpu_of)
@@ -1189,6 +1197,8 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
         reports.append(("memory", ""))
     res = _sbx_result(job["mode"], reports, out, err, returncode, timed_out, timeout, memory_mb, duration)
     res.cpu_time, res.overloaded, res.peak_mb = cpu, overloaded, peak
+    if gives:
+        clock_give(credit.total)  # the host kept it off a CPU: not its problem's own time either
     if overloaded:
         res.error = (f"timed out after {timeout:g}s of its own time within {timeout * LOAD_GRACE:g}s: the "
                      f"machine was too busy to give it a CPU (not the code's fault)")

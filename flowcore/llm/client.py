@@ -14,6 +14,7 @@ retried too. Only a reply that passed every check is cached, so a fault is never
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import json
 import math
@@ -35,6 +36,7 @@ except ImportError:  # pragma: no cover - older openai releases
 import openai
 
 from flowcore.execution._standalone_ops import MAX_REPLY_MB, price_lookup, reply_cap_hooks, reply_too_large
+from flowcore.execution.waits import clock_active, clock_failing, clock_give, clock_waiting
 from flowcore.llm import context as lc
 from flowcore.llm import egress
 
@@ -379,6 +381,34 @@ def run_usage(workspace: Workspace, run_id: str) -> Usage:
 # -- the client ---------------------------------------------------------------------------------------------
 
 
+# The HTTP attempts of the call in flight (the openai client retries inside one create()): when the last began,
+# and whether the endpoint failed it (then the call is backing off until the next attempt: the endpoint's time).
+_ATTEMPTS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("llm_attempts", default=None)
+
+
+async def _attempt_started(request: Any) -> None:
+    call = _ATTEMPTS.get()
+    if call is None:
+        return
+    now = time.perf_counter()
+    if call["failing"]:
+        call["failing"] = False
+        clock_failing(False)
+    elif call["began"] is not None:  # a retry after no response (a connection error, a timeout)
+        clock_give(now - call["began"])
+    call["began"] = now
+
+
+async def _attempt_answered(response: Any) -> None:
+    call = _ATTEMPTS.get()
+    if call is None or call["failing"] or not (response.status_code in TRANSIENT_STATUS
+                                               or response.status_code >= 500):
+        return
+    clock_give(time.perf_counter() - call["began"])  # the failed attempt: the endpoint's time
+    call["failing"] = True
+    clock_failing(True)
+
+
 class _Shared:
     """What an LLM and its children share: per-event-loop clients and semaphores, the totals lock."""
 
@@ -406,6 +436,7 @@ class _Shared:
                     del self.per_loop[old]
                 s = self.settings
                 hooks = reply_cap_hooks(s.max_reply_bytes)
+                hooks = {"request": [_attempt_started], "response": [_attempt_answered, *hooks["response"]]}
                 policy = egress.from_settings(s.egress)
                 http = egress.http_client(policy, _ssl_context(), event_hooks=hooks) if policy.active else \
                     openai.DefaultAsyncHttpxClient(verify=_ssl_context(), event_hooks=hooks)
@@ -558,7 +589,8 @@ class LLM:
         attempt = 0
         while attempt <= s.max_retries:
             if attempt:
-                await asyncio.sleep(min(2.0, 0.1 * 2 ** attempt))  # a short backoff, as the client's own
+                with clock_waiting():
+                    await asyncio.sleep(min(2.0, 0.1 * 2 ** attempt))  # a short backoff, as the client's own
             kwargs: dict[str, Any] = {"model": model, "messages": sent, "temperature": temperature,
                                       "max_tokens": cap}
             if json_mode and self._shared.json_ok:
@@ -591,6 +623,7 @@ class LLM:
                     attempt -= 1  # one more try: a single odd reply cannot tell a model's text from a glitch
                 steady, problem = text, odd
             if problem is not None:
+                clock_give(latency)  # a garbled transfer is the endpoint's time, asked again
                 last = f"malformed reply after {attempt} attempt(s): {problem}"
                 self._record(role, paid, self._redact(f"LLM call failed ({where}): {problem}"))
                 continue
@@ -613,13 +646,23 @@ class LLM:
         Returns (response, latency, failure or None). The whole call, retries included, is bounded: when it
         runs out the request is cancelled and its connection closed (the server stops working on it). A
         streamed call is bounded by silence instead (no token for ``timeout`` seconds) and by its token cap."""
-        s = self.settings
         client, sem = await self._shared.for_loop()
-        async with sem:
+        with clock_waiting():  # a slot others hold is their time, not this problem's (execution.waits)
+            await sem.acquire()
+        try:
+            return await self._send(client, kwargs)
+        finally:
+            sem.release()
+
+    async def _send(self, client: openai.AsyncOpenAI, kwargs: dict) -> tuple[Any, float, _Failure | None]:
+        s = self.settings
+        with clock_active():
             self._check_budget()  # others may have spent while this call waited for a slot
             start = time.perf_counter()
             error: _Failure | None = None
             resp = None
+            call = {"began": None, "failing": False}
+            token = _ATTEMPTS.set(call)
             try:
                 if s.stream:
                     resp = await _streamed(client, kwargs)
@@ -648,6 +691,10 @@ class LLM:
                 error = _Failure(f"{type(e).__name__}: {e}", False)
             except ValueError as e:  # json.JSONDecodeError from a body that is not JSON: a garbled transfer
                 resp = _Malformed(f"body is not JSON: {e}")
+            finally:
+                _ATTEMPTS.reset(token)
+                if call["failing"]:  # the last attempt failed: no more backing off
+                    clock_failing(False)
             return resp, time.perf_counter() - start, error
 
     async def _window(self, model: str) -> int | None:
