@@ -25,9 +25,7 @@ __all__ = ["CompileError", "compile_workflow"]
 
 _HERE = Path(__file__).resolve().parent
 SUPPORT = (("flowcore/execution/_standalone_ops.py", _HERE / "_standalone_ops.py"),
-           ("flowcore/execution/waits.py", _HERE / "waits.py"),
            ("flowcore/execution/sandbox.py", _HERE / "sandbox.py"))
-_PASTED = {label[:-3].replace("/", ".") for label, _ in SUPPORT}  # imports between them need no import
 # Names the generated part defines or uses in Workflow.__call__; node variables must not shadow them.
 _OWN = ("TASK", "MERMAID", "PROMPTS", "REQUIRED_PORTS", "PRICES", "Workflow", "main")
 _RESERVED = {"run", "self", "problem", "entry_point", "public_tests", "answer", "asyncio", "Run",
@@ -341,8 +339,7 @@ def _strip(src: str) -> tuple[str, set, set, set[str]]:
             if node.module != "__future__":
                 if node.level:
                     raise CompileError("a pasted module must not use relative imports")
-                if node.module not in _PASTED:
-                    froms.update((node.module or "", a.name, a.asname) for a in node.names)
+                froms.update((node.module or "", a.name, a.asname) for a in node.names)
             drop.update(span)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)

@@ -4,14 +4,14 @@ A workflow on one problem spends its time in its own work (its LLM calls answeri
 blocked by others: waiting for one of the client's concurrency slots or a sandbox CPU that other problems hold,
 backing off from an endpoint that failed, or kept off a CPU by the host. Only the first counts against
 ``--timeout``; the rest is given back, as the sandbox does for code (``sandbox._Credit``), up to LOAD_GRACE
-(sandbox.py) times the timeout. Past that cap the problem is errored (the machine or endpoint was too busy); inside it, a
-timeout is the workflow's own and the answer is wrong.
+(sandbox.py) times the timeout. Past that cap the problem is errored (the machine or endpoint was too busy);
+inside it, a timeout is the workflow's own and the answer is wrong.
 
 Waiting is given back only while none of the problem's own calls or runs is in flight: a wide ensemble whose
 twenty calls queue behind its own four slots was kept waiting by itself, never by others (the same rule as the
 sandbox's 60 spinning children), so a candidate cannot slow itself into "errored".
 
-Pasted into exported modules with the sandbox (compiler.SUPPORT), where no clock is ever started."""
+An exported module's copy of the sandbox runs without it (no clock there)."""
 from __future__ import annotations
 
 import contextvars
