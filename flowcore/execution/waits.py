@@ -1,90 +1,153 @@
 """A problem's own time, for a load-fair per-problem timeout.
 
 A workflow on one problem spends its time in its own work (its LLM calls answering, its code running) or
-blocked by others: waiting for one of the client's concurrency slots or a sandbox CPU that other problems hold,
-backing off from an endpoint that failed, or kept off a CPU by the host. Only the first counts against
-``--timeout``; the rest is given back, as the sandbox does for code (``sandbox._Credit``), up to LOAD_GRACE
-(sandbox.py) times the timeout. Past that cap the problem is errored (the machine or endpoint was too busy);
-inside it, a timeout is the workflow's own and the answer is wrong.
+blocked by others: waiting for a client slot or a sandbox CPU that other problems hold, an endpoint's failed
+attempts and the backoff after them, a garbled transfer, or the host keeping its code off a CPU. Only the first
+counts against ``--timeout``; the rest is given back, up to LOAD_GRACE (sandbox.py) times the timeout
+(flowcore.tasks.harness decides).
 
-Waiting is given back only while none of the problem's own calls or runs is in flight: a wide ensemble whose
-twenty calls queue behind its own four slots was kept waiting by itself, never by others (the same rule as the
-sandbox's 60 spinning children), so a candidate cannot slow itself into "errored".
+Given-back time is a set of intervals on the problem's timeline, measured as their union: five calls garbled
+at once over the same 0.6 s give back 0.6 s, not 3 s, so running things in parallel never inflates it.
 
-An exported module's copy of the sandbox runs without it (no clock there)."""
+- A slot wait (``Pool``) is given back while the problem holds fewer slots than its share (the pool's size over
+  the problems holding or waiting for one): a wide ensemble queued behind its own calls at its share waits
+  for itself, an honest one squeezed below its share by a neighbour waits for the neighbour.
+- An HTTP attempt in flight is *pending*: whether it was the endpoint's time is known only when it ends (a
+  504, a refused connection and the backoff after it are; an answer is the workflow's). The harness waits for
+  pending attempts before calling a timeout the workflow's own.
+
+An exported module's copy of the sandbox runs without any of this (no clock there)."""
 from __future__ import annotations
 
 import contextvars
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 
+def _union(spans: list[tuple[float, float]]) -> float:
+    total, reach = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > reach:
+            total += b - max(a, reach)
+            reach = b
+    return total
+
+
 class ProblemClock:
-    """Counts, thread-safely, the seconds one problem was blocked by others (see the module docstring)."""
+    """One problem's given-back intervals (closed and open) and pending attempts, thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiting = self._active = self._failing = 0
-        self._blocked_since: float | None = None  # waiting, nothing of its own in flight
-        self._failing_since: float | None = None  # a call of its own backing off from the endpoint's failure
-        self._given = 0.0
+        self.start = time.monotonic()
+        self._closed: list[tuple[float, float]] = []  # given back, merged as they come
+        self._open: dict[object, float] = {}  # given back since ...
+        self._pending: dict[object, float] = {}  # undecided since ...
 
-    def _update(self, waiting: int = 0, active: int = 0, failing: int = 0) -> None:
+    def give_span(self, a: float, b: float) -> None:
+        """[a, b] was others' time (a garbled attempt, the sandbox's CPU credit)."""
+        a = max(a, self.start)
+        if b > a:
+            with self._lock:
+                self._closed.append((a, b))
+                if len(self._closed) > 64:  # keep it short: merge what overlaps
+                    self._closed = _merged(self._closed)
+
+    def blocked(self, key: object, on: bool) -> None:
+        """Open (on) or close a given-back interval named ``key`` (a slot wait, a backoff)."""
         now = time.monotonic()
-        self._waiting += waiting
-        self._active += active
-        self._failing += failing
-        blocked = self._waiting > 0 and self._active == 0
-        if self._blocked_since is not None and not blocked:
-            self._given += now - self._blocked_since
-            self._blocked_since = None
-        elif blocked and self._blocked_since is None:
-            self._blocked_since = now
-        if self._failing_since is not None and self._failing == 0:
-            self._given += now - self._failing_since
-            self._failing_since = None
-        elif self._failing and self._failing_since is None:
-            self._failing_since = now
+        with self._lock:
+            since = self._open.pop(key, None)
+            if on:
+                self._open[key] = now if since is None else since
+            elif since is not None:
+                self._closed.append((since, now))
+
+    def pending(self, key: object, on: bool, give: bool = False) -> None:
+        """An attempt ``key`` starts (on) or ends; when it ends as the endpoint's failure (give), its span is given
+        back."""
+        now = time.monotonic()
+        with self._lock:
+            since = self._pending.pop(key, None)
+            if on:
+                self._pending[key] = now
+            elif since is not None and give:
+                self._closed.append((since, now))
+
+    def own(self, now: float | None = None) -> tuple[float, float]:
+        """(own time counting pending attempts as the workflow's, own time counting them as the endpoint's)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            given = self._closed + [(t, now) for t in self._open.values()]
+            pending = [(t, now) for t in self._pending.values()]
+        elapsed = now - self.start
+        return elapsed - _union(given), elapsed - _union(given + pending)
+
+    def given(self) -> float:
+        own, _ = self.own()
+        return time.monotonic() - self.start - own
+
+
+def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+class Pool:
+    """Slots several problems share (the LLM client's concurrency, the sandbox's CPUs): see the module
+    docstring. It only accounts; the caller's semaphore does the limiting."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, size)
+        self._lock = threading.Lock()
+        self._held: Counter[ProblemClock] = Counter()
+        self._waiting: Counter[ProblemClock] = Counter()
+
+    def _change(self, clock: ProblemClock, held: int = 0, waiting: int = 0) -> None:
+        with self._lock:
+            self._held[clock] += held
+            self._waiting[clock] += waiting
+            self._held, self._waiting = +self._held, +self._waiting  # drop zeros
+            problems = set(self._held) | set(self._waiting)
+            share = self.size / max(1, len(problems))
+            for c in problems | {clock}:
+                c.blocked(self, self._waiting[c] > 0 and self._held[c] < share)
 
     @contextmanager
-    def _state(self, **change: int) -> Iterator[None]:
-        with self._lock:
-            self._update(**change)
+    def waiting(self) -> Iterator[None]:
+        clock = _CLOCK.get()
+        if clock is None:
+            yield
+            return
+        self._change(clock, waiting=1)
         try:
             yield
         finally:
-            with self._lock:
-                self._update(**{k: -v for k, v in change.items()})
+            self._change(clock, waiting=-1)
 
-    def waiting(self):
-        """Blocked by others: a slot's queue (given back only while nothing of the problem's is in flight)."""
-        return self._state(waiting=1)
-
-    def active(self):
-        """The problem's own work in flight: an LLM request, a sandboxed run."""
-        return self._state(active=1)
-
-    def failing(self, on: bool) -> None:
-        """A call of the problem's starts (on) or stops backing off after the endpoint failed it: that time is
-        the endpoint's, given back even while other calls of the problem run."""
-        with self._lock:
-            self._update(failing=1 if on else -1)
-
-    def give(self, seconds: float) -> None:
-        """Time measured elsewhere as others' fault (the sandbox's CPU credit, a garbled transfer)."""
-        if seconds > 0:
-            with self._lock:
-                self._given += seconds
-
-    def given(self) -> float:
-        with self._lock:
-            now = time.monotonic()
-            return self._given + sum(now - t for t in (self._blocked_since, self._failing_since) if t is not None)
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        clock = _CLOCK.get()
+        if clock is None:
+            yield
+            return
+        self._change(clock, held=1)
+        try:
+            yield
+        finally:
+            self._change(clock, held=-1)
 
 
 _CLOCK: contextvars.ContextVar[ProblemClock | None] = contextvars.ContextVar("problem_clock", default=None)
+_POOLS: dict[str, Pool] = {}
+_POOLS_LOCK = threading.Lock()
 
 
 def clock_current() -> ProblemClock | None:
@@ -92,36 +155,30 @@ def clock_current() -> ProblemClock | None:
     return _CLOCK.get()
 
 
-@contextmanager
-def clock_waiting() -> Iterator[None]:
-    clock = _CLOCK.get()
-    if clock is None:
-        yield
-    else:
-        with clock.waiting():
-            yield
+def pool(name: str, size: int) -> Pool:
+    """The process-wide pool ``name`` (the sandbox's CPU slots)."""
+    with _POOLS_LOCK:
+        if name not in _POOLS:
+            _POOLS[name] = Pool(size)
+        return _POOLS[name]
 
 
-@contextmanager
-def clock_active() -> Iterator[None]:
-    clock = _CLOCK.get()
-    if clock is None:
-        yield
-    else:
-        with clock.active():
-            yield
-
-
-def clock_failing(on: bool) -> None:
+def clock_give_span(a: float, b: float) -> None:
     clock = _CLOCK.get()
     if clock is not None:
-        clock.failing(on)
+        clock.give_span(a, b)
 
 
-def clock_give(seconds: float) -> None:
+def clock_blocked(key: object, on: bool) -> None:
     clock = _CLOCK.get()
     if clock is not None:
-        clock.give(seconds)
+        clock.blocked(key, on)
+
+
+def clock_pending(key: object, on: bool, give: bool = False) -> None:
+    clock = _CLOCK.get()
+    if clock is not None:
+        clock.pending(key, on, give)
 
 
 def clock_start() -> tuple[ProblemClock, contextvars.Token]:

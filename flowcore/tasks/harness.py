@@ -155,30 +155,41 @@ class BusyTimeout(TimeoutError):
 
 
 async def _within(out: Awaitable, timeout: float, clock: waits.ProblemClock) -> Any:
-    """``out``'s result, given ``timeout`` seconds of the problem's own time: the time it was blocked by
-    others is given back, up to LOAD_GRACE times the timeout (the sandbox's rule for code, applied to the
-    whole workflow)."""
-    start = time.monotonic()
+    """``out``'s result, given ``timeout`` seconds of the problem's own time (execution.waits): what others
+    took is given back, up to LOAD_GRACE times the timeout (the sandbox's rule for code, for the whole
+    workflow). When its own time runs out while an HTTP attempt is in flight, that attempt may yet turn out to
+    be the endpoint's (a late 504, a refused connection's backoff): it is waited for, up to the grace again,
+    and the verdict is taken on what it was."""
     task = asyncio.ensure_future(out)
-    cap = start + timeout * LOAD_GRACE
+    start = clock.start
+    cap, last = start + timeout * LOAD_GRACE, start + 2 * timeout * LOAD_GRACE
+    overtime = False
     try:
         while True:
-            end = min(start + timeout + clock.given(), cap)
-            left = end - time.monotonic()
-            if left <= 0:
-                break
-            done, _ = await asyncio.wait({task}, timeout=min(left, 0.25))
+            own, sure = clock.own()
+            left = (last - time.monotonic()) if overtime else min(timeout - own, cap - time.monotonic())
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, min(left, 0.25)))
+            now = time.monotonic()
+            own, sure = clock.own(now)
             if done:
-                return task.result()
+                if overtime and own > timeout and task.exception() is None:
+                    break  # what it waited for in overtime was its own: too late
+                return task.result()  # an exception (the endpoint's failure) is raised as it is
+            if own < timeout:
+                overtime = False
+                if now >= cap:  # most of its time went to others: the machine or endpoint was too busy
+                    raise BusyTimeout(f"timed out after {timeout:g}s of its own time within "
+                                      f"{timeout * LOAD_GRACE:g}s: {now - start - own:.1f}s went waiting for the "
+                                      f"endpoint or the machine (others' work, not the workflow's)")
+                continue
+            if sure >= timeout or now >= last:
+                break
+            overtime = True  # an attempt in flight may still be the endpoint's time: wait for its outcome
     finally:
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-    given = clock.given()
-    if time.monotonic() >= cap - 0.01 and given > 0.25 * timeout:
-        raise BusyTimeout(f"timed out after {timeout:g}s of its own time within {timeout * LOAD_GRACE:g}s: "
-                          f"{given:.1f}s went waiting for the endpoint or the machine (others' work, not the "
-                          f"workflow's)")
+    given = time.monotonic() - start - clock.own()[0]
     raise OwnTimeout(f"timed out: the workflow's own work took more than {timeout:g}s"
                      + (f" ({given:.1f}s of waiting for others given back)" if given >= 0.05 else ""))
 
