@@ -11,7 +11,8 @@ The served side is timed with two callers, each a row: a plain HTTP/1.1 keep-ali
 ~0.2 ms of CPU per request: the figure for what the server adds) and the ``openai`` client (~2.5-3 ms of CPU per
 request in the caller's own process: on this 2-core machine the caller, the server and the endpoint share the
 cores, so that row also pays for the client library). The endpoint answers each call after LATENCY seconds
-(default 0.25 s: a short real completion). The paths alternate, REPEATS times each; the table shows medians.
+(default 0.25 s: a short real completion), from a process of its own: run as threads of this process (before),
+it took the direct caller's GIL but not the server's, a handicap for the anchor only. The paths alternate, REPEATS times each; the table shows medians.
 The machine is shared and noisy, so the CPU each path spends per problem is printed too, split by process:
 the caller (client, or the in-process runtime), the scripted endpoint, and the server.
 Usage: python benchmarks/serve_overhead.py [N=128] [C=32] [LATENCY=0.25] [REPEATS=3] [PATHS=raw,openai,direct]
@@ -25,7 +26,9 @@ import asyncio
 import importlib.util
 import json
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,7 +46,6 @@ from flowcore.llm.client import LLM, LLMSettings  # noqa: E402
 from flowcore.mermaid.reader import parse  # noqa: E402
 from flowcore.workspace import keys, published  # noqa: E402
 from flowcore.workspace.store import Workspace  # noqa: E402
-from tests.helpers.fakellm import FakeLLMServer  # noqa: E402
 from tests.helpers.served import Served  # noqa: E402
 
 PATHS = ("raw", "openai", "direct")
@@ -147,41 +149,64 @@ def _cpu(pid: int, thread: bool = False) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _timed(run, pid: int) -> tuple[float, ...]:  # noqa: ANN001 - a coroutine to asyncio.run
-    """Wall seconds, and CPU seconds of: this process's main thread (the caller), its other threads (the
-    scripted endpoint), the server process, the server's main thread (its event loop)."""
-    p, t, s, loop = time.process_time(), time.thread_time(), _cpu(pid), _cpu(pid, thread=True)
+def _timed(run, endpoint: int, server: int) -> tuple[float, ...]:  # noqa: ANN001 - a coroutine to asyncio.run
+    """Wall seconds, and CPU seconds of: this process (the caller), the scripted endpoint's process, the server
+    process, the server's main thread (its event loop)."""
+    p, e, s, loop = time.process_time(), _cpu(endpoint), _cpu(server), _cpu(server, thread=True)
     wall = asyncio.run(run)
-    main = time.thread_time() - t
-    return wall, main, time.process_time() - p - main, _cpu(pid) - s, _cpu(pid, thread=True) - loop
+    return wall, time.process_time() - p, _cpu(endpoint) - e, _cpu(server) - s, _cpu(server, thread=True) - loop
+
+
+class Endpoint:
+    """The scripted endpoint in a process of its own (``python -m tests.helpers.fakellm``, echoing the user
+    message after ``latency`` seconds): in the caller's process its threads would take the direct caller's GIL
+    and not the server's, which favoured the served side."""
+
+    def __init__(self, latency: float) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.fakellm", "--port", "0", "--latency",
+                                      str(latency)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        self.base_url = line.split(" at ", 1)[1].split()[0] if " at " in line else ""
+        if not self.base_url:
+            self.stop()
+            sys.exit(f"the scripted endpoint did not start: {line!r}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
 
 
 def main(n: int, c: int, latency: float, repeats: int, paths: tuple[str, ...] = PATHS) -> None:
     if not paths or set(paths) - set(PATHS):
         sys.exit(f"PATHS: choose from {','.join(PATHS)}, got {','.join(paths) or '(none)'}")
-    def echo(req: dict) -> str:
-        return "ECHO " + req["messages"][-1]["content"].rsplit("\n", 1)[-1]
-
-    fake = FakeLLMServer(echo, latency=latency).start()
+    fake = Endpoint(latency)
     env = {"MERMAIDFLOW_CONCURRENCY": str(c)}
     os.environ.update(OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY="test-key", MERMAIDFLOW_MAX_RETRIES="0", **env)
     got: dict[str, list[tuple[float, ...]]] = {p: [] for p in paths}
-    with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "served.db"
-        published.publish(Workspace(db), "bench", TEXT, "math", created_by="bench")
-        key = keys.create_key(Workspace(db), "bench", "bench")[1]
-        settings, ws, mod = LLMSettings.from_env(), Workspace(Path(tmp) / "direct.db"), compiled(Path(tmp))
-        with Served(db, llm_url=fake.base_url, env=env, extra=["--require-key"]) as srv:
-            url, pid = srv.base_url, srv.proc.pid
-            runs = {"raw": lambda tag, k: served_raw(url, key, k, c, tag),
-                    "openai": lambda tag, k: served_openai(url, key, k, c, tag),
-                    "direct": lambda tag, k: direct(mod, settings, ws, k, c, tag)}
-            for p in paths:  # connections, imports and caches, every side
-                asyncio.run(runs[p](f"warm-{p}", c))
-            for r in range(repeats):
-                for p in paths:
-                    got[p].append(_timed(runs[p](f"{p}{r}", n), pid))
-    fake.stop()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            db = Path(tmp) / "served.db"
+            published.publish(Workspace(db), "bench", TEXT, "math", created_by="bench")
+            key = keys.create_key(Workspace(db), "bench", "bench")[1]
+            settings, ws, mod = LLMSettings.from_env(), Workspace(Path(tmp) / "direct.db"), compiled(Path(tmp))
+            with Served(db, llm_url=fake.base_url, env=env, extra=["--require-key"]) as srv:
+                url, pid = srv.base_url, srv.proc.pid
+                runs = {"raw": lambda tag, k: served_raw(url, key, k, c, tag),
+                        "openai": lambda tag, k: served_openai(url, key, k, c, tag),
+                        "direct": lambda tag, k: direct(mod, settings, ws, k, c, tag)}
+                for p in paths:  # connections, imports and caches, every side
+                    asyncio.run(runs[p](f"warm-{p}", c))
+                for r in range(repeats):
+                    for p in paths:
+                        got[p].append(_timed(runs[p](f"{p}{r}", n), fake.proc.pid, pid))
+    finally:
+        fake.stop()
     report(got, n, c, latency, repeats)
 
 

@@ -13,6 +13,8 @@ from flowcore.aov import session as S
 from flowcore.aov.session import md
 from flowcore.mermaid import safe
 
+SOURCE_WORDS = {"rules": "from the rules", "llm": "from the LLM", "edited": "edited by you"}  # who proposed it
+
 ss = st.session_state
 
 
@@ -46,7 +48,7 @@ def proposals(ex, act, diagram: Callable) -> None:  # noqa: ANN001 - an Executio
                                                    if rs.kind == "repair" else ":material/update:")
     for i, p in enumerate(rs.proposals):
         with st.container(border=True):
-            st.markdown(f"**Proposal {i + 1}** ({md(p.source)}) · {md(p.summary)}")
+            st.markdown(f"**Proposal {i + 1}** ({md(SOURCE_WORDS.get(p.source, p.source))}) · {md(p.summary)}")
             metrics(st.columns([1.2, 1.4])[0], p.metrics)
             left, right = st.columns([0.8, 1.4])
             left.code("\n".join(S.diff_lines(p)) or "(no change)", language=None, wrap_lines=True)

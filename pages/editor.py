@@ -154,8 +154,9 @@ live_hard = st.session_state.get("ed_live_hard", False)
 hard = live_hard or ss.get("ed_hard_for") == hashlib.sha1(text.encode()).hexdigest()
 # a typed, pasted or linked text is read within a time and size budget (a long one in a process that is stopped)
 diags, w, parse_diags = bounded.read(text, task, hard=hard)
-# Mermaid 11's own verdict whenever the soft reader accepts: computed off the typing path (debounced)
-diags, mermaid_pending = with_mermaid(text, diags)
+# Mermaid 11's own verdict whenever the soft reader accepts: computed off the typing path (debounced); a
+# "Mermaid 11 check" (or live) read has just asked Mermaid itself, so its answer is already in diags
+diags, mermaid_pending = (diags, False) if hard else with_mermaid(text, diags)
 readable = not any(d.code == "M001" for d in parse_diags)
 
 lay = st.columns([2, 5], vertical_alignment="bottom")

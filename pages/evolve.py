@@ -22,6 +22,7 @@ from flowcore.mermaid import safe
 from flowcore.ui import history as hv
 from flowcore.ui import story
 from flowcore.ui import tasks as tv
+from flowcore.ui.words import EDIT_HELP, edit_detail, edit_name
 from flowcore.workspace import jobs
 from pages import common, widgets
 from pages import evolve_review as review
@@ -52,12 +53,13 @@ def run_view(run_id: int, key: str) -> None:
     if rows and rows[-1]["round"] > 0:
         last = rows[-1]
         score = "" if last["score"] is None else f" · {100 * last['score']:.1f}%"
-        st.markdown(f"**Latest round #{last['round']}** · `{last['operator'] or '—'}` · {last['status']}{score} "
-                    f"· judge: {md(last['judge'] or '—')}")
-        st.caption(safe.markdown(last["detail"] or last["reason"] or ""))  # the optimizer's words
+        st.markdown(f"**Latest round #{last['round']}** · {md(edit_name(last['operator']))} · {last['status']}{score} "
+                    f"· {md(story.judge_words(last['judge']))}")
+        st.caption(safe.markdown(edit_detail(last["detail"] or last["reason"])))  # the optimizer's words
         st.dataframe(story.candidate_rows(last), hide_index=True,
                      placeholder="—", width="stretch", key=f"evo_cands_{key}",
-                     column_config={"what happened": st.column_config.TextColumn(width="large")})
+                     column_config={"what happened": st.column_config.TextColumn(width="large"),
+                                    "operator": st.column_config.TextColumn("edit", help=EDIT_HELP)})
 
 
 @st.fragment(run_every=1.0)
@@ -103,11 +105,13 @@ def new_run(settings, configured: bool, busy: bool) -> None:
     lam = c[1].number_input("Share picked at random (λ)", min_value=0.0, max_value=1.0, value=0.3, step=0.05,
                             key="evo_lam", help="The share of parent picks made uniformly at random, whatever the "
                             "scores, so weaker rounds still get explored.")
-    top = c[2].number_input("Top-k parent pool", min_value=1, max_value=50, value=4, key="evo_topk")
-    budget = c[3].number_input("Budget USD (0 = none)", min_value=0.0, value=0.0, step=0.1, key="evo_budget",
+    top = c[2].number_input("Parents from the best", min_value=1, max_value=50, value=4, key="evo_topk",
+                            help="How many of the best rounds so far parents are drawn from (top-k)")
+    budget = c[3].number_input("Budget in $ (0 = none)", min_value=0.0, value=0.0, step=0.1, key="evo_budget",
                                disabled=not configured)
     seed = c[4].number_input("Random seed", min_value=0, value=0, key="evo_seed")
-    ops = st.multiselect("Operators", list(OPERATORS), default=list(OPERATORS), key="evo_ops")
+    ops = st.multiselect("Edits the optimizer may make", list(OPERATORS), default=list(OPERATORS), key="evo_ops",
+                         format_func=edit_name, help=EDIT_HELP)
     mode = st.radio("Candidates come from", list(MODES), format_func=MODES.get, horizontal=True, key="evo_mode",
                     index=0 if configured else 1, disabled=not configured)
     if not configured:

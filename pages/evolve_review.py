@@ -12,6 +12,7 @@ from flowcore.evolution import Review
 from flowcore.evolution import session as evs
 from flowcore.mermaid import safe
 from flowcore.ui import story
+from flowcore.ui.words import edit_detail, edit_name
 from flowcore.workspace import jobs
 from pages import widgets
 from pages.common import md
@@ -71,19 +72,19 @@ def review_panel(job: jobs.Job, p: evs.PendingReview, run_view: Callable[[int, s
     for i, c in enumerate(p.candidates):
         with cols[i % len(cols)]:
             s = c["scores"]
-            st.markdown(f"**Candidate {i}**{' (judge pick)' if i == p.chosen else ''} · `{c['operator']}` · "
+            st.markdown(f"**Candidate {i}**{' (judge pick)' if i == p.chosen else ''} · {md(edit_name(c['operator']))} · "
                         f"total **{s['total']:.1f}** / 50")
-            st.caption(safe.markdown(c["detail"]))
+            st.caption(safe.markdown(edit_detail(c["detail"])))
             widgets.diagram(c["text"], f"evo_rev_{run_id}_{p.round}_{i}")
     for j, d in enumerate(p.dropped):
         with cols[(n + j) % len(cols)], st.container(border=True):
-            st.markdown(f"**Candidate {n + j}** · `{md(d['operator'])}` · dropped")
-            st.caption(f":material/block: {md(d['reason'])}")
+            st.markdown(f"**Candidate {n + j}** · {md(edit_name(d['operator']))} · dropped")
+            st.caption(f":material/block: {md(edit_detail(d['reason']))}")
             if d["text"]:
                 with st.expander("What it proposed"):
                     st.code(d["text"], language=None)
     pick = st.radio("Candidate", list(range(n)), index=p.chosen, horizontal=True, key=f"evo_pick_{p.round}",
-                    format_func=lambda i: f"{i} · {p.candidates[i]['operator']}")
+                    format_func=lambda i: f"{i} · {edit_name(p.candidates[i]['operator'])}")
     b = st.columns([1, 1, 1, 3])
     b[0].button("Approve", type="primary", icon=":material/check:", key="evo_approve", on_click=_decide,
                 args=(job.id, p.round, "approve", p.chosen))

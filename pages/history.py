@@ -23,6 +23,7 @@ from flowcore.mermaid import safe
 from flowcore.ui import history as hv
 from flowcore.ui import tasks as tv
 from flowcore.ui import view
+from flowcore.ui.words import EDIT_HELP, edit_detail, edit_name
 from flowcore.workspace import jobs
 from pages import common, serve_parts, widgets
 from pages.protocol_parts import rescore_controls, test_section
@@ -84,7 +85,7 @@ def live_rounds(run_id: int, shown: int) -> None:
 def buffer_table(view: hv.RunView, offline: bool) -> None:
     f = st.columns([2, 2, 1.2, 1], vertical_alignment="bottom")
     statuses = f[0].multiselect("Status", view.statuses(), key="hist_status")
-    operators = f[1].multiselect("Operator", view.operators(), key="hist_ops")
+    operators = f[1].multiselect("Edit", view.operators(), key="hist_ops", format_func=edit_name, help=EDIT_HELP)
     min_score = f[2].number_input("Min score (%)", min_value=0.0, max_value=100.0, value=0.0, step=5.0,
                                   key="hist_min", disabled=offline, help="Rounds without a measured score are "
                                   "hidden by any minimum above 0.")
@@ -95,7 +96,8 @@ def buffer_table(view: hv.RunView, offline: bool) -> None:
                            pages, key=f"hist_page_{pages}") if pages > 1 else 1
     table = view.table(rounds, page, offline)
     st.dataframe(hv.for_people(table), hide_index=True, placeholder="—", width="stretch", key="hist_table",
-                 column_config={"pinned": st.column_config.CheckboxColumn()})
+                 column_config={"pinned": st.column_config.CheckboxColumn(),
+                                "operator": st.column_config.TextColumn("edit", help=EDIT_HELP)})
     st.caption(hv.table_caption(table, view.total))
 
 
@@ -111,7 +113,7 @@ def charts(view: hv.RunView, run_id: int) -> None:
 
 def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None:
     run_id, rnd = info.id, row["round"]
-    st.subheader(f"Round #{rnd} · {row['operator'] or '—'} · {row['status']}")
+    st.subheader(f"Round #{rnd} · {common.md(edit_name(row['operator']))} · {row['status']}")
     c = st.columns(4)
     c[0].metric("Score", "—" if row["score"] is None else hv.score_text(row["score"], row.get("per_problem")),
                 help="Validation score measured when the round was evaluated (— : not measured; 'not run': "
@@ -178,7 +180,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
         st.markdown("**Change (unified diff of the Mermaid texts)**")
         st.code(diff or "(no textual change)", language="diff")
     samp = evs.sampling_frame(row)
-    c = st.columns([1.2, 1])
+    c = st.columns([1, 1.8])  # the candidates' table has eight columns; the chart has a few bars
     if len(samp):
         c[0].plotly_chart(evs.sampling_figure(samp), key="hist_sampling")
     else:
@@ -186,7 +188,11 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     cands = evs.candidates_frame(row)
     if len(cands):
         c[1].markdown("**Candidates and the judge's scores**")
-        c[1].dataframe(cands, hide_index=True, placeholder="—", key="hist_cands")
+        cands["operator"] = [edit_name(o) for o in cands["operator"]]
+        for col in ("detail", "dropped"):
+            cands[col] = [edit_detail(v) for v in cands[col]]
+        c[1].dataframe(cands, hide_index=True, placeholder="—", key="hist_cands",
+                       column_config={"operator": st.column_config.TextColumn("edit", help=EDIT_HELP)})
     if row.get("per_problem"):
         with st.expander(f"Per-problem results ({len(row['per_problem'])})"):
             st.dataframe(row["per_problem"], hide_index=True, placeholder="—", width="stretch")

@@ -9,6 +9,7 @@ import streamlit as st
 from flowcore.evolution import session as evs
 from flowcore.evolution.testsplit import start_test_rescore
 from flowcore.ui import compare as cv
+from flowcore.ui.words import EDIT_HELP
 from flowcore.workspace import jobs
 from pages import common
 from pages.common import md
@@ -53,7 +54,8 @@ def test_section(run_id: int, key: str) -> None:
     st.dataframe(df, hide_index=True, placeholder="—", width="stretch", key=f"proto_test_{key}",
                  column_config={c: st.column_config.NumberColumn(format="%.1f")
                                 for c in ("validation %", "test %", "test sd %")}
-                 | {"test cost $": st.column_config.NumberColumn(format="%.5f")})
+                 | {"test cost $": st.column_config.NumberColumn(format="%.5f"),
+                    "edit": st.column_config.TextColumn(help=EDIT_HELP)})
     st.caption(f"Test split: {md(df['split'].iloc[0])}. Our split is not the papers' files (see README).")
 
 

@@ -8,9 +8,7 @@ import json
 import time
 
 import streamlit as st
-from streamlit_flow import streamlit_flow
 from streamlit_flow.elements import StreamlitFlowEdge, StreamlitFlowNode
-from streamlit_flow.layouts import ManualLayout
 from streamlit_flow.state import StreamlitFlowState
 
 from flowcore import catalogue as cat
@@ -18,8 +16,9 @@ from flowcore import parse_lenient
 from flowcore.model import Workflow
 from flowcore.ui import canvas as cv
 from flowcore.ui import view
+from flowcore.ui.words import operator_name
 from flowcore.workspace import jobs, library
-from pages import common
+from pages import common, flow
 from pages.common import md
 from pages.drawing import drawing
 
@@ -77,12 +76,13 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
     items = cv.palette(task, w)
     pc = st.columns([2, 1, 4], vertical_alignment="bottom")
     item = pc[0].selectbox("Palette", items, key="ed_palette",
-                           format_func=lambda i: f"{i} — {cat.CATALOGUE[i].description}" if i in cat.CATALOGUE
-                           else f"{i} (interface)")
+                           format_func=lambda i: f"{operator_name(i)} — {cat.CATALOGUE[i].description}"
+                           if i in cat.CATALOGUE else f"{cv.INTERFACE_LABELS.get(i, i)} (interface)")
     if pc[1].button("Add node", icon=":material/add:", key="ed_add"):
         on_change(cv.apply_canvas(w, cv.add_palette_node(cv.to_canvas(w), item)))
-    pc[2].caption("Drag from a node's handle to another node to connect; click a node to edit its type, prompt "
-                  "and ports; right-click an edge to delete it. The text follows (in canonical form).")
+    pc[2].caption("Drag an operator from the strip above the canvas onto it, or pick one here. Drag from a node's "
+                  "lower handle onto a named input of another to connect (the edge takes the input's name); click "
+                  "a node to edit its type, prompt and ports; right-click an edge to delete it. The text follows.")
     plain = cv.to_canvas(w)
     structure = json.dumps([w.direction, [(n["id"], n["op"], n["label"]) for n in plain["nodes"]],
                             plain["edges"]])
@@ -93,10 +93,12 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
                          "sent": cv.to_canvas(w, kept[1] if kept[0] == structure else None)}
     sent, across = ss["ed_flow"]["sent"], w.direction in ("LR", "RL")
     points, pieces = cv.expand(sent)  # a bent edge is drawn through fixed points, never behind a node
+    ports = cv.named_ports(w, sent) if flow.patched() else {}  # a handle per input, where there is more than one
+    handles = cv.edge_ports(w, pieces) if ports else {}
     nodes = [StreamlitFlowNode(
         n["id"], (n["x"], n["y"]),
         {"content": f"**{n['id']}**  \n" + md(str(view.safe_label(n["label"]))).replace("\\<br/\\>", "  \n"),
-         "op": n["op"], "mlabel": n["label"]},
+         "op": n["op"], "mlabel": n["label"], **({"ports": ports[n["id"]]} if n["id"] in ports else {})},
         node_type=n["kind"], source_position="right" if across else "bottom",
         target_position="left" if across else "top", connectable=True, deletable=True,
         style={"background": cat.CATALOGUE[n["op"]].color if n["op"] in cat.CATALOGUE else "#ffffff",
@@ -109,13 +111,14 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
                                        "background": "transparent", "minWidth": "0"}) for p in points]
     edges = [StreamlitFlowEdge(e["id"], e["source"], e["target"], label=e["label"], deletable=True,
                                focusable=True, marker_end={"type": "arrowclosed"} if e["arrow"] else {},
-                               label_show_bg=True, edge_type="straight" if cv.WAYPOINT in e["id"] else "default",
-                               label_style={"fontSize": "12px"}) for e in pieces]
+                               label_show_bg=not (named := e["id"] in handles and bool(e["label"])),
+                               edge_type="straight" if cv.WAYPOINT in e["id"] else "default",
+                               label_style={"display": "none"} if named else {"fontSize": "12px"},  # the port says it
+                               **({"targetHandle": h} if (h := handles.get(e["id"])) else {})) for e in pieces]
     width, height = cv.extent(sent)
-    got = streamlit_flow(fkey, StreamlitFlowState(nodes, edges, timestamp=ss["ed_flow"]["ts"]),
-                         height=int(min(max(height + 60, 320), cv.CANVAS_MAX_HEIGHT)), fit_view=True,
-                         allow_new_edges=True, enable_node_menu=False, enable_edge_menu=True,
-                         get_node_on_click=True, hide_watermark=True, layout=ManualLayout(), min_zoom=0.7)
+    got = flow.flow(fkey, StreamlitFlowState(nodes, edges, timestamp=ss["ed_flow"]["ts"]),
+                    palette=cv.palette_items(task, w) if flow.patched() else [],
+                    height=int(min(max(height + 60, 320), cv.CANVAS_MAX_HEIGHT)), min_zoom=0.7)
     if got.selected_id and got.selected_id != ss.get("ed_node_seen") and cv.WAYPOINT not in got.selected_id:
         ss["ed_node"] = ss["ed_node_seen"] = got.selected_id  # a click on a node: the app's node dialog
     back = cv.collapse([{"id": n.id, "op": n.data.get("op"), "label": n.data.get("mlabel"),
@@ -146,7 +149,7 @@ def node_dialog(w: Workflow, task: str, nid: str, on_change) -> None:  # noqa: A
             op = None
         else:
             op = st.selectbox("Operator type", f["ops"], index=f["ops"].index(f["op"]) if f["op"] in f["ops"] else 0,
-                              key=f"ed_node_op_{nid}", format_func=lambda o: f"{o} — {cat.CATALOGUE[o].description}")
+                              key=f"ed_node_op_{nid}", format_func=lambda o: f"{operator_name(o)} — {cat.CATALOGUE[o].description}")
         prompt = None
         if f["prompt_word"] and op == f["op"]:
             prompt = st.text_area(f"Prompt `{md(f['prompt'])}`", f["prompt_text"], height=90,

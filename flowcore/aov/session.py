@@ -279,7 +279,7 @@ def state_rows(ex: Execution) -> list[dict[str, Any]]:
     g = ex.graph  # the run may swap it for a repaired one meanwhile: read one graph
     return [{"id": sid, "requirement": st.subtask_requirement, "agent": st.agent,
              "ran as": last.get(sid, {}).get("agent", ""), "status": st.status,
-             "parents": ", ".join(st.parents), "data": preview(st.data)}
+             "parents": ", ".join(st.parents), "output": preview(st.data)}
             for sid, st in list(g.subtasks.items())]
 
 
@@ -414,21 +414,27 @@ def form_edits(state: MutableMapping[str, Any], prefix: str, graph: AOVGraph) ->
     return out
 
 
+FIELD_WORDS = {"subtask_requirement": "requirement", "data": "output", "num_parents_not_completed": "parents not done"}
+
+
 def diff_lines(p: Proposal, n: int = 400) -> list[str]:
     """The proposal's diff for people: like ``Diff.lines`` but a changed requirement is shown in full on
-    old/new lines (a rule edit appends its note at the end, which an 80-character cut would hide)."""
+    old/new lines (a rule edit appends its note at the end, which an 80-character cut would hide), and each
+    field by its name in words ('win · output', not 'win.data')."""
     d, new = p.diff, p.graph
     out = [f"+ subtask {s} ({new.subtasks[s].agent}): {new.subtasks[s].subtask_requirement}"
            for s in d.added if s in new.subtasks]
     out += [f"- subtask {s}" for s in d.removed]
     for sid, fields in d.changed.items():
         for f, (a, b) in fields.items():
+            name = FIELD_WORDS.get(f, f.replace("_", " "))
             if f == "subtask_requirement":
-                out += [f"~ {sid}.{f}", f"    - {preview(a, n)}", f"    + {preview(b, n)}"]
+                out += [f"~ {sid} · {name}", f"    - {preview(a, n)}", f"    + {preview(b, n)}"]
             else:
-                out.append(f"~ {sid}.{f}: {preview(a, 60)!r} -> {preview(b, 60)!r}")
-    out += [f"+ edge {a} -> {b}" for a, b in d.added_edges]
-    out += [f"- edge {a} -> {b}" for a, b in d.removed_edges]
+                was, now = (preview(v, 60) or "(empty)" for v in (a, b))
+                out.append(f"~ {sid} · {name}: {was} → {now}")
+    out += [f"+ edge {a} → {b}" for a, b in d.added_edges]
+    out += [f"- edge {a} → {b}" for a, b in d.removed_edges]
     return out
 
 

@@ -11,9 +11,7 @@ cpdef add_nodes(dict nodes, list verts, list lines, list columns, dict click_tar
 cpdef add_edges(list out, list edges, list lines, list columns, Py_ssize_t first, dict click_targets)
 
 @cython.locals(k=Py_ssize_t, i=Py_ssize_t, s=Py_ssize_t, m=Py_ssize_t, j=Py_ssize_t, lo=Py_ssize_t, nl=Py_ssize_t,
+               hi=Py_ssize_t, mid=Py_ssize_t,
                p=cython.longlong, offs="long long[:]", new_start="long long[:]", old_start="long long[:]",
                linear="signed char[:]", line_start="long long[:]")
 cpdef tuple lines_columns(list steps, list starts, list poss, Py_ssize_t n)
-
-@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
-cdef inline Py_ssize_t count_at_most(const long long[:] a, Py_ssize_t m, long long p)

@@ -204,10 +204,11 @@ def lines_columns(steps: list, starts: list, poss: list, n: int) -> tuple[list, 
     offset below 0 reads as 0), from the prepared text's rewrite steps, its original line starts and its length
     ``n``: each offset mapped back through the steps, last first, then placed among the lines, by bisection."""
     k = len(poss)
-    offs = array("q", poss)
+    # (filled item by item: array("q", a_list) converts through the generic sequence protocol, ~10x slower)
+    offs = array("q", bytes(8 * k))
     for i in range(k):
-        if offs[i] < 0:
-            offs[i] = 0
+        p = poss[i]
+        offs[i] = p if p > 0 else 0
     for s in range(len(steps) - 1, -1, -1):
         segs = steps[s]
         m = len(segs)
@@ -216,29 +217,31 @@ def lines_columns(steps: list, starts: list, poss: list, n: int) -> tuple[list, 
         linear = array("b", [1 if seg[2] else 0 for seg in segs])
         for i in range(k):
             p = offs[i]
-            lo = count_at_most(new_start, m, p)  # the last segment whose new start is <= p (the first starts at 0)
+            lo, hi = 0, m  # the segments whose new start is <= p (a bisection; the first starts at 0)
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if new_start[mid] <= p:
+                    lo = mid + 1
+                else:
+                    hi = mid
             j = lo - 1 if lo > 0 else 0
             offs[i] = old_start[j] + (p - new_start[j]) if linear[j] else old_start[j]
-    line_start = array("q", starts)
     nl = len(starts)
+    line_start = array("q", bytes(8 * nl))
+    for i in range(nl):
+        line_start[i] = starts[i]
     lines, columns = [0] * k, [0] * k
     for i in range(k):
         p = offs[i]
         if p > n:
             p = n
-        lo = count_at_most(line_start, nl, p)  # the line after the last start <= p
+        lo, hi = 0, nl  # the line after the last start <= p (a bisection, inline: the compiled loop passes no
+        while lo < hi:  # array views to a function)
+            mid = (lo + hi) >> 1
+            if line_start[mid] <= p:
+                lo = mid + 1
+            else:
+                hi = mid
         lines[i] = lo
         columns[i] = p - line_start[lo - 1] + 1
     return lines, columns
-
-
-def count_at_most(a, m: int, p: int) -> int:
-    """How many of the first ``m`` values of the ascending array ``a`` are <= ``p`` (a bisection)."""
-    lo, hi = 0, m
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if a[mid] <= p:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo

@@ -132,8 +132,11 @@ class FlowDB:
     def add_vertex(self, vid: Any, text: dict | None = None, vtype: str | None = None,
                    styles: list[str] | None = None, classes: list[str] | None = None, dir_: str | None = None,
                    props: dict | None = None, shape_data: str | None = None) -> None:
-        if not vid or not str(vid).strip():
+        if not vid:
             return
+        if not isinstance(vid, str) or vid[0].isspace():  # (a str whose first character is not a blank has text)
+            if not str(vid).strip():
+                return
         data = None
         if shape_data is not None:
             doc = shape_data + "\n" if "\n" in shape_data else "{\n" + shape_data + "\n}"
@@ -218,7 +221,12 @@ class FlowDB:
         v = self.vertices.get(end)
         if v is not None:
             end = v.id
-        e = FlowEdge(start, end, link.get("type"), link.get("stroke"), self.default_interpolate, self.cur_pos)
+        # (made without __init__: in the compiled build each field is then set in the C struct, no argument tuple)
+        e = FlowEdge.__new__(FlowEdge)
+        e.start, e.end, e.type, e.stroke = start, end, link.get("type"), link.get("stroke")
+        e.text, e.label_type, e.id, e.user_id = "", "text", "", False
+        e.classes, e.style, e.interpolate, e.data, e.pos = _NONE_LIST, None, self.default_interpolate, _NONE_DICT, \
+            self.cur_pos
         t = link.get("text")
         if t is not None:
             if isinstance(t, dict):

@@ -524,8 +524,8 @@ class _Run:
         return len(self.errors) < 50
 
     def _reduce(self, prod: int, v: list, poss: list, n: int) -> Any:
-        # (the action reads positions from an array, as the fast driver keeps them: the top n are enough)
-        return lalr.reduce_action(self, self.db, prod, v, array("q", poss[len(poss) - n:]), n - 1, n)
+        # (the action reads positions from an array, as the fast driver keeps them; both stacks have one entry each)
+        return lalr.reduce_action(self, self.db, prod, v, array("q", poss), len(v) - 1, n)
 
     def _error(self, state: int, sym: Any, lexer: _Lexer, last_shift_pos: int) -> MermaidParseError:
         g = self.g

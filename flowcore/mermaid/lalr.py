@@ -109,7 +109,7 @@ def destruct_link(end: str, start: str | None = None) -> dict:
         d = _destruct_link(end, start)
         if len(_LINKS) < 4096:
             _LINKS[key] = d
-    return dict(d)
+    return d.copy()
 
 
 _LINKS: dict[tuple, dict] = {}  # (end, start) -> destructLink's answer
@@ -134,51 +134,52 @@ def _destruct_link(end: str, start: str | None) -> dict:
 
 
 def reduce_action(r, db, prod: int, v: list, p, top: int, n: int) -> Any:  # noqa: C901, PLR0911, PLR0912, PLR0915
-    """The semantic action of production ``prod`` (flow.jison's, on the FlowDB ``db``); ``v`` is the parser's value
-    stack, whose top ``n`` entries are the production's right-hand side, and ``p[top - k]`` the position of the
-    entry k below the top (``p[top]`` the last). ``db``'s methods are C methods in the compiled build, which takes
-    no keywords: add_vertex(id, text, type, styles, classes, dir, props, shape data) is called positionally."""
+    """The semantic action of production ``prod`` (flow.jison's, on the FlowDB ``db``); ``v`` and ``p`` are the
+    parser's value and position stacks (their top at index ``top``; entries above it are stale), whose top ``n``
+    entries are the production's right-hand side: ``v[top - k]`` and ``p[top - k]`` are those of the entry k below
+    the top. ``db``'s methods are C methods in the compiled build, which takes no keywords: add_vertex(id, text,
+    type, styles, classes, dir, props, shape data) is called positionally."""
     if prod == 3:  # document: document line (the commonest)
-        doc, line = v[-2], v[-1]
+        doc, line = v[top - 1], v[top]
         if not isinstance(line, list) or line:
             doc.append(line)
         return doc
-    first = v[-n] if n else None
+    first = v[top - n + 1] if n else None
     if prod in (142, 143, 144, 145, 146, 147, 148, 149, 150, 151, 152, 181, 183, 40, 41, 42, 4, 54):
         return first
     if prod in (182, 184, 133, 43):
-        return v[-2] + v[-1]
+        return v[top - 1] + v[top]
     if prod == 2:
         return []
     if prod == 72:
         db.cur_pos = p[top]
-        db.add_vertex(v[-1])
-        return v[-1]
+        db.add_vertex(v[top])
+        return v[top]
     if 56 <= prod <= 71:
         db.cur_pos = p[top - n + 1]
         if prod == 62:
-            db.add_vertex(v[-8], v[-2], "rect", None, None, None, {v[-6]: v[-4]})  # (props)
-            return v[-8]
+            db.add_vertex(v[top - 7], v[top - 1], "rect", None, None, None, {v[top - 5]: v[top - 3]})  # (props)
+            return v[top - 7]
         if n == 4:  # id, opening bracket, text, closing bracket
-            db.add_vertex(v[-4], v[-2], _VERTEX_SHAPES[prod - 56])
-            return v[-4]
-        db.add_vertex(v[-6], v[-3], _VERTEX_SHAPES[prod - 56])  # the two six-token shapes: (( )) and {{ }}
-        return v[-6]
+            db.add_vertex(v[top - 3], v[top - 1], _VERTEX_SHAPES[prod - 56])
+            return v[top - 3]
+        db.add_vertex(v[top - 5], v[top - 2], _VERTEX_SHAPES[prod - 56])  # the two six-token shapes: (( )) and {{ }}
+        return v[top - 5]
     if prod == 51:
-        return [v[-1]]
+        return [v[top]]
     if prod == 55:
-        db.set_class(v[-3], v[-1])
-        return v[-3]
+        db.set_class(v[top - 2], v[top])
+        return v[top - 2]
     if prod == 27:
-        stmt = v[-2]
-        return stmt["rev"][::-1] if "rev" in stmt else stmt["nodes"]
+        stmt = v[top - 1]  # a vertex statement: (last nodes, nodes, None) or (last nodes, None, nodes reversed)
+        return stmt[2][::-1] if stmt[2] is not None else stmt[1]
     if prod in (28, 29, 32):  # style, linkStyle, click: kept as written
         start = p[top - 1]
         raw = r.p.code[start:p[top]].strip()
         if prod == 32:  # 'click ' itself yields no token: the statement's first token is the node id
             start = r.p.code.rfind("click", 0, start)
             raw = r.p.code[start:p[top]].strip()
-            target = v[-2]
+            target = v[top - 1]
             if not _names_anything(db, str(target)):
                 raw = "\0early\0" + raw  # applied to nothing yet: must stay before the nodes
         db.kept_statements.append(raw)
@@ -186,163 +187,164 @@ def reduce_action(r, db, prod: int, v: list, p, top: int, n: int) -> Any:  # noq
     if prod in (30, 31):
         return []
     if prod == 50 or prod == 48:
-        node = v[-1] if prod == 50 else v[-2]
-        return {"stmt": node, "nodes": node}
+        node = v[top] if prod == 50 else v[top - 1]
+        return (node, node, None)  # Mermaid's {stmt, nodes}, as a tuple (made at every statement)
     if prod in (45, 46, 47):
         if prod == 46:
-            vs, link, node = v[-3], v[-2], v[-1]
+            vs, link, node = v[top - 2], v[top - 1], v[top]
         else:
-            vs, link, node = v[-4], v[-3], v[-2]
+            vs, link, node = v[top - 3], v[top - 2], v[top - 1]
         if prod == 45:
             db.cur_pos = p[top - 1]
-            db.add_vertex(node[-1], None, None, None, None, None, None, v[-1])
+            db.add_vertex(node[-1], None, None, None, None, None, None, v[top])
         db.cur_pos = p[top - 2] if prod == 46 else p[top - 2]
-        db.add_link(vs["stmt"], node, link)
+        db.add_link(vs[0], node, link)
         # Mermaid's nodes are `node + vs.nodes` (newest first); copying that list at every link made a chain of n
         # links on one line cost n^2. Kept reversed in one list that grows at its end (prod 27 turns it back).
-        rev = vs["rev"] if "rev" in vs else vs["nodes"][::-1]
-        rev.extend(reversed(node))
-        return {"stmt": node, "rev": rev}
+        rev = vs[2] if vs[2] is not None else vs[1][::-1]
+        for k in range(len(node) - 1, -1, -1):  # (a loop: reversed() and extend cost more for the one node)
+            rev.append(node[k])
+        return (node, None, rev)
     if prod == 49:
         db.cur_pos = p[top - 1]
-        db.add_vertex(v[-2][-1], None, None, None, None, None, None, v[-1])
-        return {"stmt": v[-2], "nodes": v[-2], "shapeData": v[-1]}
+        db.add_vertex(v[top - 1][-1], None, None, None, None, None, None, v[top])
+        return (v[top - 1], v[top - 1], None)  # (Mermaid's shapeData there is never read)
     if prod == 52:  # `a & b`: the group's list (made by prod 51 for this group) grows in place, not copied
-        db.add_vertex(v[-6][-1], None, None, None, None, None, None, v[-5])
-        v[-6].append(v[-1])
-        return v[-6]
+        db.add_vertex(v[top - 5][-1], None, None, None, None, None, None, v[top - 4])
+        v[top - 5].append(v[top])
+        return v[top - 5]
     if prod == 53:
-        v[-5].append(v[-1])
-        return v[-5]
+        v[top - 4].append(v[top])
+        return v[top - 4]
     if prod in (79, 86, 101, 103):
-        return {"text": v[-1], "type": "text"}
+        return {"text": v[top], "type": "text"}
     if prod in (80, 87, 102):
-        return {"text": v[-2]["text"] + v[-1], "type": v[-2]["type"]}
+        return {"text": v[top - 1]["text"] + v[top], "type": v[top - 1]["type"]}
     if prod in (81, 88):
-        return {"text": v[-1], "type": "string"}
+        return {"text": v[top], "type": "string"}
     if prod in (82, 89, 104):
-        return {"text": v[-1], "type": "markdown"}
+        return {"text": v[top], "type": "markdown"}
     if prod == 83:
-        return destruct_link(v[-1])
+        return destruct_link(v[top])
     if prod == 84:
-        d = destruct_link(v[-1])
-        d["id"] = v[-2]
+        d = destruct_link(v[top])
+        d["id"] = v[top - 1]
         return d
     if prod == 85:
-        return v[-2]
+        return v[top - 1]
     if prod == 73:
-        v[-2]["text"] = v[-1]
-        return v[-2]
+        v[top - 1]["text"] = v[top]
+        return v[top - 1]
     if prod in (74, 75):
-        v[-3]["text"] = v[-2]
-        return v[-3]
+        v[top - 2]["text"] = v[top - 1]
+        return v[top - 2]
     if prod == 76:
-        return v[-1]
+        return v[top]
     if prod == 77:
-        d = destruct_link(v[-1], v[-3])
-        return {"type": d["type"], "stroke": d["stroke"], "length": d.get("length"), "text": v[-2]}
+        d = destruct_link(v[top], v[top - 2])
+        return {"type": d["type"], "stroke": d["stroke"], "length": d.get("length"), "text": v[top - 1]}
     if prod == 78:
-        d = destruct_link(v[-1], v[-3])
-        return {"type": d["type"], "stroke": d["stroke"], "length": d.get("length"), "text": v[-2],
-                "id": v[-4]}
+        d = destruct_link(v[top], v[top - 2])
+        return {"type": d["type"], "stroke": d["stroke"], "length": d.get("length"), "text": v[top - 1],
+                "id": v[top - 3]}
     if prod == 11:
         db.set_direction("TB")
         return "TB"
     if prod == 12:
-        db.set_direction(v[-2])
-        return v[-2]
+        db.set_direction(v[top - 1])
+        return v[top - 1]
     if prod == 33:
-        return db.add_subgraph(v[-7], v[-2], v[-5], p[top - 8])
+        return db.add_subgraph(v[top - 6], v[top - 1], v[top - 4], p[top - 8])
     if prod == 34:
-        return db.add_subgraph(v[-4], v[-2], v[-4], p[top - 5])
+        return db.add_subgraph(v[top - 3], v[top - 1], v[top - 3], p[top - 5])
     if prod == 35:  # Mermaid's addSubGraph reads the id's text and fails on a subgraph without one
         raise _DbError("a subgraph needs an id or a title ('subgraph S1' or 'subgraph S1 [Title]')")
     if prod == 37:
-        db.acc_title = v[-1].strip()
+        db.acc_title = v[top].strip()
         db.kept_statements.append(f"accTitle: {db.acc_title}")
         return db.acc_title
     if prod in (38, 39):
-        db.acc_descr = v[-1].strip()
+        db.acc_descr = v[top].strip()
         db.kept_statements.append(f"accDescr: {db.acc_descr}" if prod == 38 or "\n" not in db.acc_descr
                                   else "accDescr {\n" + db.acc_descr + "\n}")
         return db.acc_descr
     if prod == 105:
-        db.add_class(v[-3], v[-1])
-        return v[-5]
+        db.add_class(v[top - 2], v[top])
+        return v[top - 4]
     if prod == 106:
-        db.set_class(v[-3], v[-1])
-        return v[-5]
+        db.set_class(v[top - 2], v[top])
+        return v[top - 4]
     if prod in (107, 115):
-        db.set_click(v[-2], v[-1])
-        return v[-2]
+        db.set_click(v[top - 1], v[top])
+        return v[top - 1]
     if prod in (108, 116):
-        db.set_click(v[-4], v[-3])
-        db.set_tooltip(v[-4], v[-1])
-        return v[-4]
+        db.set_click(v[top - 3], v[top - 2])
+        db.set_tooltip(v[top - 3], v[top])
+        return v[top - 3]
     if prod == 109:
-        db.set_click(v[-3], v[-2], v[-1])
-        return v[-3]
+        db.set_click(v[top - 2], v[top - 1], v[top])
+        return v[top - 2]
     if prod == 110:
-        db.set_click(v[-5], v[-4], v[-3])
-        db.set_tooltip(v[-5], v[-1])
-        return v[-5]
+        db.set_click(v[top - 4], v[top - 3], v[top - 2])
+        db.set_tooltip(v[top - 4], v[top])
+        return v[top - 4]
     if prod == 111:
-        db.set_click(v[-3], "href", v[-1])
-        return v[-3]
+        db.set_click(v[top - 2], "href", v[top])
+        return v[top - 2]
     if prod == 112:
-        db.set_click(v[-5], "href", v[-3])
-        db.set_tooltip(v[-5], v[-1])
-        return v[-5]
+        db.set_click(v[top - 4], "href", v[top - 2])
+        db.set_tooltip(v[top - 4], v[top])
+        return v[top - 4]
     if prod == 113:
-        db.set_click(v[-5], "href", v[-3], v[-1])
-        return v[-5]
+        db.set_click(v[top - 4], "href", v[top - 2], v[top])
+        return v[top - 4]
     if prod == 114:
-        db.set_click(v[-7], "href", v[-5], v[-1])
-        db.set_tooltip(v[-7], v[-3])
-        return v[-7]
+        db.set_click(v[top - 6], "href", v[top - 4], v[top])
+        db.set_tooltip(v[top - 6], v[top - 2])
+        return v[top - 6]
     if prod == 117:
-        db.set_click(v[-2], "href", v[-1])
-        return v[-2]
+        db.set_click(v[top - 1], "href", v[top])
+        return v[top - 1]
     if prod == 118:
-        db.set_click(v[-4], "href", v[-3])
-        db.set_tooltip(v[-4], v[-1])
-        return v[-4]
+        db.set_click(v[top - 3], "href", v[top - 2])
+        db.set_tooltip(v[top - 3], v[top])
+        return v[top - 3]
     if prod == 119:
-        db.set_click(v[-4], "href", v[-3], v[-1])
-        return v[-4]
+        db.set_click(v[top - 3], "href", v[top - 2], v[top])
+        return v[top - 3]
     if prod == 120:
-        db.set_click(v[-6], "href", v[-5], v[-1])
-        db.set_tooltip(v[-6], v[-3])
-        return v[-6]
+        db.set_click(v[top - 5], "href", v[top - 4], v[top])
+        db.set_tooltip(v[top - 5], v[top - 2])
+        return v[top - 5]
     if prod == 121:
         db.cur_pos = p[top - 2]
-        db.add_vertex(v[-3], None, None, v[-1])  # (styles)
-        return v[-5]
+        db.add_vertex(v[top - 2], None, None, v[top])  # (styles)
+        return v[top - 4]
     if prod == 122:
-        db.update_link([v[-3]], v[-1])
-        return v[-5]
+        db.update_link([v[top - 2]], v[top])
+        return v[top - 4]
     if prod == 123:
-        db.update_link(v[-3], v[-1])
-        return v[-5]
+        db.update_link(v[top - 2], v[top])
+        return v[top - 4]
     if prod == 124:
-        db.update_link_interpolate([v[-7]], v[-3])
-        db.update_link([v[-7]], v[-1])
-        return v[-9]
+        db.update_link_interpolate([v[top - 6]], v[top - 2])
+        db.update_link([v[top - 6]], v[top])
+        return v[top - 8]
     if prod == 125:
-        db.update_link_interpolate(v[-7], v[-3])
-        db.update_link(v[-7], v[-1])
-        return v[-9]
+        db.update_link_interpolate(v[top - 6], v[top - 2])
+        db.update_link(v[top - 6], v[top])
+        return v[top - 8]
     if prod == 126:
-        db.update_link_interpolate([v[-5]], v[-1])
-        return v[-7]
+        db.update_link_interpolate([v[top - 4]], v[top])
+        return v[top - 6]
     if prod == 127:
-        db.update_link_interpolate(v[-5], v[-1])
-        return v[-7]
+        db.update_link_interpolate(v[top - 4], v[top])
+        return v[top - 6]
     if prod in (128, 130):
-        return [v[-1]]
+        return [v[top]]
     if prod in (129, 131):
-        v[-3].append(v[-1])
-        return v[-3]
+        v[top - 2].append(v[top])
+        return v[top - 2]
     if 185 <= prod <= 189:
         return {"stmt": "dir", "value": ("TB", "BT", "RL", "LR", "TD")[prod - 185]}
     return first
@@ -377,7 +379,9 @@ class Tables:
         self.flat = g.flat  # C ints: the compiled loop reads them without boxing
         self.plhs = array("i", [p[0] for p in g.productions])
         self.plen = array("i", [p[1] for p in g.productions])
-        self.psem = array("i", [2 if k in _SPECIAL_PRODS else 0 for k in range(len(g.productions))])
+        # 0: pass the first value on; 1: `document: document line` (the commonest), done in the loop; 2: call
+        # reduce_action
+        self.psem = array("i", [1 if k == 3 else 2 if k in _SPECIAL_PRODS else 0 for k in range(len(g.productions))])
         # start conditions by number (INITIAL is 0)
         self.cond_names = ["INITIAL", *sorted(n for n in g.condition_rules if n != "INITIAL")]
         self.cond_ids = {name: i for i, name in enumerate(self.cond_names)}
@@ -525,9 +529,9 @@ def _recover(r, lex: LexState, snap_state: int, snap_depth: int, snap_doc, state
     depth -1: none yet): the new top of the stacks, or -1 (stop reading). The arrays keep what is below the top."""
     snapshot = None if snap_depth < 0 else (snap_state, snap_depth, snap_doc)
     as_list = list(states[:sp + 1])
-    if not r._resync(lex, snapshot, as_list, values, list(positions[:sp + 1])):
+    if not r._resync(lex, snapshot, as_list, values[:sp + 1], list(positions[:sp + 1])):
         return -1
-    return len(as_list) - 1
+    return len(as_list) - 1  # (the stacks only lost entries above the new top)
 
 
 def run(r) -> bool:  # noqa: C901, PLR0912, PLR0915 - the lexer and the LR loop in one function, for speed
@@ -553,8 +557,8 @@ def run(r) -> bool:  # noqa: C901, PLR0912, PLR0915 - the lexer and the LR loop 
     cstack = [0]  # start conditions (numbers)
     cond = 0
     # the next index at or after pos of each skip-ahead literal and of the character that ends its skip
-    next_word = [-1] * _MAX_PAIRS
-    next_stop = [-1] * _MAX_PAIRS
+    next_word = array("q", [-1] * _MAX_PAIRS)  # (C arrays in the compiled loop)
+    next_stop = array("q", [-1] * _MAX_PAIRS)
     pos = 0
     done = False
     cap = 256
@@ -563,7 +567,7 @@ def run(r) -> bool:  # noqa: C901, PLR0912, PLR0915 - the lexer and the LR loop 
     pos_array = array("q", bytes(8 * cap))  # where each entry of the stack starts in the code
     positions = pos_array
     sp = 0  # top of the stacks
-    values: list = [None]
+    values: list = [None] * cap  # the value of each entry (above sp: stale)
     sym = -1
     tok_pos = 0
     yytext = ""
@@ -698,19 +702,26 @@ def run(r) -> bool:  # noqa: C901, PLR0912, PLR0915 - the lexer and the LR loop 
                 stack_array, pos_array = _grown(stack_array), _grown(pos_array)
                 states, positions = stack_array, pos_array
                 cap *= 2
+                values.extend([None] * cap)
             states[sp] = action >> 2
             positions[sp] = tok_pos
-            values.append(yytext)
+            values[sp] = yytext
             last_shift_pos = tok_pos
             sym = -1
         elif how == 2:  # reduce
             prod = action >> 2
             n = plen[prod]
-            if psem[prod] == 0:
-                val = values[-n] if n else None
+            sem = psem[prod]
+            if sem == 0:
+                val = values[sp - n + 1] if n else None
+            elif sem == 1:  # document: document line (as reduce_action's prod 3)
+                val = values[sp - 1]
+                item = values[sp]
+                if not isinstance(item, list) or item:
+                    val.append(item)
             else:
                 try:
-                    val = reduce_action(r, db, prod, values, positions, sp, n)
+                    val = reduce_action(r, db, prod, values, pos_array, sp, n)
                 except _DbError as exc:
                     at = positions[sp - n + 1] if n else last_shift_pos
                     r.errors.append(MermaidParseError(str(exc), pos=at, line=None, column0=None, kind="db"))
@@ -722,18 +733,17 @@ def run(r) -> bool:  # noqa: C901, PLR0912, PLR0915 - the lexer and the LR loop 
                     sym = -1
                     continue
             if n:  # pop n, push the value: the position of the first popped stays where it is
-                if n > 1 or psem[prod]:
-                    for _k in range(n - 1):
-                        values.pop()
-                    values[-1] = val
+                if n > 1 or sem:
                     sp -= n - 1
+                    values[sp] = val
             else:
-                values.append(val)
                 sp += 1
                 if sp == cap:
                     stack_array, pos_array = _grown(stack_array), _grown(pos_array)
                     states, positions = stack_array, pos_array
+                    values.extend([None] * cap)
                     cap *= 2
+                values[sp] = val
                 positions[sp] = positions[sp - 1]
             lhs = plhs[prod]
             goto = flat[states[sp - 1] * ns + lhs] >> 2

@@ -19,7 +19,7 @@ from itertools import compress, repeat
 from flowcore import catalogue as cat
 from flowcore.mermaid.compiled import load
 from flowcore.mermaid.grammar import FlowDB, MermaidParseError, parse_flowchart
-from flowcore.mermaid.text import LazyRegex, decode_entities, humanize, to_error
+from flowcore.mermaid.text import JS_SPACE, LazyRegex, decode_entities, humanize, to_error
 from flowcore.mermaid.unclosed import relocate
 from flowcore.model import SHAPE_OPENER, SHAPES, Diagnostic, Edge, Node, Subgraph, Workflow
 
@@ -166,14 +166,34 @@ def parse(text: str) -> Workflow:
     return w
 
 
+def _comment_lines(text: str) -> list[str]:
+    """The lines of ``text`` (as ``str.splitlines`` cuts them) that hold '%%', in order. A large workflow has
+    thousands of other lines: when '\n' is the only line break, each '%%' is found with str.find and its line cut
+    around it, without making a string of every line."""
+    if not text.isascii() or any(b in text for b in _OTHER_BREAKS):
+        lines = text.splitlines()
+        return list(compress(lines, map(str.__contains__, lines, repeat("%%"))))
+    out = []
+    at = text.find("%%")
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        if end < 0:
+            end = len(text)
+        out.append(text[start:end])
+        at = text.find("%%", end)
+    return out
+
+
+_OTHER_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e")  # splitlines' ASCII line breaks but '\n'
+
+
 def _read_prompts(text: str, w: Workflow) -> None:
     """The ``%% @prompt`` lines, and the other whole-line comments: kept as extras printed before the nodes,
     so the canonical text (fmt, the Editor's Format) never drops a note its author wrote."""
     if "%%" not in text:
         return
-    lines = text.splitlines()
-    # only the lines holding '%%', picked out in C (a large workflow has thousands of other lines)
-    for raw in compress(lines, map(str.__contains__, lines, repeat("%%"))):
+    for raw in _comment_lines(text):
         line = raw.strip()
         if not line.startswith("%%") or line.startswith("%%{"):
             continue
@@ -274,8 +294,20 @@ _PLAIN_EDGE_LABEL = LazyRegex(r"[^\s\[\](){}|\"~`\\/@]([^\[\](){}|\"~`\\/@\n]*[^
 _SAFE_ID = LazyRegex(r"[^\x00-/:-@\[-^`{-\xbf\U00010000-\U0010ffff][^\x00-,/:-@\[-^`{-\xbf\U00010000-\U0010ffff]*")
 
 
+def _stmt(line: str) -> str:
+    """A statement Mermaid does not take for a comment: a line starting with '%%' (blanks before it too) is one,
+    so a statement opening with an id like '%%B' gets an empty statement (';') in front."""
+    return ";" + line if line.startswith("%%") else line
+
+
+# a label line Mermaid would strip as a comment (its '^' in multiline mode follows any JS line terminator)
+_COMMENT_LINE = re.compile("[\n\r\u2028\u2029][" + JS_SPACE + "]*%%")
+
+
 def _label_text(label: str, label_type: str) -> str | None:
     """The label written between brackets so that Mermaid reads it back unchanged; None if it cannot be."""
+    if _COMMENT_LINE.search(label):  # only shape data holds it (written with an escaped line break)
+        return None
     if label_type == "markdown":
         if not label.strip():
             return '"` `"'
@@ -415,16 +447,16 @@ def to_mermaid(w: Workflow, *, styles: bool = False) -> str:  # noqa: C901
         sid = item
         for n in by_parent.get(sid, []):
             first, *more = _node_text(n)
-            out.append(pad + first)
-            out.extend(pad + line for line in more)
+            out.append(pad + _stmt(first))
+            out.extend(pad + _stmt(line) for line in more)
             order.append(n)
         for pair in reversed(subs_of.get(sid, [])):
             stack.append(("open", pair, depth))
     for e in w.edges:
-        out.append("    " + _edge_text(e))
+        out.append("    " + _stmt(_edge_text(e)))
     for e in w.edges:
         if e.id and e.data:
-            out.append(f"    {e.id}@{{ " + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in e.data.items()) + " }")
+            out.append("    " + _stmt(f"{e.id}@{{ " + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in e.data.items()) + " }"))
     by_class: dict[str, list[str]] = {}
     for n in order:
         for c in ([oc] if (oc := _op_class(n)) else []) + n.classes:

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from flowcore.serve import openai_api as api
 from flowcore.serve.engine import Engine, ServeError
@@ -26,6 +27,7 @@ from flowcore.serve.mcp_tools import build_mcp
 from flowcore.tracing import otel
 
 log = logging.getLogger("flowcore.serve")
+CHAT = "/v1/chat/completions"
 
 
 def create_app(engine: Engine, *, require_keys: bool, max_body: int = api.DEFAULT_MAX_BODY,
@@ -45,9 +47,6 @@ def create_app(engine: Engine, *, require_keys: bool, max_body: int = api.DEFAUL
 
     async def one_model(request: Request) -> Response:
         return api.model(engine, request.path_params["model"])
-
-    async def chat(request: Request) -> Response:
-        return await api.chat(engine, request, max_body)
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -79,8 +78,41 @@ def create_app(engine: Engine, *, require_keys: bool, max_body: int = api.DEFAUL
 
     routes = [Route("/health", health), Route("/v1/models", models),
               Route("/v1/models/{model:path}", one_model),
-              Route("/v1/chat/completions", chat, methods=["POST"])]
+              Route(CHAT, _not_here, methods=["POST"])]  # answered by Lean below; listed for 405 on GET
     routes += list(mcp_app.routes)
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={ServeError: serve_error, HTTPException: http_error, Exception: crash})
-    return Guard(app, engine.ws, require_keys=require_keys, max_body=max_body)
+    return Guard(Lean(app, engine, max_body), engine.ws, require_keys=require_keys, max_body=max_body)
+
+
+async def _not_here(request: Request) -> Response:  # pragma: no cover - Lean answers POST /v1/chat/completions
+    raise RuntimeError("POST /v1/chat/completions reached the router")
+
+
+class Lean:
+    """POST /v1/chat/completions, the hot path, goes straight to its ASGI handler (flowcore.serve.openai_api.chat:
+    no router, middleware or Request object, ~0.2 ms of CPU less per request); everything else to Starlette."""
+
+    def __init__(self, app: Any, engine: Engine, max_body: int) -> None:
+        self.app, self.engine, self.max_body = app, engine, max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != CHAT or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: dict) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await api.chat(self.engine, scope, receive, sending, self.max_body)
+        except Exception as exc:  # what Starlette's exception handler did for this route: a 500, never a traceback
+            log.exception("unexpected error on POST %s", CHAT, exc_info=exc)
+            if started:
+                raise
+            err = ServeError(500, f"internal error ({type(exc).__name__}); see the server's log", "server_error",
+                             "internal_error")
+            await api.send_json(send, 500, err.body())

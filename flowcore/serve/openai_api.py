@@ -16,14 +16,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from flowcore.serve.engine import Answer, Engine, ServeError, to_serve_error
 from flowcore.workspace import published
 
 KEEPALIVE = 10.0  # seconds between SSE comments while a streamed workflow runs (proxies close idle streams)
 DEFAULT_MAX_BODY = 1 << 20  # bytes of request body accepted (MERMAIDFLOW_SERVE_MAX_BODY, `serve --max-body`)
+_NONE: list[tuple[bytes, bytes]] = []
+_AUTH = [(b"www-authenticate", b"Bearer")]
 
 
 @dataclass
@@ -102,23 +104,21 @@ def parse_chat(body: Any) -> ChatRequest:
     return ChatRequest(model.strip(), problem, bool(stream), bool(opts.get("include_usage")), entry)
 
 
-async def read_body(request: Request, cap: int) -> bytes:
-    """The body, refused with 413 once it passes ``cap`` bytes (before reading it when Content-Length says so)."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > cap:
-        raise ServeError(413, f"the request body is {int(declared)} bytes; at most {cap} are accepted",
-                         "invalid_request_error", "body_too_large")
+async def read_body(receive: Receive, cap: int) -> bytes:
+    """The request's body from ASGI ``receive``, refused with 413 once it passes ``cap`` bytes (a Content-Length
+    over the cap was refused by the guard before any of it was read)."""
     data = bytearray()
-    try:
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > cap:
-                raise ServeError(413, f"the request body is over {cap} bytes; at most {cap} are accepted",
-                                 "invalid_request_error", "body_too_large")
-    except ClientDisconnect:  # gone, or too slow to send its body (flowcore.serve.slow)
-        raise ServeError(408, f"the request body stopped coming after {len(data)} bytes", "invalid_request_error",
-                         "request_timeout") from None
-    return bytes(data)
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":  # gone, or too slow to send its body (flowcore.serve.slow)
+            raise ServeError(408, f"the request body stopped coming after {len(data)} bytes",
+                             "invalid_request_error", "request_timeout")
+        data += message.get("body", b"")
+        if len(data) > cap:
+            raise ServeError(413, f"the request body is over {cap} bytes; at most {cap} are accepted",
+                             "invalid_request_error", "body_too_large")
+        if not message.get("more_body", False):
+            return bytes(data)
 
 
 def models(engine: Engine) -> JSONResponse:
@@ -149,31 +149,56 @@ def _usage(a: Answer) -> dict:
             "total_tokens": a.prompt_tokens + a.completion_tokens}
 
 
-async def _until_disconnect(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
+async def send_json(send: Send, status: int, obj: dict | None, headers: list[tuple[bytes, bytes]] = _NONE) -> None:
+    """One JSON response straight onto ASGI ``send`` (what JSONResponse sends, without its machinery)."""
+    body = b"" if obj is None else json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)), *headers]})
+    await send({"type": "http.response.body", "body": body})
 
 
-async def chat(engine: Engine, request: Request, cap: int) -> Response:
-    req = parse_chat(_json(await read_body(request, cap)))
-    version = engine.resolve(req.model)  # 404 before a stream starts
-    owner = getattr(request.state, "owner", "local")
+async def chat(engine: Engine, scope: Scope, receive: Receive, send: Send, cap: int) -> None:
+    """POST /v1/chat/completions as a plain ASGI handler: the body read and parsed by hand (one json.loads and
+    :func:`parse_chat`), the answer written straight to ``send``; every refusal in OpenAI's shape. Streamed
+    answers go through Starlette's StreamingResponse. A client that disconnects cancels its workflow."""
+    try:
+        req = parse_chat(_json(await read_body(receive, cap)))
+        version = engine.resolve(req.model)  # 404 before a stream starts
+    except ServeError as err:
+        await send_json(send, err.status, err.body(), _AUTH if err.status == 401 else _NONE)
+        return
+    owner = (scope.get("state") or {}).get("owner", "local")
     created = int(time.time())
     work = asyncio.ensure_future(engine.run(req.model, req.problem, entry_point=req.entry_point, source="api",
                                             created_by=owner, version=version))
     if req.stream:
-        return StreamingResponse(_events(work, req, created), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    gone = asyncio.ensure_future(_until_disconnect(request))
+        response = StreamingResponse(_events(work, req, created), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        await response(scope, receive, send)
+        return
+    gone = asyncio.Event()
+
+    async def watch() -> None:  # the request's body is read: what receive says next is that the client left
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+        work.cancel()  # stop its LLM calls; the engine stores the 'cancelled' trace
+
+    watcher = asyncio.ensure_future(watch())
     try:
-        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        answer = await work  # this handler cancelled (the server stopping) cancels the workflow too
+    except asyncio.CancelledError:
+        if not gone.is_set():
+            raise
+        await send_json(send, 499, None)  # nobody is listening
+        return
+    except Exception as exc:  # noqa: BLE001 - a ServeError, or whatever the engine did not foresee (a 500)
+        err = to_serve_error(exc, req.model)
+        await send_json(send, err.status, err.body(), _AUTH if err.status == 401 else _NONE)
+        return
     finally:
-        gone.cancel()
-        if not work.done():  # the client went away (or this handler was cancelled): stop its LLM calls
-            work.cancel()
-    if not work.done() or work.cancelled():
-        return Response(status_code=499)  # nobody is listening; the 'cancelled' trace is stored
-    return JSONResponse(completion(work.result(), created))  # a ServeError propagates to its handler
+        watcher.cancel()
+    await send_json(send, 200, completion(answer, created))
 
 
 def _json(raw: bytes) -> Any:

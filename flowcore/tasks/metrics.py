@@ -44,7 +44,7 @@ FRACTIONAL = frozenset({"f1", "json", "python", "judge"})  # scores between 0 an
 BY_MODEL = frozenset({"judge"})
 SANDBOXED = frozenset({"python", "tests"})
 DESCRIPTIONS = {
-    "exact": "the answer equals the reference (trimmed, case folded unless case_sensitive)",
+    "exact": "the answer equals the reference (trimmed; upper and lower case count as the same unless case sensitive)",
     "contains": "the reference occurs in the answer",
     "regex": "the answer matches the reference as a pattern (or `pattern`, with {reference} in it)",
     "number": "the last number in the answer is within `tolerance` (absolute) or `relative` of the reference",

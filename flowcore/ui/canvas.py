@@ -167,6 +167,73 @@ def palette(task: str | None, w: Workflow | None = None) -> list[str]:
     return items
 
 
+def palette_items(task: str | None, w: Workflow | None = None) -> list[dict]:
+    """The palette as the canvas's drag strip shows it: each item's words, colour and one-line help, and what a
+    dropped one becomes (an operator's node with a new id, or the interface node itself)."""
+    out = []
+    for item in palette(task, w):
+        if item in cat.INTERFACE_NODES:
+            out.append({"item": item, "label": INTERFACE_LABELS.get(item, item), "op": cat.INTERFACE, "id": item,
+                        "kind": kind_of(item, cat.INTERFACE), "color": "#fff8e1",
+                        "help": f"{INTERFACE_LABELS.get(item, item)} (an interface node)"})
+        else:
+            spec = cat.CATALOGUE[item]
+            out.append({"item": item, "label": item[:-2] if item.endswith("Op") else item, "op": item,
+                        "kind": "default", "color": spec.color, "help": spec.description})
+    return out
+
+
+def named_ports(w: Workflow, canvas: dict | None = None) -> dict[str, list[str]]:
+    """Node id -> its input ports' names, for nodes whose operator has more than one input (one handle each).
+    With the ``canvas`` drawn (to_canvas), each node's ports are ordered as what feeds them comes in, left to
+    right (top to bottom across), so two edges do not cross just before they reach the node; unfed ports last."""
+    out = {}
+    for n in w.nodes.values():
+        if n.op is None or n.op == cat.INTERFACE or kind_of(n.id, n.op) != "default":
+            continue
+        names = [p.name for p in cat.inputs_of(n.op, n.id)]
+        if len(names) > 1:
+            out[n.id] = names
+    if canvas is None:
+        return out
+    across = w.direction in ("LR", "RL")
+    at = {c["id"]: (c["y"] + NODE_H / 2) if across else (c["x"] + NODE_W / 2) for c in canvas["nodes"]}
+    fed: dict[tuple[str, str], list[float]] = {}
+    for i, e in enumerate(w.edges):
+        if e.dst not in out or e.src not in at:
+            continue
+        port = feeds_port(w, e.dst, e.label)
+        bends = canvas.get("bends", {}).get(f"e{i}")
+        last = (bends[-1][1] if across else bends[-1][0]) if bends else at[e.src]  # where the edge comes from
+        if port is not None:
+            fed.setdefault((e.dst, port.name), []).append(last)
+    for nid, names in out.items():
+        keys = {p: sum(v) / len(v) for p in names if (v := fed.get((nid, p)))}
+        out[nid] = sorted(names, key=lambda p: (p not in keys, keys.get(p, 0.0), names.index(p)))
+    return out
+
+
+def feeds_port(w: Workflow, dst: str, label: str | None) -> cat.Port | None:
+    """The input of ``dst`` an edge with ``label`` feeds: the port it names, else (a Decision's route, 'fail')
+    the default one."""
+    op = w.nodes[dst].op
+    return cat.port_of(op, dst, label) or cat.port_of(op, dst, None)
+
+
+def edge_ports(w: Workflow, pieces: list[dict]) -> dict[str, str]:
+    """Drawn edge id -> the named port it ends on (the piece that reaches a node with named ports): the port
+    its label names, else the target's default port."""
+    ports = named_ports(w)  # the port an edge ends on does not depend on the order they are drawn in
+    out = {}
+    for e in pieces:
+        dst = e["target"]
+        if dst not in ports:
+            continue
+        port = feeds_port(w, dst, e.get("label") or None)
+        out[e["id"]] = port.name if port is not None and port.name in ports[dst] else ports[dst][0]
+    return out
+
+
 def add_palette_node(canvas: dict, item: str) -> dict:
     """A copy of ``canvas`` with one new node for a palette item (operator name or interface id),
     placed below/right of the existing nodes. Its id is temporary until ``apply_canvas``."""

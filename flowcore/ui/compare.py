@@ -16,6 +16,7 @@ from flowcore.evolution.history import History
 from flowcore.evolution.outcome import outcome
 from flowcore.evolution.testsplit import ranked_rounds
 from flowcore.mermaid import safe
+from flowcore.ui.words import edit_name
 from flowcore.workspace import library
 from flowcore.workspace.store import Workspace
 
@@ -147,13 +148,13 @@ def table_frame(c: Comparison, ws: Workspace | None = None) -> pd.DataFrame:
                      "score %": None if none else 100 * r["score"],
                      "95% CI": "no problem scored" if none else f"{100 * r['ci_low']:.1f} – {100 * r['ci_high']:.1f}",
                      **({"validation %": None if v is None or v["score"] is None else 100 * v["score"],
-                         "validation 95% CI": "" if v is None or v["ci_low"] is None else
+                         "validation 95% CI": "—" if v is None or v["ci_low"] is None else
                          f"{100 * v['ci_low']:.1f} – {100 * v['ci_high']:.1f}"} if evolved else {}),
                      "sd %": "— (one run)" if r["sd"] is None else f"{100 * r['sd']:.1f}", "errors": r["errors"],
                      "cost/problem $": r["cost_per_problem"], "tokens": r["tokens"], "calls": r["calls"],
                      "Δ vs best (pts)": "— (the best)" if r["best"] else "—" if r["diff_vs_best"] is None else
                      f"{100 * r['diff_vs_best']:+.1f}",
-                     "Δ 95% CI": "" if r["diff_low"] is None else
+                     "Δ 95% CI": "—" if r["diff_low"] is None else
                      f"{100 * r['diff_low']:+.1f} – {100 * r['diff_high']:+.1f}",
                      "McNemar p": "—" if r["mcnemar_p"] is None else f"{r['mcnemar_p']:.3f}",
                      "Pareto": "yes" if r["pareto"] else ""})
@@ -261,7 +262,7 @@ def validation_test_frame(ws: Workspace, run_id: int) -> pd.DataFrame:
         return None if v is None or pd.isna(v) else 100 * float(v)
 
     return pd.DataFrame([{"round": r["round"], "result": "★" if found and found.round == r["round"] else "",
-                          "operator": r["operator"], "validation %": pct(r["validation"]),
+                          "edit": edit_name(r["operator"]), "validation %": pct(r["validation"]),
                           "validation 95% CI": "—" if pct(r["val_low"]) is None else
                           f"{pct(r['val_low']):.1f} – {pct(r['val_high']):.1f}", "val n": r["val_n"],
                           "test %": pct(r["test"]), "test 95% CI": f"{pct(r['test_low']):.1f} – {pct(r['test_high']):.1f}",

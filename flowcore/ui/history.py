@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from flowcore.tasks.harness import not_run_text
-from flowcore.ui.words import count
+from flowcore.ui.words import count, edit_detail, edit_name
 
 ROUND_COLUMNS = ["round", "status", "score", "ci_low", "ci_high", "n", "cost", "operator", "parents", "judge",
                  "judge_total", "pinned", "note", "detail", "reason"]
@@ -84,12 +84,12 @@ def score_figure(curve: pd.DataFrame, offline: bool) -> Any:
     if offline:  # a failed (e.g. vetoed) round's judge total is not a result: it is marked like any failed round
         judged = curve[curve["judge_total"].notna() & (curve["status"] != "failed")]
         traces.append(scatter(x=_arr(judged["round"]), y=_arr(judged["judge_total"]), mode=mode,
-                              name="judge total (structure only)", text=_arr(judged["operator"])))
+                              name="judge total (structure only)", text=_words(judged["operator"])))
         title, ytitle, yrange = "Judge total per round (structure only)", "judge total (0-50)", [-2.5, 52.5]
     else:
         measured = curve[curve["score"].notna()]
         traces.append(scatter(x=_arr(measured["round"]), y=_arr(measured["score"]), mode=mode,
-                              name="score per round", text=_arr(measured["operator"])))
+                              name="score per round", text=_words(measured["operator"])))
         bx, by = _steps(measured["round"], measured["best"])
         traces.append(scatter(x=bx, y=by, mode="lines", name="best so far", line={"shape": "hv", "dash": "dash"}))
         title, ytitle, yrange = "Validation score per round", "score", [-5, 105]
@@ -119,6 +119,11 @@ def _steps(x: pd.Series, y: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     keep[1:] = ys[1:] != ys[:-1]
     keep[-1] = True
     return xs[keep], ys[keep]
+
+
+def _words(ops: pd.Series) -> Any:
+    """Each round's edit in words, for the hover text."""
+    return np.array([edit_name(o) for o in ops], dtype=object)
 
 
 def _arr(series: pd.Series) -> Any:
@@ -171,7 +176,7 @@ def cost_figure(curve: pd.DataFrame, selected: int | None = None) -> Any | None:
 
 def round_labels(cols: dict[str, list]) -> dict[int, str]:
     """The round picker's labels, built once (a dict look-up per option)."""
-    return {int(r): f"#{r} · {op or '—'}" for r, op in zip(cols["round"], cols["operator"])}
+    return {int(r): f"#{r} · {edit_name(op)}" for r, op in zip(cols["round"], cols["operator"])}
 
 
 # -- lineage ------------------------------------------------------------------------------------------------------
@@ -254,7 +259,7 @@ def lineage_figure(cols: dict[str, list], selected: int | None = None,
         i = index[n]
         s = cols["score"][i]
         score = ("failed" if cols["status"][i] == "failed" else "structure-only" if s is None else f"{100 * s:.1f}%")
-        return f"#{n} {cols['operator'][i] or ''} · {score}"
+        return f"#{n} {edit_name(cols['operator'][i])} · {score}"
 
     traces = [go.Scatter(x=np.array(ex, dtype=float), y=np.array(ey, dtype=float), mode="lines",
                          line={"color": "#b0bec5", "width": 1}, hoverinfo="skip", showlegend=False)]
@@ -432,6 +437,10 @@ def for_people(table: pd.DataFrame) -> pd.DataFrame:
         out["cost"] = ["—" if v is None or pd.isna(v) else f"${float(v):.5f}" for v in out["cost"]]
     if "judge_total" in out:
         out["judge_total"] = ["—" if v is None or pd.isna(v) else f"{float(v):.1f} / 50" for v in out["judge_total"]]
+    if "operator" in out:
+        out["operator"] = [edit_name(v if isinstance(v, str) else None) for v in out["operator"]]
+    if "detail" in out:
+        out["detail"] = [edit_detail(v) if isinstance(v, str) else v for v in out["detail"]]
     for col in ("note", "detail", "reason", "judge", "parents"):
         if col in out:
             out[col] = ["" if v is None or (not isinstance(v, str) and pd.isna(v)) else v for v in out[col]]

@@ -8,6 +8,7 @@ import re
 from flowcore.evaluation.results import money
 from flowcore.evolution.judge import CRITERIA
 from flowcore.evolution.outcome import outcome_of
+from flowcore.ui.words import edit_detail, edit_name
 
 __all__ = ["candidate_rows", "progress_phrase"]
 
@@ -42,10 +43,10 @@ def candidate_rows(row: dict) -> list[dict]:
         produced = bool(c.get("text")) or bool(s)
         status = "chosen" if i == row.get("chosen") else ("not produced" if not produced else
                                                            "dropped" if reason else "candidate")
-        out.append({"#": i, "status": status, "operator": c.get("operator") or "—",
+        out.append({"#": i, "status": status, "operator": edit_name(c.get("operator")),
                     "judge total": s.get("total"),
-                    "what happened": (f"not produced: {reason}" if not produced and reason else
-                                      f"dropped: {reason}" if reason else c.get("detail") or ""),
+                    "what happened": (f"not produced: {edit_detail(reason)}" if not produced and reason else
+                                      f"dropped: {edit_detail(reason)}" if reason else edit_detail(c.get("detail"))),
                     **{k.replace("_", " "): s.get(k) for k in CRITERIA}})  # 'prompt quality', as people write
     return out
 
@@ -71,6 +72,16 @@ def run_summary(info, rows: list[dict], curve) -> list[tuple[str, str, str]]:  #
         ("Failed rounds", str(int((curve["status"] == "failed").sum())), ""),
         ("Cost so far", money(curve["total_cost"].iloc[-1] if len(curve) else 0.0), ""),
     ]
+
+
+def judge_words(judge: str | None) -> str:
+    """Who chose the round, in a few words: 'picked by the rule-based judge', 'picked by the LLM judge', 'the
+    LLM judge could not decide: rule-based pick'."""
+    if not judge:
+        return "no judge"
+    if judge.startswith("rule (fallback"):
+        return "the LLM judge could not decide: rule-based pick"
+    return "picked by the " + {"rule": "rule-based judge", "llm": "LLM judge"}.get(judge, f"{judge} judge")
 
 
 def judge_sentence(judge: str, chosen: int) -> str:

@@ -44,7 +44,7 @@ def timeline_figure(t: Trace) -> go.Figure:
     spans = list(reversed(t.spans))  # the first node on top
     colour = ["#d62728" if s.error else ("#bbbbbb" if s.skipped else "#1f77b4") for s in spans]
     fig = go.Figure(go.Bar(
-        y=[plotly_text(f"{s.node} · {s.op}") for s in spans], x=[max(s.latency, 1e-4) for s in spans],
+        y=[plotly_text(f"{s.node} · {operator_name(s.op)}") for s in spans], x=[max(s.latency, 1e-4) for s in spans],
         base=[s.start for s in spans], orientation="h", marker_color=colour,
         hovertext=[plotly_text(f"{s.model or 'no model'} · {s.prompt_tokens}+{s.completion_tokens} tokens · "
                                f"${s.cost:.6f}" + (f" · {s.error}" if s.error else "")) for s in spans]))

@@ -347,6 +347,9 @@ class PgCursor:
         return iter(self.fetchall())
 
 
+IDLE_IN_TRANSACTION_MS = 30_000  # our transactions last milliseconds; a holder idle this long is gone
+
+
 class PgConnection:
     """One thread's PostgreSQL connection, used like a ``sqlite3.Connection`` in autocommit mode."""
 
@@ -359,6 +362,9 @@ class PgConnection:
                                            f"{str(exc).strip()}")
             err.sqlstate = getattr(exc, "sqlstate", None) or "08001"  # type: ignore[attr-defined]
             raise err from None
+        # A writer stopped or hung inside a transaction (SIGSTOP, a paused VM) would hold the write lock for
+        # ever: the server ends such a session, so a worker taking over a stale run is never blocked by it.
+        self.raw.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
         self.raw.adapters.register_dumper(bool, _BoolAsInt)
         self.raw.adapters.register_loader("numeric", FloatLoader)  # AVG/SUM of integers: float, as SQLite
         schema = self.raw.execute("SELECT current_schema()").fetchone()[0]

@@ -141,9 +141,9 @@ def test_step_through_fail_accept_a_repair_and_finish(page, streamlit_app):
     failure = page.locator('[data-testid="stAlert"]').filter(has_text="failed:")
     expect(failure).to_contain_text("Subtask win failed:")
     expect(failure).to_contain_text("error marker in output: ERROR: the diagonal check crashes")
-    expect(page.get_by_text("Proposal 1 (rules)")).to_be_visible()
-    expect(page.get_by_text("Proposal 3 (rules)")).to_be_visible()
-    expect(page.locator('[data-testid="stCode"]').first).to_contain_text("~ win.subtask_requirement")
+    expect(page.get_by_text("Proposal 1 (from the rules)")).to_be_visible()
+    expect(page.get_by_text("Proposal 3 (from the rules)")).to_be_visible()
+    expect(page.locator('[data-testid="stCode"]').first).to_contain_text("~ win · requirement")
     expect(_key(page, "aov_step").locator("button")).to_be_disabled()
 
     # the screenshot for the README: the failure, the proposals with their diffs and diagrams
@@ -162,7 +162,7 @@ def test_step_through_fail_accept_a_repair_and_finish(page, streamlit_app):
     _key(page, "aov_accept_0").locator("button").click()  # the rule's best proposal: edit win
     wait_for_app(page)
     expect(page.get_by_text("Repair accepted; the execution goes on.")).to_be_visible()
-    expect(page.get_by_text("Proposal 1 (rules)")).to_have_count(0)
+    expect(page.get_by_text("Proposal 1 (from the rules)")).to_have_count(0)
     _step(page, {"win": "Five in a row found in all four directions."})
     _step(page, {"assemble": "gobang.py assembled; all tests pass."})
     expect(page.get_by_text("The execution completed after 4 steps.")).to_be_visible()
@@ -245,7 +245,7 @@ def test_event_driven_run_live_and_a_refinement_accepted(page, streamlit_app):
         # after 3 completions nothing new starts; once 'win' is done, the refinement awaits a decision
         note = page.locator('[data-testid="stAlert"]').filter(has_text="Periodic refinement:")
         expect(note).to_be_visible(timeout=30_000)
-        expect(page.get_by_text(re.compile(r"Proposal 1 \(llm\) · re-plan: 1 added"))).to_be_visible()
+        expect(page.get_by_text(re.compile(r"Proposal 1 \(from the LLM\) · re-plan: 1 added"))).to_be_visible()
         expect(page.locator('[data-testid="stCode"]').first).to_contain_text(
             "+ subtask docs (architect): Write the README")
         charts = _charts(page, 5)  # 3 candidates, the update with its new subtask outlined, the live graph

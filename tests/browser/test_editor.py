@@ -125,7 +125,7 @@ def test_the_canvas_node_dialog_is_the_apps_and_writes_the_text(page, streamlit_
     goto_page(page, streamlit_app, f"/editor?{urlencode({'wf': 'dialog', 'task': 'math', 'code': encode_text(text)})}")
     page.get_by_text("Draw on a canvas").click()
     wait_for_app(page)
-    flow = page.frame_locator('iframe[title="streamlit_flow.streamlit_flow"]')
+    flow = page.frame_locator('iframe[title="pages.flow.streamlit_flow"]')
     flow.locator('.react-flow__node[data-id="C1"]').click()
     wait_for_app(page)
     dialog = page.locator(".st-key-ed_node_dialog")
@@ -133,7 +133,7 @@ def test_the_canvas_node_dialog_is_the_apps_and_writes_the_text(page, streamlit_
     expect(dialog.locator("textarea")).to_have_value("Solve it.")
     assert page.get_by_text("Node Width").count() == 0 and flow.get_by_text("Draggable").count() == 0
     dialog.get_by_label("Operator type").click()
-    page.get_by_role("option", name=re.compile("^AnswerGenerateOp")).click()
+    page.get_by_role("option", name=re.compile("^AnswerGenerate —")).click()
     wait_for_app(page)
     dialog.get_by_role("button", name="Apply").click()
     wait_for_app(page)
@@ -234,3 +234,62 @@ def test_an_unclosed_label_is_reported_where_it_opened_and_no_word_completion_po
     wait_for_app(page, since=since)  # the debounced value reached the app: a pop-up would be open by now
     expect(ace.locator(".ace_autocomplete")).to_have_count(0)
     assert no_exceptions(page) == []
+
+
+def _centre(locator) -> tuple[float, float]:
+    box = locator.bounding_box()
+    return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+
+
+def test_the_canvas_has_named_ports_and_a_palette_to_drag_operators_from(page, streamlit_app):
+    """issue #30 item 8: a Review on the canvas shows a handle per input, named; a drag from Problem onto its
+    'problem' handle writes `PROBLEM -->|problem| R1`; a Revise dragged from the strip above becomes V1."""
+    from urllib.parse import urlencode, urlsplit
+
+    from flowcore.workspace.drafts import encode_text
+
+    off_host: list[str] = []  # nothing the canvas, its ports or its palette load comes from elsewhere
+    page.on("request", lambda r: urlsplit(r.url).hostname not in ("127.0.0.1", "localhost", None)
+            and not r.url.startswith(("data:", "blob:", "about:")) and off_host.append(r.url))
+    text = ('flowchart TD\n%% @prompt solver: Solve it.\nPROBLEM(["Problem"])\nC1["Custom<br/>(role: solver)"]\n'
+            'R1["Review"]\nRETURN(["Return"])\nPROBLEM --> C1\nC1 --> R1\nC1 --> RETURN\n')
+    goto_page(page, streamlit_app, f"/editor?{urlencode({'wf': 'ports', 'task': 'math', 'code': encode_text(text)})}")
+    page.get_by_text("Draw on a canvas").click()
+    wait_for_app(page)
+    flow = page.frame_locator('iframe[title="pages.flow.streamlit_flow"]')
+    review = flow.locator('.react-flow__node[data-id="R1"]')
+    expect(review).to_be_visible(timeout=20_000)  # the canvas loads on demand
+    expect(review.locator(".mf-port-name")).to_have_text(["solution", "problem"])  # ReviewOp's inputs, named
+    expect(flow.locator('.react-flow__node[data-id="C1"] .mf-port')).to_have_count(0)  # one input: one handle
+    assert page.locator('iframe[title="pages.flow.streamlit_flow"]').get_attribute("src").startswith(streamlit_app.url)
+
+    # a drag from Problem's handle onto R1's 'problem' handle: an edge labelled with that port
+    source = flow.locator('.react-flow__node[data-id="PROBLEM"] .react-flow__handle.source')
+    target = review.locator('.react-flow__handle[data-handleid="problem"]')
+    page.locator('iframe[title="pages.flow.streamlit_flow"]').scroll_into_view_if_needed()
+    expect(target).to_be_visible()
+    (x0, y0), (x1, y1) = _centre(source), _centre(target)
+    page.mouse.move(x0, y0)
+    page.mouse.down()
+    page.mouse.move((x0 + x1) / 2, (y0 + y1) / 2, steps=8)
+    page.mouse.move(x1, y1, steps=8)
+    page.mouse.up()
+    ace = page.frame_locator(ACE).last
+    expect(ace.locator(".ace_content")).to_contain_text("PROBLEM -->|problem| R1", timeout=20_000)
+    wait_for_app(page)
+
+    # an operator dragged from the strip above the canvas becomes a node of the text
+    chip = flow.locator("#mf-palette .mf-chip", has_text=re.compile("^Revise$"))
+    expect(chip).to_be_visible()
+    chip.drag_to(flow.locator(".react-flow__pane"))
+    expect(page.frame_locator(ACE).last.locator(".ace_content")).to_contain_text('V1["Revise"]', timeout=20_000)
+    wait_for_app(page)
+    expect(flow.locator('.react-flow__node[data-id="V1"] .mf-port-name')).to_have_text(
+        ["solution", "feedback", "problem"])
+    label = flow.locator(".react-flow__edge-text", has_text="problem")  # drawn once: the port's name says it
+    expect(label).to_have_count(1)
+    assert label.evaluate("t => getComputedStyle(t).display") == "none"
+    page.locator('iframe[title="pages.flow.streamlit_flow"]').scroll_into_view_if_needed()
+    wait_for_still(page)
+    save_screenshot(page, "canvas.png")
+    assert no_exceptions(page) == [] and off_host == []

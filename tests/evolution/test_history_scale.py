@@ -155,7 +155,7 @@ def test_run_view_is_reused_until_the_run_changes(tmp_path):
     other.add_round(run, {"round": 20, "workflow_text": "w", "parents": [19], "status": "ok", "operator": "insert",
                           "score": 0.5})
     grown = hv.run_view(h, run)
-    assert grown.total == 21 and grown.labels[20] == "#20 · insert"
+    assert grown.total == 21 and grown.labels[20] == "#20 · insert a step"
     other.set_status(run, "finished")
     assert hv.run_view(h, run) is not grown and hv.run_view(h, run).info.status == "finished"
     assert gc.isenabled()  # a view is built with the collector paused, never left off

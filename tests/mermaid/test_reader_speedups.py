@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from flowcore import check
 from flowcore.mermaid.grammar import graph_json, parse_flowchart
-from flowcore.mermaid.reader import gc_paused, parse_lenient
+from flowcore.mermaid.reader import _comment_lines, gc_paused, parse_lenient
 from flowcore.mermaid.text import _COMMENT, Prepared, _CommentFinder
 
 # the characters that decide what a '%%' comment line is: '%', '{', line breaks, JS and non-JS blanks
@@ -32,6 +32,18 @@ def test_comment_finder_on_texts_with_many_comments():
         text = "".join(rng.choice(_PIECES + ["flowchart TD\n", "  %% note\n", "A --> B %% not a comment\n"])
                        for _ in range(rng.randint(0, 40)))
         assert [m.span() for m in _CommentFinder.finditer(text)] == [m.span() for m in _COMMENT.finditer(text)], text
+
+
+_LINE_PIECES = ["%", "%%", "a", "\n", "\r", "\r\n", " ", "\u00e9", "\x0b", "\x1d", "\u2028", "\x85", "%%{", "\n\n"]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(_LINE_PIECES), max_size=14))
+def test_comment_lines_are_the_lines_splitlines_cuts(pieces):
+    # the reader cuts the '%%' lines out with str.find when '\n' is the only line break, else splits every line
+    text = "".join(pieces)
+    lines = text.splitlines()
+    assert _comment_lines(text) == [line for line in lines if "%%" in line]
 
 
 def test_line_starts_with_every_kind_of_line_break():

@@ -89,3 +89,29 @@ def test_the_ace_build_from_a_read_only_copy_has_word_completion_off(tmp_root, t
     assert ace._main_chunk(source).read_text().count(ace.ON) == 1  # the installed build is untouched
     html = (folder / "index.html").read_text()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # every script and sheet is the folder's own
+
+
+def test_the_canvas_build_is_patched_for_named_ports_and_the_palette(tmp_root, monkeypatch):
+    from pages import flow
+
+    flow.build_dir.cache_clear()
+    try:
+        folder = flow.build_dir()
+    finally:
+        flow.build_dir.cache_clear()
+    assert folder.parent == tmp_root
+    main = (folder / flow._main_chunk(flow.BUILD).relative_to(flow.BUILD)).read_text()
+    assert all(new in main and old not in main for old, new in flow.PATCHES)
+    assert flow._main_chunk(flow.BUILD).read_text().count(flow.PATCHES[0][0]) == 1  # the installed one untouched
+    html = (folder / "index.html").read_text()
+    assert 'src="./palette.js"' in html and '<div id="mf-palette" hidden></div>' in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # every script and sheet is the folder's own
+    # a streamlit-flow without the code this patches: the stock canvas, never an error
+    monkeypatch.setattr(flow, "PATCHES", (("no such code", "x"),))
+    flow.build_dir.cache_clear()
+    flow._component.cache_clear()
+    try:
+        assert flow.patched() is False
+    finally:
+        flow.build_dir.cache_clear()
+        flow._component.cache_clear()

@@ -180,7 +180,7 @@ def test_llm_agents_and_judge_run_to_the_end_against_a_scripted_endpoint(monkeyp
     assert "The execution completed after 4 steps." in texts(at.success)
     verdicts = table(at, 2)
     assert set(verdicts["by"]) == {"llm"} and set(verdicts["reason"]) == {"does what was asked"}
-    assert set(table(at, 0)["data"]) == {"Here is my part of the work."}
+    assert set(table(at, 0)["output"]) == {"Here is my part of the work."}
 
 
 
@@ -207,7 +207,7 @@ def test_manual_mode_steps_through_to_completion_and_the_state_table_follows():
     manual_step(at, {"outline": "1. intro 2. how 3. energy 4. costs 5. end", "sources": "five sources"})
     state = table(at, 0).set_index("id")
     assert list(state["status"]) == ["completed", "completed", "pending", "pending", "pending", "pending"]
-    assert state.loc["outline", "data"].startswith("1. intro")
+    assert state.loc["outline", "output"].startswith("1. intro")
     assert sorted(t.label.split("`")[1] for t in at.text_area if t.key.startswith("aov_out_")) == [
         "background", "numbers"]
     manual_step(at, {"numbers": "COP table", "background": "intro text"})
@@ -225,9 +225,10 @@ def test_a_failing_manual_output_shows_the_verdict_and_proposals_and_accepting_o
     assert "Subtask `win` failed:" in err and "error marker in output: ERROR: off by one" in err
     proposals = [m for m in texts(at.markdown) if m.startswith("**Proposal")]
     assert len(proposals) == 3 and "edit win" in proposals[0]
+    assert proposals[0].startswith("**Proposal 1** (from the rules) · ")  # who proposed it, in words
     assert [(m.label, m.value) for m in at.metric][9:12] == [("Parallelism", "2.00"), ("Dependency spread", "0.94"),
                                                               ("Steps", "3")]  # the first proposal's, after 3 candidates
-    assert "~ win.subtask_requirement" in at.code[0].value and "Previous attempt failed" in at.code[0].value
+    assert "~ win · requirement" in at.code[0].value and "Previous attempt failed" in at.code[0].value
     verdicts = table(at, 2).set_index("subtask")
     assert not verdicts.loc["win", "passed"] and verdicts.loc["board", "passed"]
     assert verdicts.loc["win", "agent"] == "coder#2"
@@ -239,7 +240,7 @@ def test_a_failing_manual_output_shows_the_verdict_and_proposals_and_accepting_o
     state = table(at, 0).set_index("id")
     assert state.loc["win", "status"] == "pending"
     assert "Previous attempt failed" in state.loc["win", "requirement"]
-    assert state.loc["board", "data"] == "board done"  # completed work is kept
+    assert state.loc["board", "output"] == "board done"  # completed work is kept
     manual_step(at, {"win": "five in a row checked in all four directions"})
     manual_step(at, {"assemble": "gobang.py runs, all tests pass"})
     assert "The execution completed after 4 steps." in texts(at.success)
@@ -303,7 +304,7 @@ def test_a_saved_execution_reopens_in_a_new_session_and_continues():
     manual_step(at, {"win": "fixed"})
     manual_step(at, {"assemble": "assembled"})
     assert "The execution completed after 4 steps." in texts(at.success)
-    assert table(at, 0).set_index("id").loc["board", "data"] == "board done"
+    assert table(at, 0).set_index("id").loc["board", "output"] == "board done"
 
 
 def test_reset_starts_the_same_graph_again_as_a_new_execution():
@@ -409,11 +410,13 @@ def test_log_export_is_one_json_event_per_line_and_diffs_show_the_whole_requirem
     text = "\n".join(S.diff_lines(edit))
     assert "diagonally. (Previous attempt failed: error marker in output: ERROR: x. Address this.)" in text
     assert S.changed(edit) == ["win"]
+    assert "~ win · requirement" in text and "~ win · status: failed → pending" in text  # words, not win.data
+    assert "subtask_requirement" not in text and "win.data" not in text
     assert S.initial_graph(ex).subtasks["win"].status == "pending"
     echo = Execution(AOVGraph.load(S.EXAMPLES_DIR / "gobang.json"), EchoAgent())
     assert S.state_rows(echo)[0] == {"id": "design", "requirement": echo.graph.subtasks["design"]
                                      .subtask_requirement, "agent": "architect", "ran as": "",
-                                     "status": "pending", "parents": "", "data": ""}
+                                     "status": "pending", "parents": "", "output": ""}
 
 
 def test_a_periodic_refinement_is_shown_as_a_proposal_and_accepted(monkeypatch):

@@ -139,7 +139,7 @@ def test_a_page_run_with_test_top_reports_the_test_phase_and_history_shows_both(
         frame = validation_test_frame(ws, job.meta["run_id"])
         assert len(frame) == 2 and frame["test %"].tolist() == [60.0, 60.0] and (frame["test n"] == 5).all()
         h = page("history")
-    assert any(df.value.columns.tolist()[:4] == ["round", "result", "operator", "validation %"] for df in h.dataframe)
+    assert any(df.value.columns.tolist()[:4] == ["round", "result", "edit", "validation %"] for df in h.dataframe)
     assert any("Validation → test" in m.value for m in h.markdown)
     assert any(m.value.startswith("**Result: round ") and "Test: " in m.value for m in h.markdown)
     assert next(b for b in h.button if b.key == "hist_test_go")  # on demand, too

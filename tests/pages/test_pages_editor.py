@@ -213,6 +213,41 @@ def test_canvas_connections_and_deletions_update_the_text(editor):
     assert editor.session_state["ed_flow"]["key"] != key  # the canvas is rebuilt from the new text
 
 
+def test_the_canvas_has_named_ports_and_a_palette_to_drag_from(editor):
+    """issue #30 item 8: a handle per input, named, so a drag makes a labelled edge; operators dragged in."""
+    load_example(editor, "humaneval_case_study")
+    editor.toggle(key="ed_canvas").set_value(True).run()
+    sent = component(editor, "streamlit_flow")
+    t1 = next(n for n in sent["nodes"] if n["id"] == "T1")
+    assert t1["data"]["ports"] == ["problem", "solution", "entry_point"]  # TestOp's inputs, as their edges come in
+    assert "ports" not in next(n for n in sent["nodes"] if n["id"] == "PROBLEM")
+    into_t1 = {e.get("targetHandle") for e in sent["edges"] if e["target"] == "T1"}
+    assert into_t1 == {"solution", "problem", "entry_point"}  # every edge ends on the port its label names
+    labels = {p["label"]: p for p in sent["palette"]}
+    assert {"Custom", "Test", "Review", "Decision"} <= set(labels) and labels["Test"]["help"]  # words, with help
+    # what the patched canvas sends when a Review is dropped from the strip and a drag ends on a named handle
+    load_example(editor, "gsm8k_case_study")
+    editor.toggle(key="ed_canvas").set_value(True).run()
+    w = parse(editor.session_state["mf_text"])
+    sent = component(editor, "streamlit_flow")
+    key = editor.session_state["ed_flow"]["key"]
+    src = "PROBLEM"
+    before = [(e.src, e.dst, e.label) for e in w.edges]
+    dst, port = next((n["id"], p) for n in sent["nodes"] for p in n["data"].get("ports", [])
+                     if (src, n["id"], p) not in before)
+    edges = sent["edges"] + [{"id": f"st-flow-edge_{src}-{dst}-{port}", "source": src, "target": dst,
+                              "targetHandle": port, "label": port}]
+    dropped = {"id": "new-drop-1", "type": "default", "position": {"x": 10, "y": 10},
+               "data": {"content": "Review", "op": "ReviewOp", "mlabel": None}}
+    editor.session_state[key] = {"nodes": sent["nodes"] + [dropped], "edges": edges, "selectedId": None,
+                                 "timestamp": 2}
+    editor.run()
+    assert not editor.exception, editor.exception
+    after = parse(editor.session_state["mf_text"])
+    assert (src, dst, port) in [(e.src, e.dst, e.label) for e in after.edges]  # the drag's port, named
+    assert sum(x.op == "ReviewOp" for x in after.nodes.values()) == sum(x.op == "ReviewOp" for x in w.nodes.values()) + 1
+
+
 def test_format_keeps_comments(editor):
     type_text(editor, FIXED.replace("flowchart TD\n", "flowchart TD\n  %% keep this note\n"))
     editor.button(key="ed_format").click().run()

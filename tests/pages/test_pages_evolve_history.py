@@ -24,6 +24,7 @@ from flowcore.mermaid.engines import js as mermaid_js
 from flowcore.mermaid.reader import parse
 from flowcore.tasks import load
 from flowcore.ui import history as hv
+from flowcore.ui.words import edit_name
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 from tests.helpers.fakellm import FakeLLMServer, message_text
@@ -231,6 +232,44 @@ def test_history_without_runs_points_to_evolve():
     assert any("No evolution runs yet" in i.value for i in at.info)
 
 
+INTERNAL = ("review_revise", "test_retry", "ensemble_branch", "graft_branch", "graft_ensemble", "new_ensemble")
+
+
+def _shown(at: AppTest) -> str:
+    """Every word the page shows: tables' cells and headers, markdown, headers, captions, option labels."""
+    parts = [m.value for m in (*at.markdown, *at.subheader, *at.caption)]
+    for df in at.dataframe:
+        parts += [str(c) for c in df.value.columns] + [str(v) for v in df.value.to_numpy().ravel()]
+    parts += [str(o) for box in (*at.selectbox, *at.multiselect) for o in box.options]
+    return "\n".join(parts)
+
+
+def test_edits_read_as_words_on_evolve_and_history_not_internal_names(db):
+    """issue #30 item 10: 'review_revise' and 'ensemble_branch: …' in the tables; now words, the names in a tooltip."""
+    run_id = offline_run(db, rounds=1)
+    h = History(Workspace(db))
+    seed = h.rounds(run_id)[0]["workflow_text"]
+    cands = [{"text": seed, "operator": "review_revise", "detail": "Review R1 + Revise V1 on C1 -> RETURN",
+              "scores": {"total": 40.0}},
+             {"text": seed, "operator": "insert", "detail": "ensemble_branch: new Custom C6 (solver_2) into E1",
+              "scores": {"total": 30.0}},
+             {"text": "", "operator": "test_retry", "reason": "test_retry: the answer has no single source"}]
+    h.add_round(run_id, {"round": 2, "workflow_text": seed, "status": "structure-only", "operator": "review_revise",
+                         "detail": "Review R1 + Revise V1 on C1 -> RETURN", "parents": [0], "candidates": cands,
+                         "chosen": 0, "judge": "rule"})
+    ev = page("evolve")
+    shown = _shown(ev)
+    assert "review and revise" in shown and "one more voter: new Custom C6 (solver_2) into E1" in shown
+    assert not [n for n in INTERNAL if n in shown], [n for n in INTERNAL if n in shown]
+    hist = page("history")
+    shown = _shown(hist)
+    assert "Round #2 · review and revise · structure-only" in [s.value for s in hist.subheader]
+    assert not [n for n in INTERNAL if n in shown], [n for n in INTERNAL if n in shown]
+    assert set(hist.multiselect(key="hist_ops").options) >= {"review and revise", "seed"}
+    # the names stay for developers: the Edit filter's and the columns' tooltip
+    assert "review and revise = review_revise" in hist.multiselect(key="hist_ops").help
+
+
 def test_history_table_filters_pin_note_and_fork(db):
     run_id = offline_run(db)
     rows = History(Workspace(db)).rounds(run_id)
@@ -241,7 +280,7 @@ def test_history_table_filters_pin_note_and_fork(db):
     assert at.number_input(key="hist_min").disabled
     at.multiselect(key="hist_ops").set_value([rows[2]["operator"]])
     rerun(at)
-    assert set(at.dataframe[0].value["operator"]) == {rows[2]["operator"]}
+    assert set(at.dataframe[0].value["operator"]) == {edit_name(rows[2]["operator"])}  # in words
     at.multiselect(key="hist_ops").set_value([])
     rerun(at)
     # the last round is selected: lineage, parent/child drawings, diff and sampling

@@ -20,12 +20,12 @@ from tests.helpers.served import Served
 LIMIT = 1.5
 
 
-@pytest.fixture(scope="module")
-def slow_server(tmp_path_factory, fake_llm, served_db):
+@pytest.fixture(scope="module", params=["httptools", "h11"])
+def slow_server(request, tmp_path_factory, fake_llm, served_db):
     ws = Workspace(served_db)
     _, key = keys.create_key(ws, "slow-test", "alice@example.com")
     ws.close_all()
-    with Served(served_db, llm_url=fake_llm.base_url, extra=["--require-key"],
+    with Served(served_db, llm_url=fake_llm.base_url, extra=["--require-key", "--http", request.param],
                 env={"MERMAIDFLOW_HEAD_SECONDS": str(LIMIT), "MERMAIDFLOW_BODY_SECONDS": str(LIMIT)}) as s:
         s.key = key  # type: ignore[attr-defined]
         yield s

@@ -268,3 +268,24 @@ def test_a_bent_edge_is_drawn_in_pieces_and_comes_back_whole():
     one = next(e["id"] for e in pieces if cv.WAYPOINT in e["id"])  # deleting one piece deletes the edge
     gone = cv.collapse(sent["nodes"], [e for e in pieces if e["id"] != one], sent)
     assert len(gone["edges"]) == len(sent["edges"]) - 1
+
+
+@pytest.mark.parametrize("name,task,text", EXAMPLES, ids=[e[0] for e in EXAMPLES])
+def test_named_ports_are_ordered_as_their_edges_come_in(name, task, text):
+    """A node's port handles (Test: solution, problem, entry_point) are laid out in the order their feeding
+    edges arrive, so no two edges cross just above a node; every port is still there."""
+    w = parse(text)
+    sent = cv.to_canvas(w)
+    ordered, plain = cv.named_ports(w, sent), cv.named_ports(w)
+    assert {k: sorted(v) for k, v in ordered.items()} == {k: sorted(v) for k, v in plain.items()}
+    xs = {n["id"]: n["x"] + cv.NODE_W / 2 for n in sent["nodes"]}
+    for nid, names in ordered.items():
+        feeds = []
+        for i, e in enumerate(w.edges):
+            if e.dst == nid:
+                bends = sent["bends"].get(f"e{i}")
+                feeds.append((names.index(cv.feeds_port(w, nid, e.label).name),
+                              bends[-1][0] if bends else xs[e.src]))
+        means = [sum(x for p, x in feeds if p == k) / max(1, sum(p == k for p, _ in feeds))
+                 for k in sorted({p for p, _ in feeds})]
+        assert means == sorted(means), (nid, names, feeds)

@@ -42,7 +42,7 @@ def test_history_and_compare_show_the_results_validation_beside_its_test_score(t
     assert row["test 95% CI"] and row["test n"] == 30
     # Compare: the evolved round shows the validation score it was chosen by, and a note says how they differ
     table = cv.table_frame(c, ws).set_index("workflow")
-    assert table.loc[name, "validation %"] == 100 * chosen["score"] and table.loc["IO", "validation 95% CI"] == ""
+    assert table.loc[name, "validation %"] == 100 * chosen["score"] and table.loc["IO", "validation 95% CI"] == "—"
     # the name is markdown-escaped (a workflow name is text its author typed): "run \\#1" shows as "run #1"
     (note,) = cv.evolved_notes(c, ws)
     assert note.startswith(f"{safe.plain(name)} is run #{run_id}'s result: validation {100 * chosen['score']:.1f}%")

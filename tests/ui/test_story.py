@@ -26,7 +26,7 @@ def test_candidates_that_were_not_produced_say_why():
     rows = candidate_rows(row)
     assert [r["status"] for r in rows] == ["candidate", "chosen", "not produced", "dropped"]
     assert rows[2]["operator"] == "—" and rows[2]["what happened"].startswith("not produced: the optimizer's 3")
-    assert rows[2]["what happened"].endswith("C1 -> C2 -> C1")  # the whole reason, not cut
+    assert rows[2]["what happened"].endswith("C1 → C2 → C1")  # the whole reason, not cut
     assert rows[3]["what happened"] == "dropped: the same workflow as an earlier round"
     assert rows[0]["what happened"] == "inserted a Review" and rows[1]["judge total"] == 41.0
     assert candidate_rows({}) == []
@@ -70,3 +70,13 @@ def test_the_judges_criteria_are_headed_in_words():
     assert not any("_" in k for k in cand)
     frame = candidates_frame(row)
     assert frame["prompt quality"].tolist() == [6] and not any("_" in c for c in frame.columns)
+
+
+def test_who_picked_a_round_reads_in_words():
+    from flowcore.ui.story import judge_words
+
+    assert judge_words("rule") == "picked by the rule-based judge"
+    assert judge_words("llm") == "picked by the LLM judge"
+    assert judge_words("rule (fallback: the judge scored no candidates)") == \
+        "the LLM judge could not decide: rule-based pick"
+    assert judge_words(None) == "no judge"

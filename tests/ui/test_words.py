@@ -37,3 +37,23 @@ def test_operators_and_trace_columns_read_as_people_write_them():
     t = Trace(**{f.name: None for f in dataclasses.fields(Trace)} | {"spans": [span]})
     (row,) = span_rows(t)
     assert row["operator"] == "Custom" and row["latency (s)"] == 1.5 and not any("_" in k for k in row)
+    from flowcore.ui.traces import timeline_figure
+
+    t = dataclasses.replace(t, workflow="w", status="ok", latency=1.5)
+
+    assert list(timeline_figure(t).data[0].y) == ["C1 · Custom"]  # the timeline's rows too, not 'CustomOp'
+
+
+def test_edits_read_as_words_with_the_internal_name_kept_in_the_help():
+    from flowcore.evolution.ops import OPERATORS
+    from flowcore.ui.words import EDIT_HELP, edit_detail, edit_name
+
+    assert edit_name("review_revise") == "review and revise" and edit_name(None) == "—"
+    assert edit_name("insert:review_revise") == "insert a step (review and revise)"
+    assert all("_" not in edit_name(op) for op in OPERATORS)  # every operator the optimizer has, in words
+    assert all(f"= {op}" in EDIT_HELP for op in OPERATORS)
+    assert edit_detail("ensemble_branch: new Custom C6 (solver_2) into E1") == \
+        "one more voter: new Custom C6 (solver_2) into E1"
+    assert edit_detail("test_retry: the answer has no single source") == "test and retry: the answer has no single source"
+    assert edit_detail("C1: Custom -> AnswerGenerate") == "C1: Custom → AnswerGenerate"
+    assert edit_detail(None) == ""
