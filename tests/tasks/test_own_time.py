@@ -15,7 +15,7 @@ from flowcore.llm.client import LLM, ContextOverflow, LLMError, LLMSettings
 from flowcore.mermaid.reader import parse
 from flowcore.tasks.harness import evaluate
 from flowcore.tasks.problem import Problem
-from tests.helpers.fakellm import Fault, FakeLLMServer, message_text
+from tests.helpers.fakellm import FakeLLMServer, Fault, message_text
 
 BASELINES = Path(__file__).resolve().parents[2] / "assets" / "baselines"
 IO = parse((BASELINES / "math_io.mmd").read_text())
