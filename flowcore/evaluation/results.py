@@ -48,7 +48,9 @@ def past_rows(past: list[EvalRecord]) -> list[dict]:
 
 
 def verdict_of(r: dict) -> str:
-    if r.get("error"):
+    """'error' for a problem with no verdict (errored); a workflow's own failure (its timeout, a node it left
+    empty) keeps its reason in ``error`` but is 'wrong'. Older records have no ``errored``: any error was one."""
+    if r.get("errored", bool(r.get("error"))):
         return "error"
     return "correct" if r.get("correct") else "wrong"
 

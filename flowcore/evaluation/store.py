@@ -287,9 +287,9 @@ def start_evaluation(ws: Workspace, settings: LLMSettings, *, workflow_text: str
             save_progress(ws, eval_id, [finished[i] for i in sorted(finished)], llm.usage.cost)
             tally["solved"] += bool(r.correct)
             tally["scored"] += not r.errored
-            tally["errors"] += r.error is not None
+            tally["errors"] += r.errored
             tally["cost"] = llm.usage.cost
-            verdict = "correct" if r.correct else ("error" if r.error else "wrong")
+            verdict = "correct" if r.correct else ("error" if r.errored else "wrong")
             ctx.progress(done, total, f"{r.id}: {verdict}", data=dict(tally))
 
         ctx.progress(0, len(problems), f"{len(problems)} problems, {concurrency} at a time", data=dict(tally))

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
 import json
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,11 +67,40 @@ class Route:
         return self.taken is not None and self.taken.lower() == label.strip().lower()
 
 
+class Unanswerable(ValueError):
+    """The workflow itself left a node nothing to work with (no solution reached an ensemble): its answer to
+    this problem is wrong, never an error of the engine or the endpoint."""
+
+
+# Sandbox runs get threads of their own: a cancelled problem's runs never queue everyone else's work (grading,
+# name lookups) behind them in asyncio's default pool, and are killed when their problem is cancelled.
+_SANDBOX_THREADS = concurrent.futures.ThreadPoolExecutor(64, thread_name_prefix="sandbox-run")
+
+
+async def _in_sandbox(sandbox: Any, program: str, **kw: Any) -> Any:
+    cancel = threading.Event()
+
+    def run() -> Any:
+        scope = getattr(sandbox, "cancel_on", None)  # flowcore's sandbox; a caller's own may have none
+        with scope(cancel) if scope else contextlib.nullcontext():
+            return sandbox.run_untrusted(program, **kw)
+
+    ctx = contextvars.copy_context()  # the problem's clock (flowcore.execution.waits) goes with it
+    try:
+        return await asyncio.get_running_loop().run_in_executor(_SANDBOX_THREADS, ctx.run, run)
+    except asyncio.CancelledError:
+        cancel.set()
+        raise
+
+
 class NodeError(RuntimeError):
-    """A node failed; the message names the node and its operator."""
+    """A node failed; the message names the node and its operator. ``by_workflow``: the workflow's own doing
+    (its wiring or routing gave the node nothing to work with), so the problem is answered wrong; any other
+    failure inside an operator is the engine's (a bug) and leaves the problem errored."""
 
     def __init__(self, node: str, op: str, cause: BaseException | str) -> None:
         self.node, self.op = node, op
+        self.by_workflow = isinstance(cause, (str, Unanswerable))
         why = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
         super().__init__(f"node {node} ({op}) failed: {why}")
 
@@ -100,17 +133,22 @@ def has_program(text: str) -> str | None:
 
 
 def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (braces balanced at any depth)."""
-    start = text.rfind("\\boxed")
-    while start >= 0:
-        i = text.find("{", start)
-        if i >= 0 and not text[start + 6:i].strip():
-            depth = 0
-            for j in range(i, len(text)):
-                depth += {"{": 1, "}": -1}.get(text[j], 0)
-                if depth == 0:
-                    return text[i + 1:j].strip()
-        start = text.rfind("\\boxed", 0, start)
+    """Content of the last ``\\boxed{...}`` (braces balanced at any depth). Linear: the braces are paired once
+    (a reply of 3,000 unclosed ``\\boxed{`` took seconds of the event loop when each was scanned on)."""
+    starts = [m.end() for m in re.finditer(r"\\boxed\s*\{", text)]
+    if not starts:
+        return None
+    closes: dict[int, int] = {}
+    stack: list[int] = []
+    for i, ch in enumerate(text):
+        if ch == "{":
+            stack.append(i)
+        elif ch == "}" and stack:
+            closes[stack.pop()] = i
+    for end in reversed(starts):
+        j = closes.get(end - 1)
+        if j is not None:
+            return text[end:j].strip()
     return None
 
 
@@ -284,12 +322,11 @@ class NodeContext:
         return reply.text or ""
 
     async def run_program(self, program: str) -> Any:
-        return await asyncio.to_thread(self.run.sandbox.run_untrusted, program, call_solve=True,
-                                       timeout=self.run.code_timeout)
+        return await _in_sandbox(self.run.sandbox, program, call_solve=True, timeout=self.run.code_timeout)
 
     async def run_tests(self, program: str, tests: str, entry_point: str) -> Any:
-        return await asyncio.to_thread(self.run.sandbox.run_untrusted, program, tests=tests,
-                                       entry_point=entry_point, timeout=self.run.code_timeout)
+        return await _in_sandbox(self.run.sandbox, program, tests=tests, entry_point=entry_point,
+                                 timeout=self.run.code_timeout)
 
     @property
     def extra(self) -> str:
@@ -345,7 +382,7 @@ async def op_programmer(ctx: NodeContext, p: Ports) -> Value:
 async def op_sc_ensemble(ctx: NodeContext, p: Ports) -> Value:
     sols = p.all("solutions")
     if not sols:
-        raise ValueError("no solutions reached the ensemble")
+        raise Unanswerable("no solutions reached the ensemble")
     if len({_norm(s.text) for s in sols}) == 1:
         return sols[0]  # nothing to choose between: no call
     labels = _letters(len(sols))

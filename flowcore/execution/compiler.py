@@ -238,7 +238,8 @@ _CLASS_HEAD = '''class Workflow:
     def __init__(self, llm: Any = None, sandbox: Any = None) -> None:
         self.llm = llm if llm is not None else OpenAIChat(prices=PRICES)
         # Generated code runs only inside bubblewrap; without it the run stops with SandboxUnavailable.
-        self.sandbox = sandbox if sandbox is not None else SimpleNamespace(run_untrusted=run_untrusted)
+        self.sandbox = sandbox if sandbox is not None else SimpleNamespace(run_untrusted=run_untrusted,
+                                                                           cancel_on=cancel_on)
         self.calls = 0
         self.trace: list[dict] = []
 

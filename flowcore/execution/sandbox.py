@@ -22,6 +22,7 @@ code is never run unconfined. Any other outcome, bad code included, is a ``Sandb
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import marshal
 import os
@@ -38,6 +39,21 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
+from typing import Any
+
+
+def _slots_pool() -> Any:
+    """The problem clock's account of the CPU slots (flowcore.execution.waits) when flowcore has loaded it; a
+    standalone copy (an exported module, an unprivileged test's copy) has none, and never imports flowcore."""
+    waits = sys.modules.get("flowcore.execution.waits")
+    return waits.pool("sandbox", _cpus()) if waits is not None else None
+
+
+def _give_span(a: float, b: float) -> None:
+    waits = sys.modules.get("flowcore.execution.waits")
+    if waits is not None:
+        waits.clock_give_span(a, b)
+
 
 OUTPUT_LIMIT = 64 * 1024  # bytes kept per stream; the rest is drained and counted
 SCRATCH_LIMIT = 64 * 1024 * 1024  # size of the /tmp tmpfs (the scratch dir)
@@ -471,11 +487,39 @@ def run_untrusted(code: str, *, tests: str | list[str] | None = None, entry_poin
     except (TypeError, ValueError):
         return _sbx_failure(f"bad sandbox limits: timeout={timeout!r}, memory_mb={memory_mb!r}")
     layout = _sbx_layout()  # raises SandboxUnavailable
-    with _RUN_SLOTS:  # one run per CPU at a time: see _RUN_SLOTS (the clock starts once the run has its turn)
-        if mode == "tests":
-            return _sbx_verdict(layout, code, tests, entry_point, context or "", timeout, memory_mb, start)
-        return _sbx_run(layout, {"parts": parts, "mode": mode, "entry_point": entry_point}, timeout, memory_mb,
-                        stdin, start)
+    pool = _slots_pool()
+    with pool.waiting() if pool else contextlib.nullcontext():  # slots others hold: their time (execution.waits)
+        _RUN_SLOTS.acquire()  # one run per CPU at a time: see _RUN_SLOTS (the clock starts once it has its turn)
+    try:
+        if _cancelled():  # its problem ended while it waited for a slot
+            return _sbx_failure("cancelled before it ran")
+        with pool.holding() if pool else contextlib.nullcontext():
+            if mode == "tests":
+                return _sbx_verdict(layout, code, tests, entry_point, context or "", timeout, memory_mb, start)
+            return _sbx_run(layout, {"parts": parts, "mode": mode, "entry_point": entry_point}, timeout,
+                            memory_mb, stdin, start)
+    finally:
+        _RUN_SLOTS.release()
+
+
+_CANCEL = threading.local()
+
+
+@contextlib.contextmanager
+def cancel_on(event: threading.Event) -> Any:
+    """Runs started in this thread inside it are killed within LOAD_SAMPLE_S of ``event`` being set (their
+    problem was cancelled: its timeout, the user's stop), so they never hold a CPU slot for a problem that is
+    over."""
+    _CANCEL.event = event
+    try:
+        yield
+    finally:
+        _CANCEL.event = None
+
+
+def _cancelled() -> bool:
+    event = getattr(_CANCEL, "event", None)
+    return event is not None and event.is_set()
 
 
 def _cpus() -> int:
@@ -1131,6 +1175,7 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
         os.close(fd)
     tasks = cgroup.tasks if cgroup else (lambda: _sbx_tree(proc.pid))
     cpu_of = cgroup.cpu_time if cgroup else None
+    gives = credit is not None or on_spawn is None  # a verdict's candidate side shares the judge's credit
     if credit is None:
         credit = _Credit()
         credit.add(tasks, cpu_of)
@@ -1150,6 +1195,9 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
             exited(max(min(deadline, time.monotonic() + LOAD_SAMPLE_S) - time.monotonic(), 0))
             break
         except subprocess.TimeoutExpired:
+            if _cancelled():
+                timed_out = True
+                break
             # Load never flips a verdict: the time other work on the host kept the code from a CPU is given
             # back, so it is judged on its own time; past the cap that is the machine's fault, not a wrong
             # answer. What the run's own processes cost each other is never given back (see _Credit).
@@ -1189,6 +1237,9 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
         reports.append(("memory", ""))
     res = _sbx_result(job["mode"], reports, out, err, returncode, timed_out, timeout, memory_mb, duration)
     res.cpu_time, res.overloaded, res.peak_mb = cpu, overloaded, peak
+    if gives:
+        end = time.monotonic()  # the host kept it off a CPU: not its problem's own time either (a span, so
+        _give_span(end - min(credit.total, end - began), end)  # parallel runs' credit is not summed)
     if overloaded:
         res.error = (f"timed out after {timeout:g}s of its own time within {timeout * LOAD_GRACE:g}s: the "
                      f"machine was too busy to give it a CPU (not the code's fault)")

@@ -6,7 +6,7 @@ with no endpoint configured); a concurrency limit; retries and timeouts done by 
 The API key lives only in memory: it is never persisted, logged, put in an error message or a repr.
 
 Replies are checked before anyone sees them: a body that is not JSON, a reply with no choice or no content,
-garbled text (invalid UTF-8 decoded as U+FFFD, control characters) is retried like a 5xx; a caller may add
+garbled text (invalid UTF-8 decoded as U+FFFD, lone surrogates) is retried like a 5xx; a caller may add
 its own check (``accept``: the judge wants its JSON, a Programmer a code block) and a rejected reply is
 retried too. Only a reply that passed every check is cached, so a fault is never replayed.
 """
@@ -14,6 +14,7 @@ retried too. Only a reply that passed every check is cached, so a fault is never
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import json
 import math
@@ -34,6 +35,7 @@ except ImportError:  # pragma: no cover - older openai releases
     import httpx  # type: ignore[no-redef]
 import openai
 
+from flowcore.execution import waits
 from flowcore.execution._standalone_ops import MAX_REPLY_MB, price_lookup, reply_cap_hooks, reply_too_large
 from flowcore.llm import context as lc
 from flowcore.llm import egress
@@ -379,6 +381,33 @@ def run_usage(workspace: Workspace, run_id: str) -> Usage:
 # -- the client ---------------------------------------------------------------------------------------------
 
 
+# The call in flight (the openai client retries inside one create()), for the problem's clock: each HTTP attempt
+# is pending until it ends; a failed one (no response, a 5xx or 429) and the backoff after it were the endpoint's.
+_ATTEMPTS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("llm_attempts", default=None)
+
+
+async def _attempt_started(request: Any) -> None:
+    call = _ATTEMPTS.get()
+    if call is None:
+        return
+    if call["state"] == "sent":  # the last attempt got no response (refused, reset, timed out): the endpoint's
+        waits.clock_pending(call["key"], False, give=True)
+    waits.clock_blocked(call["key"], False)  # a backoff after a failed attempt ends
+    waits.clock_pending(call["key"], True)
+    call["state"] = "sent"
+
+
+async def _attempt_answered(response: Any) -> None:
+    call = _ATTEMPTS.get()
+    if call is None or call["state"] != "sent":
+        return
+    failed = response.status_code in TRANSIENT_STATUS or response.status_code >= 500
+    waits.clock_pending(call["key"], False, give=failed)
+    if failed:
+        waits.clock_blocked(call["key"], True)  # backing off until the next attempt
+    call["state"] = "failed" if failed else "answered"
+
+
 class _Shared:
     """What an LLM and its children share: per-event-loop clients and semaphores, the totals lock."""
 
@@ -387,7 +416,7 @@ class _Shared:
         self.lock = threading.Lock()
         # AsyncOpenAI (its httpx pool) and asyncio.Semaphore belong to one event loop, and callers may run
         # asyncio.run() many times: one client per loop, closed when that loop shuts down.
-        self.per_loop: dict[asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, asyncio.Semaphore, Any]] = {}
+        self.per_loop: dict[asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, asyncio.Semaphore, Any, Any]] = {}
         self.tokenizer = lc.Tokenizer(settings.base_url)
         self.learned: dict[str, int] = {}  # model -> context window the server named in an overflow error
         self.json_ok = True  # False once the server refused response_format json_object: ask in words only
@@ -396,7 +425,7 @@ class _Shared:
         self.pending: dict[str, tuple[str, dict]] = {}
         self.unlogged: list[tuple] = []
 
-    async def for_loop(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
+    async def for_loop(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore, waits.Pool]:
         loop = asyncio.get_running_loop()
         closer = None
         with self.lock:
@@ -406,6 +435,7 @@ class _Shared:
                     del self.per_loop[old]
                 s = self.settings
                 hooks = reply_cap_hooks(s.max_reply_bytes)
+                hooks = {"request": [_attempt_started], "response": [_attempt_answered, *hooks["response"]]}
                 policy = egress.from_settings(s.egress)
                 http = egress.http_client(policy, _ssl_context(), event_hooks=hooks) if policy.active else \
                     openai.DefaultAsyncHttpxClient(verify=_ssl_context(), event_hooks=hooks)
@@ -413,10 +443,11 @@ class _Shared:
                     base_url=s.base_url or OPENAI_URL, api_key=s.api_key or "not-needed", timeout=s.timeout,
                     max_retries=s.max_retries, http_client=http)
                 closer = _close_at_shutdown(client)
-                entry = self.per_loop[loop] = (client, asyncio.Semaphore(s.concurrency), closer)
+                entry = self.per_loop[loop] = (client, asyncio.Semaphore(s.concurrency), closer,
+                                               waits.Pool(s.concurrency))
         if closer is not None:
             await closer.__anext__()  # now the loop tracks it and will aclose() it at shutdown
-        return entry[0], entry[1]
+        return entry[0], entry[1], entry[3]
 
 
 _ssl_lock = threading.Lock()
@@ -556,9 +587,14 @@ class LLM:
         steady: str | None = None  # the last odd-looking (garbled?) reply, to see whether it comes back the same
         refits = 0
         attempt = 0
+        backoff = object()  # its key on the problem clock
         while attempt <= s.max_retries:
             if attempt:
-                await asyncio.sleep(min(2.0, 0.1 * 2 ** attempt))  # a short backoff, as the client's own
+                waits.clock_blocked(backoff, True)  # the endpoint's failure, not the workflow's time
+                try:
+                    await asyncio.sleep(min(2.0, 0.1 * 2 ** attempt))
+                finally:
+                    waits.clock_blocked(backoff, False)  # a short backoff, as the client's own
             kwargs: dict[str, Any] = {"model": model, "messages": sent, "temperature": temperature,
                                       "max_tokens": cap}
             if json_mode and self._shared.json_ok:
@@ -591,6 +627,8 @@ class LLM:
                     attempt -= 1  # one more try: a single odd reply cannot tell a model's text from a glitch
                 steady, problem = text, odd
             if problem is not None:
+                now = time.monotonic()
+                waits.clock_give_span(now - latency, now)  # a garbled transfer: the endpoint's time
                 last = f"malformed reply after {attempt} attempt(s): {problem}"
                 self._record(role, paid, self._redact(f"LLM call failed ({where}): {problem}"))
                 continue
@@ -613,42 +651,56 @@ class LLM:
         Returns (response, latency, failure or None). The whole call, retries included, is bounded: when it
         runs out the request is cancelled and its connection closed (the server stops working on it). A
         streamed call is bounded by silence instead (no token for ``timeout`` seconds) and by its token cap."""
+        client, sem, pool = await self._shared.for_loop()
+        with pool.waiting():  # a slot others hold is their time, not this problem's (execution.waits)
+            await sem.acquire()
+        try:
+            with pool.holding():
+                return await self._send(client, kwargs)
+        finally:
+            sem.release()
+
+    async def _send(self, client: openai.AsyncOpenAI, kwargs: dict) -> tuple[Any, float, _Failure | None]:
         s = self.settings
-        client, sem = await self._shared.for_loop()
-        async with sem:
-            self._check_budget()  # others may have spent while this call waited for a slot
-            start = time.perf_counter()
-            error: _Failure | None = None
-            resp = None
-            try:
-                if s.stream:
-                    resp = await _streamed(client, kwargs)
-                else:
-                    async with asyncio.timeout(s.timeout * (s.max_retries + 1) + 8.0 * s.max_retries):
-                        resp = await client.chat.completions.create(**kwargs)
-            except reply_too_large() as e:  # an endpoint failure, never a (truncated) answer; not retried
-                error = _Failure(str(e), False)
-            except (openai.APITimeoutError, TimeoutError, httpx.TimeoutException):
-                silent = " of silence" if s.stream else ""
-                error = _Failure(f"timed out after {s.timeout:g}s{silent} (after {s.max_retries} retries)", True)
-            except openai.APIStatusError as e:
-                detail = _status_detail(e)
-                code = (e.body.get("code") if isinstance(e.body, dict) else None) or \
-                    ((e.body.get("error") or {}).get("code") if isinstance(e.body, dict)
-                     and isinstance(e.body.get("error"), dict) else None)
-                transient = e.status_code in TRANSIENT_STATUS or e.status_code >= 500
-                error = _Failure(f"HTTP {e.status_code}: {detail}", transient,
-                                 overflow=lc.is_overflow(e.status_code, detail, code),
-                                 refuses_json="response_format" in kwargs and e.status_code in (400, 422, 500)
-                                 and re.search(r"response_format|json", detail, re.I) is not None)
-            except (openai.APIConnectionError, httpx.TransportError) as e:
-                why = str(getattr(e, "__cause__", None) or e)  # a refusal by the endpoint policy is not transient
-                error = _Failure(f"cannot connect ({why})", "refused by the endpoint policy" not in why)
-            except openai.OpenAIError as e:
-                error = _Failure(f"{type(e).__name__}: {e}", False)
-            except ValueError as e:  # json.JSONDecodeError from a body that is not JSON: a garbled transfer
-                resp = _Malformed(f"body is not JSON: {e}")
-            return resp, time.perf_counter() - start, error
+        self._check_budget()  # others may have spent while this call waited for a slot
+        start = time.perf_counter()
+        error: _Failure | None = None
+        resp = None
+        call = {"key": object(), "state": None}
+        token = _ATTEMPTS.set(call)
+        try:
+            if s.stream:
+                resp = await _streamed(client, kwargs)
+            else:
+                async with asyncio.timeout(s.timeout * (s.max_retries + 1) + 8.0 * s.max_retries):
+                    resp = await client.chat.completions.create(**kwargs)
+        except reply_too_large() as e:  # an endpoint failure, never a (truncated) answer; not retried
+            error = _Failure(str(e), False)
+        except (openai.APITimeoutError, TimeoutError, httpx.TimeoutException):
+            silent = " of silence" if s.stream else ""
+            error = _Failure(f"timed out after {s.timeout:g}s{silent} (after {s.max_retries} retries)", True)
+        except openai.APIStatusError as e:
+            detail = _status_detail(e)
+            code = (e.body.get("code") if isinstance(e.body, dict) else None) or \
+                ((e.body.get("error") or {}).get("code") if isinstance(e.body, dict)
+                 and isinstance(e.body.get("error"), dict) else None)
+            transient = e.status_code in TRANSIENT_STATUS or e.status_code >= 500
+            error = _Failure(f"HTTP {e.status_code}: {detail}", transient,
+                             overflow=lc.is_overflow(e.status_code, detail, code),
+                             refuses_json="response_format" in kwargs and e.status_code in (400, 422, 500)
+                             and re.search(r"response_format|json", detail, re.I) is not None)
+        except (openai.APIConnectionError, httpx.TransportError) as e:
+            why = str(getattr(e, "__cause__", None) or e)  # a refusal by the endpoint policy is not transient
+            error = _Failure(f"cannot connect ({why})", "refused by the endpoint policy" not in why)
+        except openai.OpenAIError as e:
+            error = _Failure(f"{type(e).__name__}: {e}", False)
+        except ValueError as e:  # json.JSONDecodeError from a body that is not JSON: a garbled transfer
+            resp = _Malformed(f"body is not JSON: {e}")
+        finally:
+            _ATTEMPTS.reset(token)
+            waits.clock_pending(call["key"], False, give=error is not None)  # no response at all
+            waits.clock_blocked(call["key"], False)
+        return resp, time.perf_counter() - start, error
 
     async def _window(self, model: str) -> int | None:
         """The model's context window: the server's metadata, else the setting, else what an error said."""
@@ -891,13 +943,16 @@ class _Malformed:
     problem: str
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffd\ud800-\udfff]")
+# Only what a broken transfer leaves: U+FFFD (bytes that were not UTF-8) and lone surrogates. A control
+# character in well-formed UTF-8 (an ANSI escape) is text the model wrote, graded as such: a sampled model
+# writing one differs on every attempt, and calling it garbled made its rows "not run".
+_BROKEN = re.compile(r"[\ufffd\ud800-\udfff]")
 
 
 def _garbled(text: str) -> str | None:
     """Why a reply's text cannot be what a model wrote (None when it can): bytes that were not UTF-8 (decoded
-    as U+FFFD), control characters, lone surrogates: signs of a broken transfer, not of a bad answer."""
-    m = _CONTROL.search(text or "")
+    as U+FFFD) or lone surrogates: signs of a broken transfer, not of a bad answer."""
+    m = _BROKEN.search(text or "")
     if m is None:
         return None
     return f"garbled text (character U+{ord(m.group(0)):04X} at offset {m.start()})"

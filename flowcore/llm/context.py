@@ -69,9 +69,16 @@ def window_from_error(message: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+# How servers say a prompt is over the context without naming the size: llama.cpp ("the request exceeds the
+# available context size, try increasing it", code exceed_context_size_error), vLLM ("maximum model length").
+OVERFLOW_WORDS_RE = re.compile(r"too long|exceeds? the available context|maximum model length|"
+                               r"context (?:length|window|size) (?:exceeded|is exceeded)", re.I)
+OVERFLOW_CODES = ("context_length_exceeded", "exceed_context_size_error")
+
+
 def is_overflow(status: int, message: str, code: Any = None) -> bool:
-    return status in (400, 413, 422) and (code == "context_length_exceeded" or OVERFLOW_RE.search(message or "")
-                                          is not None or "too long" in (message or "").lower())
+    return status in (400, 413, 422) and (code in OVERFLOW_CODES or OVERFLOW_RE.search(message or "") is not None
+                                          or OVERFLOW_WORDS_RE.search(message or "") is not None)
 
 
 class Tokenizer:

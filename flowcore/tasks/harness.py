@@ -2,10 +2,12 @@
 solve rate with a bootstrap confidence interval. A failing problem never aborts the run.
 
 A problem that has no answer to judge is *errored*, not wrong: the LLM endpoint failed (an LLMError anywhere in
-its exception's chain: no connection, HTTP errors, garbled replies, the budget), the problem timed out, a node
-or the engine raised, or the hidden tests could not reach a verdict (the sandbox ran out of wall-clock time
-while the code had little CPU: the machine was too busy), or a task's metric could give no verdict for a
-reason of its own (flowcore.tasks.pymetric, flowcore.tasks.judging). It is left out of the score, counted in
+its exception's chain: no connection, HTTP errors, garbled replies, the budget), the problem ran out of time
+waiting for others (``BusyTimeout``), the engine raised (a bug), or the hidden tests could not reach a verdict
+(the sandbox ran out of wall-clock time while the code had little CPU: the machine was too busy), or a task's
+metric could give no verdict for a reason of its own (flowcore.tasks.pymetric, flowcore.tasks.judging). What
+the workflow itself does is never an error: its own timeout, a node its wiring left with nothing to work with,
+or a prompt too long for the model is a wrong answer (``by_workflow``). It is left out of the score, counted in
 ``errors`` and shown as "N not run" beside every score (``not_run_text``), so an outage, a bug of ours or a
 loaded machine never reads as a bad workflow. Nothing an answer does makes its row errored: what an answer
 breaks, it fails (docs/evaluation.md, "Errored rows")."""
@@ -23,7 +25,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from flowcore.evaluation.stats import exact_all_same, mean_ci
-from flowcore.execution.sandbox import SandboxUnavailable, require_sandbox
+from flowcore.execution import waits
+from flowcore.execution.sandbox import LOAD_GRACE, SandboxUnavailable, require_sandbox
 from flowcore.tasks.judging import judge
 from flowcore.tasks.metrics import Grade, grade_text
 from flowcore.tasks.problem import Problem, needs_sandbox
@@ -142,13 +145,78 @@ class Scorer:
         return await asyncio.to_thread(grade_text, m, answer, problem.reference)
 
 
+class OwnTimeout(TimeoutError):
+    """The workflow used up the problem's timeout in its own work (execution.waits): a wrong answer."""
+
+
+class BusyTimeout(TimeoutError):
+    """The problem ran out of time waiting for others (slots, the endpoint's failures, the host's CPU):
+    errored, never wrong."""
+
+
+async def _within(out: Awaitable, timeout: float, clock: waits.ProblemClock) -> Any:
+    """``out``'s result, given ``timeout`` seconds of the problem's own time (execution.waits): what others
+    took is given back, up to LOAD_GRACE times the timeout (the sandbox's rule for code, for the whole
+    workflow). When its own time runs out while an HTTP attempt is in flight, that attempt may yet turn out to
+    be the endpoint's (a late 504, a refused connection's backoff): it is waited for, up to the grace again,
+    and the verdict is taken on what it was."""
+    task = asyncio.ensure_future(out)
+    start = clock.start
+    cap, last = start + timeout * LOAD_GRACE, start + 2 * timeout * LOAD_GRACE
+    overtime = False
+    try:
+        while True:
+            own, sure = clock.own()
+            left = (last - time.monotonic()) if overtime else min(timeout - own, cap - time.monotonic())
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, min(left, 0.25)))
+            now = time.monotonic()
+            own, sure = clock.own(now)
+            if done:
+                if overtime and own > timeout and task.exception() is None:
+                    break  # what it waited for in overtime was its own: too late
+                return task.result()  # an exception (the endpoint's failure) is raised as it is
+            if own < timeout:
+                overtime = False
+                if now >= cap:  # most of its time went to others: the machine or endpoint was too busy
+                    raise BusyTimeout(f"timed out after {timeout:g}s of its own time within "
+                                      f"{timeout * LOAD_GRACE:g}s: {now - start - own:.1f}s went waiting for the "
+                                      f"endpoint or the machine (others' work, not the workflow's)")
+                continue
+            if sure >= timeout or now >= last:
+                break
+            overtime = True  # an attempt in flight may still be the endpoint's time: wait for its outcome
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    given = time.monotonic() - start - clock.own()[0]
+    raise OwnTimeout(f"timed out: the workflow's own work took more than {timeout:g}s"
+                     + (f" ({given:.1f}s of waiting for others given back)" if given >= 0.05 else ""))
+
+
+def by_workflow(exc: BaseException | None) -> bool:
+    """Is this failure the workflow's own doing: its own timeout, a node its wiring left with nothing to work
+    with, or a prompt it built too long for the model? Then the problem is answered wrong, not errored."""
+    from flowcore.execution._standalone_ops import NodeError
+    from flowcore.llm.client import ContextOverflow
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, (OwnTimeout, ContextOverflow)) or (isinstance(exc, NodeError) and exc.by_workflow):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 async def _solve(runner: Runner, problem: Problem, timeout: float | None,
                  scorer: Scorer | None = None) -> ProblemResult:
     start = time.perf_counter()
     answer, cost = "", 0.0
+    clock, token = waits.clock_start()  # what the problem's calls and runs wait for others (execution.waits)
     try:
         out = runner(problem)
-        answer, cost = await (asyncio.wait_for(out, timeout) if timeout else out)
+        answer, cost = await (_within(out, timeout, clock) if timeout else out)
         answer = "" if answer is None else str(answer)
         cost = float(cost or 0.0)
     except SandboxUnavailable:
@@ -157,15 +225,18 @@ async def _solve(runner: Runner, problem: Problem, timeout: float | None,
         fault = health.fault_of(exc)
         if fault not in (None, "outage"):  # a full disk, a damaged or read-only workspace: the evaluation stops
             raise health.cause(exc) from None  # saying so (not the node that happened to write)
-        timed_out = timeout is not None and isinstance(exc, TimeoutError) and time.perf_counter() - start >= timeout
-        msg = f"timed out after {timeout:g}s" if timed_out else str(exc)
         cost = float(getattr(exc, "cost", 0.0) or 0.0)  # what a failed run had already spent, when it says
-        # An endpoint failure, a timeout or an exception in a node or the engine leaves no answer to judge: the
-        # problem is errored (left out of the score, counted against --max-error-rate), never a wrong answer. The
-        # workspace database away for a while (a restart, a lock) is an outage like the endpoint's: transient.
-        transient = endpoint_failure(exc)[1] or timed_out or fault == "outage"
-        return ProblemResult(problem.id, False, answer, None, cost, time.perf_counter() - start,
-                             f"{type(exc).__name__}: {msg}", True, transient)
+        detail = f"{type(exc).__name__}: {exc}"
+        if by_workflow(exc):  # a candidate cannot leave a problem it fails out of its score by failing it
+            return ProblemResult(problem.id, False, answer, None, cost, time.perf_counter() - start, detail)
+        # An endpoint failure, waiting for others past the grace, or an engine bug leaves no answer to judge:
+        # the problem is errored (left out of the score, counted against --max-error-rate), never a wrong
+        # answer. The workspace database away for a while (a restart, a lock) is an outage like the endpoint's.
+        transient = endpoint_failure(exc)[1] or isinstance(exc, BusyTimeout) or fault == "outage"
+        return ProblemResult(problem.id, False, answer, None, cost, time.perf_counter() - start, detail, True,
+                             transient)
+    finally:
+        waits.clock_stop(token)
     latency = time.perf_counter() - start
     if problem.metric is not None:
         return await _graded(scorer or Scorer(), problem, answer, cost, latency)

@@ -132,4 +132,6 @@ def test_an_answer_holding_a_replacement_or_control_character_is_wrong_not_error
     assert code == 0 and doc["n"] == 30 and not [r for r in doc["results"] if r.get("errored")], err
     assert wrong and all("not sure" in (r.get("extracted") or "") for r in wrong), wrong[:2]
     assert doc["score"] == pytest.approx((30 - len(wrong)) / 30)
-    assert len(srv.requests) == 30 + len(wrong)  # each odd reply was asked once more to tell it from a glitch
+    # a U+FFFD or a lone surrogate is what a broken transfer leaves: asked once more to tell it from a glitch; an
+    # escape character in well-formed text is the model's own (graded at once)
+    assert len(srv.requests) == 30 + (len(wrong) if odd != "\x1b[0m" else 0)

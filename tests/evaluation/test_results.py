@@ -110,3 +110,13 @@ def test_one_problems_trace_is_replayed_from_the_cache(ws):
     assert rs.trace_rows([{"node": "C1", "op": "X", "calls": 1, "cost": 0.1}])[0]["answered by"] == "endpoint"
     assert rs.trace_caption([{"node": "C1", "calls": 1}]) == "Per-node trace (in execution order)"
     assert rs.find_problem(record([], split="file:mine.jsonl"), "x") is None
+
+
+def test_a_workflows_own_failure_reads_wrong_with_its_reason_and_only_errored_rows_read_error():
+    from flowcore.evaluation.results import verdict_of
+
+    own = {"correct": False, "errored": False, "error": "OwnTimeout: timed out: the workflow's own work took more than 5s"}
+    assert verdict_of(own) == "wrong"
+    assert verdict_of({"correct": False, "errored": True, "error": "LLMError: HTTP 503"}) == "error"
+    assert verdict_of({"correct": False, "error": "TimeoutError: timed out after 5s"}) == "error"  # an older record
+    assert verdict_of({"correct": True, "errored": False, "error": None}) == "correct"

@@ -388,7 +388,10 @@ def test_harness_cancel_and_timeout():
     t0 = time.monotonic()
     report = asyncio.run(evaluate(slow, _problems(3), timeout=0.2))
     assert time.monotonic() - t0 < 3
-    assert [r.error for r in report.results] == [None, "TimeoutError: timed out after 0.2s", None]
+    # The slow problem used its own time: a wrong answer, in the score (tests/tasks/test_own_time.py)
+    assert [r.error for r in report.results] == [
+        None, "OwnTimeout: timed out: the workflow's own work took more than 0.2s", None]
+    assert [(r.correct, r.errored) for r in report.results] == [(True, False), (False, False), (True, False)]
     empty = asyncio.run(evaluate(slow, []))
     assert (empty.n, empty.score, empty.ci_low, empty.ci_high) == (0, 0.0, 0.0, 0.0)
 
