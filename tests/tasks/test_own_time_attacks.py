@@ -11,27 +11,14 @@ import itertools
 import os
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from flowcore.evaluation.evaluate import evaluate_workflow
 from flowcore.llm.client import LLM, LLMSettings
 from flowcore.mermaid.reader import parse
-from flowcore.tasks.problem import Problem
 from tests.helpers.fakellm import FakeLLMServer, Fault, message_text
-
-BASELINES = Path(__file__).resolve().parents[2] / "assets" / "baselines"
-IO = parse((BASELINES / "math_io.mmd").read_text())
-COT_SC = parse((BASELINES / "math_cot_sc.mmd").read_text())
-
-
-def _problems(*questions: str) -> list[Problem]:
-    return [Problem(id=f"q{i}", benchmark="gsm8k", question=q, reference="7") for i, q in enumerate(questions)]
-
-
-def _llm(srv: FakeLLMServer, ws, **kw) -> LLM:
-    return LLM(LLMSettings(base_url=srv.base_url, api_key="k", **{"max_retries": 0, **kw}), ws)
+from tests.tasks.test_own_time import COT_SC, IO, _llm, _problems  # the same workflows, problems and client
 
 
 def _outcomes(report) -> list[tuple[bool, bool]]:
