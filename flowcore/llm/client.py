@@ -596,8 +596,9 @@ class LLM:
         refits = 0
         attempt = 0
         backoff = object()  # its key on the problem clock
+        malformed = False  # the last attempt was the endpoint's failure (not a reply the caller rejected)
         while attempt <= s.max_retries:
-            if attempt:
+            if malformed:  # a rejected reply is asked again at once: it was the model's answer, not a glitch
                 waits.clock_blocked(backoff, True)  # the endpoint's failure, not the workflow's time
                 try:
                     await asyncio.sleep(min(2.0, 0.1 * 2 ** attempt))
@@ -631,7 +632,7 @@ class LLM:
             if problem is not None:
                 now = time.monotonic()
                 waits.clock_give_span(now - latency, now)  # a garbled transfer: the endpoint's time
-                last = f"malformed reply after {attempt} attempt(s): {problem}"
+                last, malformed = f"malformed reply after {attempt} attempt(s): {problem}", True
                 self._record(role, paid, self._redact(f"LLM call failed ({where}): {problem}"))
                 continue
             why = accept(text) if accept is not None else None
@@ -640,7 +641,7 @@ class LLM:
                                              "cost": paid.cost, "latency": round(latency, 4)})
                 self._record(role, paid, None)
                 return paid
-            rejected = replace(paid, accepted=False)
+            rejected, malformed = replace(paid, accepted=False), False
             self._record(role, paid, None)  # a good call the caller could not use: paid, not cached
         if rejected is not None:
             return rejected
