@@ -75,7 +75,7 @@ def mermaid_error(text: str, err: MermaidParseError) -> Diagnostic:
     if me.line is None and err.kind == "db":  # FlowDB errors carry no line: use the statement's
         from flowcore.mermaid.text import Prepared
 
-        line, col = Prepared(text).position(err.pos) if err.pos >= 0 else (1, 1)  # -1: the front matter
+        line, col = err.at or (Prepared(text).position(err.pos) if err.pos >= 0 else (1, 1))
         return Diagnostic("M001", "error", f"line {line}: {msg[:1].lower() + msg[1:]}", line, col)
     column = me.column
     if column is None and me.line is not None:  # Mermaid names only the line: point at what is wrong on it
@@ -311,7 +311,9 @@ def _label_text(label: str, label_type: str) -> str | None:
     if label_type == "markdown":
         if not label.strip():
             return '"` `"'
-        return None if ('"' in label or "`" in label) else f'"`{label}`"'
+        if '"' in label or "`" in label or label != label.strip():  # (Mermaid trims a markdown label's blanks)
+            return None
+        return f'"`{label}`"'
     if not label.strip():
         return " "
     if '"' in label:  # only an unquoted label holds a quote: write it back as it was read
