@@ -189,7 +189,9 @@ class FlowDB:
                     raise _DbError(f"No such shape: {shape}.")
                 v.type = shape
             if data.get("label"):
-                v.text = _js_str(data["label"])
+                from flowcore.mermaid.yamldata import js_str  # (data exists: yamldata is loaded)
+
+                v.text = js_str(data["label"])
                 lt = data.get("labelType")
                 v.label_type = lt if lt in ("markdown", "string", "text") else "markdown"
             if v.data is _NONE_DICT:
@@ -336,30 +338,6 @@ class FlowDB:
         self.subgraphs.append(sg)
         self.sub_lookup[sid] = sg
         return sid
-
-
-def _js_str(v: Any, _open: frozenset = frozenset()) -> str:
-    """``String(v)`` in JavaScript, for a value js-yaml loaded (a list joins its items with ',', null in a list is
-    empty, and so is a list inside itself: an alias back to an open collection)."""
-    if isinstance(v, list):
-        if id(v) in _open:
-            return ""
-        inner = _open | {id(v)}
-        return ",".join("" if x is None else _js_str(x, inner) for x in v)
-    if isinstance(v, dict):
-        return "[object Object]"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if isinstance(v, float):
-        if v != v:
-            return "NaN"
-        if v in (float("inf"), float("-inf")):
-            return "Infinity" if v > 0 else "-Infinity"
-        if v.is_integer():
-            return str(int(v))
-    return str(v)
 
 
 # ------------------------------------------------------------------------------------ shape data (YAML)

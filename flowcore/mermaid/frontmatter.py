@@ -31,7 +31,6 @@ def problem(doc: str) -> tuple[str, int | None, int | None] | None:
     """Why Mermaid rejects a text with this front matter (message, 1-based line and column in ``doc`` when the
     YAML names one), or None when it reads it."""
     from flowcore.mermaid import yamldata
-    from flowcore.mermaid.flowdb import _js_str
 
     try:
         parsed = yamldata.load(doc)
@@ -40,7 +39,7 @@ def problem(doc: str) -> tuple[str, int | None, int | None] | None:
     if not isinstance(parsed, dict):
         return None  # Mermaid reads a list, text or nothing as no settings
     mode = parsed.get("displayMode")
-    if not (_truthy(mode) and _js_str(mode)):
+    if not (_truthy(mode) and yamldata.js_str(mode)):
         return None
     config = parsed.get("config") if _truthy(parsed.get("config")) else {}
     if isinstance(config, list):

@@ -215,7 +215,7 @@ def runtime_tables(raw: dict) -> dict[str, Any]:
 
 flowdb = load("flowdb")  # FlowDB and its records: Cython's build of flowdb.py when current, else flowdb.py itself
 FlowDB, Vertex, FlowEdge, SubGraph = flowdb.FlowDB, flowdb.Vertex, flowdb.FlowEdge, flowdb.SubGraph
-SHAPE_NAMES, load_yaml, _js_str = flowdb.SHAPE_NAMES, flowdb.load_yaml, flowdb._js_str
+SHAPE_NAMES, load_yaml = flowdb.SHAPE_NAMES, flowdb.load_yaml
 
 
 # ------------------------------------------------------------------------------------------ the lexer

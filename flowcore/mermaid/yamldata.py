@@ -39,12 +39,34 @@ class YamlDataError(ValueError):
         self.message, self.line, self.column = message, line, column
 
 
+def js_str(v: Any, _open: frozenset = frozenset()) -> str:
+    """``String(v)`` in JavaScript, for a value js-yaml loaded (a list joins its items with ',', null in a list is
+    empty, and so is a list inside itself: an alias back to an open collection)."""
+    if isinstance(v, list):
+        if id(v) in _open:
+            return ""
+        inner = _open | {id(v)}
+        return ",".join("" if x is None else js_str(x, inner) for x in v)
+    if isinstance(v, dict):
+        return "[object Object]"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, float):
+        if v != v:
+            return "NaN"
+        if v in (float("inf"), float("-inf")):
+            return "Infinity" if v > 0 else "-Infinity"
+        if v.is_integer():
+            return str(int(v))
+    return str(v)
+
+
 def _js_key(k: Any) -> str:
     """The property name JavaScript makes of a key js-yaml loaded (``String(k)``)."""
     if isinstance(k, (list, dict)):
-        from flowcore.mermaid.flowdb import _js_str
-
-        return _js_str(k)
+        return js_str(k)
     if k is True:
         return "true"
     if k is False:
