@@ -219,7 +219,10 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:
     w.direction = _header_direction(res)
     w.front_matter = pre.front_matter
     w.extras.extend(d.strip() for d in pre.directives)
-    _read_prompts(text, w)
+    body = text
+    for start, end in reversed(pre.front_matter_spans):  # a '%%' line in the YAML is no comment of the chart
+        body = body[:start] + body[end:]
+    _read_prompts(body, w)
     for name, styles in db.classes.items():
         w.class_defs[name] = decode_entities(",".join(styles))
     click_targets: dict[str, int] = {}

@@ -87,7 +87,9 @@ class _Yaml12Syntax:
     the difference: tabs separate tokens (not in the indentation) and sit inside plain text (``title: A\tB``); in
     a flow collection a plain scalar may hold '?' and start with ':' or '?' (``{a: :x}``), ':' right after a plain key is
     its value (``{a:{b: 1}}``, already PyYAML's), a key may be empty (``{: 1}``: key ``null``); an anchor's name
-    runs to a blank or a flow indicator (``&a:`` names ``a:``)."""
+    runs to a blank or a flow indicator (``&a:`` names ``a:``); a block mapping's first key carries no anchor or
+    tag on its line (``&x b: 1`` is refused); a document that is one plain text continues on lines indented at
+    least as its first."""
 
     def scan_to_next_token(self) -> None:
         if self.index == 0 and self.peek() == "\uFEFF":
@@ -128,6 +130,9 @@ class _Yaml12Syntax:
         chunks: list[str] = []
         start_mark = end_mark = self.get_mark()
         indent = self.indent + 1
+        if indent == 0 and not self.flow_level:  # js-yaml: a document's text continues indented as its first line
+            line = self.buffer[self.pointer - self.column:self.pointer]
+            indent = len(line) - len(line.lstrip(" "))
         spaces: list[str] | None = []
         while True:
             length = 0
@@ -205,6 +210,20 @@ class _Yaml12Syntax:
             self.state = self.parse_flow_mapping_value
             return self.process_empty_scalar(self.peek_token().start_mark)
         return super().parse_flow_mapping_key(first)
+
+    def parse_block_mapping_first_key(self):
+        from yaml.parser import ParserError
+        from yaml.tokens import AnchorToken, KeyToken, TagToken
+
+        queued = self.tokens
+        if len(queued) > 2 and isinstance(queued[1], KeyToken) and isinstance(queued[2], (AnchorToken, TagToken)) \
+                and queued[1].start_mark.index == queued[2].start_mark.index:
+            # `&x b: 1` opening a block mapping: js-yaml gives the anchor or tag to the mapping, which then starts
+            # at the key's column and is refused ("bad indentation"); a later key may carry one
+            raise ParserError("while parsing a block mapping", queued[0].start_mark,
+                              "its first key cannot carry an anchor or a tag on the same line (js-yaml: bad "
+                              "indentation of a mapping entry)", queued[2].start_mark)
+        return super().parse_block_mapping_first_key()
 
     def parse_flow_mapping_value(self):
         from yaml.parser import ParserError

@@ -49,6 +49,8 @@ CASES = {
     "a label inside itself": "flowchart TD\n  A@{ label: &a [1, *a] }\n",
     "data that is text": "flowchart TD\n  A@{ label:|\n      line one\n    }\n",
     "data that is null": "flowchart TD\n  A@{ ~\n  }\n",
+    "a document's text less indented than its first line": "flowchart TD\n  A@{ label |\n   lin\ne one\n  }\n",
+    "a document's text indented as its first line": "flowchart TD\n  A@{ a b\n c\n}\n",
     "edge data that is null": "flowchart TD\n  A e1@--> B\n  e1@{ ~\n  }\n",
 }
 
@@ -69,6 +71,10 @@ FRONT = {
     "a merge key is a key": "---\n<<: {a: 1}\n---\nflowchart TD\n A-->B",
     "flow key and value touching": "---\nconfig: {gantt:{a: 1}}\n---\nflowchart TD\n A-->B",
     "a multi-line flow key": "---\nconfig: {gant\n?0xt: {a: 1}}\n---\nflowchart TD\n A-->B",
+    "a '%%' line in a block scalar is YAML, not a comment": "---\ntitle: |\n  two\n  %%lines\n---\n%% c\nflowchart TD\n A-->B",
+    "an anchor on a mapping's first key": "---\nconfig:\n  flowchart:\n   ! curve: basis\n---\nflowchart TD\n A-->B",
+    "an anchor on a later key": "---\na: 1\n&x b: 2\n? &y c\n: 3\n---\nflowchart TD\n A-->B",
+    "an anchor in a list item's mapping": "---\na:\n  - &x b: 1\n---\nflowchart TD\n A-->B",
     # processFrontmatter writes config.gantt.displayMode: a config (or gantt) that is a number or text throws
     "displayMode, config a number": "---\ndisplayMode: x\nconfig: 5\n---\nflowchart TD\n A-->B",
     "displayMode, config 0": "---\ndisplayMode: x\nconfig: 0\n---\nflowchart TD\n A-->B",
@@ -84,6 +90,13 @@ def test_front_matter_is_read_as_mermaid_reads_it(name):
     v = compare(FRONT[name])
     assert v.outcome in ("agree-accept", "agree-reject"), (v.outcome, v.detail)
     assert v.fmt_change is None, v.fmt_change
+
+
+def test_fmt_keeps_comments_around_the_front_matter_and_none_from_inside_it():
+    w, _ = parse_lenient("%% c\n---\ntitle: |\n  %%x\n---\n%% d\nflowchart TD\n  A --> B\n")
+    assert [e.split("%%")[-1].strip() for e in w.extras] == ["c", "d"]
+    w, _ = parse_lenient("---\ntitle: |\n  two\n  %%lines\n---\nflowchart TD\n  A --> B\n")
+    assert not w.extras and "%%lines" in w.front_matter
 
 
 def test_a_front_matter_error_names_its_place_in_the_text():
