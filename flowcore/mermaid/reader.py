@@ -493,5 +493,8 @@ def _subgraph_head(s: Subgraph) -> str:
     title = s.title if s.title is not None else s.id
     if title == s.id and s.label_type == "text" and _SAFE_ID.fullmatch(s.id) and s.id not in ("end",):
         return s.id
+    if title == s.id and '"' not in title and "`" not in title and not any(c.isspace() for c in title):
+        # an id no bare word spells (')T'): a quoted title alone is its id too, in Mermaid
+        return f'"`{title}`"' if s.label_type == "markdown" else f'"{title}"'
     inner = _label_text(title, s.label_type) or f'"{title}"'
     return f"{s.id}[{inner}]"

@@ -33,6 +33,7 @@ CASES = {
     "the second one nested": "flowchart TD\n  subgraph S\n    A\n  end\n  subgraph T\n    subgraph S\n      B\n    end\n"
                              "  end\n",
     "nested in itself": "flowchart TD\n  subgraph S\n    subgraph S\n      B\n    end\n  end\n",
+    "a subgraph id only a quoted title spells": 'flowchart TD\n  subgraph ")T"\n  end\n  subgraph "`)U`"\n  end\n',
     # tags: only the JSON schema's, and an explicit one must fit its value
     "!!binary is unknown": "flowchart TD\n  A@{ label: !!binary aGVsbG8= }\n",
     "!!bool yes is an error": "flowchart TD\n  A@{ label: !!bool yes }\n",
