@@ -84,18 +84,24 @@ _FLOW = ",[]{}"
 
 class _Yaml12Syntax:
     """PyYAML's scanner and parser (YAML 1.1) moved to what js-yaml (YAML 1.2) reads, where Mermaid's texts meet
-    the difference: tabs separate tokens (not in the indentation) and sit inside plain text (``title: A\tB``); in
-    a flow collection a plain scalar may hold '?' and start with ':' or '?' (``{a: :x}``), ':' right after a plain key is
-    its value (``{a:{b: 1}}``, already PyYAML's), a key may be empty (``{: 1}``: key ``null``); an anchor's name
-    runs to a blank or a flow indicator (``&a:`` names ``a:``); a block mapping's first key carries no anchor or
-    tag on its line (``&x b: 1`` is refused); a document that is one plain text continues on lines indented at
-    least as its first."""
+    the difference (each found by fuzzing against Mermaid 11, each a case in tests/mermaid/test_yaml_data.py):
+
+    - tabs separate tokens (after '|' too) and sit inside plain text (``title: A<tab>B``); in the indentation
+      only on a blank line;
+    - in a flow collection a plain scalar may hold '?' and start with ':' or '?' (``{a: :x}``); a key may be empty
+      (``{: 1}``: key ``null``); a value is never a pair of its own (``{a: b: c}`` is refused);
+    - an anchor's name runs to a blank or a flow indicator (``&a:`` names ``a:``);
+    - a block mapping's first key carries no anchor or tag on its line (``&x b: 1`` is refused);
+    - a document that is one plain text continues on lines indented at least as its first; a block scalar given
+      as a mapping value on the next line is indented more than its key.
+    """
 
     def scan_to_next_token(self) -> None:
         if self.index == 0 and self.peek() == "\uFEFF":
             self.forward()
         while True:
-            while self.peek() == " " or (self.peek() == "\t" and (self.flow_level or not self._in_indent())):
+            while self.peek() == " " or (self.peek() == "\t" and (self.flow_level or not self._in_indent()
+                                                                    or self._rest_blank())):
                 self.forward()
             if self.peek() == "#":
                 while self.peek() not in "\0\r\n\x85\u2028\u2029":
@@ -107,6 +113,13 @@ class _Yaml12Syntax:
 
     def _in_indent(self) -> bool:
         return not self.buffer[self.pointer - self.column:self.pointer].strip(" ")
+
+    def _rest_blank(self) -> bool:
+        """Only blanks (or a comment) from here to the line's end: a tab there is no indentation."""
+        i, buf = self.pointer, self.buffer
+        while buf[i] in " \t":
+            i += 1
+        return buf[i] in "#\0\r\n\x85\u2028\u2029"
 
     def check_key(self) -> bool:
         return self.peek(1) in _BLANK_END  # ('?x' is plain text in a flow collection too)
@@ -185,6 +198,33 @@ class _Yaml12Syntax:
             chunks.append(whitespaces)
         return chunks
 
+    def scan_block_scalar_indicators(self, start_mark):
+        from yaml.scanner import ScannerError
+
+        chomping = increment = None
+        for _ in range(2):  # '+' or '-', and a digit 1-9, in either order
+            ch = self.peek()
+            if ch in "+-" and chomping is None:
+                chomping = ch == "+"
+            elif ch in "0123456789" and increment is None:
+                if ch == "0":
+                    raise ScannerError("while scanning a block scalar", start_mark,
+                                       "expected indentation indicator in the range 1-9, but found 0", self.get_mark())
+                increment = int(ch)
+            else:
+                break
+            self.forward()
+        if self.peek() not in _BLANK_END:  # (a tab may follow: '|\t')
+            raise ScannerError("while scanning a block scalar", start_mark,
+                               f"expected chomping or indentation indicators, but found {self.peek()!r}",
+                               self.get_mark())
+        return chomping, increment
+
+    def scan_block_scalar_ignored_line(self, start_mark):
+        while self.peek() in " \t":
+            self.forward()
+        super().scan_block_scalar_ignored_line(start_mark)
+
     def scan_anchor(self, token_class):
         from yaml.scanner import ScannerError
 
@@ -227,15 +267,37 @@ class _Yaml12Syntax:
 
     def parse_flow_mapping_value(self):
         from yaml.parser import ParserError
-        from yaml.tokens import KeyToken, ValueToken
+        from yaml.tokens import FlowEntryToken, FlowMappingEndToken, KeyToken, ValueToken
 
-        if self.check_token(ValueToken):
-            token = self.get_token()
-            if self.check_token(KeyToken):  # `{a: b: c}`: a value is never a pair of its own in js-yaml
-                raise ParserError("while parsing a flow mapping", self.marks[-1],
-                                  "missed comma between flow collection entries", self.peek_token().start_mark)
-            self.tokens.insert(0, token)
-        return super().parse_flow_mapping_value()
+        if not self.check_token(ValueToken):
+            return super().parse_flow_mapping_value()
+        token = self.get_token()
+        if self.check_token(KeyToken):  # `{a: b: c}`: a value is never a pair of its own in js-yaml
+            raise ParserError("while parsing a flow mapping", self.marks[-1],
+                              "missed comma between flow collection entries", self.peek_token().start_mark)
+        if self.check_token(FlowEntryToken, FlowMappingEndToken):
+            self.state = self.parse_flow_mapping_key
+            return self.process_empty_scalar(token.end_mark)
+        self.states.append(self.parse_flow_mapping_key)
+        return self.parse_flow_node()
+
+    def parse_block_mapping_value(self):
+        from yaml.parser import ParserError
+        from yaml.tokens import BlockEndToken, KeyToken, ScalarToken, ValueToken
+
+        if not self.check_token(ValueToken):
+            return super().parse_block_mapping_value()
+        token = self.get_token()
+        if self.check_token(KeyToken, ValueToken, BlockEndToken):
+            self.state = self.parse_block_mapping_key
+            return self.process_empty_scalar(token.end_mark)
+        nxt = self.peek_token()
+        if isinstance(nxt, ScalarToken) and nxt.style in ("|", ">") and nxt.start_mark.line > token.start_mark.line \
+                and nxt.start_mark.column <= self.marks[-1].column:  # '|' under its key: js-yaml refuses it
+            raise ParserError("while parsing a block mapping", self.marks[-1],
+                              "a value on the next line must be indented more than its key", nxt.start_mark)
+        self.states.append(self.parse_block_mapping_key)
+        return self.parse_block_node_or_indentless_sequence()
 
 
 def _loader():
