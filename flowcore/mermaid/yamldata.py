@@ -128,8 +128,10 @@ class _Yaml12Syntax:
         nxt = self.peek(1)
         if not self.flow_level or nxt in _BLANK_END or nxt in _FLOW:
             return nxt in _BLANK_END or bool(self.flow_level)
-        before = self.buffer[:self.pointer].rstrip(" \t\r\n")
-        return not before or before[-1] not in "{[,:?"  # else a plain scalar starts here (':x')
+        i, buf = self.pointer - 1, self.buffer  # (a walk back, not a copy of all before: linear in the text)
+        while i >= 0 and buf[i] in " \t\r\n":
+            i -= 1
+        return i < 0 or buf[i] not in "{[,:?"  # else a plain scalar starts here (':x')
 
     def check_plain(self) -> bool:
         ch, nxt = self.peek(), self.peek(1)
