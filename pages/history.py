@@ -23,7 +23,7 @@ from flowcore.mermaid import safe
 from flowcore.ui import history as hv
 from flowcore.ui import tasks as tv
 from flowcore.ui import view
-from flowcore.ui.words import EDIT_HELP, edit_detail, edit_name
+from flowcore.ui.words import EDIT_HELP, edit_name
 from flowcore.workspace import jobs
 from pages import common, serve_parts, widgets
 from pages.protocol_parts import rescore_controls, test_section
@@ -103,10 +103,10 @@ def buffer_table(view: hv.RunView, offline: bool) -> None:
 
 def charts(view: hv.RunView, run_id: int) -> None:
     c = st.columns(2)
-    c[0].plotly_chart(view.score_figure(), key="hist_curve")
+    c[0].altair_chart(view.score_figure(), key="hist_curve")
     picked = ss.get(f"hist_round_{run_id}", view.cols["round"][-1])  # the Round box below: its name is drawn
     if (cost := view.cost_figure(picked)) is not None:
-        c[1].plotly_chart(cost, key="hist_cost")
+        c[1].altair_chart(cost, key="hist_cost")
     else:
         c[1].info("Cost vs score needs measured rounds; this run has none.", icon=":material/info:")
 
@@ -114,18 +114,11 @@ def charts(view: hv.RunView, run_id: int) -> None:
 def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None:
     run_id, rnd = info.id, row["round"]
     st.subheader(f"Round #{rnd} · {common.md(edit_name(row['operator']))} · {row['status']}")
-    c = st.columns(4)
-    c[0].metric("Score", "—" if row["score"] is None else hv.score_text(row["score"], row.get("per_problem")),
-                help="Validation score measured when the round was evaluated (— : not measured; 'not run': "
-                     "problems with no verdict, left out of the score)")
-    c[1].metric("95% interval", "—" if row["ci_low"] is None else
-                f"{100 * row['ci_low']:.0f}–{100 * row['ci_high']:.0f}%")
-    c[2].metric("Cost", f"${row['cost'] or 0:.5f}")
-    total = evs.judge_total(row)
-    c[3].metric("Judge total", "—" if total is None else f"{total:.1f} / 50", help=f"judge: {safe.plain(row['judge'] or '—')}")
+    for col, (label, value, why) in zip(st.columns(4), hv.round_metrics(row, evs.judge_total(row)), strict=True):
+        col.metric(label, value, help=why)
     if row["reason"] and row["status"] == "failed":
         st.error(f"Failed: {safe.plain(row['reason'])}")
-    st.caption(f"{safe.markdown(row['detail'] or '')} · made by {safe.plain(row.get('created_by') or info.created_by)}")
+    st.caption(hv.round_caption(row, info.created_by))
     has_text = bool(row["workflow_text"])
     a = st.columns([1, 1.4, 1.4, 4], vertical_alignment="bottom")
     a[0].button("Unpin" if row["pinned"] else "Pin", icon=":material/push_pin:", key="hist_pin", on_click=_pin,
@@ -155,10 +148,8 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     if busy:
         reeval_live(j.id)
     if done:
-        st.dataframe([{"evaluation": f"#{e.id}", "status": e.status, "score": e.score, "n": f"{e.n}/{e.total}",
-                       "cost": e.cost, "answers": rs.cache_use(common.workspace(), e.id).text()} for e in done],
-                     hide_index=True, placeholder="—", key="hist_reevals",
-                     column_config={"score": PCT, "cost": st.column_config.NumberColumn(format="$%.5f")})
+        st.dataframe(hv.reeval_rows(done, lambda i: rs.cache_use(common.workspace(), i).text()), hide_index=True,
+                     placeholder="—", key="hist_reevals", column_config={"score": PCT, "cost": st.column_config.NumberColumn(format="$%.5f")})
 
     height = f'{view.texts_height(row["workflow_text"] or "", parent["workflow_text"] if parent else "")}px'
     left, right = st.columns(2)
@@ -182,15 +173,12 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     samp = evs.sampling_frame(row)
     c = st.columns([1, 1.8])  # the candidates' table has eight columns; the chart has a few bars
     if len(samp):
-        c[0].plotly_chart(evs.sampling_figure(samp), key="hist_sampling")
+        c[0].altair_chart(hv.sampling_figure(samp), key="hist_sampling")
     else:
         c[0].caption("The seed round has no parent sampling.")
-    cands = evs.candidates_frame(row)
+    cands = hv.candidates_table(evs.candidates_frame(row))
     if len(cands):
         c[1].markdown("**Candidates and the judge's scores**")
-        cands["operator"] = [edit_name(o) for o in cands["operator"]]
-        for col in ("detail", "dropped"):
-            cands[col] = [edit_detail(v) for v in cands[col]]
         c[1].dataframe(cands, hide_index=True, placeholder="—", key="hist_cands",
                        column_config={"operator": st.column_config.TextColumn("edit", help=EDIT_HELP)})
     if row.get("per_problem"):
@@ -218,9 +206,7 @@ def main() -> None:
     h = History(ws)
     view = hv.run_view(h, run_id)  # derived once per stored state of the run, then reused by every rerun
     info, cols = view.info, view.cols
-    cfg = info.config
-    st.caption(f"Benchmark **{info.benchmark}** ({info.task}) · {hv.config_text(cfg)} · status "
-               f"**{evs.run_status(info, common.workspace())}**" + (f" ({safe.plain(info.reason)})" * bool(info.reason)))
+    st.caption(hv.run_caption(info, evs.run_status(info, ws)))
     if info.status == "stopped" and (cmd := remote.resume_hint(info.reason)):  # its Ray actor died for good
         st.caption("Resume it with:")
         st.code(cmd, language="bash")
@@ -240,7 +226,7 @@ def main() -> None:
     pick = st.selectbox("Round", rounds, index=len(rounds) - 1, key=f"hist_round_{run_id}", format_func=labels.get)
     st.subheader("Lineage")
     fig, caption = view.lineage(pick)
-    st.plotly_chart(fig, key="hist_lineage")
+    st.altair_chart(fig, key="hist_lineage")
     st.caption(caption)
     row = h.get_round(run_id, pick)  # the one round shown in detail is the only one read in full
     first_parent = (row["parents"] or [None])[0] if row else None

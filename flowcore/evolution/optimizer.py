@@ -133,7 +133,7 @@ class Optimizer:
                 parents=_parents_block(parents), experience=format_experience(experience or []),
                 failures=_failures_block(failures or []))},
         ]
-        from flowcore.llm.client import ContextOverflow
+        from flowcore.llm.client import ContextOverflow, Refused
 
         cost, text, rationale, errors = 0.0, "", "", []
         task = messages[:2]  # a repair turn carries only the latest reply and its diagnostics (bounded context)
@@ -144,6 +144,8 @@ class Optimizer:
             except ContextOverflow as exc:  # too long for this model: an invalid proposal, never a lost round
                 return Proposal(None, text, rationale, attempt, errors, f"the prompt does not fit the optimizer "
                                 f"model's context ({exc})", cost)
+            except Refused as exc:  # the optimizer model refused this prompt: an invalid proposal as well
+                return Proposal(None, text, rationale, attempt, errors, str(exc), cost)
             cost += reply.cost
             if attempt == 1:
                 rationale = rationale_of(reply.text)

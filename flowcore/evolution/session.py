@@ -28,10 +28,10 @@ from flowcore.tasks import kind_of, load
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 
-__all__ = ["EVOLVE_JOB", "PendingReview", "ReviewGate", "active_job", "candidates_frame", "continue_run", "cost_figure",
+__all__ = ["EVOLVE_JOB", "PendingReview", "ReviewGate", "active_job", "candidates_frame", "continue_run",
            "curve_frame", "filter_rounds", "fork_name", "gate_of", "judge_total", "lineage_edges", "lineage_height",
            "lineage_mermaid", "live_job", "reeval_name", "reevaluations", "resume_run", "rounds_frame",
-           "run_label", "run_status", "runs_overview", "sampling_figure", "sampling_frame", "start_reevaluation", "start_run",
+           "run_label", "run_status", "runs_overview", "sampling_frame", "start_reevaluation", "start_run",
            "text_diff"]
 
 EVOLVE_JOB = "evolution"  # the jobs-registry name of evolution runs
@@ -411,36 +411,6 @@ def text_diff(before: str, after: str, before_name: str = "parent", after_name: 
 
 def fork_name(benchmark: str, run_id: int, rnd: int) -> str:
     return f"{benchmark}_run{run_id}_round{rnd}"
-
-
-# -- figures (plotly; the pages only place them) ----------------------------------------------------------------
-
-def cost_figure(curve: pd.DataFrame) -> Any | None:
-    """Cost of each measured round against its score (None when no round was measured)."""
-    import plotly.graph_objects as go
-
-    measured = curve[curve["score"].notna()]
-    if measured.empty:
-        return None
-    fig = go.Figure(go.Scatter(x=measured["cost"], y=measured["score"], mode="markers+text",
-                               text=[f"#{r}" for r in measured["round"]], textposition="top center"))
-    fig.update_layout(title="Cost vs score", xaxis_title="round cost (USD)", yaxis_title="score (%)", height=340,
-                      margin={"l": 40, "r": 10, "t": 50, "b": 40})
-    return fig
-
-
-def sampling_figure(frame: pd.DataFrame) -> Any:
-    """Selection probabilities of the round's parent pool (the drawn parents highlighted)."""
-    import plotly.graph_objects as go
-
-    colors = ["#1565c0" if p else "#90a4ae" for p in frame["parent"]]
-    hover = ["not measured" if s is None or pd.isna(s) else f"score {s:.1f}%" for s in frame["score"]]
-    fig = go.Figure(go.Bar(x=frame["round"], y=frame["probability"], marker_color=colors, hovertext=hover))
-    fig.update_layout(title="Parent selection probabilities (drawn parents in blue)", xaxis_title="pool round",
-                      yaxis_title="probability", height=300, margin={"l": 40, "r": 10, "t": 50, "b": 40})
-    fig.update_yaxes(range=[0, 1])
-    fig.update_xaxes(type="category")  # "#1" is a label (plotly would read it as the number 1)
-    return fig
 
 
 # -- re-evaluation ------------------------------------------------------------------------------------------------

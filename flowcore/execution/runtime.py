@@ -17,6 +17,7 @@ import networkx as nx
 
 from flowcore import catalogue as cat
 from flowcore.checker.check import check
+from flowcore.execution import waits
 from flowcore.execution.operators import NOTE_OPS, NodeError, Route, Run, new_run
 from flowcore.execution.sandbox import require_sandbox
 from flowcore.mermaid.reader import label_type_word
@@ -153,10 +154,11 @@ async def execute(plan: Plan, problem: str, *, llm: Any, entry_point: str | None
             if src in tasks:
                 await tasks[src]  # re-raises the dependency's failure
         ports = {name: [value(s) for s in srcs] for name, srcs in np.ports}
-        if np.op == cat.DECISION:
-            return run.decide(np.id, ports)
-        routes = [(value(d), label) for d, label in np.routes]
-        return await run.node(np.id, np.op, ports, prompt=np.prompt, note=np.note, routes=routes)
+        with waits.node(np.id, np.sources):  # own time is taken along the longest chain of nodes
+            if np.op == cat.DECISION:
+                return run.decide(np.id, ports)
+            routes = [(value(d), label) for d, label in np.routes]
+            return await run.node(np.id, np.op, ports, prompt=np.prompt, note=np.note, routes=routes)
 
     for np in plan.nodes:  # topological order: dependencies get their tasks first
         tasks[np.id] = asyncio.create_task(step(np), name=f"node {np.id}")

@@ -1189,6 +1189,7 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
     timed_out = overloaded = False
     began = time.monotonic()
     deadline, cap = began + timeout, began + timeout * LOAD_GRACE
+    given = 0.0  # credit already on the problem's clock: given as it accrues, so a deadline never outruns it
     exited = _sbx_exit_waiter(proc)
     while True:
         try:
@@ -1203,6 +1204,9 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
             # answer. What the run's own processes cost each other is never given back (see _Credit).
             owed = credit.sample()
             now = time.monotonic()
+            if gives and owed > given:  # the host kept it off a CPU in the last sample: not its problem's time
+                _give_span(now - min(owed - given, now - began), now)
+                given = owed
             if began + timeout + owed > now + 0.01 and now < cap:
                 deadline = min(began + timeout + owed, cap)
                 continue
@@ -1237,9 +1241,9 @@ def _sbx_execute(layout: dict, job: dict, timeout: float, memory_mb: int, stdin:
         reports.append(("memory", ""))
     res = _sbx_result(job["mode"], reports, out, err, returncode, timed_out, timeout, memory_mb, duration)
     res.cpu_time, res.overloaded, res.peak_mb = cpu, overloaded, peak
-    if gives:
-        end = time.monotonic()  # the host kept it off a CPU: not its problem's own time either (a span, so
-        _give_span(end - min(credit.total, end - began), end)  # parallel runs' credit is not summed)
+    if gives and credit.total > given:
+        end = time.monotonic()  # the rest of the credit (spans, so parallel runs' credit is not summed)
+        _give_span(end - min(credit.total - given, end - began), end)
     if overloaded:
         res.error = (f"timed out after {timeout:g}s of its own time within {timeout * LOAD_GRACE:g}s: the "
                      f"machine was too busy to give it a CPU (not the code's fault)")

@@ -6,15 +6,22 @@ attempts and the backoff after them, a garbled transfer, or the host keeping its
 counts against ``--timeout``; the rest is given back, up to LOAD_GRACE (sandbox.py) times the timeout
 (flowcore.tasks.harness decides).
 
-Given-back time is a set of intervals on the problem's timeline, measured as their union: five calls garbled
-at once over the same 0.6 s give back 0.6 s, not 3 s, so running things in parallel never inflates it.
+Own time is measured per node of the workflow and taken along its longest chain (the critical path): a node's
+own time is its wall time less what it waited for others, and a node starts, in own time, when the last of its
+inputs is done. So a slot wait on one branch never hides what another branch did meanwhile (a union of waits
+over the whole problem did), and a branch delayed by a neighbour never counts against the branch beside it.
+Without nodes (a runner that is not a workflow) the problem's own timeline is used the same way.
 
-- A slot wait (``Pool``) is given back while the problem holds fewer slots than its share (the pool's size over
-  the problems holding or waiting for one): a wide ensemble queued behind its own calls at its share waits
-  for itself, an honest one squeezed below its share by a neighbour waits for the neighbour.
+- Within one timeline, given-back time is a set of intervals measured as their union: five calls garbled at
+  once over the same 0.6 s give back 0.6 s, not 3 s.
+- A slot wait (``Pool``) is given back while the problem would have had that slot alone (its own held slots
+  plus its own waiters ahead of this one are fewer than the pool's size); further back in its queue, the share
+  of its pace that others take (of the slots it would hold alone, those it does not). A wide ensemble queued
+  behind its own calls waits for itself; a branch kept from a slot by a neighbour waits for the neighbour.
 - An HTTP attempt in flight is *pending*: whether it was the endpoint's time is known only when it ends (a
   504, a refused connection and the backoff after it are; an answer is the workflow's). The harness waits for
-  pending attempts before calling a timeout the workflow's own.
+  pending attempts before calling a timeout the workflow's own. An attempt that got no answer within the
+  client's timeout after the problem's own time had run out is the workflow's: it asked for that long a reply.
 
 An exported module's copy of the sandbox runs without any of this (no clock there)."""
 from __future__ import annotations
@@ -23,27 +30,49 @@ import contextvars
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+Span = tuple[float, float, float]  # (from, to, the share of that time given back)
 
-def _union(spans: list[tuple[float, float]]) -> float:
-    total, reach = 0.0, float("-inf")
-    for a, b in sorted(spans):
-        if b > reach:
-            total += b - max(a, reach)
-            reach = b
+
+def _given(spans: list[Span]) -> float:
+    """The time given back: at each moment the largest share any span gives (a union when all give 1)."""
+    events = sorted(e for a, b, r in spans if b > a and r > 0 for e in ((a, 1, r), (b, -1, r)))
+    active: Counter[float] = Counter()
+    total, last = 0.0, 0.0
+    for t, step, r in events:
+        if active:
+            total += (t - last) * max(active)
+        active[r] += step
+        if not active[r]:
+            del active[r]
+        last = t
     return total
 
 
-class ProblemClock:
-    """One problem's given-back intervals (closed and open) and pending attempts, thread-safe."""
+def _merged(spans: list[Span]) -> list[Span]:
+    """The same spans, those of one share that overlap merged."""
+    out: list[Span] = []
+    for a, b, r in sorted(spans, key=lambda x: (x[2], x[0])):
+        if out and out[-1][2] == r and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b), r)
+        else:
+            out.append((a, b, r))
+    return out
 
-    def __init__(self) -> None:
+
+class Timeline:
+    """One timeline's given-back intervals (closed and open) and pending attempts, thread-safe: a node of the
+    workflow, or the whole problem when it runs no nodes."""
+
+    def __init__(self, problem: ProblemClock | None = None) -> None:
         self._lock = threading.Lock()
+        self.problem: ProblemClock = problem if problem is not None else self  # type: ignore[assignment]
         self.start = time.monotonic()
-        self._closed: list[tuple[float, float]] = []  # given back, merged as they come
-        self._open: dict[object, float] = {}  # given back since ...
+        self.end: float | None = None
+        self._closed: list[Span] = []  # given back, merged as they come
+        self._open: dict[object, tuple[float, float]] = {}  # given back since ..., at that share
         self._pending: dict[object, float] = {}  # undecided since ...
 
     def give_span(self, a: float, b: float) -> None:
@@ -51,19 +80,26 @@ class ProblemClock:
         a = max(a, self.start)
         if b > a:
             with self._lock:
-                self._closed.append((a, b))
-                if len(self._closed) > 64:  # keep it short: merge what overlaps
-                    self._closed = _merged(self._closed)
+                self._add(a, b, 1.0)
 
-    def blocked(self, key: object, on: bool) -> None:
-        """Open (on) or close a given-back interval named ``key`` (a slot wait, a backoff)."""
-        now = time.monotonic()
+    def _add(self, a: float, b: float, share: float) -> None:  # under self._lock
+        self._closed.append((a, b, share))
+        if len(self._closed) > 64:  # keep it short: merge what overlaps
+            self._closed = _merged(self._closed)
+
+    def blocked(self, key: object, on: bool | float) -> None:
+        """Open a given-back interval named ``key`` (a slot wait, a backoff) giving back ``on`` of its time
+        (True: all of it), or close it (False, 0)."""
+        now, share = time.monotonic(), float(on)
         with self._lock:
-            since = self._open.pop(key, None)
-            if on:
-                self._open[key] = now if since is None else since
-            elif since is not None:
-                self._closed.append((since, now))
+            since = self._open.get(key)
+            if since is not None and since[1] == share:
+                return
+            if since is not None:
+                del self._open[key]
+                self._add(since[0], now, since[1])
+            if share > 0:
+                self._open[key] = (now, share)
 
     def pending(self, key: object, on: bool, give: bool = False) -> None:
         """An attempt ``key`` starts (on) or ends; when it ends as the endpoint's failure (give), its span is given
@@ -74,30 +110,61 @@ class ProblemClock:
             if on:
                 self._pending[key] = now
             elif since is not None and give:
-                self._closed.append((since, now))
+                self._add(since, now, 1.0)
 
     def own(self, now: float | None = None) -> tuple[float, float]:
         """(own time counting pending attempts as the workflow's, own time counting them as the endpoint's)."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            given = self._closed + [(t, now) for t in self._open.values()]
-            pending = [(t, now) for t in self._pending.values()]
-        elapsed = now - self.start
-        return elapsed - _union(given), elapsed - _union(given + pending)
+            if self.end is not None:
+                now = min(now, self.end)
+            given = [(a, min(b, now), r) for a, b, r in self._closed] + \
+                [(t, now, r) for t, r in self._open.values()]
+            pending = [(t, now, 1.0) for t in self._pending.values()]
+        elapsed = max(0.0, now - self.start)
+        return elapsed - _given(given), elapsed - _given(given + pending)
 
-    def given(self) -> float:
-        own, _ = self.own()
-        return time.monotonic() - self.start - own
+
+class NodeClock(Timeline):
+    """One node of the problem's workflow: it starts once its inputs are done (``deps``: the nodes they came
+    from)."""
+
+    def __init__(self, problem: ProblemClock, name: str, deps: Iterable[str]) -> None:
+        super().__init__(problem)
+        self.name, self.deps = name, tuple(deps)
 
 
-def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
+class ProblemClock(Timeline):
+    """One problem's clock: its nodes' timelines (the longest chain is its own time), or its own timeline when
+    it runs none. ``limit``: the problem's timeout, once the harness has set it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.limit: float | None = None
+        self.nodes: list[NodeClock] = []
+
+    def node(self, name: str, deps: Iterable[str]) -> NodeClock:
+        n = NodeClock(self, name, deps)
+        with self._lock:
+            self.nodes.append(n)
+        return n
+
+    def own(self, now: float | None = None) -> tuple[float, float]:
+        with self._lock:
+            nodes = list(self.nodes)
+        if not nodes:
+            return super().own(now)
+        done: dict[str, tuple[float, float]] = {}  # node -> own time at which it was done (both readings)
+        for n in nodes:  # started in order: a node's inputs were done (and registered) before it
+            o, s = n.own(now)
+            before = [done[d] for d in n.deps if d in done]
+            done[n.name] = (max((b[0] for b in before), default=0.0) + o,
+                            max((b[1] for b in before), default=0.0) + s)
+        return max(v[0] for v in done.values()), max(v[1] for v in done.values())
+
+    def overdue(self) -> bool:
+        """Has the problem's own time (counting attempts in flight as its own) reached its timeout?"""
+        return self.limit is not None and self.own()[0] >= self.limit
 
 
 class Pool:
@@ -108,50 +175,63 @@ class Pool:
         self.size = max(1, size)
         self._lock = threading.Lock()
         self._held: Counter[ProblemClock] = Counter()
-        self._waiting: Counter[ProblemClock] = Counter()
+        self._queue: dict[ProblemClock, list[tuple[Timeline, object]]] = {}  # waiters in arrival order
 
-    def _change(self, clock: ProblemClock, held: int = 0, waiting: int = 0) -> None:
-        with self._lock:
-            self._held[clock] += held
-            self._waiting[clock] += waiting
-            self._held, self._waiting = +self._held, +self._waiting  # drop zeros
-            problems = set(self._held) | set(self._waiting)
-            share = self.size / max(1, len(problems))
-            for c in problems | {clock}:
-                c.blocked(self, self._waiting[c] > 0 and self._held[c] < share)
+    def _refresh(self, problem: ProblemClock) -> None:  # under self._lock
+        held, queue = self._held[problem], self._queue.get(problem, [])
+        alone = min(self.size, held + len(queue))  # the slots it would hold alone
+        lost = (alone - held) / alone if alone else 0.0  # the share of its pace that others take
+        for ahead, (timeline, key) in enumerate(queue):
+            timeline.blocked(key, 1.0 if held + ahead < self.size else lost)
 
     @contextmanager
     def waiting(self) -> Iterator[None]:
-        clock = _CLOCK.get()
-        if clock is None:
+        timeline = _CLOCK.get()
+        if timeline is None:
             yield
             return
-        self._change(clock, waiting=1)
+        problem, key = timeline.problem, object()
+        with self._lock:
+            self._queue.setdefault(problem, []).append((timeline, key))
+            self._refresh(problem)
         try:
             yield
         finally:
-            self._change(clock, waiting=-1)
+            with self._lock:
+                queue = self._queue.get(problem, [])
+                queue[:] = [w for w in queue if w[1] is not key]
+                if not queue:
+                    self._queue.pop(problem, None)
+                timeline.blocked(key, False)
+                self._refresh(problem)
 
     @contextmanager
     def holding(self) -> Iterator[None]:
-        clock = _CLOCK.get()
-        if clock is None:
+        timeline = _CLOCK.get()
+        if timeline is None:
             yield
             return
-        self._change(clock, held=1)
+        problem = timeline.problem
+        with self._lock:
+            self._held[problem] += 1
+            self._refresh(problem)
         try:
             yield
         finally:
-            self._change(clock, held=-1)
+            with self._lock:
+                self._held[problem] -= 1
+                if self._held[problem] <= 0:
+                    del self._held[problem]
+                self._refresh(problem)
 
 
-_CLOCK: contextvars.ContextVar[ProblemClock | None] = contextvars.ContextVar("problem_clock", default=None)
+_CLOCK: contextvars.ContextVar[Timeline | None] = contextvars.ContextVar("problem_clock", default=None)
 _POOLS: dict[str, Pool] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def clock_current() -> ProblemClock | None:
-    """The clock of the problem this code runs for (asyncio tasks and to_thread inherit it), if any."""
+def clock_current() -> Timeline | None:
+    """The timeline this code runs on (a node's, else its problem's; asyncio tasks and to_thread inherit it)."""
     return _CLOCK.get()
 
 
@@ -181,6 +261,12 @@ def clock_pending(key: object, on: bool, give: bool = False) -> None:
         clock.pending(key, on, give)
 
 
+def clock_overdue() -> bool:
+    """Has the current problem's own time run out (False when no clock runs)?"""
+    clock = _CLOCK.get()
+    return clock is not None and clock.problem.overdue()
+
+
 def clock_start() -> tuple[ProblemClock, contextvars.Token]:
     """A fresh clock for the problem about to run in this context (``clock_stop(token)`` when it is done)."""
     clock = ProblemClock()
@@ -189,3 +275,19 @@ def clock_start() -> tuple[ProblemClock, contextvars.Token]:
 
 def clock_stop(token: contextvars.Token) -> None:
     _CLOCK.reset(token)
+
+
+@contextmanager
+def node(name: str, deps: Iterable[str]) -> Iterator[None]:
+    """Run a workflow node on a timeline of its own (its inputs are done): see the module docstring."""
+    clock = _CLOCK.get()
+    if clock is None:
+        yield
+        return
+    timeline = clock.problem.node(name, deps)
+    token = _CLOCK.set(timeline)
+    try:
+        yield
+    finally:
+        timeline.end = time.monotonic()
+        _CLOCK.reset(token)

@@ -104,6 +104,12 @@ class ContextOverflow(LLMError):
     property of this request, handled like an invalid answer, never a lost round."""
 
 
+class Refused(LLMError):
+    """The model or the endpoint's content filter refused this prompt (a ``refusal``, finish_reason
+    ``content_filter``, an HTTP 400 ``content_filter``): like an overflow, a property of the request the workflow
+    built, answered wrong, never left out of the score."""
+
+
 # HTTP statuses that say "not now" rather than "not this request" (as the openai client retries them).
 TRANSIENT_STATUS = frozenset({408, 409, 429})
 Accept = Callable[[str], "str | None"]  # a reply's text -> None when usable, else the reason it is not
@@ -390,11 +396,13 @@ async def _attempt_started(request: Any) -> None:
     call = _ATTEMPTS.get()
     if call is None:
         return
-    if call["state"] == "sent":  # the last attempt got no response (refused, reset, timed out): the endpoint's
-        waits.clock_pending(call["key"], False, give=True)
+    now = time.monotonic()
+    if call["state"] == "sent":  # the last attempt got no response (refused, reset, timed out): the endpoint's,
+        timed_out = now - call["sent"] >= 0.95 * call["timeout"]  # unless it timed out past the problem's own
+        waits.clock_pending(call["key"], False, give=not (timed_out and waits.clock_overdue()))  # time (waits)
     waits.clock_blocked(call["key"], False)  # a backoff after a failed attempt ends
     waits.clock_pending(call["key"], True)
-    call["state"] = "sent"
+    call["state"], call["sent"] = "sent", now
 
 
 async def _attempt_answered(response: Any) -> None:
@@ -561,13 +569,14 @@ class LLM:
         ``accept(text)`` returns None for a usable reply or the reason it is not; a rejected reply is asked
         again (up to ``max_retries`` more times) and never cached. When every attempt is rejected the last
         reply comes back with ``accepted=False`` for the caller to handle as an unusable answer.
-        A malformed or garbled reply is retried the same way, and raises a transient LLMError at the end."""
+        A malformed reply (a body that is not JSON, or not UTF-8: a garbled transfer) is retried the same way,
+        and raises a transient LLMError at the end. A refusal raises Refused."""
         msgs = _normalize(messages)
         s = self.settings
         model = s.model_for(role)
         key = _cache_key(model, msgs, temperature, json_mode, max_tokens, self.salt + cache_salt)
         hit = self._cache_get(key)
-        if hit is not None and (_garbled(hit["text"]) is None or hit.get("odd")) and (accept is None or accept(hit["text"]) is None):
+        if hit is not None and (accept is None or accept(hit["text"]) is None):
             reply = Reply(hit["text"], model, int(hit.get("prompt_tokens", 0)),
                           int(hit.get("completion_tokens", 0)), 0.0, 0.0, True,
                           first_cost=_number(hit.get("cost")), first_latency=_number(hit.get("latency")))
@@ -584,12 +593,12 @@ class LLM:
         where = f"{role}, model {model!r} at {public_url(s.base_url)}"
         sent, cap, counted = await self._fit(msgs, model, role, max_tokens, where)
         rejected: Reply | None = None
-        steady: str | None = None  # the last odd-looking (garbled?) reply, to see whether it comes back the same
         refits = 0
         attempt = 0
         backoff = object()  # its key on the problem clock
+        malformed = False  # the last attempt was the endpoint's failure (not a reply the caller rejected)
         while attempt <= s.max_retries:
-            if attempt:
+            if malformed:  # a rejected reply is asked again at once: it was the model's answer, not a glitch
                 waits.clock_blocked(backoff, True)  # the endpoint's failure, not the workflow's time
                 try:
                     await asyncio.sleep(min(2.0, 0.1 * 2 ** attempt))
@@ -610,36 +619,29 @@ class LLM:
                     continue
                 message = self._redact(f"LLM call failed ({where}): {error.message}")
                 self._record(role, Reply("", model, 0, 0, 0.0, latency, False), message)
-                kind = ContextOverflow if error.overflow else LLMError
+                kind = ContextOverflow if error.overflow else Refused if error.refused else LLMError
                 raise kind(message, transient=error.transient)
             attempt += 1
             text, pt, ct, problem = _extract(resp, sent, counted)
             paid = Reply(text, model, pt, ct, s.cost(model, pt, ct) if problem is None else 0.0, latency, False)
-            odd = _garbled(text) if problem is None else None
-            if odd is not None and text == steady:
-                # The same odd text twice is what the model wrote, not a broken transfer (whose corruption
-                # differs each time): it is an answer, graded like any other. Left an error, a wrong answer
-                # ending in U+FFFD made its own row "not run" and dropped out of the score.
-                text = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be stored
-                paid, steady = replace(paid, text=text), text
-            elif odd is not None:
-                if attempt > s.max_retries and steady is None:
-                    attempt -= 1  # one more try: a single odd reply cannot tell a model's text from a glitch
-                steady, problem = text, odd
+            if isinstance(problem, _Refusal):  # a well-formed answer that refuses: the prompt's, not a glitch
+                paid = replace(paid, cost=s.cost(model, pt, ct))
+                message = self._redact(f"LLM call refused ({where}): {problem}")
+                self._record(role, paid, message)
+                raise Refused(message)
             if problem is not None:
                 now = time.monotonic()
                 waits.clock_give_span(now - latency, now)  # a garbled transfer: the endpoint's time
-                last = f"malformed reply after {attempt} attempt(s): {problem}"
+                last, malformed = f"malformed reply after {attempt} attempt(s): {problem}", True
                 self._record(role, paid, self._redact(f"LLM call failed ({where}): {problem}"))
                 continue
             why = accept(text) if accept is not None else None
             if why is None:
                 self._cache_put(key, model, {"text": text, "prompt_tokens": pt, "completion_tokens": ct,
-                                             "cost": paid.cost, "latency": round(latency, 4),
-                                             **({"odd": True} if text == steady else {})})
+                                             "cost": paid.cost, "latency": round(latency, 4)})
                 self._record(role, paid, None)
                 return paid
-            rejected = replace(paid, accepted=False)
+            rejected, malformed = replace(paid, accepted=False), False
             self._record(role, paid, None)  # a good call the caller could not use: paid, not cached
         if rejected is not None:
             return rejected
@@ -666,7 +668,7 @@ class LLM:
         start = time.perf_counter()
         error: _Failure | None = None
         resp = None
-        call = {"key": object(), "state": None}
+        call = {"key": object(), "state": None, "timeout": s.timeout}
         token = _ATTEMPTS.set(call)
         try:
             if s.stream:
@@ -678,7 +680,8 @@ class LLM:
             error = _Failure(str(e), False)
         except (openai.APITimeoutError, TimeoutError, httpx.TimeoutException):
             silent = " of silence" if s.stream else ""
-            error = _Failure(f"timed out after {s.timeout:g}s{silent} (after {s.max_retries} retries)", True)
+            error = _Failure(f"timed out after {s.timeout:g}s{silent} (after {s.max_retries} retries)", True,
+                             timed_out=True)
         except openai.APIStatusError as e:
             detail = _status_detail(e)
             code = (e.body.get("code") if isinstance(e.body, dict) else None) or \
@@ -687,6 +690,7 @@ class LLM:
             transient = e.status_code in TRANSIENT_STATUS or e.status_code >= 500
             error = _Failure(f"HTTP {e.status_code}: {detail}", transient,
                              overflow=lc.is_overflow(e.status_code, detail, code),
+                             refused=e.status_code == 400 and _refused_status(code, detail),
                              refuses_json="response_format" in kwargs and e.status_code in (400, 422, 500)
                              and re.search(r"response_format|json", detail, re.I) is not None)
         except (openai.APIConnectionError, httpx.TransportError) as e:
@@ -698,7 +702,10 @@ class LLM:
             resp = _Malformed(f"body is not JSON: {e}")
         finally:
             _ATTEMPTS.reset(token)
-            waits.clock_pending(call["key"], False, give=error is not None)  # no response at all
+            # No response at all: the endpoint's time, unless the problem's own time ran out while it was asked
+            # (an answer the workflow asked to be that long is its own, however the client's timeout is set).
+            waits.clock_pending(call["key"], False,
+                                give=error is not None and not (error.timed_out and waits.clock_overdue()))
             waits.clock_blocked(call["key"], False)
         return resp, time.perf_counter() - start, error
 
@@ -909,6 +916,8 @@ class _Failure:
     transient: bool
     overflow: bool = False
     refuses_json: bool = False
+    refused: bool = False
+    timed_out: bool = False
 
 
 async def _streamed(client: openai.AsyncOpenAI, kwargs: dict) -> Any:
@@ -943,19 +952,17 @@ class _Malformed:
     problem: str
 
 
-# Only what a broken transfer leaves: U+FFFD (bytes that were not UTF-8) and lone surrogates. A control
-# character in well-formed UTF-8 (an ANSI escape) is text the model wrote, graded as such: a sampled model
-# writing one differs on every attempt, and calling it garbled made its rows "not run".
-_BROKEN = re.compile(r"[\ufffd\ud800-\udfff]")
+class _Refusal(str):
+    """Why a well-formed completion has no answer: the model refused, or the provider's filter did."""
 
 
-def _garbled(text: str) -> str | None:
-    """Why a reply's text cannot be what a model wrote (None when it can): bytes that were not UTF-8 (decoded
-    as U+FFFD) or lone surrogates: signs of a broken transfer, not of a bad answer."""
-    m = _BROKEN.search(text or "")
-    if m is None:
-        return None
-    return f"garbled text (character U+{ord(m.group(0)):04X} at offset {m.start()})"
+_FILTER_CODES = ("content_filter", "content_policy_violation")
+
+
+def _refused_status(code: Any, detail: str) -> bool:
+    """An HTTP 400 that refuses the prompt's content (Azure OpenAI's content filter, OpenAI's policy)."""
+    return str(code or "") in _FILTER_CODES or re.search(r"content (management )?policy|content_filter",
+                                                         detail, re.I) is not None
 
 
 def _extract(resp: Any, msgs: list[dict], counted: int | None = None) -> tuple[str, int, int, str | None]:
@@ -967,12 +974,16 @@ def _extract(resp: Any, msgs: list[dict], counted: int | None = None) -> tuple[s
         return "", 0, 0, "malformed reply: no choices"
     message = getattr(choices[0], "message", None)
     text = getattr(message, "content", None)
-    if not isinstance(text, str):
-        reason = getattr(choices[0], "finish_reason", None)
-        refusal = getattr(message, "refusal", None)
-        detail = f"refusal: {refusal}" if refusal else f"finish_reason={reason}"
-        return "", 0, 0, f"malformed reply: no message content ({detail})"
+    reason = getattr(choices[0], "finish_reason", None)
+    refusal = getattr(message, "refusal", None)
     usage = getattr(resp, "usage", None)
+    if (refusal or reason == "content_filter") and not text:
+        pt, ct = getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
+        why = f"the model refused: {str(refusal)[:300]}" if refusal else "the provider's content filter stopped it"
+        return "", pt if isinstance(pt, int) else 0, ct if isinstance(ct, int) else 0, _Refusal(why)
+    if not isinstance(text, str):
+        return "", 0, 0, f"malformed reply: no message content (finish_reason={reason})"
+    text = text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate (a JSON escape) cannot be stored
     pt = getattr(usage, "prompt_tokens", None)
     ct = getattr(usage, "completion_tokens", None)
     if not isinstance(pt, int):

@@ -7,7 +7,7 @@ waiting for others (``BusyTimeout``), the engine raised (a bug), or the hidden t
 (the sandbox ran out of wall-clock time while the code had little CPU: the machine was too busy), or a task's
 metric could give no verdict for a reason of its own (flowcore.tasks.pymetric, flowcore.tasks.judging). What
 the workflow itself does is never an error: its own timeout, a node its wiring left with nothing to work with,
-or a prompt too long for the model is a wrong answer (``by_workflow``). It is left out of the score, counted in
+a prompt too long for the model or one it refuses is a wrong answer (``by_workflow``). It is left out of the score, counted in
 ``errors`` and shown as "N not run" beside every score (``not_run_text``), so an outage, a bug of ours or a
 loaded machine never reads as a bad workflow. Nothing an answer does makes its row errored: what an answer
 breaks, it fails (docs/evaluation.md, "Errored rows")."""
@@ -160,6 +160,7 @@ async def _within(out: Awaitable, timeout: float, clock: waits.ProblemClock) -> 
     workflow). When its own time runs out while an HTTP attempt is in flight, that attempt may yet turn out to
     be the endpoint's (a late 504, a refused connection's backoff): it is waited for, up to the grace again,
     and the verdict is taken on what it was."""
+    clock.limit = timeout
     task = asyncio.ensure_future(out)
     start = clock.start
     cap, last = start + timeout * LOAD_GRACE, start + 2 * timeout * LOAD_GRACE
@@ -174,6 +175,8 @@ async def _within(out: Awaitable, timeout: float, clock: waits.ProblemClock) -> 
             if done:
                 if overtime and own > timeout and task.exception() is None:
                     break  # what it waited for in overtime was its own: too late
+                if sure >= timeout and task.exception() is not None:
+                    break  # it failed after its own time ran out (e.g. its own over-long call timed out)
                 return task.result()  # an exception (the endpoint's failure) is raised as it is
             if own < timeout:
                 overtime = False
@@ -191,19 +194,21 @@ async def _within(out: Awaitable, timeout: float, clock: waits.ProblemClock) -> 
             await asyncio.gather(task, return_exceptions=True)
     given = time.monotonic() - start - clock.own()[0]
     raise OwnTimeout(f"timed out: the workflow's own work took more than {timeout:g}s"
-                     + (f" ({given:.1f}s of waiting for others given back)" if given >= 0.05 else ""))
+                     + (f" ({given:.1f}s of the wall time was waiting for others or ran beside its longest "
+                        f"chain of steps)" if given >= 0.05 else ""))
 
 
 def by_workflow(exc: BaseException | None) -> bool:
     """Is this failure the workflow's own doing: its own timeout, a node its wiring left with nothing to work
-    with, or a prompt it built too long for the model? Then the problem is answered wrong, not errored."""
+    with, a prompt it built too long for the model, or one the model or its filter refused? Then the problem is
+    answered wrong, not errored."""
     from flowcore.execution._standalone_ops import NodeError
-    from flowcore.llm.client import ContextOverflow
+    from flowcore.llm.client import ContextOverflow, Refused
 
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, (OwnTimeout, ContextOverflow)) or (isinstance(exc, NodeError) and exc.by_workflow):
+        if isinstance(exc, (OwnTimeout, ContextOverflow, Refused)) or (isinstance(exc, NodeError) and exc.by_workflow):
             return True
         exc = exc.__cause__ or exc.__context__
     return False

@@ -192,51 +192,56 @@ def label_positions(rows: list[dict]) -> dict[str, str]:
     return {r["workflow"]: "bottom right" if i == 0 else "top left" for i, r in enumerate(front)}
 
 
+STAR = "M0,-1L0.24,-0.33L0.95,-0.31L0.39,0.12L0.59,0.81L0,0.4L-0.59,0.81L-0.39,0.12L-0.95,-0.31L-0.24,-0.33Z"
+# a name's offset from its point for each ``label_positions`` place: (align, baseline, dx, dy)
+PLACES = {"top left": ("right", "bottom", -7, -5), "bottom right": ("left", "top", 7, 5)}
+GROUPS = (("best", "#1565c0"), ("on the Pareto front", "#1565c0"), ("others (name on hover)", "#90a4ae"),
+          ("Pareto front", "#1565c0"))
+
+
 def pareto_figure(c: Comparison) -> Any:
-    """Score (percent) against cost per problem: the Pareto front as a step line with its points named (names
-    placed clear of the line, ``label_positions``), the best as a star, the others unnamed (their names on
-    hover), each with its 95% interval; axes padded around the data and written for people (percent, dollars),
-    the legend below the axis title."""
-    import plotly.graph_objects as go
+    """Score (percent) against cost per problem, as a Vega-Lite chart: the Pareto front as a step line with its
+    points named (names placed clear of the line, ``label_positions``), the best as a star, the others unnamed
+    (their names on hover), each with its 95% interval; axes padded around the data and written for people
+    (percent, dollars), the legend below the axis title. Layers: intervals, front line, then one per group
+    (``GROUPS``, the ``series`` column), then the names (one layer per place)."""
+    import altair as alt
 
-    every = c.rows()
-    rows = [r for r in every if r["score"] is not None]  # nothing scored: nothing to plot
+    rows = [r for r in c.rows() if r["score"] is not None]  # nothing scored: nothing to plot
     where = label_positions(rows)
-    fig = go.Figure()
-
-    def trace(group: list[dict], name: str, symbol: str, color: str, size: int, labels: bool) -> None:
-        if not group:
-            return
-        fig.add_trace(go.Scatter(
-            x=[r["cost_per_problem"] for r in group], y=[100 * r["score"] for r in group], name=name,
-            mode="markers+text" if labels else "markers", text=[r["workflow"] for r in group] if labels else None,
-            textposition=[where.get(r["workflow"], "top left") for r in group] if labels else None,
-            cliponaxis=False, marker={"size": size, "symbol": symbol, "color": color},
-            error_y={"type": "data", "symmetric": False, "color": "#b0bec5",
-                     "array": [100 * (r["ci_high"] - r["score"]) for r in group],
-                     "arrayminus": [100 * (r["score"] - r["ci_low"]) for r in group]},
-            hovertext=[f"{r['workflow']}: {100 * r['score']:.1f}% [{100 * r['ci_low']:.1f}, {100 * r['ci_high']:.1f}]"
-                       f", ${r['cost_per_problem']:.6f} a problem" for r in group], hoverinfo="text"))
-
-    trace([r for r in rows if r["best"]], "best", "star", "#1565c0", 16, True)
-    trace([r for r in rows if r["pareto"] and not r["best"]], "on the Pareto front", "circle", "#1565c0", 11, True)
-    trace([r for r in rows if not r["pareto"] and not r["best"]], "others (name on hover)", "circle", "#90a4ae", 10,
-          False)
-    front = sorted((r for r in rows if r["pareto"]), key=lambda r: r["cost_per_problem"])
-    fig.add_trace(go.Scatter(x=[r["cost_per_problem"] for r in front], y=[100 * r["score"] for r in front],
-                             mode="lines", line={"shape": "hv", "dash": "dash", "color": "#1565c0"},
-                             name="Pareto front", hoverinfo="skip"))
-    lo = min((100 * r["ci_low"] for r in rows), default=0.0)
-    hi = max((100 * r["ci_high"] for r in rows), default=100.0)
-    costs = [r["cost_per_problem"] for r in rows] or [0.0]
+    data = pd.DataFrame({
+        "workflow": [r["workflow"] for r in rows], "cost": [float(r["cost_per_problem"]) for r in rows],
+        "score": [100 * r["score"] for r in rows], "low": [100 * r["ci_low"] for r in rows],
+        "high": [100 * r["ci_high"] for r in rows], "pareto": [bool(r["pareto"]) for r in rows],
+        "series": [GROUPS[0][0] if r["best"] else GROUPS[1][0] if r["pareto"] else GROUPS[2][0] for r in rows],
+        "place": [where.get(r["workflow"], "") for r in rows]},
+        columns=["workflow", "cost", "score", "low", "high", "pareto", "series", "place"])
+    lo, hi = float(data["low"].min()) if rows else 0.0, float(data["high"].max()) if rows else 100.0
+    costs = list(data["cost"]) or [0.0]
     pad = (max(costs) - min(costs)) * 0.12 or max(costs) * 0.2 or 1e-6
-    fig.update_layout(title="Score vs cost per problem (bars: 95% interval)", height=420,
-                      xaxis_title="cost per problem", yaxis_title="score",
-                      margin={"l": 60, "r": 30, "t": 50, "b": 100},
-                      legend={"orientation": "h", "y": -0.3, "yanchor": "top", "x": 0})
-    fig.update_xaxes(range=[max(0.0, min(costs) - pad), max(costs) + 2 * pad], tickformat="$,.6~f")
-    fig.update_yaxes(range=[max(-2.0, lo - 8), min(108.0, hi + 8)], ticksuffix="%")
-    return fig
+    x = alt.X("cost:Q", title="cost per problem", axis=alt.Axis(format="$,.6~f", labelOverlap=True),
+              scale=alt.Scale(domain=[max(0.0, min(costs) - pad), max(costs) + 2 * pad], nice=False))
+    y = alt.Y("score:Q", title="score", axis=alt.Axis(labelExpr="datum.value + '%'"),
+              scale=alt.Scale(domain=[max(-2.0, lo - 8), min(108.0, hi + 8)], nice=False, zero=False))
+    shown = [g for g, _ in GROUPS if g in set(data["series"]) or (g == "Pareto front" and data["pareto"].any())]
+    legend = alt.Legend(orient="bottom", title=None, direction="horizontal", symbolStrokeWidth=2.5, labelLimit=0)
+    color = alt.Color("series:N", scale=alt.Scale(domain=shown, range=[col for g, col in GROUPS if g in shown]),
+                      legend=legend)
+    shape = alt.Shape("series:N", legend=legend, scale=alt.Scale(  # the legend draws the star, dots and line
+        domain=shown, range=[{"best": STAR, "Pareto front": "stroke"}.get(g, "circle") for g in shown]))
+    tip = [alt.Tooltip("workflow:N"), alt.Tooltip("score:Q", format=".1f", title="score %"),
+           alt.Tooltip("low:Q", format=".1f", title="95% low"), alt.Tooltip("high:Q", format=".1f", title="95% high"),
+           alt.Tooltip("cost:Q", format="$.6f", title="a problem")]
+    front = data[data["pareto"]].sort_values("cost").assign(series="Pareto front")
+    layers = [alt.Chart(data).mark_rule(color="#b0bec5", strokeWidth=1.5).encode(x=x, y=alt.Y("low:Q"), y2="high:Q"),
+              alt.Chart(front).mark_line(interpolate="step-after", strokeDash=[6, 4]).encode(x=x, y=y, color=color)]
+    for group, size in ((GROUPS[0][0], 260), (GROUPS[1][0], 110), (GROUPS[2][0], 90)):
+        layers.append(alt.Chart(data[data["series"] == group]).mark_point(filled=True, opacity=1, size=size)
+                      .encode(x=x, y=y, color=color, shape=shape, tooltip=tip))
+    for place, (align, baseline, dx, dy) in PLACES.items():
+        layers.append(alt.Chart(data[data["place"] == place]).mark_text(align=align, baseline=baseline, dx=dx, dy=dy,
+                                                                        fontSize=12).encode(x=x, y=y, text="workflow:N"))
+    return alt.layer(*layers).properties(title="Score vs cost per problem (bars: 95% interval)", height=420)
 
 
 def result_sentence(ws: Workspace, run_id: int) -> str | None:

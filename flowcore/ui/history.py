@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from flowcore.mermaid.safe import markdown, plain
 from flowcore.tasks.harness import not_run_text
 from flowcore.ui.words import count, edit_detail, edit_name
 
@@ -71,42 +72,64 @@ def curve_frame(df: pd.DataFrame) -> pd.DataFrame:
                          "cost": df["cost"], "total_cost": df["cost"].cumsum()})
 
 
+PERCENT = "datum.value + '%'"  # a percent axis's tick labels: '40%', not '40'
+CROSS = "M-1,-1L1,1M-1,1L1,-1"  # a ✖ drawn by its strokes
+
+
+def _series(domain: list[str], colors: list[str], shapes: list[str] | None = None) -> dict[str, Any]:
+    """The colour (and for point marks the shape) channel of a chart's named series: one legend, below the
+    plot, clear of the ticks, each entry drawn as its marks are (a star, a ✖, a line)."""
+    import altair as alt
+
+    legend = alt.Legend(orient="bottom", title=None, direction="horizontal", symbolStrokeWidth=2.5, labelLimit=0)
+    out = {"color": alt.Color("series:N", scale=alt.Scale(domain=domain, range=colors), legend=legend)}
+    if shapes:
+        out["shape"] = alt.Shape("series:N", scale=alt.Scale(domain=domain, range=shapes), legend=legend)
+    return out
+
+
 def score_figure(curve: pd.DataFrame, offline: bool) -> Any:
-    """Score per round and best so far (failed rounds marked on the axis, never scored); for a structure-only
-    run the judge's total. WebGL traces past ``DENSE`` rounds."""
-    import plotly.graph_objects as go
+    """Score per round and best so far (failed rounds marked ✖ on the axis, never scored); for a structure-only
+    run the judge's total. A Vega-Lite chart (Streamlit's own chart bundle, ~6x lighter than plotly's): layers
+    in order: the per-round line, best so far (measured runs), the rounds' points (up to ``DENSE`` rounds), the
+    failed rounds."""
+    import altair as alt
 
     dense = len(curve) > DENSE
-    scatter = go.Scattergl if dense else go.Scatter
-    mode = "lines" if dense else "lines+markers"
-    traces = []
     failed = curve[curve["status"] == "failed"]
     if offline:  # a failed (e.g. vetoed) round's judge total is not a result: it is marked like any failed round
         judged = curve[curve["judge_total"].notna() & (curve["status"] != "failed")]
-        traces.append(scatter(x=_arr(judged["round"]), y=_arr(judged["judge_total"]), mode=mode,
-                              name="judge total (structure only)", text=_words(judged["operator"])))
-        title, ytitle, yrange = "Judge total per round (structure only)", "judge total (0-50)", [-2.5, 52.5]
+        lines = [("judge total (structure only)", judged["round"], judged["judge_total"], judged["operator"])]
+        title, ytitle, domain, labels = "Judge total per round (structure only)", "judge total (0-50)", [-2.5, 52.5], None
     else:
         measured = curve[curve["score"].notna()]
-        traces.append(scatter(x=_arr(measured["round"]), y=_arr(measured["score"]), mode=mode,
-                              name="score per round", text=_words(measured["operator"])))
-        bx, by = _steps(measured["round"], measured["best"])
-        traces.append(scatter(x=bx, y=by, mode="lines", name="best so far", line={"shape": "hv", "dash": "dash"}))
-        title, ytitle, yrange = "Validation score per round", "score", [-5, 105]
-    if len(failed):  # one drawing of a failed round (vetoed, no candidate, an error), measured run or not:
-        # a ✖ on the axis, one trace however many there are (not a shape per round)
-        traces.append(scatter(x=_arr(failed["round"]), y=_arr(failed["round"] * 0), mode="markers",
-                              name="failed round (vetoed or not evaluated)", hovertemplate="round %{x}: failed"
-                              "<extra></extra>", marker={"symbol": "x", "color": "#c62828", "size": 8}))
-    for t in traces if not dense else ():  # WebGL traces have no such setting
-        t.cliponaxis = False  # the round-0 marker and a failed round's ✖ on the axis are drawn whole
+        lines = [("score per round", measured["round"], measured["score"], measured["operator"])]
+        title, ytitle, domain, labels = "Validation score per round", "score", [-5, 105], PERCENT
+    series = [(lines[0][0], "#1565c0", "circle")] + ([] if offline else [("best so far", "#00897b", "stroke")]) + \
+        ([("failed round (vetoed or not evaluated)", "#c62828", CROSS)] if len(failed) else [])
+    names = [n for n, _, _ in series]
+    lined = _series(names, [c for _, c, _ in series])  # a line has no shape channel; points have
+    pointed = _series(names, [c for _, c, _ in series], [m for _, _, m in series])
     last = float(curve["round"].max()) if len(curve) else 1.0
-    xaxis = {"title": {"text": "round"}, "range": [-0.3, last + 0.3], **({} if dense else {"dtick": 1})}
-    return go.Figure(traces, {"title": {"text": title}, "xaxis": xaxis, "height": 340,
-                              "yaxis": {"title": {"text": ytitle}, "range": yrange,
-                                        **({} if offline else {"ticksuffix": "%"})},
-                              "margin": {"l": 40, "r": 10, "t": 50, "b": 40},
-                              "legend": {"orientation": "h", "y": -0.25}})
+    x = alt.X("round:Q", title="round", scale=alt.Scale(domain=[-0.3, last + 0.3], nice=False, zero=False),
+              axis=alt.Axis(tickMinStep=1, format="d"))
+    y = alt.Y("value:Q", title=ytitle, scale=alt.Scale(domain=domain, nice=False),
+              axis=alt.Axis(labelExpr=labels) if labels else alt.Axis())
+    tip = [alt.Tooltip("round:Q"), alt.Tooltip("value:Q", title=ytitle, format=".1f"), alt.Tooltip("edit:N")]
+    name, xs, ys, ops = lines[0]
+    line = alt.Chart(pd.DataFrame({"round": _arr(xs), "value": _arr(ys), "edit": _words(ops), "series": name}))
+    layers = [line.mark_line().encode(x=x, y=y, **lined, tooltip=tip)]
+    if not dense:  # the rounds' points, above the lines
+        layers.append(line.mark_point(filled=True, size=45, opacity=1).encode(x=x, y=y, **pointed, tooltip=tip))
+    if not offline:
+        bx, by = _steps(measured["round"], measured["best"])
+        layers.insert(1, alt.Chart(pd.DataFrame({"round": bx, "value": by, "series": "best so far"}))
+                      .mark_line(interpolate="step-after", strokeDash=[6, 4]).encode(x=x, y=y, **lined))
+    if len(failed):  # one drawing of a failed round (vetoed, no candidate, an error), measured run or not
+        layers.append(alt.Chart(pd.DataFrame({"round": _arr(failed["round"]), "value": 0.0, "series": names[-1]}))
+                      .mark_point(filled=False, size=70, strokeWidth=2.5, opacity=1)
+                      .encode(x=x, y=y, **pointed, tooltip=[alt.Tooltip("round:Q", title="failed round")]))
+    return alt.layer(*layers).properties(title=title, height=340)
 
 
 def _steps(x: pd.Series, y: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -145,33 +168,34 @@ def cost_front(costs: list[float], scores: list[float]) -> set[int]:
 
 def cost_figure(curve: pd.DataFrame, selected: int | None = None) -> Any | None:
     """Cost of each measured round against its score (None when no round was measured): only the rounds on the
-    cost/score front and the ``selected`` one are named, the rest on hover."""
-    import plotly.graph_objects as go
+    cost/score front and the ``selected`` one are named, the rest on hover. Layers: the points, then the names
+    (none past ``DENSE`` rounds)."""
+    import altair as alt
 
     measured = curve[curve["score"].notna()]
     if measured.empty:
         return None
-    dense = len(measured) > DENSE
     rounds = [int(r) for r in measured["round"]]
     front = cost_front([float(c) for c in measured["cost"]], [float(s) for s in measured["score"]])
-    text = [f"#{r}" if i in front or r == selected else "" for i, r in enumerate(rounds)]
-    trace = (go.Scattergl(x=_arr(measured["cost"]), y=_arr(measured["score"]), mode="markers",
-                          customdata=_arr(measured["round"]), hovertemplate="round %{customdata}<extra></extra>")
-             if dense else go.Scatter(x=_arr(measured["cost"]), y=_arr(measured["score"]), mode="markers+text",
-                                      text=text, textposition="top center",
-                                      cliponaxis=False, customdata=_arr(measured["round"]),
-                                      hovertemplate="round %{customdata}: %{y:.1f}%, $%{x:.5f}<extra></extra>"))
-    lo, hi = float(measured["score"].min()), float(measured["score"].max())
+    data = pd.DataFrame({"round": rounds, "cost": _arr(measured["cost"]).astype(float),
+                         "score": _arr(measured["score"]).astype(float),
+                         "name": [f"#{r}" if i in front or r == selected else "" for i, r in enumerate(rounds)]})
+    lo, hi = float(data["score"].min()), float(data["score"].max())
     pad = max((hi - lo) * 0.15, 5.0)  # every point at 33.3% is a band around 33.3%, not 32.5–34
-    costs = measured["cost"].astype(float)
+    costs = data["cost"]
     cpad = float(costs.max() - costs.min()) * 0.12 or float(costs.max()) * 0.2 or 1e-6
-    return go.Figure([trace], {"title": {"text": "Cost vs score (named: the cheapest per score, the chosen "
-                                                 "round)"},
-                               "xaxis": {"title": {"text": "cost of the round"}, "tickformat": "$,.5~f",
-                                         "range": [max(0.0, float(costs.min()) - cpad), float(costs.max()) + cpad]},
-                               "yaxis": {"title": {"text": "score"}, "ticksuffix": "%",
-                                         "range": [max(-2.0, lo - pad), min(102.0, hi + pad)]}, "height": 340,
-                               "margin": {"l": 50, "r": 20, "t": 50, "b": 40}})
+    x = alt.X("cost:Q", title="cost of the round", axis=alt.Axis(format="$,.5~f"),  # never '100μ … 500μ'
+              scale=alt.Scale(domain=[max(0.0, float(costs.min()) - cpad), float(costs.max()) + cpad], nice=False))
+    y = alt.Y("score:Q", title="score", axis=alt.Axis(labelExpr=PERCENT),
+              scale=alt.Scale(domain=[max(-2.0, lo - pad), min(102.0, hi + pad)], nice=False, zero=False))
+    points = alt.Chart(data).mark_circle(size=70, color="#1565c0", opacity=0.9).encode(
+        x=x, y=y, tooltip=[alt.Tooltip("round:Q"), alt.Tooltip("score:Q", format=".1f", title="score %"),
+                           alt.Tooltip("cost:Q", format="$.5f")])
+    layers = [points]
+    if len(measured) <= DENSE:
+        layers.append(alt.Chart(data[data["name"] != ""]).mark_text(dy=-11, fontSize=12).encode(x=x, y=y, text="name"))
+    return alt.layer(*layers).properties(title="Cost vs score (named: the cheapest per score, the chosen round)",
+                                         height=340)
 
 
 def round_labels(cols: dict[str, list]) -> dict[int, str]:
@@ -220,18 +244,19 @@ def lineage_nodes(cols: dict[str, list], selected: int | None = None, *, top: in
     return nodes, what
 
 
-# one trace per kind of node (a colour per trace, not per point: plotly checks an array of colours one by one)
-_KINDS = (("measured", "#1565c0"), ("not measured", "#78909c"), ("failed", "#c62828"), ("selected", "#2e7d32"))
+# a colour per kind of node; pinned rounds are ringed, whatever their kind
+_KINDS = (("measured", "#1565c0"), ("not measured", "#78909c"), ("failed", "#c62828"), ("selected", "#2e7d32"),
+          ("pinned", "#ef6c00"))
 
 
 def lineage_figure(cols: dict[str, list], selected: int | None = None,
                    gen: dict[int, int] | None = None) -> tuple[Any, str]:
-    """(plotly figure, caption): the lineage tree, left to right by generation (networkx multipartite layout);
+    """(Vega-Lite chart, caption): the lineage tree, left to right by generation (networkx multipartite layout);
     measured rounds blue, unmeasured grey, failed red, the selected one green, pinned ones ringed orange;
-    hover shows operator and score. Traces: edges, then one per kind of node (``_KINDS``), then the rings.
+    hover shows the edit and score. Layers: edges, nodes (``kind`` per row), names (small trees), rings.
     ``gen`` is ``generations`` of the run when the caller already has it."""
+    import altair as alt
     import networkx as nx
-    import plotly.graph_objects as go
 
     nodes, what = lineage_nodes(cols, selected)
     keep = set(nodes)
@@ -242,45 +267,53 @@ def lineage_figure(cols: dict[str, list], selected: int | None = None,
         g.add_node(n, gen=gen.get(n, 0))
     g.add_edges_from((p, n) for n in nodes for p in cols["parents"][index[n]] or [] if p in keep)
     pos = nx.multipartite_layout(g, subset_key="gen", align="vertical") if nodes else {}
-    ex: list[float | None] = []
-    ey: list[float | None] = []
-    for a, b in g.edges:
-        ex += [pos[a][0], pos[b][0], None]
-        ey += [pos[a][1], pos[b][1], None]
     small = len(nodes) <= 40
-    groups: dict[str, list[int]] = {k: [] for k, _ in _KINDS}
-    for n in nodes:
+
+    def kind(n: int) -> str:
         i = index[n]
-        kind = ("selected" if n == selected else "failed" if cols["status"][i] == "failed" else
+        return ("selected" if n == selected else "failed" if cols["status"][i] == "failed" else
                 "measured" if cols["score"][i] is not None else "not measured")
-        groups[kind].append(n)
 
-    def hover(n: int) -> str:
-        i = index[n]
-        s = cols["score"][i]
-        score = ("failed" if cols["status"][i] == "failed" else "structure-only" if s is None else f"{100 * s:.1f}%")
-        return f"#{n} {edit_name(cols['operator'][i])} · {score}"
+    def score(n: int) -> str:
+        i, s = index[n], cols["score"][index[n]]
+        return "failed" if cols["status"][i] == "failed" else "structure-only" if s is None else f"{100 * s:.1f}%"
 
-    traces = [go.Scatter(x=np.array(ex, dtype=float), y=np.array(ey, dtype=float), mode="lines",
-                         line={"color": "#b0bec5", "width": 1}, hoverinfo="skip", showlegend=False)]
-    for kind, color in _KINDS:
-        members = groups[kind]
-        traces.append(go.Scatter(
-            x=np.array([pos[n][0] for n in members], dtype=float), y=np.array([pos[n][1] for n in members], dtype=float),
-            mode="markers+text" if small else "markers", text=[f"#{n}" for n in members], textposition="top center",
-            cliponaxis=False, hoverinfo="text", hovertext=[hover(n) for n in members], name=kind, showlegend=bool(members),
-            marker={"size": 14 if small else 8, "color": color, "line": {"color": "#ffffff", "width": 1}}))
-    pinned = [n for n in nodes if cols["pinned"][index[n]]]
-    traces.append(go.Scatter(x=np.array([pos[n][0] for n in pinned], dtype=float),
-                             y=np.array([pos[n][1] for n in pinned], dtype=float), mode="markers", name="pinned",
-                             hoverinfo="skip", showlegend=bool(pinned),
-                             marker={"size": 20 if small else 13, "symbol": "circle-open", "color": "#ef6c00",
-                                     "line": {"width": 3}}))
+    dots = pd.DataFrame({"round": nodes, "x": [float(pos[n][0]) for n in nodes], "y": [float(pos[n][1]) for n in nodes],
+                         "series": [kind(n) for n in nodes], "name": [f"#{n}" for n in nodes],
+                         "edit": [edit_name(cols["operator"][index[n]]) for n in nodes],
+                         "score": [score(n) for n in nodes], "pinned": [bool(cols["pinned"][index[n]]) for n in nodes]})
+    edges = pd.DataFrame([{"x": pos[a][0], "y": pos[a][1], "x2": pos[b][0], "y2": pos[b][1]} for a, b in g.edges],
+                         columns=["x", "y", "x2", "y2"])
+    shown = [k for k, _ in _KINDS if k in set(dots["series"]) or (k == "pinned" and dots["pinned"].any())]
+    color = _series(shown, [c for k, c in _KINDS if k in shown])["color"]
+    x = alt.X("x:Q", axis=None, scale=alt.Scale(nice=False, zero=False, padding=28))
+    y = alt.Y("y:Q", axis=None, scale=alt.Scale(nice=False, zero=False, padding=28))
+    layers = [alt.Chart(edges).mark_rule(color="#b0bec5", strokeWidth=1).encode(x=x, y=y, x2="x2:Q", y2="y2:Q"),
+              alt.Chart(dots).mark_circle(size=190 if small else 60, opacity=1, stroke="#ffffff", strokeWidth=1)
+              .encode(x=x, y=y, color=color, tooltip=["name:N", "edit:N", "score:N"])]
+    if small:
+        layers.append(alt.Chart(dots).mark_text(dy=-14, fontSize=12).encode(x=x, y=y, text="name:N"))
+    rings = dots[dots["pinned"]].assign(series="pinned")
+    layers.append(alt.Chart(rings).mark_point(size=420 if small else 170, filled=False, strokeWidth=3)
+                  .encode(x=x, y=y, color=color))
     height = min(170 + 40 * max(Counter(gen[n] for n in nodes).values(), default=1), 590)
-    fig = go.Figure(traces, {"height": height, "margin": {"l": 30, "r": 30, "t": 30, "b": 10},  # labels never cut
-                             "xaxis": {"visible": False}, "yaxis": {"visible": False}, "plot_bgcolor": "#ffffff",
-                             "legend": {"orientation": "h", "y": -0.02, "yanchor": "top"}})
-    return fig, f"Lineage (parents → children, left to right by generation): {what}."
+    chart = alt.layer(*layers).properties(height=height).configure_view(stroke=None)
+    return chart, f"Lineage (parents → children, left to right by generation): {what}."
+
+
+def sampling_figure(frame: pd.DataFrame) -> Any:
+    """Selection probabilities of the round's parent pool (``session.sampling_frame``), the drawn parents in blue."""
+    import altair as alt
+
+    data = frame.assign(series=["drawn parent" if p else "not drawn" for p in frame["parent"]],
+                        measured=["not measured" if s is None or pd.isna(s) else f"score {s:.1f}%"
+                                  for s in frame["score"]])[["round", "probability", "series", "measured"]]
+    return alt.Chart(data).mark_bar().encode(
+        x=alt.X("round:N", title="pool round", sort=None),  # "#1" is a label, in pool order
+        y=alt.Y("probability:Q", scale=alt.Scale(domain=[0, 1]), title="probability"),
+        color=_series(["drawn parent", "not drawn"], ["#1565c0", "#90a4ae"])["color"],
+        tooltip=["round:N", alt.Tooltip("probability:Q", format=".2f"), alt.Tooltip("measured:N", title="score")],
+    ).properties(title="Parent selection probabilities (drawn parents in blue)", height=300)
 
 
 # -- one run's view, kept until the run changes ------------------------------------------------------------------
@@ -468,3 +501,43 @@ def score_text(x: float | None, per_problem: list[dict] | None = None) -> str:
         return "not measured"
     errored = sum(bool(p.get("errored")) for p in per_problem or [] if isinstance(p, dict))
     return f"{100 * x:.1f}%" + (f" · {not_run_text(errored).split(' (')[0]}" if errored else "")
+
+
+def run_caption(info: Any, status: str) -> str:
+    """The line under the run picker: benchmark, settings in the Evolve form's words, status (and why)."""
+    why = f" ({plain(info.reason)})" if info.reason else ""
+    return f"Benchmark **{info.benchmark}** ({info.task}) · {config_text(info.config)} · status **{status}**{why}"
+
+
+SCORE_HELP = ("Validation score measured when the round was evaluated (— : not measured; 'not run': problems with "
+              "no verdict, left out of the score)")
+
+
+def round_metrics(row: dict, judge_total: float | None) -> list[tuple[str, str, str | None]]:
+    """The four figures above a round's detail as (label, value, hover help), a dash where nothing was measured."""
+    return [("Score", "—" if row["score"] is None else score_text(row["score"], row.get("per_problem")), SCORE_HELP),
+            ("95% interval", "—" if row["ci_low"] is None else
+             f"{100 * row['ci_low']:.0f}–{100 * row['ci_high']:.0f}%", None),
+            ("Cost", f"${row['cost'] or 0:.5f}", None),
+            ("Judge total", "—" if judge_total is None else f"{judge_total:.1f} / 50",
+             f"judge: {plain(row['judge'] or '—')}")]
+
+
+def round_caption(row: dict, run_by: str | None) -> str:
+    """What the round's edit did and who made it (the round's own author, else the run's)."""
+    return f"{markdown(row['detail'] or '')} · made by {plain(row.get('created_by') or run_by)}"
+
+
+def candidates_table(cands: pd.DataFrame) -> pd.DataFrame:
+    """A round's candidates (``session.candidates_frame``) with their edits and reasons in people's words."""
+    out = cands.copy()
+    out["operator"] = [edit_name(o) for o in out["operator"]]
+    for col in ("detail", "dropped"):
+        out[col] = [edit_detail(v) for v in out[col]]
+    return out
+
+
+def reeval_rows(done: list[Any], answers: Any) -> list[dict]:
+    """The round's re-evaluations as table rows; ``answers(eval_id)`` says how many answers came from the cache."""
+    return [{"evaluation": f"#{e.id}", "status": e.status, "score": e.score, "n": f"{e.n}/{e.total}",
+             "cost": e.cost, "answers": answers(e.id)} for e in done]

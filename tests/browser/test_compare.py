@@ -70,16 +70,16 @@ def test_compare_page_shows_table_pareto_plot_and_agreement(page, streamlit_app)
     names = table.locator('td[role="gridcell"][aria-colindex="1"]').all_inner_texts()
     # the command line's baseline:io, as the pages name baselines
     assert names == ["IO (math)", "CoT (math)", "CoT-SC (5 samples) (math)", "Self-Refine (math)", "math_seed"]
-    plot = page.locator(".js-plotly-plot").first
-    expect(plot).to_be_visible()
-    expect(plot.get_by_text("Pareto front", exact=True)).to_be_visible()  # the legend of the front line
+    plot = page.locator('[data-testid="stVegaLiteChart"]').filter(has_text="Score vs cost per problem")
+    expect(plot).to_be_visible()  # a Vega-Lite chart, drawn as SVG
+    expect(plot.locator("g.role-legend-label").get_by_text("Pareto front", exact=True)).to_be_visible()  # the front
     # names drawn on the plot: the Pareto points only (the others are on hover)
-    labels = plot.locator("g.textpoint")
+    labels = plot.locator("g.mark-text.role-mark text")
     expect(labels).to_have_count(2)
     assert sorted(labels.all_text_contents()) == ["IO (math)", "math_seed"]
-    ticks = plot.locator("g.ytick text").all_text_contents()
-    assert ticks and all(t.endswith("%") for t in ticks)
-    assert all(t.startswith("$") for t in plot.locator("g.xtick text").all_text_contents())
+    ticks = plot.locator("g.role-axis-label text").all_text_contents()  # percent on one axis, dollars on the other
+    assert any(t.endswith("%") for t in ticks) and any(t.startswith("$") for t in ticks)
+    assert all(t.endswith("%") or t.startswith("$") for t in ticks), ticks
     expect(page.get_by_text(re.compile(r"the workflows disagree on \d+ of 12 problems"))).to_be_visible()
     assert no_exceptions(page) == [] and js_errors == []
     page.get_by_text("Results", exact=True).scroll_into_view_if_needed()

@@ -120,7 +120,8 @@ def test_every_command_that_takes_a_benchmark_takes_a_task_file():
 def test_an_answer_holding_a_replacement_or_control_character_is_wrong_not_errored(endpoint, capsys, odd):
     """Issue 25 (outside attack): the client took U+FFFD or a control character for a broken transfer, so a wrong
     answer ending in one left its row "not run" and the score rose (20 rows, 2 such: 1.0 where 0.9 was true). The
-    same odd text twice is the model's answer and is graded like any other."""
+    same odd text twice is the model's answer and is graded like any other; since round two of the attacks, any
+    text in a body that parsed is (a broken transfer is told from bytes that are not UTF-8)."""
     def unsure_when_long(request: dict) -> str:
         text = knows_most_capitals(request)
         return text if "Springfield" not in text else f"Answer: I am not sure {odd}"
@@ -132,6 +133,4 @@ def test_an_answer_holding_a_replacement_or_control_character_is_wrong_not_error
     assert code == 0 and doc["n"] == 30 and not [r for r in doc["results"] if r.get("errored")], err
     assert wrong and all("not sure" in (r.get("extracted") or "") for r in wrong), wrong[:2]
     assert doc["score"] == pytest.approx((30 - len(wrong)) / 30)
-    # a U+FFFD or a lone surrogate is what a broken transfer leaves: asked once more to tell it from a glitch; an
-    # escape character in well-formed text is the model's own (graded at once)
-    assert len(srv.requests) == 30 + (len(wrong) if odd != "\x1b[0m" else 0)
+    assert len(srv.requests) == 30  # graded at once: nothing asked again

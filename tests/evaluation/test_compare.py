@@ -21,6 +21,7 @@ from flowcore.mermaid.reader import parse
 from flowcore.tasks import load, split_info
 from flowcore.ui.compare import pareto_figure, table_frame
 from tests.helpers.fakellm import Fault, message_text
+from tests.helpers.vega import layers
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 12
@@ -270,8 +271,8 @@ def test_a_workflow_the_endpoint_failed_has_no_score_and_is_neither_best_nor_on_
     assert "3 problems × 1 repeat(s)" in out
     comparison = Comparison.from_json(doc)
     assert list(table_frame(comparison)["score %"].isna()) == [True, False]
-    figure = pareto_figure(comparison)
-    assert list(figure.data[0].text) == ["wf_b"]
+    names = [n for la in layers(pareto_figure(comparison)) if la.mark["type"] == "text" for n in la.data["workflow"]]
+    assert names == ["wf_b"]
 
 
 # -- baselines ---------------------------------------------------------------------------------------------------------

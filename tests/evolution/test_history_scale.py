@@ -9,6 +9,7 @@ import random
 from flowcore.evolution.history import History, RunBuffer, sample_from_pool, sample_parents, top_k
 from flowcore.ui import history as hv
 from flowcore.workspace.store import Workspace
+from tests.helpers.vega import layers, legend
 
 OPS = ["insert", "delete", "prompt", "crossover"]
 
@@ -79,20 +80,25 @@ def test_lineage_collapses_for_long_runs(ws):
                if s is not None and st == "ok")
     assert -best[1] in nodes and "of 700 rounds" in what
     fig, caption = hv.lineage_figure(cols, 650)
-    drawn = {t.name: list(t.text) for t in fig.data[1:-1]}  # one trace per kind of node
-    assert sorted(int(x[1:]) for xs in drawn.values() for x in xs) == hv.lineage_nodes(cols, 650)[0]
-    assert drawn["selected"] == ["#650"] and "the ancestry of the" in caption
+    dots = next(la.data for la in layers(fig) if la.mark["type"] == "circle")  # one row per node, by kind
+    assert sorted(dots["round"]) == hv.lineage_nodes(cols, 650)[0]
+    assert list(dots[dots["series"] == "selected"]["name"]) == ["#650"] and "the ancestry of the" in caption
+    assert not any(la.mark["type"] == "text" for la in layers(fig))  # a big tree: names on hover only
     small_run = _fill(ws, 12, seed=4)
     small = History(ws).summary_columns(small_run)
     assert hv.lineage_nodes(small)[0] == list(range(12))
     fig, caption = hv.lineage_figure(small, 11)
-    kinds = {t.name: (t.marker.color, list(t.text)) for t in fig.data[1:-1]}
-    assert "all 12 rounds" in caption and kinds["selected"] == ("#2e7d32", ["#11"])
+    edges, dots, names, rings = layers(fig)
+    kinds = {k: list(dots.data[dots.data["series"] == k]["name"]) for k in set(dots.data["series"])}
+    colors = legend(fig)
+    assert "all 12 rounds" in caption and kinds["selected"] == ["#11"] and colors["selected"] == "#2e7d32"
     failed = [f"#{r}" for r, st in zip(small["round"], small["status"]) if st == "failed" and r != 11]
-    assert kinds["failed"] == ("#c62828", failed)
-    rings = fig.data[-1]  # pinned rounds are ringed, whatever their kind
-    assert rings.name == "pinned" and len(rings.x) == sum(small["pinned"]) == 1
-    assert len(fig.data[0].x) == 3 * sum(len(p) for p in small["parents"])  # every edge drawn (x, x, gap)
+    assert kinds.get("failed", []) == failed and (not failed or colors["failed"] == "#c62828")
+    assert list(names.data["name"]) == [f"#{r}" for r in range(12)]  # a small tree is named
+    # pinned rounds are ringed, whatever their kind
+    assert rings.mark["filled"] is False and len(rings.data) == sum(small["pinned"]) == 1
+    assert colors["pinned"] == "#ef6c00"
+    assert len(edges.data) == sum(len(p) for p in small["parents"])  # every edge drawn
 
 
 def test_old_workspace_is_backfilled(tmp_path):
@@ -179,11 +185,13 @@ def test_best_so_far_is_drawn_by_its_corners_only():
     curve = hv.curve_frame(pd.DataFrame({"round": rounds, "status": ["ok"] * 12, "operator": ["x"] * 12,
                                          "score": [s / 100 for s in scores], "judge_total": [None] * 12,
                                          "cost": [0.0] * 12}))
-    best = hv.score_figure(curve, offline=False).data[1]
-    assert list(best.x) == [0, 2, 5, 11] and list(best.y) == [10.0, 20.0, 30.0, 30.0]
+    best = layers(hv.score_figure(curve, offline=False))[1]
+    assert best.mark["interpolate"] == "step-after"
+    xs, ys = list(best.data["round"]), list(best.data["value"])
+    assert xs == [0, 2, 5, 11] and ys == [10.0, 20.0, 30.0, 30.0]
     # the step line through the corners is the running maximum at every round
     for r, running in zip(rounds, curve["best"]):
-        assert best.y[max(i for i, x in enumerate(best.x) if x <= r)] == running
+        assert ys[max(i for i, x in enumerate(xs) if x <= r)] == running
 
 
 def test_history_page_shows_a_long_run_a_page_at_a_time(tmp_path, monkeypatch):

@@ -47,36 +47,77 @@ def _run_in(clock: waits.ProblemClock, fn):  # noqa: ANN001, ANN202
         waits._CLOCK.reset(token)
 
 
-def test_a_slot_wait_is_given_back_only_below_the_problems_share():
-    pool = waits.Pool(8)
+def _enter(clock: waits.ProblemClock, cm):  # noqa: ANN001, ANN202
+    _run_in(clock, cm.__enter__)
+    return cm
+
+
+def _leave(clock: waits.ProblemClock, cm) -> None:  # noqa: ANN001
+    _run_in(clock, lambda: cm.__exit__(None, None, None))
+
+
+def test_a_slot_wait_is_given_back_as_far_as_a_neighbour_takes_the_problems_pace():
+    pool = waits.Pool(2)
     hog, honest, wide = waits.ProblemClock(), waits.ProblemClock(), waits.ProblemClock()
-    held = [_run_in(hog, pool.holding) for _ in range(5)]
+    held = [_enter(hog, _run_in(hog, pool.holding)) for _ in range(2)]
+    # honest holds nothing and waits with two: alone both would run, so both waits are the neighbour's
+    waits_ = [_enter(honest, _run_in(honest, pool.waiting)) for _ in range(2)]
+    time.sleep(0.2)
+    assert honest.own()[0] < 0.05
+    for w in waits_:
+        _leave(honest, w)
     for h in held:
-        _run_in(hog, h.__enter__)
-    mine = [_run_in(honest, pool.holding) for _ in range(3)]
+        _leave(hog, h)
+    # wide holds both slots and waits with a third: it waits for itself, nothing is given back
+    mine = [_enter(wide, _run_in(wide, pool.holding)) for _ in range(2)]
+    w = _enter(wide, _run_in(wide, pool.waiting))
+    t0 = time.monotonic()
+    time.sleep(0.2)
+    assert wide.own()[0] >= time.monotonic() - t0
+    _leave(wide, w)
     for h in mine:
-        _run_in(honest, h.__enter__)
-    wait = _run_in(honest, pool.waiting)
-    _run_in(honest, wait.__enter__)  # 3 held < 8 / 2: the neighbour keeps it below its share
-    time.sleep(0.2)
-    assert honest.given() >= 0.2
-    _run_in(honest, lambda: wait.__exit__(None, None, None))
-    for h in held:
-        _run_in(hog, lambda h=h: h.__exit__(None, None, None))
-    # a wide ensemble holding its share (4 of 8 beside one other problem) waits for itself
-    other = [_run_in(hog, pool.holding) for _ in range(4)]
-    for h in other:
-        _run_in(hog, h.__enter__)
-    extra = _run_in(wide, pool.holding)
-    _run_in(wide, extra.__enter__)  # 1 + honest's 3 + hog's 4 = 8: wide now holds 1 of its share 8/3
-    ctxs = [_run_in(wide, pool.holding) for _ in range(2)]
-    for h in ctxs:
-        _run_in(wide, h.__enter__)  # 3 held >= 8 / 3
-    w = _run_in(wide, pool.waiting)
-    _run_in(wide, w.__enter__)
-    time.sleep(0.2)
-    assert wide.given() < 0.05
-    _run_in(wide, lambda: w.__exit__(None, None, None))
+        _leave(wide, h)
+
+
+def test_far_back_in_its_queue_a_problem_gets_back_the_share_of_its_pace_others_take():
+    pool = waits.Pool(2)
+    other, wide = waits.ProblemClock(), waits.ProblemClock()
+    taken = _enter(other, _run_in(other, pool.holding))  # a neighbour holds one of the two slots
+    mine = _enter(wide, _run_in(wide, pool.holding))
+    nodes = [wide.node(f"P{i}", ["PROBLEM"]) for i in range(3)]  # three branches, each waiting for a slot
+    queue = [_enter(n, _run_in(n, pool.waiting)) for n in nodes]
+    time.sleep(0.4)
+    now = time.monotonic()
+    head, second, third = (n.own(now)[0] / (now - n.start) for n in nodes)
+    # the head would run alone: all given back; behind it, alone the problem would hold 2 slots and holds 1:
+    # half its pace is the neighbour's
+    assert head < 0.1 and second == pytest.approx(0.5, abs=0.1) and third == pytest.approx(0.5, abs=0.1)
+    for n, q in zip(nodes, queue, strict=True):
+        _leave(n, q)
+    _leave(wide, mine)
+    _leave(other, taken)
+
+
+def test_shares_given_back_count_the_largest_at_each_moment():
+    assert waits._given([(0.0, 1.0, 0.5), (0.5, 1.5, 1.0), (2.0, 3.0, 0.25)]) == pytest.approx(0.25 + 1.0 + 0.25)
+    assert waits._given([(0.0, 2.0, 1.0)] * 5) == pytest.approx(2.0)
+
+
+def test_own_time_is_the_longest_chain_of_nodes():
+    clock, token = waits.clock_start()
+    try:
+        with waits.node("A", ["PROBLEM"]):
+            time.sleep(0.2)
+        with waits.node("B", ["A"]):  # after A: its own time adds to A's
+            waits.clock_blocked("wait", True)  # but all of it was waiting for others
+            time.sleep(0.2)
+            waits.clock_blocked("wait", False)
+        with waits.node("C", ["PROBLEM"]):  # beside A and B (here run after them): its own chain
+            time.sleep(0.3)
+    finally:
+        waits.clock_stop(token)
+    own, _ = clock.own()
+    assert own == pytest.approx(0.3, abs=0.06)  # C alone: A (0.2) + B (0 own) is shorter
 
 
 def test_boxed_answers_are_read_in_linear_time():

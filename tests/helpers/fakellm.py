@@ -34,7 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 Responder = Callable[[dict], "str | Fault"]
-# garbled: the content's bytes corrupted (mojibake with U+FFFD and control characters); truncated: the body
+# garbled: the content's bytes corrupted on the wire (bytes that are not UTF-8); truncated: the body
 # cut short (either a short JSON body or a connection closed before Content-Length bytes); empty: a 200 with
 # no choices; status: HTTP 503. "mixed" draws one of these four for each faulty reply.
 FAULT_KINDS = ("garbled", "truncated", "empty", "status")
@@ -52,6 +52,7 @@ class Fault:
     body: str = ""
     huge: int = 0  # a completion of this many characters ("x"), written a chunk at a time (never built whole)
     gzip: bool = False  # with ``huge``: the body gzip-compressed (Content-Encoding: gzip), a few KB on the wire
+    garbled: bool = False  # a completion of ``body`` whose bytes break on the wire (not UTF-8: a broken proxy)
 
 
 def message_text(request: dict) -> str:
@@ -273,13 +274,21 @@ def _faulty(item: str | Fault, kind: str | None) -> str | Fault | _Injected:
     return _Injected(kind, text, item.delay if isinstance(item, Fault) else 0.0)
 
 
-def garble(text: str, rng: random.Random) -> str:
-    """Corrupt bytes the way a broken proxy or encoder does: invalid UTF-8 (decoded as U+FFFD) and control
-    characters in the middle of the text."""
+def garble(text: str, rng: random.Random) -> bytes:
+    """Corrupt bytes the way a broken proxy or encoder does: bytes that are not UTF-8 in the middle of the
+    text (never a quote or a backslash, so the JSON around it still frames)."""
     data = bytearray((text or "x").encode())
     for _ in range(max(2, len(data) // 8)):
-        data[rng.randrange(len(data))] = rng.choice((0x00, 0x07, 0x1B, 0xC3, 0xFF, 0x9F))
-    return data.decode("utf-8", errors="replace") + "\ufffd"
+        data[rng.randrange(len(data))] = rng.choice((0xC3, 0xFF, 0x9F, 0xFE))
+    return bytes(data) + b"\xff"
+
+
+_MARK = "\x00garbled\x00"
+
+
+def garbled_body(completion: dict, broken: bytes) -> bytes:
+    """The completion's JSON with its text replaced by ``broken`` raw bytes."""
+    return json.dumps(completion).encode().replace(json.dumps(_MARK)[1:-1].encode(), broken)
 
 
 def readable(conn: socket.socket, timeout: float) -> bool:
@@ -360,8 +369,8 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.fake
         if item.kind == "garbled":
             with fake._lock:
-                text = garble(item.text, fake._rng)
-            self._send(200, json.dumps(fake.completion(request, text)))
+                broken = garble(item.text, fake._rng)
+            self._send(200, garbled_body(fake.completion(request, _MARK), broken))
         elif item.kind == "empty":
             body = fake.completion(request, item.text)
             body["choices"] = []
@@ -479,6 +488,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._error(item.status, item.body or f"scripted HTTP {item.status}")
             elif item.malformed:
                 self._send(200, item.body or "this is {not json")
+            elif item.garbled:
+                self._send(200, garbled_body(fake.completion(request, _MARK), item.body.encode() + b"\xc3\x28"))
             else:
                 self._send(200, json.dumps(fake.completion(request, item.body)))
             return

@@ -18,6 +18,7 @@ from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 from tests.evaluation.test_compare import PROBLEMS, hand_mcnemar, scripted, seed_variant
 from tests.helpers.fakellm import FakeLLMServer
+from tests.helpers.vega import app_charts
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
@@ -85,7 +86,9 @@ def test_a_comparison_runs_and_shows_table_plot_and_agreement(db, monkeypatch):
     agree = at.dataframe[1].value
     assert len(agree) == len(PROBLEMS) and int((~agree["agree"]).sum()) == 8
     assert any("1055 test" in c.value for c in at.caption)
-    assert at.get("plotly_chart")  # the score-vs-cost figure
+    (chart,) = app_charts(at)  # the score-vs-cost figure, every scored workflow on it
+    points = [la.data for la in chart["layers"] if la.mark["type"] == "point"]
+    assert "Score vs cost" in chart["title"] and sum(len(d) for d in points) == 2
 
 
 def test_engine_helpers_of_the_page(db):

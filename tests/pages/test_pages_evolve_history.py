@@ -28,6 +28,7 @@ from flowcore.ui.words import edit_name
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 from tests.helpers.fakellm import FakeLLMServer, message_text
+from tests.helpers.vega import app_charts, layers, series_names
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 PROBLEMS = load("gsm8k", "validation", limit=2)
@@ -102,7 +103,7 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 
 def figures(at: AppTest) -> list[dict]:
-    return [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
+    return app_charts(at)
 
 
 def mermaid_args(at: AppTest) -> list[dict]:
@@ -131,8 +132,8 @@ def test_evolve_offline_run_completes_and_says_structure_only(db):
     m = metrics(at)
     assert m["Rounds done"] == "3 / 3" and m["Best score"] == "not measured"
     fig = figures(at)[0]
-    assert [t["name"] for t in fig["data"]] == ["judge total (structure only)"]
-    assert "structure only" in fig["layout"]["title"]["text"]
+    assert series_names(fig) == ["judge total (structure only)"]
+    assert "structure only" in fig["title"]
     rows = History(Workspace(db)).rounds(1)
     assert [r["status"] for r in rows] == ["structure-only"] * 4 and all(r["score"] is None for r in rows)
     assert History(Workspace(db)).run(1).offline
@@ -151,7 +152,7 @@ def test_evolve_review_veto_edit_and_choose(db):
     cands = evs.gate_of(job.id).pending.candidates
     drawn = mermaid_args(at)
     assert len(drawn) == len(cands) >= 2 and all("flowchart" in d["code"] for d in drawn)
-    assert at.get("plotly_chart")  # the curve so far is shown while the run waits
+    assert figures(at)  # the curve so far is shown while the run waits
     click(at, "evo_veto")
 
     gate = waiting(job, 2)
@@ -219,8 +220,7 @@ def test_evolve_with_an_endpoint_shows_measured_scores(db, monkeypatch):
     assert [r["status"] for r in rows] == ["ok"] * 3 and rows[0]["score"] == 1.0 and rows[0]["n"] == 2
     assert metrics(at)["Best score"] == "100.0%"
     assert not any("Structure-only" in i.value for i in at.info)
-    names = [t["name"] for t in figures(at)[0]["data"]]
-    assert names == ["score per round", "best so far"]
+    assert series_names(figures(at)[0]) == ["score per round", "best so far"]
     assert any(e[1].startswith("round 2 of 2 stored") for e in job.snapshot().events)
     assert any("evaluated 2/2 problems" in e[1] for e in job.snapshot().events)  # per-problem progress
 
@@ -286,16 +286,18 @@ def test_history_table_filters_pin_note_and_fork(db):
     # the last round is selected: lineage, parent/child drawings, diff and sampling
     assert at.selectbox(key=f"hist_round_{run_id}").value == 3
     codes = [a["code"] for a in mermaid_args(at)]
-    assert len(codes) == 2  # parent, child (the lineage is a plotly tree)
-    lineage = next(f for f in figures(at) if f["layout"].get("xaxis", {}).get("visible") is False)
-    kinds = {t["name"]: t for t in lineage["data"][1:-1]}  # a trace per kind of node
-    drawn = [x for t in kinds.values() for x in t.get("text", [])]
-    assert sorted(drawn) == sorted(f"#{r['round']}" for r in rows)  # a small run: the whole tree
-    assert kinds["selected"]["text"] == ["#3"] and kinds["selected"]["marker"]["color"] == "#2e7d32"
+    assert len(codes) == 2  # parent, child (the lineage is a chart)
+    lineage = next(f for f in figures(at) if f["layers"][0].mark["type"] == "rule")  # edges, then the nodes
+    dots = lineage["layers"][1].data
+    names = next(la.data for la in lineage["layers"] if la.mark["type"] == "text")
+    assert sorted(names["name"]) == sorted(f"#{r['round']}" for r in rows)  # a small run: the whole tree, named
+    assert list(dots[dots["series"] == "selected"]["name"]) == ["#3"]
+    color = lineage["layers"][1].encoding["color"]["scale"]
+    assert dict(zip(color["domain"], color["range"]))["selected"] == "#2e7d32"
     assert any("Lineage (parents → children" in c.value and "all 4 rounds" in c.value for c in at.caption)
     diff = at.code[0].value
     assert diff.startswith(f"--- round {rows[3]['parents'][0]}\n+++ round 3") and "\n+" in diff
-    assert any("Parent selection probabilities" in f["layout"].get("title", {}).get("text", "") for f in figures(at))
+    assert any("Parent selection probabilities" in (f["title"] or "") for f in figures(at))
     assert at.button(key="hist_reeval").disabled
     assert any("Re-evaluate: No LLM endpoint" in c.value for c in at.caption)
 
@@ -404,12 +406,14 @@ def test_curves_never_score_a_failed_round_and_lineage_parses_in_mermaid():
     assert curve["score"].tolist()[0] == 50.0 and curve["score"].isna().tolist() == [False, True, False, False]
     assert curve["best"].tolist() == [50.0, 50.0, 75.0, 75.0]
     assert curve["total_cost"].tolist() == pytest.approx([0.0, 0.01, 0.03, 0.05])
-    fig = hv.score_figure(curve, offline=False)  # the Evolve and History pages draw the same figure
-    assert [list(t.x) for t in fig.data] == [[0, 2, 3], [0, 2, 3], [1]]  # the failed round marked, not scored
-    assert fig.data[2].marker.symbol == "x" and list(fig.data[2].y) == [0]
-    offline = hv.score_figure(curve, offline=True)  # a structure-only run: its vetoed round is drawn the same way
-    assert [list(t.x) for t in offline.data] == [[2, 3], [1]] and offline.data[1].marker.symbol == "x"  # seed: unjudged
-    assert offline.data[1].name == fig.data[2].name
+    fig = layers(hv.score_figure(curve, offline=False))  # the Evolve and History pages draw the same figure
+    # per round, best so far, the rounds' points, the failed round: marked on the axis, not scored
+    assert [list(la.data["round"]) for la in fig] == [[0, 2, 3], [0, 2, 3], [0, 2, 3], [1]]
+    assert list(fig[3].data["value"]) == [0] and fig[3].encoding["shape"]["scale"]["range"][-1] == hv.CROSS
+    offline = layers(hv.score_figure(curve, offline=True))  # a structure-only run: its vetoed round drawn the same
+    assert [list(la.data["round"]) for la in offline] == [[2, 3], [2, 3], [1]]  # the seed: unjudged
+    assert list(offline[2].data["series"]) == list(fig[3].data["series"])
+    assert offline[2].encoding["shape"]["scale"]["range"][-1] == hv.CROSS
     df = evs.rounds_frame(rows)
     assert evs.filter_rounds(df, min_score=0.5)["round"].tolist() == [0, 2]
     assert evs.filter_rounds(df, statuses=["failed"])["round"].tolist() == [1]

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from flowcore.evolution.loop import Evolution, EvolutionConfig
-from flowcore.llm.client import LLM, LLMError, LLMSettings, _garbled
+from flowcore.llm.client import LLM, LLMError, LLMSettings
 from flowcore.workspace.store import Workspace
-from tests.helpers.fakellm import FakeLLMServer, garble, message_text
+from tests.helpers.fakellm import FakeLLMServer, Fault, garble, message_text
 
 QUESTIONS = [("What is 40 + 2?", "42"), ("What is 6 * 7?", "42"), ("What is 10 - 3?", "7"),
              ("What is 2 + 2?", "4"), ("What is 9 - 1?", "8"), ("What is 3 * 3?", "9")]
@@ -51,18 +51,18 @@ def test_faulty_replies_are_retried_and_never_cached(ws, kind):
     assert llm.usage.calls == len(prompts)
 
 
-def test_garbled_text_is_recognised_and_a_cached_garbage_row_is_not_replayed(ws):
+def test_a_garbled_transfer_is_told_from_the_bytes_on_the_wire_and_never_cached(ws):
     import random
 
-    assert _garbled(garble("The answer is 42.", random.Random(1))) is not None
-    assert _garbled("Plain text, tabs\tand\nnewlines, ünïcode and emoji 🙂") is None
-    with FakeLLMServer() as srv:
-        llm = _llm(srv, ws)
-        asyncio.run(llm.chat("hello there"))
-        with ws.transaction() as c:  # a row left by an older version that cached garbage
-            c.execute("UPDATE llm_cache SET response_json = ?", (json.dumps({"text": "he\ufffdlo\x00"}),))
-        again = asyncio.run(llm.chat("hello there"))
-    assert again.text == "hello there" and not again.cached and _cache_texts(ws) == ["hello there"]
+    broken = garble("The answer is 42.", random.Random(1))
+    with pytest.raises(UnicodeDecodeError):
+        broken.decode("utf-8")
+    script = [Fault(body="The answer is 42.", garbled=True), "The answer is 42."]
+    with FakeLLMServer(script) as srv:
+        llm = _llm(srv, ws, max_retries=2)
+        reply = asyncio.run(llm.chat("hello there"))
+    assert reply.text == "The answer is 42." and len(srv.requests) == 2  # asked again, the good one kept
+    assert _cache_texts(ws) == ["The answer is 42."]
 
 
 def test_a_caller_check_decides_what_is_cached(ws):
@@ -230,13 +230,16 @@ def test_evolution_under_faults_matches_the_fault_free_run(tmp_path, monkeypatch
     print("\n".join(figures))
 
 
-def test_the_same_odd_reply_twice_is_the_models_answer_cached_and_replayed(ws):
-    """A transfer glitch corrupts differently each time (above: retried, never cached); a reply that comes back
-    the same, U+FFFD and all, is what the model wrote: returned, cached (marked) and replayed."""
-    with FakeLLMServer("Not sure \ufffd") as srv:
+def test_a_replacement_character_in_well_formed_json_is_the_models_text(ws):
+    """A transfer glitch breaks the bytes (above: retried, never cached); U+FFFD or a lone surrogate escape in
+    a body that parsed is what the model (or the server's detokenizer) wrote: returned at once, cached, replayed
+    (a lone surrogate, which cannot be stored, as "?")."""
+    with FakeLLMServer(["Not sure \ufffd", "half \ud800"]) as srv:
         llm = _llm(srv, ws, max_retries=0)
         first = asyncio.run(llm.chat("odd one"))
-        assert first.text == "Not sure \ufffd" and first.accepted and len(srv.requests) == 2
+        assert first.text == "Not sure \ufffd" and first.accepted and len(srv.requests) == 1
         again = asyncio.run(llm.chat("odd one"))
+        lone = asyncio.run(llm.chat("lone"))
     assert again.cached and again.text == first.text and len(srv.requests) == 2
-    assert _cache_texts(ws) == ["Not sure \ufffd"]
+    assert lone.text == "half ?"
+    assert sorted(_cache_texts(ws)) == ["Not sure \ufffd", "half ?"]

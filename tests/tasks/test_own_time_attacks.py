@@ -64,7 +64,7 @@ def test_a_garbled_transfer_slower_than_the_timeout_is_given_back(ws):
     # The first reply is garbled (the endpoint's fault, asked again) and takes 1.5 s; the second is right
     # and immediate. Own time ~0 s, yet the garbled attempt is credited only after it has arrived, past the
     # 1 s deadline: a right answer scored wrong.
-    replies = iter([Fault(body="\\boxed{7}\x07\ufffd", delay=1.5)])
+    replies = iter([Fault(body="\\boxed{7}", garbled=True, delay=1.5)])
     with FakeLLMServer(lambda r: next(replies, "\\boxed{7}")) as srv:
         rep = asyncio.run(evaluate_workflow(IO, "gsm8k", _problems("3+4?"), llm=_llm(srv, ws, max_retries=2),
                                             timeout=1.0))
@@ -86,7 +86,7 @@ def test_parallel_garbled_replies_are_given_back_once_not_once_per_call(ws):
         with lock:
             k = next(count)
         if k < 5:
-            return Fault(body=f"sample {k}\x07\ufffd", delay=0.6)
+            return Fault(body=f"sample {k}", garbled=True, delay=0.6)
         return f"\\boxed{{{k}}}"  # five different answers: the ensemble has to be asked
 
     with FakeLLMServer(respond) as srv:
@@ -193,8 +193,8 @@ def test_a_sampled_model_that_writes_control_characters_is_graded_not_errored(ws
     # At temperature 0.7 the model's text differs on every attempt, so "the same odd text twice is the
     # model's" never applies: a model (or a candidate's prompt: "mark the answer in bold with ANSI escapes")
     # writing an escape character makes every attempt "garbled", the call a transient LLMError and the
-    # problem "not run", out of the score, instead of graded. Only U+FFFD or lone surrogates are what a
-    # broken transfer leaves; an ESC in well-formed UTF-8 is text the model wrote.
+    # problem "not run", out of the score, instead of graded. Only bytes that are not UTF-8 (or not JSON) are
+    # what a broken transfer leaves; anything in a body that parsed is text the model wrote.
     count = itertools.count()
     with FakeLLMServer(lambda r: f"\x1b[1mI think it is {next(count)}\x1b[0m") as srv:
         rep = asyncio.run(evaluate_workflow(IO, "gsm8k", _problems("3+4?"), llm=_llm(srv, ws, max_retries=2)))

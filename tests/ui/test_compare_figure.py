@@ -6,7 +6,8 @@ dollar axes, ranges padded around the data, the legend below the axis title; and
 from __future__ import annotations
 
 from flowcore.evaluation.compare import Comparison
-from flowcore.ui.compare import for_people, label_positions, pareto_figure, people_name, table_frame
+from flowcore.ui.compare import STAR, for_people, label_positions, pareto_figure, people_name, table_frame
+from tests.helpers.vega import layers, legend
 
 N = 12
 
@@ -29,17 +30,29 @@ def _comparison() -> Comparison:
         _workflow("math_seed", 11, 0.0000150)]})
 
 
+def _points(chart) -> dict[str, list[str]]:
+    return {la.data["series"].iloc[0]: list(la.data["workflow"]) for la in layers(chart)
+            if la.mark["type"] == "point" and len(la.data)}
+
+
+def _names(chart) -> dict[str, list[str]]:
+    """The names drawn on the plot, by where they sit."""
+    return {(la.mark["align"], la.mark["baseline"]): list(la.data["workflow"]) for la in layers(chart)
+            if la.mark["type"] == "text" and len(la.data)}
+
+
 def test_only_the_pareto_points_carry_names_and_the_rest_are_on_hover():
-    fig = pareto_figure(for_people(_comparison())).to_dict()
-    named = {t["name"]: t for t in fig["data"]}
-    assert set(named) == {"best", "on the Pareto front", "others (name on hover)", "Pareto front"}
-    assert list(named["best"]["text"]) == ["math_seed"] and named["best"]["marker"]["symbol"] == "star"
-    assert list(named["on the Pareto front"]["text"]) == ["IO (math)"]
-    others = named["others (name on hover)"]
-    assert others["mode"] == "markers" and "text" not in others  # no label drawn ...
-    assert [h.split(":")[0] for h in others["hovertext"]] == ["CoT (math)", "CoT-SC (5 samples) (math)",
-                                                             "Self-Refine (math)"]  # ... the name on hover
-    assert all(t.get("cliponaxis") is False for t in fig["data"][:3])  # a name near an edge is drawn whole
+    chart = pareto_figure(for_people(_comparison()))
+    assert _points(chart) == {"best": ["math_seed"], "on the Pareto front": ["IO (math)"],
+                              "others (name on hover)": ["CoT (math)", "CoT-SC (5 samples) (math)",
+                                                         "Self-Refine (math)"]}
+    assert sorted(n for names in _names(chart).values() for n in names) == ["IO (math)", "math_seed"]  # no others
+    points = [la for la in layers(chart) if la.mark["type"] == "point"]
+    assert all(t["field"] == "workflow" for la in points for t in la.encoding["tooltip"][:1])  # names on hover
+    assert not any(la.mark.get("clip") for la in layers(chart))  # a mark near an edge is drawn whole
+    shapes = legend(chart, "shape")  # the legend draws what the plot draws: the star, dots, the line
+    assert shapes["best"] == STAR and shapes["others (name on hover)"] == "circle"
+    assert shapes["Pareto front"] == "stroke"
 
 
 def test_names_sit_clear_of_the_step_line():
@@ -48,24 +61,21 @@ def test_names_sit_clear_of_the_step_line():
     # the line leaves the cheapest point to the right and climbs to the next: its name below-right, the
     # next one's above-left (never 'top right', where the vertical segment of a near-equal cost runs)
     assert where == {"baseline:io": "bottom right", "math_seed": "top left"}
-    fig = pareto_figure(_comparison()).to_dict()
-    named = {t["name"]: t for t in fig["data"]}
-    assert list(named["best"]["textposition"]) == ["top left"]
-    assert list(named["on the Pareto front"]["textposition"]) == ["bottom right"]
-    assert named["Pareto front"]["line"]["shape"] == "hv"
+    chart = pareto_figure(_comparison())
+    assert _names(chart) == {("right", "bottom"): ["math_seed"], ("left", "top"): ["baseline:io"]}
+    (front,) = [la for la in layers(chart) if la.mark["type"] == "line"]
+    assert front.mark["interpolate"] == "step-after" and list(front.data["workflow"]) == ["baseline:io", "math_seed"]
 
 
 def test_axes_are_written_for_people_and_padded_around_the_data():
-    layout = pareto_figure(_comparison()).to_dict()["layout"]
-    assert layout["yaxis"]["ticksuffix"] == "%" and layout["xaxis"]["tickformat"].startswith("$")
-    lo_y, hi_y = layout["yaxis"]["range"]
+    enc = next(la.encoding for la in layers(pareto_figure(_comparison())) if la.mark["type"] == "point")
+    assert "'%'" in enc["y"]["axis"]["labelExpr"] and enc["x"]["axis"]["format"].startswith("$")
+    lo_y, hi_y = enc["y"]["scale"]["domain"]
     # intervals span 8.3 % (io's low) to 100 % (the seed's high): padded on both sides, not 0-100 flat
     assert lo_y < 100 * (4 / 12 - 0.25) and hi_y > 100
-    lo_x, hi_x = layout["xaxis"]["range"]
+    lo_x, hi_x = enc["x"]["scale"]["domain"]
     assert 0 <= lo_x < 0.0000148 and hi_x > 0.0000780
-    legend = layout["legend"]
-    assert legend["orientation"] == "h" and legend["y"] < 0 and legend["yanchor"] == "top"  # below the ticks
-    assert layout["margin"]["b"] >= 90  # room for tick labels, axis title and legend, one under the other
+    assert enc["color"]["legend"]["orient"] == "bottom"  # below the axis title, clear of the ticks
 
 
 def test_baselines_are_named_as_the_pages_name_them():

@@ -8,7 +8,8 @@ import random
 
 import pandas as pd
 
-from flowcore.ui.history import cost_figure, cost_front, curve_frame
+from flowcore.ui.history import cost_figure, cost_front, curve_frame, sampling_figure
+from tests.helpers.vega import layers, legend
 
 
 def _curve(scores: list[float | None], costs: list[float]) -> pd.DataFrame:
@@ -34,20 +35,30 @@ def test_the_front_is_the_cheapest_point_of_each_better_score():
 
 def test_only_the_front_and_the_chosen_round_are_named():
     curve = _curve([0.3, 0.3, 0.5, 0.7, None, 0.6], [0.10, 0.20, 0.15, 0.30, 0.05, 0.40])
-    (trace,) = cost_figure(curve, selected=5).data
-    assert [int(r) for r in trace["customdata"]] == [0, 1, 2, 3, 5]  # round 4 was not measured: not drawn
-    assert list(trace["text"]) == ["#0", "", "#2", "#3", "#5"]  # 1 only on hover; 5 is the chosen one
-    assert "round %{customdata}" in trace["hovertemplate"]
-    (trace,) = cost_figure(curve).data
-    assert list(trace["text"]) == ["#0", "", "#2", "#3", ""]
+    points, names = layers(cost_figure(curve, selected=5))
+    assert list(points.data["round"]) == [0, 1, 2, 3, 5]  # round 4 was not measured: not drawn
+    assert list(names.data["name"]) == ["#0", "#2", "#3", "#5"]  # 1 only on hover; 5 is the chosen one
+    assert points.encoding["tooltip"][0]["field"] == "round"
+    _, names = layers(cost_figure(curve))
+    assert list(names.data["name"]) == ["#0", "#2", "#3"]
 
 
 def test_a_flat_run_gets_a_readable_band_in_percent_and_dollars():
-    layout = cost_figure(_curve([1 / 3] * 4, [0.0001, 0.0002, 0.0003, 0.0005])).to_dict()["layout"]
-    lo, hi = layout["yaxis"]["range"]
-    assert layout["yaxis"]["ticksuffix"] == "%" and hi - lo >= 10 and lo < 100 / 3 < hi  # not 32.5–34
-    assert layout["xaxis"]["tickformat"].startswith("$")  # never '100μ … 500μ'
-    assert layout["xaxis"]["range"][0] >= 0
+    points = layers(cost_figure(_curve([1 / 3] * 4, [0.0001, 0.0002, 0.0003, 0.0005])))[0].encoding
+    lo, hi = points["y"]["scale"]["domain"]
+    assert "'%'" in points["y"]["axis"]["labelExpr"] and hi - lo >= 10 and lo < 100 / 3 < hi  # not 32.5–34
+    assert points["x"]["axis"]["format"].startswith("$")  # never '100μ … 500μ'
+    assert points["x"]["scale"]["domain"][0] >= 0
+
+
+def test_parent_sampling_bars_mark_the_drawn_parents():
+    frame = pd.DataFrame({"round": ["#0", "#2", "#1"], "score": [50.0, None, 70.0], "probability": [0.2, 0.5, 0.3],
+                          "parent": [False, True, False]})
+    (bars,) = layers(sampling_figure(frame))
+    assert list(bars.data["round"]) == ["#0", "#2", "#1"] and bars.encoding["x"]["sort"] is None  # pool order
+    assert list(bars.data["series"]) == ["not drawn", "drawn parent", "not drawn"]
+    assert list(bars.data["measured"]) == ["score 50.0%", "not measured", "score 70.0%"]
+    assert legend(sampling_figure(frame))["drawn parent"] == "#1565c0"
 
 
 def test_a_rounds_score_says_how_many_problems_were_not_run():
