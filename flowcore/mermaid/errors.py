@@ -8,8 +8,9 @@ class MermaidParseError(Exception):
 
     def __init__(self, message: str, *, pos: int, line: int | None, column0: int | None,
                  text: str = "", token: str | None = None, expected: list[str] | None = None,
-                 kind: str = "parse"):
+                 kind: str = "parse", at: tuple[int, int] | None = None):
         super().__init__(message)
+        self.at = at  # (line, column) in the original text, for an error placed outside the code (front matter)
         self.message, self.pos, self.line, self.column0 = message, pos, line, column0
         self.text, self.token, self.expected, self.kind = text, token, expected or [], kind
 

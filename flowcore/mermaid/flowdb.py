@@ -148,6 +148,8 @@ class FlowDB:
                     if key in data:
                         edge.data = {**edge.data, attr: data[key]}
             return
+        if data is None and shape_data is not None:  # `null`: Mermaid reads a node's properties of it and throws
+            raise _DbError("Cannot read shape data: it is null")
         v = self.vertices.get(vid)
         if v is None:
             v = self.vertices[vid] = Vertex(vid, self.cur_pos)
@@ -177,9 +179,7 @@ class FlowDB:
             if v.props is _NONE_DICT:
                 v.props = {}
             v.props.update(props)
-        if data is not None:
-            if not isinstance(data, dict):
-                raise _DbError("Cannot read shape data (it must be 'key: value' pairs)")
+        if isinstance(data, dict):  # (a list or text has none of the properties Mermaid reads: no data)
             shape = data.get("shape")
             if shape:
                 shape = str(shape)
@@ -189,7 +189,9 @@ class FlowDB:
                     raise _DbError(f"No such shape: {shape}.")
                 v.type = shape
             if data.get("label"):
-                v.text = _js_str(data["label"])
+                from flowcore.mermaid.yamldata import js_str  # (data exists: yamldata is loaded)
+
+                v.text = js_str(data["label"])
                 lt = data.get("labelType")
                 v.label_type = lt if lt in ("markdown", "string", "text") else "markdown"
             if v.data is _NONE_DICT:
@@ -338,27 +340,6 @@ class FlowDB:
         return sid
 
 
-def _js_str(v: Any) -> str:
-    """``String(v)`` in JavaScript, for a value js-yaml loaded (a list joins its items with ',', null in a list is
-    empty)."""
-    if isinstance(v, list):
-        return ",".join("" if x is None else _js_str(x) for x in v)
-    if isinstance(v, dict):
-        return "[object Object]"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if isinstance(v, float):
-        if v != v:
-            return "NaN"
-        if v in (float("inf"), float("-inf")):
-            return "Infinity" if v > 0 else "-Infinity"
-        if v.is_integer():
-            return str(int(v))
-    return str(v)
-
-
 # ------------------------------------------------------------------------------------ shape data (YAML)
 
 SHAPE_NAMES = frozenset(json.loads(
@@ -380,13 +361,16 @@ SHAPE_NAMES = frozenset(json.loads(
     '"terminal","text","trap-b","trap-t","trapezoid","trapezoid-bottom","trapezoid-top","tri","triangle",'
     '"win-pane","window-pane"]'))
 
+_NO_DOCUMENT = object()  # what load_yaml gives for a text with no YAML document (js-yaml: undefined)
+
+
 def load_yaml(doc: str) -> Any:
     """Shape or edge data as Mermaid reads it (js-yaml, JSON schema: ``yamldata``); a document js-yaml would
     refuse raises :class:`_DbError` (reported as a syntax problem, never guessed at)."""
     from flowcore.mermaid import yamldata
 
     try:
-        return yamldata.load(doc)
+        return yamldata.load(doc, empty=_NO_DOCUMENT)
     except yamldata.YamlDataError as exc:
         raise _DbError(f"shape data is not valid YAML: {exc}") from None
 

@@ -215,7 +215,7 @@ def runtime_tables(raw: dict) -> dict[str, Any]:
 
 flowdb = load("flowdb")  # FlowDB and its records: Cython's build of flowdb.py when current, else flowdb.py itself
 FlowDB, Vertex, FlowEdge, SubGraph = flowdb.FlowDB, flowdb.Vertex, flowdb.FlowEdge, flowdb.SubGraph
-SHAPE_NAMES, load_yaml, _js_str = flowdb.SHAPE_NAMES, flowdb.load_yaml, flowdb._js_str
+SHAPE_NAMES, load_yaml = flowdb.SHAPE_NAMES, flowdb.load_yaml
 
 
 # ------------------------------------------------------------------------------------------ the lexer
@@ -412,12 +412,11 @@ def parse_flowchart(text: str, *, recover: bool = True, fast: bool = True) -> Fl
     kind = diagram_kind(prepared)
     if kind is None:
         return FlowParse(db, prepared, None, errors)
-    fm = prepared.front_matter
-    if fm is not None and not re.search(r"^\s*\?", fm, re.M) and re.search(r"^\s*:(\s|$)", fm, re.M):
-        # a value with no key: js-yaml rejects the front matter, so Mermaid rejects the text
-        errors.append(MermaidParseError("the front matter between the --- lines is not valid YAML (a ':' line "
-                                        "has no key)", pos=-1, line=None, column0=None, kind="db"))
-        if not recover:
+    if prepared.front_matters:  # js-yaml loads it before the flowchart is read: an error there is Mermaid's
+        from flowcore.mermaid import frontmatter
+
+        errors += frontmatter.errors(prepared.original, prepared.front_matters)
+        if errors and not recover:
             return FlowParse(db, prepared, kind, errors)
     _Run(prepared, db, errors, recover, fast).run()
     return FlowParse(db, prepared, kind, errors)

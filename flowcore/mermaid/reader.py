@@ -75,7 +75,7 @@ def mermaid_error(text: str, err: MermaidParseError) -> Diagnostic:
     if me.line is None and err.kind == "db":  # FlowDB errors carry no line: use the statement's
         from flowcore.mermaid.text import Prepared
 
-        line, col = Prepared(text).position(err.pos) if err.pos >= 0 else (1, 1)  # -1: the front matter
+        line, col = err.at or (Prepared(text).position(err.pos) if err.pos >= 0 else (1, 1))
         return Diagnostic("M001", "error", f"line {line}: {msg[:1].lower() + msg[1:]}", line, col)
     column = me.column
     if column is None and me.line is not None:  # Mermaid names only the line: point at what is wrong on it
@@ -219,7 +219,10 @@ def _to_workflow(text: str, res, diags: list[Diagnostic]) -> Workflow:
     w.direction = _header_direction(res)
     w.front_matter = pre.front_matter
     w.extras.extend(d.strip() for d in pre.directives)
-    _read_prompts(text, w)
+    body = text
+    for start, end in reversed(pre.front_matter_spans):  # a '%%' line in the YAML is no comment of the chart
+        body = body[:start] + body[end:]
+    _read_prompts(body, w)
     for name, styles in db.classes.items():
         w.class_defs[name] = decode_entities(",".join(styles))
     click_targets: dict[str, int] = {}
@@ -311,7 +314,9 @@ def _label_text(label: str, label_type: str) -> str | None:
     if label_type == "markdown":
         if not label.strip():
             return '"` `"'
-        return None if ('"' in label or "`" in label) else f'"`{label}`"'
+        if '"' in label or "`" in label or label != label.strip():  # (Mermaid trims a markdown label's blanks)
+            return None
+        return f'"`{label}`"'
     if not label.strip():
         return " "
     if '"' in label:  # only an unquoted label holds a quote: write it back as it was read
@@ -488,5 +493,8 @@ def _subgraph_head(s: Subgraph) -> str:
     title = s.title if s.title is not None else s.id
     if title == s.id and s.label_type == "text" and _SAFE_ID.fullmatch(s.id) and s.id not in ("end",):
         return s.id
+    if title == s.id and '"' not in title and "`" not in title and not any(c.isspace() for c in title):
+        # an id no bare word spells (')T'): a quoted title alone is its id too, in Mermaid
+        return f'"`{title}`"' if s.label_type == "markdown" else f'"{title}"'
     inner = _label_text(title, s.label_type) or f'"{title}"'
     return f"{s.id}[{inner}]"

@@ -107,6 +107,8 @@ class Prepared:
         self.original = text
         self._steps: list[list[tuple[int, int, bool]]] = []  # per rewrite: (new start, old start, linear)
         self.front_matter: str | None = None
+        self.front_matters: list[tuple[str, int]] = []  # each one Mermaid loads: (YAML, its offset in original)
+        self.front_matter_spans: list[tuple[int, int]] = []  # where they are in original, '---' lines included
         self.directives: list[str] = []
         s = text
         # mermaid.parse preprocesses, then getDiagramFromText preprocesses the result again (so a front
@@ -122,6 +124,8 @@ class Prepared:
             fm = _FRONT_MATTER.match(s)
             if fm:
                 self.front_matter = fm.group(2)
+                self.front_matters.append((fm.group(2), self.offset(fm.start(2))))
+                self.front_matter_spans.append((self.offset(fm.start()), self.offset(fm.end() - 1) + 1))
                 s = self._sub(_FRONT_MATTER, "", s, count=1)
             if "%%{" in s:  # (the scan costs more than everything else here on a large text)
                 self.directives += [m.group(0) for m in _DIRECTIVE.finditer(s)]

@@ -194,3 +194,69 @@ def test_the_drawing_process_reuses_its_context_and_recovers_after_an_error(engi
         assert "one" in again and again.count("<g") == first.count("<g")
     finally:
         eng.close()
+
+
+# Texts that exercise what the drawing speed-ups touch: config changes (directive, front matter, theme), labels
+# DOMPurify changes (a script, a link with a target), markdown, classes and styles the shim's cascade resolves.
+SPEEDUP_TEXTS = [
+    '%%{init: {"theme": "forest", "flowchart": {"curve": "basis"}}}%%\nflowchart LR\n  A[one] -->|x| B((two))\n',
+    '---\nconfig:\n  theme: dark\n  themeVariables:\n    primaryColor: "#ff0000"\n---\nflowchart TD\n'
+    '  A["`**bold** _it_`"] --> B[/lean/]\n  click A "https://example.com" "tip"\n',
+    'flowchart TD\n  A[<a href="https://x.y" target="_blank">link</a>] --> B["<b>b</b><script>alert(1)</script>"]\n'
+    '  style A fill:#f9f,stroke:#333,font-weight:bold\n  linkStyle 0 stroke:#f00\n',
+    DRAWING,
+]
+
+
+def _corpus() -> list[str]:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "assets"
+    return SPEEDUP_TEXTS + [p.read_text(encoding="utf-8") for p in sorted(root.glob("examples/*case_study.mmd"))]
+
+
+def test_the_drawing_speedups_apply_to_the_bundled_mermaid():
+    from mermaidx.engines._common import context_scripts as mx_scripts
+
+    from flowcore.mermaid.engines.draw_speedups import patch_mermaid
+
+    assert patch_mermaid(mx_scripts()[2])[1] == []
+
+
+def test_the_drawing_speedups_draw_the_same_bytes_fresh_and_warm():
+    """Mermaid's config copy, DOMPurify's memory and the shim's cascade (draw_speedups) against the plain context:
+    fresh, and in one warm context that drew the other texts (another theme, a directive) just before."""
+    from mermaidx.engines._common import TextMeasurer
+
+    texts = _corpus()
+    plain = [_seeded_render(False, t) for t in texts]
+    assert [_seeded_render(True, t) for t in texts] == plain
+    ctx = mermaid_v8.build_context()
+    known: dict = {}
+    try:
+        for text, want in zip(texts + texts[::-1], plain + plain[::-1], strict=True):
+            mermaid_v8.render_warm(ctx, text, "default", dict(mermaid_js.MERMAID_CONFIG), None, known,
+                                   TextMeasurer().foreign_object)  # sizes learned
+            ctx.eval(_SEED_JS)
+            assert mermaid_v8.render_warm(ctx, text, "default", dict(mermaid_js.MERMAID_CONFIG), None, known,
+                                          TextMeasurer().foreign_object) == want, text[:60]
+    finally:
+        ctx.close()
+
+
+def test_getconfig_is_mermaids_copy_after_config_changes():
+    """The cached copy follows every change of Mermaid's config (initialize, setConfig, a directive's reset)."""
+    fast, plain = mermaid_v8.build_context(), mermaid_v8.build_context(speedups=False)
+    js = ("(function(){const out=[];const api=mermaid.mermaidAPI;"
+          "mermaid.initialize({theme:'dark', flowchart:{curve:'step'}});out.push(api.getConfig());"
+          "const c=api.getConfig(); c.flowchart.curve='mutated'; c.theme='x'; out.push(api.getConfig());"
+          "api.setConfig({flowchart:{htmlLabels:false}, fontSize: 20});out.push(api.getConfig());"
+          "api.reset();out.push(api.getConfig());"
+          "mermaid.initialize({theme:'forest'});out.push(api.getConfig());return JSON.stringify(out);})()")
+    try:
+        got, want = json.loads(fast.eval(js)), json.loads(plain.eval(js))
+        assert got == want
+        assert got[1]["flowchart"]["curve"] == "step" and got[2]["fontSize"] == 20
+    finally:
+        fast.close()
+        plain.close()

@@ -36,9 +36,10 @@ def available() -> bool:
     return True
 
 
-@lru_cache(maxsize=1)
-def context_scripts() -> tuple[str, ...]:
-    """mermaidx's scripts for a fresh context, with the DOM shim's ``RegExp.prototype.exec`` wrapper left out."""
+@lru_cache(maxsize=2)
+def context_scripts(patched: bool = False) -> tuple[str, ...]:
+    """mermaidx's scripts for a fresh context, with the DOM shim's ``RegExp.prototype.exec`` wrapper left out; with
+    ``patched``, Mermaid's text carries draw_speedups.MERMAID_PATCHES (after the prelude they call)."""
     from mermaidx.engines._common import context_scripts as mx_scripts
 
     scripts = list(mx_scripts())
@@ -47,23 +48,31 @@ def context_scripts() -> tuple[str, ...]:
     if start >= 0:
         end = shim.index("})();", start) + len("})();")
         scripts[1] = shim[:start] + shim[end:]
+    if patched:
+        from flowcore.mermaid.engines.draw_speedups import PRELUDE_JS, patch_mermaid
+
+        scripts[2] = patch_mermaid(scripts[2])[0]
+        scripts.insert(2, PRELUDE_JS)
     return tuple(scripts)
 
 
 def build_context(*, speedups: bool = True):
-    """A V8 context with Mermaid loaded, as mermaidx's V8 engine makes it (text measured from font tables)."""
+    """A V8 context with Mermaid loaded, as mermaidx's V8 engine makes it (text measured from font tables); with
+    ``speedups``, the shim's and Mermaid's (SHIM_SPEEDUPS_JS, draw_speedups), which draw the same bytes."""
     from mermaidx.engines import v8_engine
     from py_mini_racer import MiniRacer
 
+    from flowcore.mermaid.engines.draw_speedups import SHIM_JS
     from flowcore.mermaid.engines.sources import SHIM_SPEEDUPS_JS
 
     ctx = MiniRacer()
     ctx.eval("globalThis.__log = (s) => {};")
     ctx.eval(v8_engine._measure_text_js())
-    for script in context_scripts():
+    for script in context_scripts(patched=speedups):
         ctx.eval(script)
     if speedups:
         ctx.eval(SHIM_SPEEDUPS_JS)
+        ctx.eval(SHIM_JS)
     return ctx
 
 
