@@ -291,7 +291,7 @@ def test_the_canvas_has_named_ports_and_a_palette_to_drag_operators_from(page, s
     expect(chip).to_be_visible()
     pane = flow.locator(".react-flow__pane")
     box = pane.bounding_box()
-    at = {"x": box["width"] * 0.85, "y": 40}  # top right: an empty spot far from the layout's middle layer
+    at = {"x": box["width"] * 0.85, "y": 150}  # right: an empty spot away from the layout's middle layer
     # where that is in the drawing's own coordinates (the canvas's pan and zoom undone)
     want = pane.evaluate("""(p, at) => {
       const vp = document.querySelector('.react-flow__viewport');
