@@ -169,7 +169,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
         diff = evs.text_diff(parent["workflow_text"], row["workflow_text"], f"round {parent['round']}",
                              f"round {rnd}")
         st.markdown("**Change (unified diff of the Mermaid texts)**")
-        st.code(diff or "(no textual change)", language="diff")
+        st.html(hv.diff_html(diff))
     samp = evs.sampling_frame(row)
     c = st.columns([1, 1.8])  # the candidates' table has eight columns; the chart has a few bars
     if len(samp):

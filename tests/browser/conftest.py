@@ -283,6 +283,21 @@ def wait_for_still(page) -> None:
     page.evaluate(_STILL_JS)
 
 
+def scroll_under_header(locator) -> None:
+    """Scroll the app so ``locator``'s element starts just below Streamlit's sticky header: a screenshot then
+    begins with whole widgets, never labels cut in half under the header (scrollIntoView puts the element's top
+    at the very top of the scrolled box, behind the header)."""
+    locator.evaluate("""e => {
+      e.scrollIntoView({block: 'start'});
+      const header = document.querySelector('[data-testid="stHeader"]');
+      const box = [document.querySelector('[data-testid="stMain"]'),
+                   document.querySelector('[data-testid="stAppViewContainer"]')]
+        .find(b => b && b.scrollHeight > b.clientHeight && b.scrollTop > 0);
+      if (header && box) box.scrollBy(0, e.getBoundingClientRect().top - header.getBoundingClientRect().bottom - 12);
+    }""")
+    wait_for_still(locator.page)
+
+
 def goto_page(page, app: StreamlitApp, url_path: str = "/", timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
     """Open `url_path` of the app (e.g. "/" or "/Editor") and wait until its script has run."""
     page.goto(app.url + "/" + url_path.lstrip("/"), wait_until="domcontentloaded", timeout=timeout_ms)

@@ -105,7 +105,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     # Interact only once the page's first run is over: its later elements (the last round's diff is near the
     # end) are drawn, and then the script is idle (waiting a fixed moment for a rerun to start, then for "not
     # running", can return before the run has even begun on a loaded machine).
-    expect(page.locator('[data-testid="stCode"]').filter(has_text=f"+++ round {ROUNDS}")).to_be_visible(
+    expect(page.locator("pre.mf-diff").filter(has_text=f"+++ round {ROUNDS}")).to_be_visible(
         timeout=20_000)
     wait_for_app(page)
     picker = page.get_by_role("combobox", name="Round", exact=True)  # not "Run", whose labels say "rounds"
@@ -125,7 +125,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     expect(page.get_by_text(re.compile(r"Lineage \(parents → children.*all \d+ rounds"))).to_be_visible()
     lineage = page.locator('[data-testid="stVegaLiteChart"]').filter(has_text="selected")  # its legend
     expect(lineage.locator("g.role-mark text", has_text="#2").first).to_be_visible()  # the tree, its rounds named
-    diff = page.locator('[data-testid="stCode"]').filter(has_text="+++ round 2")
+    diff = page.locator("pre.mf-diff").filter(has_text="+++ round 2")
     expect(diff).to_be_visible()
     assert no_exceptions(page) == [] and js_errors == []
     page.set_viewport_size({"width": 1400, "height": 2000})

@@ -16,7 +16,7 @@ from flowcore.tasks import load
 from tests.helpers.capitals import capitals_reply
 from tests.helpers.fakellm import FakeLLMServer, message_text
 
-from .conftest import APP_ENV, goto_page, no_exceptions, save_screenshot, wait_for_app
+from .conftest import APP_ENV, goto_page, no_exceptions, save_screenshot, scroll_under_header, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -118,6 +118,7 @@ def test_run_page_evaluates_gsm8k_with_progress_and_scores(page, streamlit_app):
     page.mouse.move(1, 1)  # no button's tooltip left open over the trace where the last click was
     wait_for_app(page)
     expect(page.locator('[data-testid="stTooltipContent"]')).to_have_count(0)
+    scroll_under_header(page.locator('[data-testid="stRadio"]').filter(has_text="One problem"))  # the form whole
     save_screenshot(page, "run.png")
 
     # a reload is a new session: the stored evaluation is still there

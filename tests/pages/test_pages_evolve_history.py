@@ -5,7 +5,9 @@ filters, pin, note, fork to the Editor and re-evaluation."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import socket
 import subprocess
 import threading
@@ -295,8 +297,8 @@ def test_history_table_filters_pin_note_and_fork(db):
     color = lineage["layers"][1].encoding["color"]["scale"]
     assert dict(zip(color["domain"], color["range"]))["selected"] == "#2e7d32"
     assert any("Lineage (parents → children" in c.value and "all 4 rounds" in c.value for c in at.caption)
-    diff = at.code[0].value
-    assert diff.startswith(f"--- round {rows[3]['parents'][0]}\n+++ round 3") and "\n+" in diff
+    diff = html.unescape(re.sub(r"<[^>]+>", "", next(e.proto.body for e in at.get("html") if "mf-diff" in e.proto.body)))
+    assert diff.startswith(f"--- round {rows[3]['parents'][0]}+++ round 3") and "\n+" in diff
     assert any("Parent selection probabilities" in (f["title"] or "") for f in figures(at))
     assert at.button(key="hist_reeval").disabled
     assert any("Re-evaluate: No LLM endpoint" in c.value for c in at.caption)

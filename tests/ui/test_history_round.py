@@ -56,3 +56,15 @@ def test_the_run_line_says_settings_in_words_and_why_it_stopped():
     assert run_caption(info, "stopped") == ("Benchmark **gsm8k** (math) · 3 candidates a round · parents from the top 4"
                                             " · status **stopped** (budget spent)")
     assert run_caption(SimpleNamespace(**{**vars(info), "reason": None}), "ok").endswith("status **ok**")
+
+
+def test_the_diff_is_coloured_html_with_every_character_of_the_texts_escaped():
+    from flowcore.ui.history import diff_html
+
+    diff = "--- round 1\n+++ round 2\n@@ -1,2 +1,2 @@\n a\n-B[\"<img src=x onerror=alert(1)>\"]\n+C & D\n"
+    out = diff_html(diff)
+    assert "<img" not in out and "&lt;img src=x onerror=alert(1)&gt;" in out and "C &amp; D" in out
+    assert out.startswith("<pre") and out.count("<span") == 6  # one per line
+    assert 'background:#ffebe9">-B[&quot;' in out and 'background:#dafbe1">+C' in out  # removed red, added green
+    assert "font-weight:600\">--- round 1" in out and "color:#0550ae\">@@" in out
+    assert "(no textual change)" in diff_html("")
