@@ -1,5 +1,5 @@
 """The History page's engine side at scale: a run's rounds as one light table (no round's large JSON decoded),
-vectorised curves, and the lineage drawn as a plotly tree on a networkx layered layout — the whole tree for
+vectorised curves, and the lineage drawn as a Vega-Lite chart on a networkx layered layout — the whole tree for
 small runs, a collapsed view (the ancestry of the best, pinned and selected rounds) for long ones.
 
 Everything here is linear in the number of rounds (10,000 rounds: see ``benchmarks/history_scale.py``); the
@@ -151,7 +151,7 @@ def _words(ops: pd.Series) -> Any:
 
 
 def _arr(series: pd.Series) -> Any:
-    """A column as a numpy array: plotly takes arrays whole instead of checking element by element."""
+    """A column as a numpy array (a chart's frame is built from whole arrays, not element by element)."""
     return series.to_numpy()
 
 
