@@ -73,8 +73,10 @@ def echoed(answer: str, score: float, reason: str) -> bool:
 
 async def judge(llm: Any, metric: Metric, question: str, prediction: str, reference: str) -> Grade:
     """One grade by the judge model; an invalid reply (asked twice at least) or a failed call leaves the row
-    errored; an echoed grade is wrong."""
-    from flowcore.llm.client import LLMError
+    errored; an echoed grade is wrong, and so is an answer the judge cannot read whole (too long for its context,
+    never trimmed to a part the answer chose) or whose text its endpoint refuses (the rest of the prompt is the
+    task's)."""
+    from flowcore.llm.client import ContextOverflow, LLMError, Refused
 
     if llm is None:
         return Grade(None, None, "metric 'judge' needs an LLM endpoint (the judge model): none is configured")
@@ -89,10 +91,15 @@ async def judge(llm: Any, metric: Metric, question: str, prediction: str, refere
         return None
 
     try:
-        reply = await child.chat(messages, role="judge", json_mode=True, accept=accept)
+        reply = await child.chat(messages, role="judge", json_mode=True, accept=accept, trim=False)
         retries = getattr(getattr(child, "settings", None), "max_retries", 1)
         if accept(reply.text) is not None and isinstance(retries, int) and retries < 1:  # asked only once
-            reply = await child.chat(messages, role="judge", json_mode=True, accept=accept, cache_salt="again")
+            reply = await child.chat(messages, role="judge", json_mode=True, accept=accept, cache_salt="again",
+                                     trim=False)
+    except (ContextOverflow, Refused) as exc:  # the answer's doing: graded wrong, the reason kept
+        why = ("the answer does not fit the judge model's context whole (it is never judged on a part)"
+               if isinstance(exc, ContextOverflow) else "the judge's endpoint refused the answer's text")
+        return Grade(0.0, None, f"{why}: {exc}", reason=why, cost=_spent(child))
     except LLMError as exc:
         return Grade(None, None, f"the judge's call failed: {exc}", transient=bool(exc.transient),
                      cost=_spent(child))
