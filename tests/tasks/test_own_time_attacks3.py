@@ -323,3 +323,58 @@ def test_a_candidate_whose_programs_hang_is_wrong_on_every_problem_not_busy_on_t
                                             llm=_llm(srv, ws, cache=False), timeout=1.5, concurrency=6))
     got = [(r.correct, r.errored) for r in rep.results]
     assert got == [(False, False)] * 6, [r.error for r in rep.results]
+
+
+def test_a_problem_that_timed_out_reports_what_its_calls_cost(ws):
+    # A problem cancelled at its own timeout records cost 0: the runner attaches the spend to an Exception it
+    # sees (`exc.cost`), but a timeout cancels the runner (CancelledError is no Exception) and `_within` raises a
+    # fresh OwnTimeout with no cost. The first node's paid call ($0.0015 here) vanishes from the problem's row and from EvalReport.cost (the Run page's and `run`'s cost, the per-problem
+    # rows kept by evolution): a candidate that times out on its expensive problems looks cheap there. (compare
+    # prices the client's call log instead and is right.)
+    # Fix direction: `_solve` reads the spend from the problem's child client (or the clock) whatever the
+    # exception, e.g. the runner keeps its child on the problem and `_solve` asks it after a timeout.
+    wf = parse('flowchart TD\n    PROBLEM(["Problem"])\n    C1["Custom"]\n    C2["Custom"]\n    RETURN(["Return"])\n'
+               '    class PROBLEM,RETURN Interface\n    class C1,C2 CustomOp\n    PROBLEM -->|input| C1\n'
+               '    C1 -->|input| C2\n    C2 --> RETURN\n')
+
+    def respond(request: dict):
+        if "FIRST-STEP-DONE" in message_text(request):
+            return Fault(body="\\boxed{8}", delay=2.5)
+        return "FIRST-STEP-DONE " + "word " * 2000
+
+    with FakeLLMServer(respond) as srv:
+        llm = _llm(srv, ws, cache=False)
+        rep = asyncio.run(evaluate_workflow(wf, "gsm8k", _problems("3+4?"), llm=llm, timeout=1.0))
+    (r,) = rep.results
+    assert r.error is not None and r.error.startswith("OwnTimeout"), r.error
+    assert llm.usage.cost > 0, "the first node's call was answered and paid"
+    assert r.cost > 0 and rep.cost > 0, (r.cost, rep.cost, llm.usage.cost)
+
+
+def test_an_honest_answer_about_a_score_is_not_graded_wrong_when_the_judge_quotes_it(ws):
+    # The judge's echo rule (`echoed`): a grade above 0 whose reason appears word for word in an answer that
+    # contains the word "score" is taken for the answer's own grade echoed back, and the row is graded wrong. Any
+    # honest answer about a score (a match, a test, a z-score, an F1 score) trips it whenever the judge's reason
+    # quotes the answer's key sentence, which terse judges do ("The score was 1-0."). Here a right answer to
+    # "What was the final score?" is graded 0 with "an answer cannot grade itself". An honest problem is made
+    # wrong by the guard, and a rival who knows the rule cannot be told apart from an honest answer by it.
+    # Fix direction: call it an echo only when the answer holds a grade-shaped text (a JSON object or a "score:
+    # <number>" / "reason: ..." pair) that the judge's reply repeats (same score and reason), not when the
+    # reason merely quotes the answer; or ask the judge again with the answer's grade-shaped text quoted away.
+    from flowcore.tasks.harness import evaluate
+    from flowcore.tasks.metrics import make_metric
+
+    metric = make_metric("judge", {"rubric": "Full marks for the right final score."}, where="t.toml")
+    answer = "Germany beat Argentina after extra time. The score was 1-0."
+    problems = [Problem("t/0", "t", "What was the final score of the 2014 World Cup final?", "1-0 to Germany",
+                        metric=metric)]
+
+    async def runner(p):
+        return answer, 0.0
+
+    with FakeLLMServer('{"score": 1, "reason": "The score was 1-0."}') as srv:
+        llm = LLM(LLMSettings(base_url=srv.base_url, api_key="k", models={"judge": "judge-model"}, max_retries=0),
+                  ws)
+        rep = asyncio.run(evaluate(runner, problems, llm=llm))
+    (r,) = rep.results
+    assert (r.correct, r.errored) == (True, False), (r.score, r.error, r.grade)
