@@ -143,6 +143,7 @@ class ProblemClock(Timeline):
         super().__init__()
         self.limit: float | None = None
         self.group = group
+        self.spent = 0.0  # what its LLM calls cost (read when it ends by a timeout, which keeps no result)
         self.nodes: list[NodeClock] = []
         self._paused: list[Span] = []
         self._pausing: dict[object, tuple[float, float]] = {}
@@ -291,6 +292,13 @@ def clock_pending(key: object, on: bool, give: bool = False) -> None:
     clock = _CLOCK.get()
     if clock is not None:
         clock.pending(key, on, give)
+
+
+def clock_spend(cost: float) -> None:
+    clock = _CLOCK.get()
+    if clock is not None and cost:
+        with clock.problem._lock:
+            clock.problem.spent += cost
 
 
 def clock_overdue() -> bool:

@@ -785,6 +785,8 @@ class LLM:
         rec = {"role": role, "model": reply.model, "prompt_tokens": reply.prompt_tokens,
                "completion_tokens": reply.completion_tokens, "cost": reply.cost, "latency": reply.latency,
                "cached": reply.cached, "error": error}
+        if not reply.cached:
+            waits.clock_spend(reply.cost)  # the problem's spend, should it end by a timeout
         with self._shared.lock, _usage_lock:  # (a client put under another counts in another's usage too)
             node: LLM | None = self
             while node is not None:

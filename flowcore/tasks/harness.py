@@ -235,7 +235,8 @@ async def _solve(runner: Runner, problem: Problem, timeout: float | None,
         fault = health.fault_of(exc)
         if fault not in (None, "outage"):  # a full disk, a damaged or read-only workspace: the evaluation stops
             raise health.cause(exc) from None  # saying so (not the node that happened to write)
-        cost = float(getattr(exc, "cost", 0.0) or 0.0)  # what a failed run had already spent, when it says
+        # what a failed run had already spent: its own count, or its calls' (a timeout keeps no result)
+        cost = max(float(getattr(exc, "cost", 0.0) or 0.0), clock.spent)
         detail = f"{type(exc).__name__}: {exc}"
         if by_workflow(exc):  # a candidate cannot leave a problem it fails out of its score by failing it
             return ProblemResult(problem.id, False, answer, None, cost, time.perf_counter() - start, detail)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from typing import Any
 
 from flowcore.tasks.jsonscan import last_object
@@ -64,11 +65,18 @@ def parse_grade(text: str) -> tuple[float, str]:
     return float(score), reason.strip()
 
 
+# A grade stated in an answer: "score": 1, score: 0.9, a score of 1 (not a match's "score was 1-0" or "2-1").
+_STATED = re.compile(r"""score["']?\s*(?:of|is|=|:|to)?\s*["']?(\d+(?:\.\d+)?)(?![\d.]*\s*[-\u2013]\s*\d)""", re.I)
+
+
 def echoed(answer: str, score: float, reason: str) -> bool:
-    """Whether this grade is one the answer wrote for itself: a score above 0 whose reason the answer, which
-    speaks of a score (as JSON, or in words for the judge to repeat), already spells out word for word."""
+    """Whether this grade is one the answer wrote for itself: a score above 0 that the answer states as a grade
+    (as JSON, or in words for the judge to repeat), with a reason it already spells out word for word. An answer
+    that only speaks of a score (a match's, a test's) and is quoted by the judge is not an echo."""
     said = " ".join(reason.split()).casefold()
-    return score > 0 and "score" in answer.casefold() and said in " ".join(answer.split()).casefold()
+    if score <= 0 or said not in " ".join(answer.split()).casefold():
+        return False
+    return any(abs(float(n) - score) < 1e-9 for n in _STATED.findall(answer))
 
 
 async def judge(llm: Any, metric: Metric, question: str, prediction: str, reference: str) -> Grade:
