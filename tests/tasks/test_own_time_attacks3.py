@@ -124,11 +124,26 @@ def test_a_call_slower_than_the_client_timeout_is_not_turned_into_not_run_before
     # Fix direction: a timed-out attempt is pending until decided, and decided like the others: its time counts
     # as the workflow's while the endpoint kept the connection (it was answering); give back only attempts that
     # got a refused connection, a reset or a 5xx; or stream, so tokens tell a generating model from silence.
-    with FakeLLMServer(Fault(body="\\boxed{8}", delay=5.0)) as srv:
+    # Decided (lead): after a timeout the client asks the endpoint for one token. Answered at once, the slowness
+    # was the request's (the workflow's): a wrong answer (SlowAnswer). Slow for that too, the endpoint is slow or
+    # gone for everyone: "not run", never wrong (the test below).
+    def respond(request: dict):
+        return Fault(body="\\boxed{8}", delay=5.0) if "3+4?" in message_text(request) else "OK"
+
+    with FakeLLMServer(respond) as srv:
         rep = asyncio.run(evaluate_workflow(IO, "gsm8k", _problems("3+4?"),
                                             llm=_llm(srv, ws, timeout=0.6, max_retries=2), timeout=4.0))
     (r,) = rep.results
     assert (r.correct, r.errored) == (False, False), r.error
+    assert "SlowAnswer" in r.error, r.error
+
+
+def test_an_endpoint_slow_for_every_request_leaves_the_problem_not_run_never_wrong(ws):
+    with FakeLLMServer(Fault(body="\\boxed{8}", delay=5.0)) as srv:
+        rep = asyncio.run(evaluate_workflow(IO, "gsm8k", _problems("3+4?"),
+                                            llm=_llm(srv, ws, timeout=0.6, max_retries=1), timeout=4.0))
+    (r,) = rep.results
+    assert (r.correct, r.errored) == (False, True), r.error
 
 
 def test_an_answer_that_makes_the_judges_filter_refuse_is_graded_wrong_not_left_out(ws):
