@@ -110,12 +110,6 @@ class Refused(LLMError):
     built, answered wrong, never left out of the score."""
 
 
-class SlowAnswer(LLMError):
-    """The call timed out (no reply, or a stream fell silent, for the client's timeout) while the endpoint answered
-    a one-token request at once: what was asked took that long (a very long answer, a model thinking in silence),
-    the workflow's doing. A wrong answer; a timeout the endpoint shares with every request stays its own."""
-
-
 # HTTP statuses that say "not now" rather than "not this request" (as the openai client retries them).
 TRANSIENT_STATUS = frozenset({408, 409, 429})
 Accept = Callable[[str], "str | None"]  # a reply's text -> None when usable, else the reason it is not
@@ -627,8 +621,7 @@ class LLM:
                     continue
                 message = self._redact(f"LLM call failed ({where}): {error.message}")
                 self._record(role, Reply("", model, 0, 0, 0.0, latency, False), message)
-                kind = ContextOverflow if error.overflow else Refused if error.refused else \
-                    SlowAnswer if error.own else LLMError
+                kind = ContextOverflow if error.overflow else Refused if error.refused else LLMError
                 raise kind(message, transient=error.transient)
             attempt += 1
             text, pt, ct, problem = _extract(resp, sent, counted)
@@ -688,11 +681,11 @@ class LLM:
         except reply_too_large() as e:  # an endpoint failure, never a (truncated) answer; not retried
             error = _Failure(str(e), False)
         except (openai.APITimeoutError, TimeoutError, httpx.TimeoutException):
+            # The endpoint's (a timeout under load is never a wrong answer), unless the problem's own time had run
+            # out meanwhile (below). A one-token probe cannot tell a long answer from a batching server's load.
             silent = " of silence" if s.stream else ""
-            ours = await self._answers_short(client, kwargs["model"])  # then the slowness was the request's
-            error = _Failure(f"timed out after {s.timeout:g}s{silent} (after {s.max_retries} retries)"
-                             + ("; the endpoint answered a one-token request at once, so what was asked took that "
-                                "long" if ours else ""), not ours, timed_out=True, own=ours)
+            error = _Failure(f"timed out after {s.timeout:g}s{silent} (after {s.max_retries} retries)", True,
+                             timed_out=True)
         except openai.APIStatusError as e:
             detail = _status_detail(e)
             code = (e.body.get("code") if isinstance(e.body, dict) else None) or \
@@ -715,29 +708,10 @@ class LLM:
             _ATTEMPTS.reset(token)
             # No response at all: the endpoint's time, unless the problem's own time ran out while it was asked
             # (an answer the workflow asked to be that long is its own, however the client's timeout is set).
-            waits.clock_pending(call["key"], False, give=error is not None and not error.own
-                                and not (error.timed_out and waits.clock_overdue()))
+            waits.clock_pending(call["key"], False,
+                                give=error is not None and not (error.timed_out and waits.clock_overdue()))
             waits.clock_blocked(call["key"], False)
         return resp, time.perf_counter() - start, error
-
-    async def _answers_short(self, client: openai.AsyncOpenAI, model: str) -> bool:
-        """Does the endpoint answer a one-token request within the timeout? Asked after a call timed out, to tell
-        a request that takes long (the workflow's) from an endpoint that is slow or gone for everyone (its own).
-        Not logged, not an attempt of the call, and its time is the client's, not the workflow's."""
-        s, key = self.settings, object()
-        token = _ATTEMPTS.set(None)
-        waits.clock_blocked(key, True)
-        try:
-            async with asyncio.timeout(s.timeout):
-                await client.with_options(max_retries=0, timeout=s.timeout).chat.completions.create(
-                    model=model, messages=[{"role": "user", "content": "Reply with OK."}], max_tokens=1,
-                    temperature=0.0)
-            return True
-        except Exception:  # noqa: BLE001 - any failure: the endpoint is not answering short requests either
-            return False
-        finally:
-            waits.clock_blocked(key, False)
-            _ATTEMPTS.reset(token)
 
     async def _window(self, model: str) -> int | None:
         """The model's context window: the server's metadata, else the setting, else what an error said."""
@@ -950,7 +924,6 @@ class _Failure:
     refuses_json: bool = False
     refused: bool = False
     timed_out: bool = False
-    own: bool = False  # the workflow's doing (a SlowAnswer)
 
 
 async def _streamed(client: openai.AsyncOpenAI, kwargs: dict) -> Any:

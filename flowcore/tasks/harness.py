@@ -208,12 +208,12 @@ def by_workflow(exc: BaseException | None) -> bool:
     with, a prompt it built too long for the model, or one the model or its filter refused? Then the problem is
     answered wrong, not errored."""
     from flowcore.execution._standalone_ops import NodeError
-    from flowcore.llm.client import ContextOverflow, Refused, SlowAnswer
+    from flowcore.llm.client import ContextOverflow, Refused
 
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, (OwnTimeout, ContextOverflow, Refused, SlowAnswer)) or (isinstance(exc, NodeError) and exc.by_workflow):
+        if isinstance(exc, (OwnTimeout, ContextOverflow, Refused)) or (isinstance(exc, NodeError) and exc.by_workflow):
             return True
         exc = exc.__cause__ or exc.__context__
     return False

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import unicodedata
 from typing import Any
 
 from flowcore.tasks.jsonscan import last_object
@@ -65,18 +66,37 @@ def parse_grade(text: str) -> tuple[float, str]:
     return float(score), reason.strip()
 
 
-# A grade stated in an answer: "score": 1, score: 0.9, a score of 1 (not a match's "score was 1-0" or "2-1").
-_STATED = re.compile(r"""score["']?\s*(?:of|is|=|:|to)?\s*["']?(\d+(?:\.\d+)?)(?![\d.]*\s*[-\u2013]\s*\d)""", re.I)
+# A grade stated in an answer: a grade word, then within a few separators or words a number ("score": 1,
+# Score: 100%, grade -> 1, a score of 1), but not a match's result ("the score was 1-0", "3 to 1"). Every
+# quantifier is bounded and each grade word looks at a short window after it: linear in the answer's length.
+_GRADE_WORD = re.compile(r"score|grade|rating|points|mark", re.I)
+_GRADE_NUMBER = re.compile(r"[\s\"'`*_:=>\-\u2192]{0,8}(?:(?:of|is|to|was|be|at)\s{1,3}){0,2}[\s\"'`*_:=>\-]{0,4}"
+                           r"\d+(?:\.\d+)?", re.I)
+_RESULT = re.compile(r"\s{0,3}(?:-|\u2013|:|to\b)\s{0,3}\d", re.I)
+
+
+def _states_grade(answer: str) -> bool:
+    for m in _GRADE_WORD.finditer(answer):
+        window = answer[m.end():m.end() + 40]
+        found = _GRADE_NUMBER.match(window)
+        if found and not _RESULT.match(window, found.end()):
+            return True
+    return False
+
+
+def _plain(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).split()).casefold()
 
 
 def echoed(answer: str, score: float, reason: str) -> bool:
-    """Whether this grade is one the answer wrote for itself: a score above 0 that the answer states as a grade
-    (as JSON, or in words for the judge to repeat), with a reason it already spells out word for word. An answer
-    that only speaks of a score (a match's, a test's) and is quoted by the judge is not an echo."""
-    said = " ".join(reason.split()).casefold()
-    if score <= 0 or said not in " ".join(answer.split()).casefold():
+    """Whether this grade is one the answer wrote for itself: a score above 0 whose reason the answer already
+    spells out word for word, in an answer that states a grade (as JSON, or in words for the judge to repeat;
+    full-width or other compatibility forms read as their plain ones). An answer that only speaks of a match's
+    score and is quoted by the judge is not an echo."""
+    if score <= 0:
         return False
-    return any(abs(float(n) - score) < 1e-9 for n in _STATED.findall(answer))
+    plain = _plain(answer)
+    return _plain(reason) in plain and _states_grade(plain)
 
 
 async def judge(llm: Any, metric: Metric, question: str, prediction: str, reference: str) -> Grade:
@@ -104,7 +124,16 @@ async def judge(llm: Any, metric: Metric, question: str, prediction: str, refere
         if accept(reply.text) is not None and isinstance(retries, int) and retries < 1:  # asked only once
             reply = await child.chat(messages, role="judge", json_mode=True, accept=accept, cache_salt="again",
                                      trim=False)
-    except (ContextOverflow, Refused) as exc:  # the answer's doing: graded wrong, the reason kept
+    except (ContextOverflow, Refused) as exc:
+        # The answer's doing only if the same prompt with a neutral answer is read: then graded wrong, the reason
+        # kept; else the task's own text is too long or refused, which no answer can help: errored.
+        neutral = judge_messages(metric, question, "(no answer)", reference)
+        try:
+            await child.chat(neutral, role="judge", json_mode=True, trim=False, cache_salt="neutral")
+        except LLMError as again:
+            return Grade(None, None, f"the judge cannot grade this task, whatever the answer: {again}",
+                         transient=bool(again.transient) and not isinstance(again, (ContextOverflow, Refused)),
+                         cost=_spent(child))
         why = ("the answer does not fit the judge model's context whole (it is never judged on a part)"
                if isinstance(exc, ContextOverflow) else "the judge's endpoint refused the answer's text")
         return Grade(0.0, None, f"{why}: {exc}", reason=why, cost=_spent(child))

@@ -124,9 +124,12 @@ def test_a_call_slower_than_the_client_timeout_is_not_turned_into_not_run_before
     # Fix direction: a timed-out attempt is pending until decided, and decided like the others: its time counts
     # as the workflow's while the endpoint kept the connection (it was answering); give back only attempts that
     # got a refused connection, a reset or a 5xx; or stream, so tokens tell a generating model from silence.
-    # Decided (lead): after a timeout the client asks the endpoint for one token. Answered at once, the slowness
-    # was the request's (the workflow's): a wrong answer (SlowAnswer). Slow for that too, the endpoint is slow or
-    # gone for everyone: "not run", never wrong (the test below).
+    # Decided (lead), after round four: a timeout within the problem's own time is the endpoint's, "not run",
+    # never wrong. The standard says a timeout under load is never a wrong answer, and nothing on the client's
+    # side tells a long answer from a batching server slowed by another tenant (round four made a one-token probe
+    # call an honest, load-slowed answer wrong: test_own_time_attacks4). The dodge stays visible: the row is
+    # counted as "not run" beside the score and against --max-error-rate; with a problem timeout below the
+    # client's, the same call is the workflow's own time and a wrong answer (round two's test).
     def respond(request: dict):
         return Fault(body="\\boxed{8}", delay=5.0) if "3+4?" in message_text(request) else "OK"
 
@@ -134,8 +137,8 @@ def test_a_call_slower_than_the_client_timeout_is_not_turned_into_not_run_before
         rep = asyncio.run(evaluate_workflow(IO, "gsm8k", _problems("3+4?"),
                                             llm=_llm(srv, ws, timeout=0.6, max_retries=2), timeout=4.0))
     (r,) = rep.results
-    assert (r.correct, r.errored) == (False, False), r.error
-    assert "SlowAnswer" in r.error, r.error
+    assert (r.correct, r.errored, r.transient) == (False, True, True), r.error
+    assert "timed out" in r.error and (rep.n, rep.errors) == (0, 1)
 
 
 def test_an_endpoint_slow_for_every_request_leaves_the_problem_not_run_never_wrong(ws):
@@ -194,11 +197,17 @@ def test_a_streamed_answer_that_falls_silent_past_the_client_timeout_is_not_left
     # candidate are left out of its score.
     # Fix direction: a streamed attempt that had answered (headers, tokens) and then timed out is the workflow's
     # own slow answer: an empty / partial answer graded wrong (or an OwnTimeout), never an endpoint failure.
+    # Decided (lead), as for the call above: silence past the client's timeout within the problem's own time
+    # is the endpoint's ("not run", counted); past the problem's own time it is the workflow's (wrong).
     with FakeLLMServer("I will think about it \\boxed{8}", token_delay=2.0) as srv:
         rep = asyncio.run(evaluate_workflow(IO, "gsm8k", _problems("3+4?"),
                                             llm=_llm(srv, ws, timeout=0.6, stream=True, max_retries=1), timeout=4.0))
+        late = asyncio.run(evaluate_workflow(IO, "gsm8k", _problems("3+4? "),
+                                             llm=_llm(srv, ws, timeout=0.6, stream=True, max_retries=1), timeout=0.3))
     (r,) = rep.results
-    assert (r.correct, r.errored) == (False, False), r.error
+    assert (r.correct, r.errored) == (False, True), r.error
+    (w,) = late.results
+    assert (w.correct, w.errored) == (False, False) and w.error.startswith("OwnTimeout"), w.error
 
 
 def test_a_wide_candidate_queued_behind_its_own_other_problems_is_timed_out_not_busy(ws):
