@@ -54,7 +54,9 @@ def keys_section() -> None:
     name = c[0].text_input("New key's name", key="keys_name", placeholder="e.g. ci-bot")
     if c[1].button("Create key", key="keys_create", icon=":material/key:"):
         try:
-            rec, key = keys.create_key(ws, name, user(), created_by=user())
+            # on loopback (no login) the key belongs to its name: never to "local", the server's operator
+            owner = None if user() == "local" else user()
+            rec, key = keys.create_key(ws, name, owner, created_by=user())
         except keys.KeyProblem as e:
             st.error(md(str(e)))  # it quotes the typed name
         else:
@@ -64,10 +66,24 @@ def keys_section() -> None:
     if rows:
         st.dataframe([{"id": k.id, "name": k.name, "owner": k.owner, "state": "active" if k.active else "revoked"}
                       for k in rows], hide_index=True, placeholder="—", key="keys_table")
-        active = [k.id for k in rows if k.active]
+        by = _revoker()  # a member who is no admin revokes only her own keys
+        active = [k.id for k in rows if k.active and (by is None or k.owner == by)]
         r = st.columns([3, 1], vertical_alignment="bottom")
         pick = r[0].selectbox("Revoke", active, key="keys_revoke_pick", placeholder="Choose a key…",
                               format_func=lambda i: next(f"{k.id} · {k.name} · {k.owner}" for k in rows if k.id == i))
         if r[1].button("Revoke", key="keys_revoke", disabled=pick is None):
-            keys.revoke_key(ws, pick)
-            st.rerun()
+            try:
+                keys.revoke_key(ws, pick, by=by)  # checked again there: the choice list is only a view
+            except keys.KeyProblem as e:
+                st.error(md(str(e)))
+            else:
+                st.rerun()
+
+
+def _revoker() -> str | None:
+    """Whose keys this session may revoke: None for any (loopback without a login, or an admin), else the
+    signed-in member's own."""
+    from flowcore.ui import access
+
+    who = user()
+    return None if who == "local" or access.is_admin(access.parse_address(who)) else who

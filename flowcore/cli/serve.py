@@ -75,7 +75,8 @@ def register(sub: Any) -> None:
     ks = k.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     c = ks.add_parser("create", help="make a key (shown once; only its hash is stored)")
     c.add_argument("name")
-    c.add_argument("--owner", help="who the key belongs to (default: local)")
+    c.add_argument("--owner", help="who the key belongs to, e.g. an address (default: the key's NAME; never 'local', the "
+                   "server's own operator)")
     lst = ks.add_parser("list", help="every key: id, name, owner, created, revoked, last used")
     lst.add_argument("--json", action="store_true")
     r = ks.add_parser("revoke", help="revoke a key by id, or by name when one active key has it")
@@ -117,7 +118,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(f"--max-body must be at least 1024 bytes, got {args.max_body}")
     ws = _db(args)
     require = args.require_key or not is_loopback(args.host)
-    app = create_app(Engine(ws, deadline=args.timeout), require_keys=require, max_body=args.max_body,
+    app = create_app(Engine(ws, deadline=args.timeout, saved_ok=_saved_ok(args.host)), require_keys=require, max_body=args.max_body,
                      host=args.host)
     n = len(published.model_ids(ws))
     active = [k for k in keys.list_keys(ws) if k.active]
@@ -151,6 +152,22 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _saved_ok(host: str) -> Any:
+    """Whose saved LLM settings the served engine uses: the pages' rule (flowcore.ui.endpoints.shared). In a team
+    deployment (bound beyond loopback, MERMAIDFLOW_LOGIN, MERMAIDFLOW_ADMINS or MERMAIDFLOW_MEMBERS set) only
+    an admin's, so the server's OPENAI_API_KEY never goes to an endpoint a member saved; else everyone's."""
+    import os
+
+    from flowcore.ui import access
+
+    env = os.environ
+    team = access.login_required(host, env) or any((env.get(v) or "").strip()
+                                                  for v in (access.ADMINS_ENV, access.MEMBERS_ENV))
+    if not team:
+        return None
+    return lambda by: access.is_admin(access.parse_address(by), env)
+
+
 def _family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
@@ -159,7 +176,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     from flowcore.serve.engine import Engine
     from flowcore.serve.mcp_tools import run_stdio
 
-    run_stdio(Engine(_db(args)))
+    run_stdio(Engine(_db(args), saved_ok=_saved_ok("127.0.0.1")))
     return 0
 
 
@@ -169,7 +186,7 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     ws = _db(args)
     try:
         if args.keys_command == "create":
-            rec, key = keys.create_key(ws, args.name, args.owner or "local", created_by="local")
+            rec, key = keys.create_key(ws, args.name, args.owner, created_by="local")
             print(key)
             print(f"key {rec.id} ({rec.name}, owner {rec.owner}): shown this once; only its hash is stored",
                   file=sys.stderr)

@@ -11,7 +11,9 @@
 - A body whose Content-Length passes the cap is refused with 413 before it is read, and one whose parts stop
   coming is abandoned (flowcore.serve.slow; a late request head is the HTTP protocol's to close).
 
-The key's owner goes into ``scope["state"]["owner"]`` ("local" without a key): traces and publishes record it.
+The key's owner goes into ``scope["state"]["owner"]`` ("local" without a key) and its id into
+``scope["state"]["key_id"]``: traces, publishes and the MCP tools read who is calling from there only, never from
+the headers again. A request with more than one Authorization header is refused (400).
 """
 
 from __future__ import annotations
@@ -77,8 +79,14 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        raw = scope.get("headers", [])
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
         refusal = self._check(scope, headers)
+        if refusal is None and sum(k.lower() == b"authorization" for k, _ in raw) > 1:
+            # one identity per request: the dict above keeps the last, a Starlette Headers.get the first (before,
+            # an MCP tool re-read the first, "Bearer nobody", and took a keyed caller for 'local')
+            refusal = (400, "the request carries more than one Authorization header; send exactly one",
+                       "duplicate_authorization", "invalid_request_error")
         if refusal is not None:
             await _refuse(send, *refusal)
             return

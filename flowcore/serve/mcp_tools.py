@@ -20,7 +20,7 @@ from flowcore.mermaid.reader import WorkflowSyntaxError, parse, to_mermaid
 from flowcore.serve.engine import Engine, ServeError, kind_of
 from flowcore.serve.publish import describe, publish_workflow
 from flowcore.workspace import jobs, published
-from flowcore.workspace.keys import ApiKey, KeyProblem, get_key, verify_key
+from flowcore.workspace.keys import ApiKey, KeyProblem, get_key
 
 # What one evolve_start may ask for (the command line and the pages, run by the operator, have no such bound).
 MAX_ROUNDS, MAX_CANDIDATES, MAX_LIMIT, MAX_LIVE_RUNS = 30, 8, 500, 2
@@ -31,21 +31,39 @@ INSTRUCTIONS = ("MermaidFlow Studio: workflows are Mermaid flowcharts of typed L
                 "versions, start an evolution run and read its progress.")
 
 
-def _caller(ctx: Context | None, engine: Engine) -> ApiKey | None:
-    """The active key the HTTP request carried (the guard verified it), or None: no key (stdio, loopback)."""
+def _state(ctx: Context | None) -> dict:
+    """What the guard put in the HTTP request's scope (flowcore.serve.guard), or {}: no request (stdio)."""
     try:
-        headers = ctx.headers if ctx is not None else None
-    except ValueError:  # no request (stdio)
-        headers = None
-    auth = (headers or {}).get("authorization") or ""
-    scheme, _, key = auth.partition(" ")
-    return verify_key(engine.ws, key.strip(), touch=False) if scheme.lower() == "bearer" else None
+        request = ctx.request_context.request if ctx is not None else None
+    except ValueError:  # no request context (stdio, a direct call)
+        return {}
+    state = getattr(request, "scope", {}).get("state") if request is not None else None
+    return state if isinstance(state, dict) else {}
+
+
+def _caller(ctx: Context | None, engine: Engine) -> ApiKey | None:
+    """The active key the guard verified for this request, or None: no key (stdio, keyless loopback). Read from
+    the guard's scope state only: re-parsing the headers let a second Authorization header pick another
+    identity than the one the guard checked."""
+    kid = _state(ctx).get("key_id")
+    if not kid:
+        return None
+    try:
+        rec = get_key(engine.ws, kid)
+    except KeyProblem:
+        return None
+    return rec if rec.active else None
 
 
 def _owner(ctx: Context | None, engine: Engine) -> str:
-    """The caller: the owner of the bearer key the HTTP request carried, else 'local'."""
-    rec = _caller(ctx, engine)
-    return rec.owner if rec is not None else "local"
+    """The caller: the owner of the key the guard verified, else 'local' (stdio, keyless loopback)."""
+    state = _state(ctx)
+    if state.get("key_id"):
+        rec = _caller(ctx, engine)
+        if rec is None:  # revoked since the guard let the request in
+            raise ToolError("the API key of this request is no longer active")
+        return rec.owner
+    return str(state.get("owner") or "local")
 
 
 def _stop_when_revoked(engine: Engine, key_id: str, job: jobs.Job) -> None:
@@ -112,7 +130,7 @@ def build_mcp(engine: Engine) -> MCPServer:
 
     @server.tool()
     async def evaluate_workflow(benchmark: str, model: str | None = None, workflow: str | None = None,
-                                split: str = "validation", limit: int = 5) -> dict:
+                                split: str = "validation", limit: int = 5, ctx: Context | None = None) -> dict:
         """Evaluate a published workflow (model) or a workflow's text on a benchmark (gsm8k, math, humaneval,
         mbpp), split validation or test, the first `limit` problems. Returns {score, n, errors, cost, ci}."""
         from flowcore.evaluation.evaluate import evaluate_workflow as evaluate
@@ -127,7 +145,8 @@ def build_mcp(engine: Engine) -> MCPServer:
         try:
             w = parse(text)
             problems = load(benchmark, split, limit=limit)
-            report = await evaluate(w, benchmark, problems, llm=engine.llm().child(), concurrency=4)
+            report = await evaluate(w, benchmark, problems, llm=engine.for_owner(owner(ctx)),
+                                    concurrency=4)
         except (WorkflowSyntaxError, ValueError) as exc:
             raise ToolError(str(exc)) from None
         out = report.to_json()
@@ -150,6 +169,7 @@ def build_mcp(engine: Engine) -> MCPServer:
         return describe(p)
 
     started: list = []  # the evolution jobs this server's tool started (a caller cannot pile them up)
+    starting = threading.Lock()
 
     @server.tool()
     def evolve_start(benchmark: str, rounds: int = 3, candidates: int = 2, workflow: str | None = None,
@@ -161,24 +181,27 @@ def build_mcp(engine: Engine) -> MCPServer:
         from flowcore.evolution.session import start_run
 
         _evolve_bounds(rounds, candidates, limit)
-        live = [j for j in started if j.snapshot().active]
-        if len(live) >= MAX_LIVE_RUNS:
-            raise ToolError(f"{len(live)} evolution runs started here are still going (runs "
-                            f"{', '.join(str(j.meta.get('run_id')) for j in live)}); at most {MAX_LIVE_RUNS} at a "
-                            "time: wait for one to finish (evolve_progress)")
         cfg = EvolutionConfig(benchmark=benchmark, rounds=rounds, candidates=candidates, workflow=workflow,
                               limit=limit, mode=mode)
         caller = _caller(ctx, engine)
-        try:
-            cfg.validate()
-            root = engine.llm()  # the run spends from the server's budget, never from a fresh one of its own
-            job = start_run(engine.ws, root.settings, cfg, created_by=caller.owner if caller else "local",
-                            spend_under=root)
-        except ValueError as exc:
-            raise ToolError(str(exc)) from None
+        who = _owner(ctx, engine)
+        # The SDK runs this plain function in a worker thread per call: the count of live runs and the start
+        # are one step under the lock (before, 8 of 8 concurrent calls all saw fewer than 2 and started).
+        with starting:
+            live = [j for j in started if j.snapshot().active]
+            if len(live) >= MAX_LIVE_RUNS:
+                raise ToolError(f"{len(live)} evolution runs started here are still going (runs "
+                                f"{', '.join(str(j.meta.get('run_id')) for j in live)}); at most {MAX_LIVE_RUNS} "
+                                "at a time: wait for one to finish (evolve_progress)")
+            try:
+                cfg.validate()
+                root = engine.llm()  # the run spends from the server's budget, never from a fresh one of its own
+                job = start_run(engine.ws, root.settings, cfg, created_by=who, spend_under=root)
+            except ValueError as exc:
+                raise ToolError(str(exc)) from None
+            started[:] = [*live, job]
         if caller is not None:
             _stop_when_revoked(engine, caller.id, job)
-        started[:] = [*live, job]
         return {"run_id": job.meta.get("run_id"), "job": job.id}
 
     @server.tool()
@@ -189,14 +212,14 @@ def build_mcp(engine: Engine) -> MCPServer:
         from flowcore.evolution.session import run_status
 
         h = History(engine.ws)
-        caller = _caller(ctx, engine)
+        keyed, who = bool(_state(ctx).get("key_id")), _owner(ctx, engine)
         try:
             info = h.run(run_id)
         except (KeyError, ValueError, LookupError) as exc:
             info, why = None, str(exc)
-        if caller is not None and (info is None or info.created_by != caller.owner):
+        if keyed and (info is None or info.created_by != who):
             # another owner's run (or an app user's) reads as missing: its scores and progress are theirs
-            raise ToolError(f"no evolution run {run_id} started by {caller.owner}")
+            raise ToolError(f"no evolution run {run_id} started by {who}")
         if info is None:
             raise ToolError(f"no evolution run {run_id}: {why}")
         rows = h.summaries(run_id)

@@ -81,6 +81,9 @@ def parse_chat(body: Any) -> ChatRequest:
             problem = text
     if problem is None or not problem.strip():
         raise bad("no user message with text: the last user message is the problem", "invalid_messages")
+    if "\x00" in problem:  # valid JSON, but PostgreSQL text cannot hold it: the request's trace would be lost
+        raise bad("the problem (the last user message) contains a NUL character (\\u0000), which is not accepted",
+                  "invalid_messages")
     try:
         problem.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate (\ud800) is valid JSON but no text

@@ -14,7 +14,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from flowcore.workspace.library import validate_name
+from flowcore.workspace.library import NAME_RE, validate_name
 from flowcore.workspace.store import Workspace
 
 _DDL = """
@@ -104,6 +104,10 @@ def parse_model(model: str) -> tuple[str, int | None]:
     m = MODEL_RE.match(model.strip()) if isinstance(model, str) else None
     if m is None or not m.group("name").strip():
         raise PublishError(f"model {model!r} is not NAME or NAME@vN")
+    # No published name has other characters; one with a NUL, sent to PostgreSQL, was a 500 instead of a 404.
+    if not NAME_RE.match(m.group("name").strip()):
+        raise PublishError(f"no published workflow is named {m.group('name').strip()!r}: a name is letters, "
+                           "digits, spaces, '_', '-' or '.'")
     return m.group("name").strip(), int(m.group("version")) if m.group("version") else None
 
 
