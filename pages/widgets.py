@@ -71,6 +71,12 @@ def scroll_to_top() -> None:
 
 # -- the drawing canvas (React Flow), kept in sync with the text ---------------------------------------------
 
+def _structure(w: Workflow) -> str:
+    """What the canvas's graph is (ids, types, labels, edges): dragged positions are kept while it stays the same."""
+    plain = cv.to_canvas(w)
+    return json.dumps([w.direction, [(n["id"], n["op"], n["label"]) for n in plain["nodes"]], plain["edges"]])
+
+
 def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_change(new_text) -> None
     """Palette, canvas and the write-back of what was drawn. ``on_change`` gets the new workflow."""
     items = cv.palette(task, w)
@@ -83,9 +89,7 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
     pc[2].caption("Drag an operator from the strip above the canvas onto it, or pick one here. Drag from a node's "
                   "lower handle onto a named input of another to connect (the edge takes the input's name); click "
                   "a node to edit its type, prompt and ports; right-click an edge to delete it. The text follows.")
-    plain = cv.to_canvas(w)
-    structure = json.dumps([w.direction, [(n["id"], n["op"], n["label"]) for n in plain["nodes"]],
-                            plain["edges"]])
+    structure = _structure(w)
     fkey = f"flow_{hashlib.sha1(structure.encode()).hexdigest()[:12]}_{ss.get('ed_flow_nonce', 0)}"
     if ss.get("ed_flow", {}).get("key") != fkey:  # the same arguments on every rerun, or the canvas resets
         kept = ss.get("ed_positions", ("", {}))  # dragged positions survive only while the graph is the same
@@ -130,10 +134,13 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
         return (sorted(n["id"] for n in c["nodes"]),
                 sorted((e["id"], e["source"], e["target"], e["label"] or "") for e in c["edges"]))
 
-    if shape(back) != shape(sent):  # a connection or deletion: a fresh layered layout of the new graph
+    if shape(back) != shape(sent):  # a connection or deletion: a fresh layered layout of the new graph ...
         ss["ed_flow_nonce"] = ss.get("ed_flow_nonce", 0) + 1
         ss.pop("ed_positions", None)
-        on_change(cv.apply_canvas(w, back))
+        new = cv.apply_canvas(w, back)
+        if dropped := cv.dropped_positions(w, back, new):  # ... with a node dropped from the palette where it fell
+            ss["ed_positions"] = (_structure(new), dropped)
+        on_change(new)
     ss["ed_positions"] = (structure, {n["id"]: (n["x"], n["y"]) for n in back["nodes"]})
     if ss.get("ed_node") in w.nodes:
         node_dialog(w, task, ss["ed_node"], on_change)

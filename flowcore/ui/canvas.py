@@ -308,6 +308,21 @@ def port_for(w: Workflow, src: str, dst: str) -> str | None:
     return (free or fitting)[0].name if fitting else None
 
 
+def dropped_positions(w: Workflow, canvas: dict, new: Workflow) -> dict[str, tuple[float, float]]:
+    """Where the canvas's new nodes were put (dropped from the palette), under the ids ``apply_canvas`` gave
+    them in ``new``: {new id: (x, y)}, so the drawing keeps a dropped node where the user let go of it (moved in
+    from the canvas's top and left edges, where its port names would be cut). Empty
+    when the new nodes cannot be told apart (the layout then places them, as for the Add node button)."""
+    dropped = [n for n in canvas.get("nodes", []) if isinstance(n, dict) and n.get("id") and str(n["id"]) not in w.nodes
+               and "x" in n and "y" in n]
+    made = [nid for nid in new.nodes if nid not in w.nodes]
+    if not dropped or len(dropped) != len(made):
+        return {}
+    # inside the drawing's margin, with room above for the names of the node's input ports
+    return {nid: (max(float(n["x"]), MARGIN), max(float(n["y"]), 2 * MARGIN))
+            for nid, n in zip(made, dropped, strict=True)}
+
+
 def apply_canvas(w: Workflow, canvas: dict) -> Workflow:
     """A new workflow: ``w`` with the canvas's node additions/deletions and edge changes applied."""
     out = w.copy()

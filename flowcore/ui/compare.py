@@ -219,7 +219,7 @@ def pareto_figure(c: Comparison) -> Any:
     lo, hi = float(data["low"].min()) if rows else 0.0, float(data["high"].max()) if rows else 100.0
     costs = list(data["cost"]) or [0.0]
     pad = (max(costs) - min(costs)) * 0.12 or max(costs) * 0.2 or 1e-6
-    x = alt.X("cost:Q", title="cost per problem", axis=alt.Axis(format="$,.6~f", labelOverlap=True),
+    x = alt.X("cost:Q", title="cost per problem", axis=alt.Axis(format="$,.6~f", labelOverlap=True, tickCount=6),
               scale=alt.Scale(domain=[max(0.0, min(costs) - pad), max(costs) + 2 * pad], nice=False))
     y = alt.Y("score:Q", title="score", axis=alt.Axis(labelExpr="datum.value + '%'"),
               scale=alt.Scale(domain=[max(-2.0, lo - 8), min(108.0, hi + 8)], nice=False, zero=False))

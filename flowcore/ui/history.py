@@ -1,5 +1,5 @@
 """The History page's engine side at scale: a run's rounds as one light table (no round's large JSON decoded),
-vectorised curves, and the lineage drawn as a plotly tree on a networkx layered layout — the whole tree for
+vectorised curves, and the lineage drawn as a Vega-Lite chart on a networkx layered layout — the whole tree for
 small runs, a collapsed view (the ancestry of the best, pinned and selected rounds) for long ones.
 
 Everything here is linear in the number of rounds (10,000 rounds: see ``benchmarks/history_scale.py``); the
@@ -151,7 +151,7 @@ def _words(ops: pd.Series) -> Any:
 
 
 def _arr(series: pd.Series) -> Any:
-    """A column as a numpy array: plotly takes arrays whole instead of checking element by element."""
+    """A column as a numpy array (a chart's frame is built from whole arrays, not element by element)."""
     return series.to_numpy()
 
 
@@ -185,7 +185,7 @@ def cost_figure(curve: pd.DataFrame, selected: int | None = None) -> Any | None:
     pad = max((hi - lo) * 0.15, 5.0)  # every point at 33.3% is a band around 33.3%, not 32.5–34
     costs = data["cost"]
     cpad = float(costs.max() - costs.min()) * 0.12 or float(costs.max()) * 0.2 or 1e-6
-    x = alt.X("cost:Q", title="cost of the round", axis=alt.Axis(format="$,.5~f"),  # never '100μ … 500μ'
+    x = alt.X("cost:Q", title="cost of the round", axis=alt.Axis(format="$,.5~f", labelOverlap=True, tickCount=6),  # never '100μ … 500μ'
               scale=alt.Scale(domain=[max(0.0, float(costs.min()) - cpad), float(costs.max()) + cpad], nice=False))
     y = alt.Y("score:Q", title="score", axis=alt.Axis(labelExpr=PERCENT),
               scale=alt.Scale(domain=[max(-2.0, lo - pad), min(102.0, hi + pad)], nice=False, zero=False))
@@ -310,7 +310,7 @@ def sampling_figure(frame: pd.DataFrame) -> Any:
                         measured=["not measured" if s is None or pd.isna(s) else f"score {s:.1f}%"
                                   for s in frame["score"]])[["round", "probability", "series", "measured"]]
     return alt.Chart(data).mark_bar().encode(
-        x=alt.X("round:N", title="pool round", sort=None),  # "#1" is a label, in pool order
+        x=alt.X("round:N", title="pool round", sort=None, axis=alt.Axis(labelAngle=0)),  # labels, in pool order
         y=alt.Y("probability:Q", scale=alt.Scale(domain=[0, 1]), title="probability"),
         color=_series(["drawn parent", "not drawn"], ["#1565c0", "#90a4ae"])["color"],
         tooltip=["round:N", alt.Tooltip("probability:Q", format=".2f"), alt.Tooltip("measured:N", title="score")],

@@ -32,8 +32,8 @@ from .conftest import (
     new_context,
     no_exceptions,
     save_screenshot,
+    scroll_under_header,
     wait_for_app,
-    wait_for_still,
 )
 
 pytestmark = pytest.mark.browser
@@ -153,10 +153,8 @@ def test_step_through_fail_accept_a_repair_and_finish(page, streamlit_app):
     assert _fills(charts[6]) == {"design": "completed", "board": "completed", "win": "failed",
                                  "ui": "completed", "tests": "completed", "assemble": "pending"}
 
-    failure.evaluate("e => e.scrollIntoView({block: 'start'})")
     page.mouse.move(800, 500)
-    page.mouse.wheel(0, -110)  # below the app's header bar
-    wait_for_still(page)
+    scroll_under_header(failure)  # the failure first, whole, below the app's header bar
     save_screenshot(page, "aov.png")
 
     _key(page, "aov_accept_0").locator("button").click()  # the rule's best proposal: edit win
@@ -252,10 +250,8 @@ def test_event_driven_run_live_and_a_refinement_accepted(page, streamlit_app):
         assert [s for s, style in charts[3].items() if "dasharray:5 3" in style] == ["docs"]
         assert _fills(charts[4]) == {"design": "completed", "board": "completed", "win": "completed",
                                      "ui": "completed", "tests": "completed", "assemble": "pending"}
-        note.evaluate("e => e.scrollIntoView({block: 'start'})")
         page.mouse.move(800, 500)
-        page.mouse.wheel(0, -110)  # below the app's header bar
-        wait_for_still(page)
+        scroll_under_header(note)
         save_screenshot(page, "aov_flow.png")
 
         _key(page, "aov_accept_0").locator("button").click()

@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import goto_page, no_exceptions, runs_sent, save_screenshot, wait_for_app, wait_for_still
+from .conftest import (
+    goto_page,
+    no_exceptions,
+    runs_sent,
+    save_screenshot,
+    scroll_under_header,
+    wait_for_app,
+    wait_for_still,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -281,15 +289,27 @@ def test_the_canvas_has_named_ports_and_a_palette_to_drag_operators_from(page, s
     # an operator dragged from the strip above the canvas becomes a node of the text
     chip = flow.locator("#mf-palette .mf-chip", has_text=re.compile("^Revise$"))
     expect(chip).to_be_visible()
-    chip.drag_to(flow.locator(".react-flow__pane"))
+    pane = flow.locator(".react-flow__pane")
+    box = pane.bounding_box()
+    at = {"x": box["width"] * 0.85, "y": 150}  # right: an empty spot away from the layout's middle layer
+    # where that is in the drawing's own coordinates (the canvas's pan and zoom undone)
+    want = pane.evaluate("""(p, at) => {
+      const vp = document.querySelector('.react-flow__viewport');
+      const m = new DOMMatrixReadOnly(getComputedStyle(vp).transform);
+      return {x: (at.x - m.e) / m.a - 80, y: (at.y - m.f) / m.d - 20};  // the node is centred on the pointer
+    }""", at)
+    chip.drag_to(pane, target_position=at)
     expect(page.frame_locator(ACE).last.locator(".ace_content")).to_contain_text('V1["Revise"]', timeout=20_000)
     wait_for_app(page)
+    v1 = flow.locator('.react-flow__node[data-id="V1"]')
+    expect(v1).to_be_visible()
+    got = v1.evaluate("n => { const m = new DOMMatrixReadOnly(getComputedStyle(n).transform); return {x: m.e, y: m.f}; }")
+    assert abs(got["x"] - want["x"]) < 2 and abs(got["y"] - want["y"]) < 2, (got, want)  # where it was dropped
     expect(flow.locator('.react-flow__node[data-id="V1"] .mf-port-name')).to_have_text(
         ["solution", "feedback", "problem"])
     label = flow.locator(".react-flow__edge-text", has_text="problem")  # drawn once: the port's name says it
     expect(label).to_have_count(1)
     assert label.evaluate("t => getComputedStyle(t).display") == "none"
-    page.locator('iframe[title="pages.flow.streamlit_flow"]').scroll_into_view_if_needed()
-    wait_for_still(page)
+    scroll_under_header(page.get_by_role("heading", name="Draw"))  # the palette and canvas, nothing cut above
     save_screenshot(page, "canvas.png")
     assert no_exceptions(page) == [] and off_host == []

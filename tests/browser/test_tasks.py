@@ -17,7 +17,7 @@ from flowcore.evolution import History
 from flowcore.tasks.saved import saved
 from flowcore.workspace.store import Workspace
 
-from .conftest import APP_ENV, goto_page, no_exceptions, save_screenshot, wait_for_app
+from .conftest import APP_ENV, goto_page, no_exceptions, save_screenshot, scroll_under_header, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -63,8 +63,8 @@ def test_upload_map_metric_save_evolve_and_compare(page, streamlit_app):
     page.get_by_role("button", name="Save task 'capitals' to the workspace").click()
     expect(page.get_by_text(re.compile(r"Saved task capitals \(text, 40 rows, metric exact\)"))).to_be_visible()
     assert [t["name"] for t in saved(Workspace(streamlit_app.db_path))] == ["capitals"]
-    page.get_by_role("heading", name="3 · Metric").scroll_into_view_if_needed()
     assert no_exceptions(page) == [] and js_errors == []
+    scroll_under_header(page.get_by_role("heading", name="2 · Problem and reference"))  # no row cut at the top
     save_screenshot(page, "tasks.png")
 
     # 4. evolve the text seed on it: two rounds, programmatic operators, measured on 4 validation rows

@@ -223,6 +223,36 @@ def test_the_drawing_speedups_apply_to_the_bundled_mermaid():
     assert patch_mermaid(mx_scripts()[2])[1] == []
 
 
+def test_a_type_selector_finds_what_the_selector_machinery_finds():
+    """draw_speedups' querySelector of a bare type selector ('style') against the shim's general one (reached by a
+    selector that is not bare: ':not(.never)' adds nothing), on a tree with SVG and HTML, nested and mixed-case."""
+    ctx = mermaid_v8.build_context()
+    try:
+        got = json.loads(ctx.eval("""(() => {
+          __resetDocument();
+          const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+          document.body.appendChild(svg);
+          const g = svg.appendChild(document.createElementNS("http://www.w3.org/2000/svg", "g"));
+          const fo = g.appendChild(document.createElementNS("http://www.w3.org/2000/svg", "foreignObject"));
+          fo.appendChild(document.createElement("div")).appendChild(document.createElement("span"));
+          svg.appendChild(document.createElementNS("http://www.w3.org/2000/svg", "style")).textContent = "g{x:1}";
+          document.head.appendChild(document.createElement("style"));
+          const out = [];
+          for (const sel of ["style", "g", "foreignObject", "FOREIGNOBJECT", "div", "span", "svg", "nope", "g-x"]) {
+            for (const root of [document, svg, g]) {
+              const fast = root.querySelector(sel), slow = root.querySelector(sel + ":not(.never)");
+              out.push([sel, fast === slow, fast ? fast.tagName : null]);
+            }
+          }
+          return JSON.stringify(out);
+        })()"""))
+    finally:
+        ctx.close()
+    assert all(same for _, same, _ in got), [g for g in got if not g[1]]
+    found = {sel: tag for sel, _, tag in got if tag}
+    assert found.keys() == {"style", "g", "foreignObject", "FOREIGNOBJECT", "div", "span", "svg"}, found
+
+
 def test_the_drawing_speedups_draw_the_same_bytes_fresh_and_warm():
     """Mermaid's config copy, DOMPurify's memory and the shim's cascade (draw_speedups) against the plain context:
     fresh, and in one warm context that drew the other texts (another theme, a directive) just before."""

@@ -76,6 +76,26 @@ def test_adding_palette_nodes_gives_typed_nodes_with_prefixed_ids_and_prompt_nam
     assert "M013" in codes and "M014" not in codes and "M003" not in codes
 
 
+def test_a_node_dropped_from_the_palette_stays_where_it_was_dropped():
+    w = parse(SEED)
+    canvas = cv.to_canvas(w)
+    canvas["nodes"].append({"id": "new-drop-1", "op": "ReviseOp", "label": "Revise", "x": 612.5, "y": 140})
+    out = cv.apply_canvas(w, canvas)
+    dropped = cv.dropped_positions(w, canvas, out)
+    assert dropped == {"V1": (612.5, 140.0)}  # under the id the text gives it
+    v1 = next(n for n in cv.to_canvas(out, dropped)["nodes"] if n["id"] == "V1")
+    assert (v1["x"], v1["y"]) == (612.5, 140.0)  # not the layout's middle layer
+    laid = next(n for n in cv.to_canvas(out)["nodes"] if n["id"] == "V1")
+    assert (laid["x"], laid["y"]) != (612.5, 140.0)  # (which is where it would be without)
+    canvas["nodes"][-1].update(x=-30, y=3)  # dropped at the very edge: moved in, its port names drawn whole
+    assert cv.dropped_positions(w, canvas, out) == {"V1": (cv.MARGIN, 2 * cv.MARGIN)}
+    canvas["nodes"][-1].update(x=612.5, y=140)
+    # a node the drawing cannot type is not added: nothing to match, the layout places the rest
+    canvas["nodes"].append({"id": "new-drop-2", "op": None, "label": "", "x": 1, "y": 1})
+    assert cv.dropped_positions(w, canvas, cv.apply_canvas(w, canvas)) == {}
+    assert cv.dropped_positions(w, cv.to_canvas(w), w) == {}  # nothing new
+
+
 def test_code_palette_and_interfaces():
     w = parse("flowchart TD\n PROBLEM([Problem])\n")
     items = cv.palette("code", w)
