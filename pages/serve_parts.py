@@ -37,7 +37,7 @@ def publish_popover(where: Any, text: str, task: str, name: str, *, key: str, ru
             else:
                 origin = f" from run {p.run_id} round {p.round}" if p.run_id is not None else ""
                 st.success(f"Published **{md(p.model_id)}**{origin} by {md(p.created_by)}.")
-        versions = published.list_published(common.workspace(), (pub_name or "").strip() or None)
+        versions = published.list_published(common.workspace(), (pub_name or "").strip() or None, text=False)
         if versions and pub_name.strip():
             st.dataframe([{"version": p.model_id, "by": p.created_by, "note": p.note or "",
                            "validation": p.validation_score, "test": p.test_score} for p in versions[:10]],

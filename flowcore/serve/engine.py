@@ -183,8 +183,8 @@ class Engine:
     async def run_text(self, text: str, task: str | None, problem: str, *, entry_point: str | None = None,
                        source: str = "mcp", created_by: str = "local", deadline: float | None = None) -> Answer:
         """Run a workflow's text that is not published (MCP's run tool); a bad text is a 400."""
-        try:
-            plan = prepare(parse(text), task)
+        try:  # off the event loop: a large text took seconds to read, and every other client waited (/health 7.8 s)
+            plan = await asyncio.to_thread(lambda: prepare(parse(text), task))
         except (WorkflowInvalid, WorkflowSyntaxError) as exc:
             raise ServeError(400, str(exc), "invalid_request_error", "workflow_invalid") from None
         return await self._answer(plan, task, problem, "workflow", "workflow", None, None, entry_point=entry_point,

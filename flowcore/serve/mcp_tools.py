@@ -9,7 +9,10 @@ input is a tool error naming what is wrong (``ToolError``), never a traceback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -24,6 +27,8 @@ from flowcore.workspace.keys import ApiKey, KeyProblem, get_key
 
 # What one evolve_start may ask for (the command line and the pages, run by the operator, have no such bound).
 MAX_ROUNDS, MAX_CANDIDATES, MAX_LIMIT, MAX_LIVE_RUNS = 30, 8, 500, 2
+MAX_TEXT = 1 << 20  # characters of workflow text a tool reads: the HTTP body cap (stdio has none of its own)
+T = TypeVar("T")
 REVOKED_POLL_S = 1.0  # how often a run started with a key looks whether the key was revoked
 
 INSTRUCTIONS = ("MermaidFlow Studio: workflows are Mermaid flowcharts of typed LLM operators. Check and format "
@@ -82,6 +87,36 @@ def _stop_when_revoked(engine: Engine, key_id: str, job: jobs.Job) -> None:
     threading.Thread(target=watch, name=f"revoke-watch-{key_id}", daemon=True).start()
 
 
+def _cap(text: str | None, what: str) -> None:
+    """A submitted text over the HTTP body cap is refused before it is read (stdio has no body cap)."""
+    if text is not None and len(text) > MAX_TEXT:
+        raise ToolError(f"{what} is {len(text)} characters; at most {MAX_TEXT} are accepted")
+
+
+async def _while_here(ctx: Context | None, work: Coroutine[Any, Any, T]) -> T:
+    """Await ``work`` while the HTTP client that asked is still there: once it hangs up (flowcore.serve.app sets
+    ``gone``), the work is cancelled and with it its LLM calls (before, a dropped client's evaluation went on
+    spending for all its problems). Over stdio, plainly awaited."""
+    gone = _state(ctx).get("gone")
+    task = asyncio.ensure_future(work)
+    if not isinstance(gone, asyncio.Event):
+        return await task
+    waiter = asyncio.ensure_future(gone.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        waiter.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise ToolError("the client went away: the call was cancelled")
+    return task.result()
+
+
 def _task(task: str | None) -> str | None:
     if task is not None and task not in cat.TASKS:
         raise ToolError(f"task must be one of {', '.join(cat.TASKS)}, got {task!r}")
@@ -98,12 +133,14 @@ def build_mcp(engine: Engine) -> MCPServer:
     def check_workflow(workflow: str, task: str | None = None) -> dict:
         """Check a workflow's Mermaid text (task: math or code). Returns {valid, diagnostics: [{code, severity,
         message, line, column, node}]}."""
+        _cap(workflow, "workflow")
         diags = check(workflow, _task(task))
         return {"valid": is_valid(diags), "diagnostics": [d.to_dict() for d in diags]}
 
     @server.tool()
     def format_workflow(workflow: str) -> str:
         """The canonical text of a workflow (as `python -m flowcore fmt` prints it)."""
+        _cap(workflow, "workflow")
         try:
             return to_mermaid(parse(workflow))
         except WorkflowSyntaxError as exc:
@@ -118,12 +155,14 @@ def build_mcp(engine: Engine) -> MCPServer:
         who = owner(ctx)
         if (model is None) == (workflow is None):
             raise ToolError("give either model (a published NAME or NAME@vN) or workflow (Mermaid text)")
+        _cap(workflow, "workflow")
         try:
             if model is not None:
-                a = await engine.run(model, problem, entry_point=entry_point, source="mcp", created_by=who)
+                a = await _while_here(ctx, engine.run(model, problem, entry_point=entry_point, source="mcp",
+                                                      created_by=who))
             else:
-                a = await engine.run_text(workflow or "", _task(task), problem, entry_point=entry_point,
-                                          source="mcp", created_by=who)
+                a = await _while_here(ctx, engine.run_text(workflow or "", _task(task), problem,
+                                                           entry_point=entry_point, source="mcp", created_by=who))
         except ServeError as exc:
             raise ToolError(exc.message) from None
         return {"answer": a.text, "cost": a.cost, "calls": a.calls, "version": a.version, "trace_id": a.trace_id}
@@ -141,12 +180,17 @@ def build_mcp(engine: Engine) -> MCPServer:
                             f"got {benchmark!r}")
         if split not in ("validation", "test") or not 1 <= limit <= 500:
             raise ToolError("split must be validation or test, and limit between 1 and 500")
+        _cap(workflow, "workflow")
         text = _text_of(engine, model, workflow)
+        llm = engine.for_owner(owner(ctx))
         try:
-            w = parse(text)
+            w = await asyncio.to_thread(parse, text)  # off the event loop (a large text takes seconds)
             problems = load(benchmark, split, limit=limit)
-            report = await evaluate(w, benchmark, problems, llm=engine.for_owner(owner(ctx)),
-                                    concurrency=4)
+            async with asyncio.timeout(engine.deadline):  # the served deadline, as a chat request's
+                report = await _while_here(ctx, evaluate(w, benchmark, problems, llm=llm, concurrency=4))
+        except TimeoutError:
+            raise ToolError(f"the evaluation ran past the server's deadline of {engine.deadline:g} s; its LLM "
+                            "calls were cancelled (ask for fewer problems)") from None
         except (WorkflowSyntaxError, ValueError) as exc:
             raise ToolError(str(exc)) from None
         out = report.to_json()
@@ -157,11 +201,12 @@ def build_mcp(engine: Engine) -> MCPServer:
     def list_versions(name: str | None = None) -> list[dict]:
         """Published versions (of one name, or all), newest first within a name: model id, who, when, from which
         run and round, note, validation and test scores."""
-        return [describe(p) for p in published.list_published(engine.ws, name)]
+        return [describe(p) for p in published.list_published(engine.ws, name, text=False)]
 
     @server.tool()
     def publish(workflow: str, task: str, name: str, note: str | None = None, ctx: Context | None = None) -> dict:
         """Publish a workflow's text as the next immutable version NAME@vN (checked first)."""
+        _cap(workflow, "workflow")
         try:
             p = publish_workflow(engine.ws, name, workflow, task, created_by=owner(ctx), note=note)
         except ValueError as exc:
@@ -181,6 +226,7 @@ def build_mcp(engine: Engine) -> MCPServer:
         from flowcore.evolution.session import start_run
 
         _evolve_bounds(rounds, candidates, limit)
+        _cap(workflow, "workflow")
         cfg = EvolutionConfig(benchmark=benchmark, rounds=rounds, candidates=candidates, workflow=workflow,
                               limit=limit, mode=mode)
         caller = _caller(ctx, engine)
