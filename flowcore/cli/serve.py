@@ -58,9 +58,14 @@ def register(sub: Any) -> None:
     s = sub.add_parser("serve", help="serve published workflows: OpenAI-compatible API and MCP")
     s.add_argument("--db", help="workspace database (default: $MERMAIDFLOW_DB, else workspace.db)")
     s.add_argument("--host", default="127.0.0.1",
-                   help="bind address (default 127.0.0.1; any other address requires API keys)")
+                   help="bind address (default 127.0.0.1; any other address always requires API keys)")
     s.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
-    s.add_argument("--require-key", action="store_true", help="require an API key on loopback too")
+    keyed = s.add_mutually_exclusive_group()
+    keyed.add_argument("--require-key", action="store_true",
+                       help="require an API key on every request (the default; kept for scripts)")
+    keyed.add_argument("--no-keys", action="store_true",
+                       help="loopback only: answer this machine's programs without a key. Never behind a reverse "
+                       "proxy or tunnel: one that adds no X-Forwarded-For (nginx's default) looks local")
     s.add_argument("--timeout", type=_seconds, help="seconds a served workflow may run before a 504 (default 300)")
     s.add_argument("--max-body", type=int, default=1 << 20, help="largest request body in bytes (default 1 MiB)")
     s.add_argument("--http", choices=("auto", "httptools", "h11"), default="auto",
@@ -117,14 +122,20 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.max_body < 1024:
         raise CliError(f"--max-body must be at least 1024 bytes, got {args.max_body}")
     ws = _db(args)
-    require = args.require_key or not is_loopback(args.host)
+    if args.no_keys and not is_loopback(args.host):
+        raise CliError(f"--no-keys serves without API keys, which only a loopback address allows; {args.host} is "
+                       "reachable from elsewhere")
+    # Keys by default, on loopback too: a proxy or tunnel that adds no forwarding header (nginx's default
+    # proxy_pass, socat, ssh -L) makes the world's requests look local, so keyless is an explicit opt-in.
+    require = not args.no_keys
     app = create_app(Engine(ws, deadline=args.timeout, saved_ok=_saved_ok(args.host)), require_keys=require, max_body=args.max_body,
                      host=args.host)
     n = len(published.model_ids(ws))
     active = [k for k in keys.list_keys(ws) if k.active]
     if require and not active:
         print("warning: API keys are required and the workspace has none: every request will be refused until "
-              "'python -m flowcore keys create NAME' makes one", file=sys.stderr)
+              "'python -m flowcore keys create NAME' makes one (or serve with --no-keys to answer this machine's "
+              "programs without a key)", file=sys.stderr)
     try:  # bound here, so --port 0 takes a free port with no race and the line below names it
         sock = socket.create_server((args.host, args.port), family=_family(args.host))
     except OSError as exc:
@@ -132,7 +143,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"serving {n} model id(s) from {ws.path} at http://{shown}:{port}/v1 and /mcp; API keys "
-          f"{'required' if require else 'not required (loopback)'}", file=sys.stderr, flush=True)
+          f"{'required' if require else 'not required (--no-keys: loopback only)'}", file=sys.stderr, flush=True)
     for noisy in ("httpx", "httpx2", "mcp"):  # one line per LLM call otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from flowcore.serve import slow

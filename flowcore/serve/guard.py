@@ -1,10 +1,12 @@
 """Who may call the server: an ASGI middleware in front of every route (the OpenAI surface and /mcp alike).
 
-- Served beyond loopback (or with ``--require-key``), every request needs ``Authorization: Bearer KEY`` with an
-  active key of the workspace (flowcore.workspace.keys); ``/health`` alone answers without one.
-- On loopback without keys, a request that came through a reverse proxy (it carries a header one adds:
-  ``X-Forwarded-For``, ``Forwarded``, ...) needs a key too: a proxy serves whoever reaches it, and nginx's default
-  sets ``Host`` to the upstream's 127.0.0.1, so the Host check alone let the world in (before: 200, no key).
+- By default (``flowcore serve``, on loopback too), every request needs ``Authorization: Bearer KEY`` with an
+  active key of the workspace (flowcore.workspace.keys); ``/health`` alone answers without one. Keyless is the
+  explicit ``serve --no-keys``, loopback only: a proxy or tunnel that adds no forwarding header (nginx's default
+  ``proxy_pass``, socat, ``ssh -L``) sends requests no server can tell from a local program's, so a keyless
+  server must never be put behind one (docs/serve.md).
+- With ``--no-keys``, a request that came through a reverse proxy that says so (it carries a header one adds:
+  ``X-Forwarded-For``, ``Forwarded``, ...) needs a key all the same: a proxy serves whoever reaches it.
 - On loopback without keys, a request that presents one of our keys (``mf_...``) must present a valid one (a
   mistyped or revoked key is never silently ignored; an OpenAI client's placeholder key is), and the Host and Origin headers must be loopback ones: a web page elsewhere cannot reach
   the server through DNS rebinding or a cross-site form post.
