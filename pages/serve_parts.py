@@ -47,7 +47,8 @@ def publish_popover(where: Any, text: str, task: str, name: str, *, key: str, ru
 def keys_section() -> None:
     """Settings: make a key (shown once), list keys with their owners, revoke one."""
     st.subheader("API keys for the served workflows")
-    st.caption("`python -m flowcore serve` beyond 127.0.0.1 answers only requests with `Authorization: Bearer KEY`. "
+    st.caption("`python -m flowcore serve` answers only requests with `Authorization: Bearer KEY` (unless started "
+               "with `--no-keys`, on 127.0.0.1 only). "
                "A key is shown once; the workspace keeps only its hash.")
     ws = common.workspace()
     c = st.columns([3, 1], vertical_alignment="bottom")
