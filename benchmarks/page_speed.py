@@ -4,6 +4,7 @@ every page (tests/helpers/demo.py: an evaluation, an evolution run, a comparison
 tab's main thread was blocked meanwhile (goal: never more than 2 s); and the requests that got a 404.
 
     .venv/bin/python benchmarks/page_speed.py [--repeats 3] [--burners 2] [--sizes 100,1000,2000,10000]
+        [--pages run,history] [--baseline DIR]
 
 First paint: from the navigation until Streamlit has finished the page's first script run, no element is stale
 and no grey skeleton is left (for the Editor: the text is shown, in the code editor or a big workflow's section
@@ -22,6 +23,7 @@ import argparse
 import ast
 import multiprocessing
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -94,7 +96,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(db: Path) -> tuple[subprocess.Popen, str]:
+def serve(db: Path, repo: Path = REPO) -> tuple[subprocess.Popen, str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "MERMAIDFLOW_DB": str(db)}
@@ -103,7 +105,7 @@ def serve(db: Path) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
                              "--server.address", "127.0.0.1", "--server.port", str(port),
                              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         try:
@@ -161,6 +163,9 @@ def main() -> int:
     ap.add_argument("--sizes", default="100,1000,2000,10000")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds one page may take")
     ap.add_argument("--no-pages", action="store_true", help="only the Editor with the big workflows")
+    ap.add_argument("--baseline", type=Path, help="another checkout of the app (e.g. `git archive main`) served "
+                    "beside this one on a copy of the same workspace; each load alternates between the two, so both "
+                    "see the same machine load (rows marked 'baseline')")
     ap.add_argument("--pages", default="", help="only these pages, by url path, comma separated ('' is Home): "
                     "e.g. run,evolve,history,compare")
     args = ap.parse_args()
@@ -191,13 +196,18 @@ def main() -> int:
         targets = [] if args.no_pages else [(f"{title} page", f"/{path}", path == "editor")
                                             for title, path in pages() if only is None or path in only]
         targets += [(f"Editor, {n:,} nodes", f"/editor?wf=big{n}&v=1", True) for n in sizes]
+        base = None
+        if args.baseline:
+            shutil.copy(db, Path(tmp) / "baseline.db")
+            base = serve(Path(tmp) / "baseline.db", args.baseline.resolve())
         proc, url = serve(db)
         rows = []
         try:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
                 for label, path, editor in targets[:1] + targets:  # warm-up: imports, caches, every page once
-                    measure(browser, url + path, editor, args.timeout)
+                    for u in [url] + ([base[1]] if base else []):
+                        measure(browser, u + path, editor, args.timeout)
                     if (label, path, editor) == targets[-1] or args.no_pages:
                         break
                 # spawned, not forked: a forked child would hold the browser's pipe open and browser.close() hangs
@@ -208,8 +218,14 @@ def main() -> int:
                 load = os.getloadavg()[0]
                 for label, path, editor in targets:
                     before = os.getloadavg()[0]
-                    runs = [measure(browser, url + path, editor, args.timeout) for _ in range(args.repeats)]
-                    rows.append((label, runs, max(before, os.getloadavg()[0])))  # the row's own load
+                    runs, base_runs = [], []
+                    for _ in range(args.repeats):  # with a baseline: this checkout, then it, in turn
+                        runs.append(measure(browser, url + path, editor, args.timeout))
+                        if base:
+                            base_runs.append(measure(browser, base[1] + path, editor, args.timeout))
+                    row_load = max(before, os.getloadavg()[0])  # the row's own load
+                    rows += [(f"{label} (baseline)", base_runs, row_load)] if base else []
+                    rows.append((label, runs, row_load))
                     print(f"  measured {label}: first paint max {max(r['tti'] for r in runs):.2f} s",
                           file=sys.stderr, flush=True)
                 load = max(load, os.getloadavg()[0])
@@ -217,14 +233,15 @@ def main() -> int:
         finally:
             for b in burners:
                 b.terminate()
-            proc.terminate()
-            proc.wait(timeout=20)
+            for p in [proc] + ([base[0]] if base else []):
+                p.terminate()
+                p.wait(timeout=20)
     goal = PAINT_GOAL_S.get(args.burners)
     print(f"\nPage speed ({args.repeats} loads each, {args.burners} CPU burner(s), load average up to {load:.1f} on "
           f"{os.cpu_count()} cores; first paint goal: max <= {goal} s; blocked <= {BLOCK_GOAL_MS / 1000:.0f} s)\n")
-    print(f"| {'what':<22} | first paint max (s) | median (s) | load | longest frame gap (ms) | longest task (ms) | "
+    print(f"| {'what':<26} | first paint max (s) | median (s) | load | longest frame gap (ms) | longest task (ms) | "
           f"404s | exceptions | goals met |")
-    print(f"|{'-' * 24}|{'-' * 21}|{'-' * 12}|{'-' * 6}|{'-' * 24}|{'-' * 19}|{'-' * 6}|{'-' * 12}|{'-' * 11}|")
+    print(f"|{'-' * 28}|{'-' * 21}|{'-' * 12}|{'-' * 6}|{'-' * 24}|{'-' * 19}|{'-' * 6}|{'-' * 12}|{'-' * 11}|")
     ok = True
     for label, runs, row_load in rows:
         worst = max(r["tti"] for r in runs)
@@ -233,7 +250,7 @@ def main() -> int:
         fast = goal is None or "nodes" in label or worst <= goal  # the big workflows have their own goal: blocked
         good = gap <= BLOCK_GOAL_MS and errs == 0 and fast
         ok &= good
-        print(f"| {label:<22} | {worst:>19.2f} | {statistics.median(r['tti'] for r in runs):>10.2f} | {row_load:>4.1f} | {gap:>22.0f} | "
+        print(f"| {label:<26} | {worst:>19.2f} | {statistics.median(r['tti'] for r in runs):>10.2f} | {row_load:>4.1f} | {gap:>22.0f} | "
               f"{long:>17.0f} | {missing:>4} | {errs:>10} | {'yes' if good else 'NO':>9} |")
     return 0 if ok else 1
 

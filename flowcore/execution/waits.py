@@ -136,12 +136,38 @@ class NodeClock(Timeline):
 
 class ProblemClock(Timeline):
     """One problem's clock: its nodes' timelines (the longest chain is its own time), or its own timeline when
-    it runs none. ``limit``: the problem's timeout, once the harness has set it."""
+    it runs none. ``limit``: the problem's timeout, once the harness has set it. ``group``: its evaluation (the
+    same candidate's other problems): waiting for them is *paused* time, neither its own nor others' load."""
 
-    def __init__(self) -> None:
+    def __init__(self, group: object | None = None) -> None:
         super().__init__()
         self.limit: float | None = None
+        self.group = group
+        self.spent = 0.0  # what its LLM calls cost (read when it ends by a timeout, which keeps no result)
         self.nodes: list[NodeClock] = []
+        self._paused: list[Span] = []
+        self._pausing: dict[object, tuple[float, float]] = {}
+
+    def pausing(self, key: object, share: float) -> None:
+        """Open (share > 0) or close the paused interval ``key``: a wait for slots the same evaluation's other
+        problems hold. Given back like any wait, but it does not run the 3x cap toward "too busy": the candidate's
+        own width is no machine's fault, and those problems are bounded by their own timeouts."""
+        now = time.monotonic()
+        with self._lock:
+            since = self._pausing.get(key)
+            if since is not None and since[1] == share:
+                return
+            if since is not None:
+                del self._pausing[key]
+                self._paused.append((since[0], now, since[1]))
+            if share > 0:
+                self._pausing[key] = (now, share)
+
+    def paused(self, now: float | None = None) -> float:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            spans = self._paused + [(t, now, r) for t, r in self._pausing.values()]
+        return _given(spans)
 
     def node(self, name: str, deps: Iterable[str]) -> NodeClock:
         n = NodeClock(self, name, deps)
@@ -181,8 +207,14 @@ class Pool:
         held, queue = self._held[problem], self._queue.get(problem, [])
         alone = min(self.size, held + len(queue))  # the slots it would hold alone
         lost = (alone - held) / alone if alone else 0.0  # the share of its pace that others take
+        ours = sum(n for p, n in self._held.items() if p is not problem and p.group is not None
+                   and p.group is problem.group)  # slots the same evaluation's other problems hold
+        others = sum(self._held.values()) - held
+        kin = ours / others if others else 0.0
         for ahead, (timeline, key) in enumerate(queue):
-            timeline.blocked(key, 1.0 if held + ahead < self.size else lost)
+            share = 1.0 if held + ahead < self.size else lost
+            timeline.blocked(key, share)
+            problem.pausing(key, share * kin)
 
     @contextmanager
     def waiting(self) -> Iterator[None]:
@@ -203,6 +235,7 @@ class Pool:
                 if not queue:
                     self._queue.pop(problem, None)
                 timeline.blocked(key, False)
+                problem.pausing(key, 0.0)
                 self._refresh(problem)
 
     @contextmanager
@@ -261,15 +294,23 @@ def clock_pending(key: object, on: bool, give: bool = False) -> None:
         clock.pending(key, on, give)
 
 
+def clock_spend(cost: float) -> None:
+    clock = _CLOCK.get()
+    if clock is not None and cost:
+        with clock.problem._lock:
+            clock.problem.spent += cost
+
+
 def clock_overdue() -> bool:
     """Has the current problem's own time run out (False when no clock runs)?"""
     clock = _CLOCK.get()
     return clock is not None and clock.problem.overdue()
 
 
-def clock_start() -> tuple[ProblemClock, contextvars.Token]:
-    """A fresh clock for the problem about to run in this context (``clock_stop(token)`` when it is done)."""
-    clock = ProblemClock()
+def clock_start(group: object | None = None) -> tuple[ProblemClock, contextvars.Token]:
+    """A fresh clock for the problem about to run in this context (``clock_stop(token)`` when it is done);
+    ``group``: its evaluation."""
+    clock = ProblemClock(group)
     return clock, _CLOCK.set(clock)
 
 

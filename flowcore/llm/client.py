@@ -110,6 +110,12 @@ class Refused(LLMError):
     built, answered wrong, never left out of the score."""
 
 
+class SlowAnswer(LLMError):
+    """The call timed out (no reply, or a stream fell silent, for the client's timeout) while the endpoint answered
+    a one-token request at once: what was asked took that long (a very long answer, a model thinking in silence),
+    the workflow's doing. A wrong answer; a timeout the endpoint shares with every request stays its own."""
+
+
 # HTTP statuses that say "not now" rather than "not this request" (as the openai client retries them).
 TRANSIENT_STATUS = frozenset({408, 409, 429})
 Accept = Callable[[str], "str | None"]  # a reply's text -> None when usable, else the reason it is not
@@ -562,13 +568,15 @@ class LLM:
     # -- public calls -------------------------------------------------------------------------------------
     async def chat(self, messages: list[dict] | str, *, role: str = "executor", temperature: float = 0.0,
                    json_mode: bool = False, max_tokens: int | None = None, cache_salt: str = "",
-                   accept: Accept | None = None) -> Reply:
+                   accept: Accept | None = None, trim: bool = True) -> Reply:
         """One chat completion. ``cache_salt`` separates otherwise identical calls (e.g. ensemble samples).
         A cached answer is served even when no endpoint is configured (replaying a run).
 
         ``accept(text)`` returns None for a usable reply or the reason it is not; a rejected reply is asked
         again (up to ``max_retries`` more times) and never cached. When every attempt is rejected the last
         reply comes back with ``accepted=False`` for the caller to handle as an unusable answer.
+        ``trim=False``: a prompt too long for the model raises ContextOverflow instead of losing its middle (a
+        judge must read the whole answer).
         A malformed reply (a body that is not JSON, or not UTF-8: a garbled transfer) is retried the same way,
         and raises a transient LLMError at the end. A refusal raises Refused."""
         msgs = _normalize(messages)
@@ -591,7 +599,7 @@ class LLM:
             if guard is not None:
                 guard()
         where = f"{role}, model {model!r} at {public_url(s.base_url)}"
-        sent, cap, counted = await self._fit(msgs, model, role, max_tokens, where)
+        sent, cap, counted = await self._fit(msgs, model, role, max_tokens, where, trim)
         rejected: Reply | None = None
         refits = 0
         attempt = 0
@@ -612,14 +620,15 @@ class LLM:
             if error is not None:  # the client already retried what is worth retrying
                 if error.overflow and refits == 0 and self._learn_window(model, error.message):
                     refits += 1  # the server named its window: fit the prompt to it and ask again
-                    sent, cap, counted = await self._fit(msgs, model, role, max_tokens, where)
+                    sent, cap, counted = await self._fit(msgs, model, role, max_tokens, where, trim)
                     continue
                 if json_mode and self._shared.json_ok and error.refuses_json:
                     self._shared.json_ok = False  # e.g. a server without JSON mode: the prompt asks for JSON
                     continue
                 message = self._redact(f"LLM call failed ({where}): {error.message}")
                 self._record(role, Reply("", model, 0, 0, 0.0, latency, False), message)
-                kind = ContextOverflow if error.overflow else Refused if error.refused else LLMError
+                kind = ContextOverflow if error.overflow else Refused if error.refused else \
+                    SlowAnswer if error.own else LLMError
                 raise kind(message, transient=error.transient)
             attempt += 1
             text, pt, ct, problem = _extract(resp, sent, counted)
@@ -680,8 +689,10 @@ class LLM:
             error = _Failure(str(e), False)
         except (openai.APITimeoutError, TimeoutError, httpx.TimeoutException):
             silent = " of silence" if s.stream else ""
-            error = _Failure(f"timed out after {s.timeout:g}s{silent} (after {s.max_retries} retries)", True,
-                             timed_out=True)
+            ours = await self._answers_short(client, kwargs["model"])  # then the slowness was the request's
+            error = _Failure(f"timed out after {s.timeout:g}s{silent} (after {s.max_retries} retries)"
+                             + ("; the endpoint answered a one-token request at once, so what was asked took that "
+                                "long" if ours else ""), not ours, timed_out=True, own=ours)
         except openai.APIStatusError as e:
             detail = _status_detail(e)
             code = (e.body.get("code") if isinstance(e.body, dict) else None) or \
@@ -704,10 +715,29 @@ class LLM:
             _ATTEMPTS.reset(token)
             # No response at all: the endpoint's time, unless the problem's own time ran out while it was asked
             # (an answer the workflow asked to be that long is its own, however the client's timeout is set).
-            waits.clock_pending(call["key"], False,
-                                give=error is not None and not (error.timed_out and waits.clock_overdue()))
+            waits.clock_pending(call["key"], False, give=error is not None and not error.own
+                                and not (error.timed_out and waits.clock_overdue()))
             waits.clock_blocked(call["key"], False)
         return resp, time.perf_counter() - start, error
+
+    async def _answers_short(self, client: openai.AsyncOpenAI, model: str) -> bool:
+        """Does the endpoint answer a one-token request within the timeout? Asked after a call timed out, to tell
+        a request that takes long (the workflow's) from an endpoint that is slow or gone for everyone (its own).
+        Not logged, not an attempt of the call, and its time is the client's, not the workflow's."""
+        s, key = self.settings, object()
+        token = _ATTEMPTS.set(None)
+        waits.clock_blocked(key, True)
+        try:
+            async with asyncio.timeout(s.timeout):
+                await client.with_options(max_retries=0, timeout=s.timeout).chat.completions.create(
+                    model=model, messages=[{"role": "user", "content": "Reply with OK."}], max_tokens=1,
+                    temperature=0.0)
+            return True
+        except Exception:  # noqa: BLE001 - any failure: the endpoint is not answering short requests either
+            return False
+        finally:
+            waits.clock_blocked(key, False)
+            _ATTEMPTS.reset(token)
 
     async def _window(self, model: str) -> int | None:
         """The model's context window: the server's metadata, else the setting, else what an error said."""
@@ -723,7 +753,7 @@ class LLM:
         return True
 
     async def _fit(self, msgs: list[dict], model: str, role: str, max_tokens: int | None,
-                   where: str) -> tuple[list[dict], int, int | None]:
+                   where: str, trim: bool = True) -> tuple[list[dict], int, int | None]:
         """(messages, completion cap, prompt tokens when the server counted them) that fit the context window: the role's cap (or the caller's, when
         smaller), lowered to the room left; a prompt that leaves less than a quarter of the window (at most
         the cap) is trimmed; ContextOverflow when even that cannot make it fit."""
@@ -745,13 +775,13 @@ class LLM:
             room = window - n - lc.MARGIN
             if room >= want:
                 return msgs, min(cap, room), (n if _how == "server" else None)  # for a reply without usage
-            shorter = lc.trim(msgs, want - room, n)
+            shorter = lc.trim(msgs, want - room, n) if trim else None
             if shorter is None:
                 break
             msgs = shorter
         raise ContextOverflow(self._redact(f"LLM call not sent ({where}): the prompt needs ~{n} tokens and the "
-                                           f"model's context is {window} (with {want} left for the reply), even "
-                                           f"trimmed"))
+                                           f"model's context is {window} (with {want} left for the reply)"
+                                           + (", even trimmed" if trim else "")))
 
     def chat_sync(self, *args: Any, **kw: Any) -> Reply:
         """``chat`` for non-async callers (also from inside another running loop): runs on a shared
@@ -783,6 +813,8 @@ class LLM:
         rec = {"role": role, "model": reply.model, "prompt_tokens": reply.prompt_tokens,
                "completion_tokens": reply.completion_tokens, "cost": reply.cost, "latency": reply.latency,
                "cached": reply.cached, "error": error}
+        if not reply.cached:
+            waits.clock_spend(reply.cost)  # the problem's spend, should it end by a timeout
         with self._shared.lock, _usage_lock:  # (a client put under another counts in another's usage too)
             node: LLM | None = self
             while node is not None:
@@ -918,6 +950,7 @@ class _Failure:
     refuses_json: bool = False
     refused: bool = False
     timed_out: bool = False
+    own: bool = False  # the workflow's doing (a SlowAnswer)
 
 
 async def _streamed(client: openai.AsyncOpenAI, kwargs: dict) -> Any:
@@ -956,13 +989,13 @@ class _Refusal(str):
     """Why a well-formed completion has no answer: the model refused, or the provider's filter did."""
 
 
-_FILTER_CODES = ("content_filter", "content_policy_violation")
+_FILTER_CODES = ("content_filter", "content_policy_violation", "invalid_prompt")
 
 
 def _refused_status(code: Any, detail: str) -> bool:
     """An HTTP 400 that refuses the prompt's content (Azure OpenAI's content filter, OpenAI's policy)."""
-    return str(code or "") in _FILTER_CODES or re.search(r"content (management )?policy|content_filter",
-                                                         detail, re.I) is not None
+    return str(code or "") in _FILTER_CODES or re.search(
+        r"content (management )?policy|content_filter|usage polic|flagged as potentially", detail, re.I) is not None
 
 
 def _extract(resp: Any, msgs: list[dict], counted: int | None = None) -> tuple[str, int, int, str | None]:
@@ -981,8 +1014,12 @@ def _extract(resp: Any, msgs: list[dict], counted: int | None = None) -> tuple[s
         pt, ct = getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
         why = f"the model refused: {str(refusal)[:300]}" if refusal else "the provider's content filter stopped it"
         return "", pt if isinstance(pt, int) else 0, ct if isinstance(ct, int) else 0, _Refusal(why)
+    if message is None:
+        return "", 0, 0, "malformed reply: a choice without a message"
+    if text is None:  # a well-formed reply that says nothing (a reasoning model past its token cap): the model's
+        text = ""
     if not isinstance(text, str):
-        return "", 0, 0, f"malformed reply: no message content (finish_reason={reason})"
+        return "", 0, 0, f"malformed reply: message content is {type(text).__name__} (finish_reason={reason})"
     text = text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate (a JSON escape) cannot be stored
     pt = getattr(usage, "prompt_tokens", None)
     ct = getattr(usage, "completion_tokens", None)

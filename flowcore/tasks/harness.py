@@ -163,15 +163,20 @@ async def _within(out: Awaitable, timeout: float, clock: waits.ProblemClock) -> 
     clock.limit = timeout
     task = asyncio.ensure_future(out)
     start = clock.start
-    cap, last = start + timeout * LOAD_GRACE, start + 2 * timeout * LOAD_GRACE
+    grace = timeout * LOAD_GRACE
     overtime = False
     try:
         while True:
             own, sure = clock.own()
+            # waiting for the same evaluation's own problems is paused time: it does not run the cap
+            cap = start + grace + clock.paused()
+            last = cap + grace
             left = (last - time.monotonic()) if overtime else min(timeout - own, cap - time.monotonic())
             done, _ = await asyncio.wait({task}, timeout=max(0.0, min(left, 0.25)))
             now = time.monotonic()
             own, sure = clock.own(now)
+            cap = start + grace + clock.paused(now)
+            last = cap + grace
             if done:
                 if overtime and own > timeout and task.exception() is None:
                     break  # what it waited for in overtime was its own: too late
@@ -182,8 +187,8 @@ async def _within(out: Awaitable, timeout: float, clock: waits.ProblemClock) -> 
                 overtime = False
                 if now >= cap:  # most of its time went to others: the machine or endpoint was too busy
                     raise BusyTimeout(f"timed out after {timeout:g}s of its own time within "
-                                      f"{timeout * LOAD_GRACE:g}s: {now - start - own:.1f}s went waiting for the "
-                                      f"endpoint or the machine (others' work, not the workflow's)")
+                                      f"{grace:g}s: {cap - start - clock.paused(now) - own:.1f}s went waiting for "
+                                      f"the endpoint or the machine (others' work, not the workflow's)")
                 continue
             if sure >= timeout or now >= last:
                 break
@@ -203,22 +208,22 @@ def by_workflow(exc: BaseException | None) -> bool:
     with, a prompt it built too long for the model, or one the model or its filter refused? Then the problem is
     answered wrong, not errored."""
     from flowcore.execution._standalone_ops import NodeError
-    from flowcore.llm.client import ContextOverflow, Refused
+    from flowcore.llm.client import ContextOverflow, Refused, SlowAnswer
 
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, (OwnTimeout, ContextOverflow, Refused)) or (isinstance(exc, NodeError) and exc.by_workflow):
+        if isinstance(exc, (OwnTimeout, ContextOverflow, Refused, SlowAnswer)) or (isinstance(exc, NodeError) and exc.by_workflow):
             return True
         exc = exc.__cause__ or exc.__context__
     return False
 
 
 async def _solve(runner: Runner, problem: Problem, timeout: float | None,
-                 scorer: Scorer | None = None) -> ProblemResult:
+                 scorer: Scorer | None = None, group: object | None = None) -> ProblemResult:
     start = time.perf_counter()
     answer, cost = "", 0.0
-    clock, token = waits.clock_start()  # what the problem's calls and runs wait for others (execution.waits)
+    clock, token = waits.clock_start(group)  # what the problem's calls and runs wait for (execution.waits)
     try:
         out = runner(problem)
         answer, cost = await (_within(out, timeout, clock) if timeout else out)
@@ -230,7 +235,8 @@ async def _solve(runner: Runner, problem: Problem, timeout: float | None,
         fault = health.fault_of(exc)
         if fault not in (None, "outage"):  # a full disk, a damaged or read-only workspace: the evaluation stops
             raise health.cause(exc) from None  # saying so (not the node that happened to write)
-        cost = float(getattr(exc, "cost", 0.0) or 0.0)  # what a failed run had already spent, when it says
+        # what a failed run had already spent: its own count, or its calls' (a timeout keeps no result)
+        cost = max(float(getattr(exc, "cost", 0.0) or 0.0), clock.spent)
         detail = f"{type(exc).__name__}: {exc}"
         if by_workflow(exc):  # a candidate cannot leave a problem it fails out of its score by failing it
             return ProblemResult(problem.id, False, answer, None, cost, time.perf_counter() - start, detail)
@@ -291,6 +297,7 @@ async def evaluate(runner: Runner, problems: list[Problem], *, concurrency: int 
     if any(needs_sandbox(p) for p in problems):
         require_sandbox()  # before any LLM call: hidden tests and metric code can only run in the sandbox
     scorer = Scorer(llm)
+    group = object()  # this evaluation: its problems are one candidate's (execution.waits: paused time)
     total = len(problems)
     results: dict[int, ProblemResult] = {}
     next_index = 0
@@ -306,7 +313,7 @@ async def evaluate(runner: Runner, problems: list[Problem], *, concurrency: int 
             i = next_index
             next_index += 1
             try:
-                res = await _solve(runner, problems[i], timeout, scorer)
+                res = await _solve(runner, problems[i], timeout, scorer, group)
             except SandboxUnavailable:
                 raise
             except Exception as exc:  # noqa: BLE001 - _solve lets only storage failures through

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from typing import Any
 
 from flowcore.tasks.jsonscan import last_object
@@ -64,17 +65,26 @@ def parse_grade(text: str) -> tuple[float, str]:
     return float(score), reason.strip()
 
 
+# A grade stated in an answer: "score": 1, score: 0.9, a score of 1 (not a match's "score was 1-0" or "2-1").
+_STATED = re.compile(r"""score["']?\s*(?:of|is|=|:|to)?\s*["']?(\d+(?:\.\d+)?)(?![\d.]*\s*[-\u2013]\s*\d)""", re.I)
+
+
 def echoed(answer: str, score: float, reason: str) -> bool:
-    """Whether this grade is one the answer wrote for itself: a score above 0 whose reason the answer, which
-    speaks of a score (as JSON, or in words for the judge to repeat), already spells out word for word."""
+    """Whether this grade is one the answer wrote for itself: a score above 0 that the answer states as a grade
+    (as JSON, or in words for the judge to repeat), with a reason it already spells out word for word. An answer
+    that only speaks of a score (a match's, a test's) and is quoted by the judge is not an echo."""
     said = " ".join(reason.split()).casefold()
-    return score > 0 and "score" in answer.casefold() and said in " ".join(answer.split()).casefold()
+    if score <= 0 or said not in " ".join(answer.split()).casefold():
+        return False
+    return any(abs(float(n) - score) < 1e-9 for n in _STATED.findall(answer))
 
 
 async def judge(llm: Any, metric: Metric, question: str, prediction: str, reference: str) -> Grade:
     """One grade by the judge model; an invalid reply (asked twice at least) or a failed call leaves the row
-    errored; an echoed grade is wrong."""
-    from flowcore.llm.client import LLMError
+    errored; an echoed grade is wrong, and so is an answer the judge cannot read whole (too long for its context,
+    never trimmed to a part the answer chose) or whose text its endpoint refuses (the rest of the prompt is the
+    task's)."""
+    from flowcore.llm.client import ContextOverflow, LLMError, Refused
 
     if llm is None:
         return Grade(None, None, "metric 'judge' needs an LLM endpoint (the judge model): none is configured")
@@ -89,10 +99,15 @@ async def judge(llm: Any, metric: Metric, question: str, prediction: str, refere
         return None
 
     try:
-        reply = await child.chat(messages, role="judge", json_mode=True, accept=accept)
+        reply = await child.chat(messages, role="judge", json_mode=True, accept=accept, trim=False)
         retries = getattr(getattr(child, "settings", None), "max_retries", 1)
         if accept(reply.text) is not None and isinstance(retries, int) and retries < 1:  # asked only once
-            reply = await child.chat(messages, role="judge", json_mode=True, accept=accept, cache_salt="again")
+            reply = await child.chat(messages, role="judge", json_mode=True, accept=accept, cache_salt="again",
+                                     trim=False)
+    except (ContextOverflow, Refused) as exc:  # the answer's doing: graded wrong, the reason kept
+        why = ("the answer does not fit the judge model's context whole (it is never judged on a part)"
+               if isinstance(exc, ContextOverflow) else "the judge's endpoint refused the answer's text")
+        return Grade(0.0, None, f"{why}: {exc}", reason=why, cost=_spent(child))
     except LLMError as exc:
         return Grade(None, None, f"the judge's call failed: {exc}", transient=bool(exc.transient),
                      cost=_spent(child))

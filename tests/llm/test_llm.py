@@ -149,11 +149,19 @@ NO_CONTENT = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "
 @pytest.mark.parametrize(("body", "expected"), [
     ("<html>oops", "body is not JSON"),
     ('{"foo": 1}', "no choices"),
-    (NO_CONTENT, r"no message content \(finish_reason=length\)"),
+    ('{"choices": [{"index": 0, "finish_reason": "stop"}]}', "a choice without a message"),
 ])
 def test_malformed_reply_raises_llm_error(body, expected):
     with FakeLLMServer([Fault(malformed=True, body=body)]) as srv, pytest.raises(LLMError, match=expected):
         LLM(settings(srv)).chat_sync("hi")
+
+
+def test_a_reply_with_no_content_is_the_models_empty_answer():
+    # content null, finish_reason length: a reasoning model that thought past its cap said nothing (issue 25,
+    # round three); a garbled transfer is only a body that is not UTF-8 or not JSON
+    with FakeLLMServer([Fault(malformed=True, body=NO_CONTENT)]) as srv:
+        reply = LLM(settings(srv)).chat_sync("hi")
+    assert reply.text == "" and reply.accepted and len(srv.requests) == 1
 
 
 def test_missing_usage_is_estimated():
