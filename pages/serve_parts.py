@@ -37,7 +37,7 @@ def publish_popover(where: Any, text: str, task: str, name: str, *, key: str, ru
             else:
                 origin = f" from run {p.run_id} round {p.round}" if p.run_id is not None else ""
                 st.success(f"Published **{md(p.model_id)}**{origin} by {md(p.created_by)}.")
-        versions = published.list_published(common.workspace(), (pub_name or "").strip() or None)
+        versions = published.list_published(common.workspace(), (pub_name or "").strip() or None, text=False)
         if versions and pub_name.strip():
             st.dataframe([{"version": p.model_id, "by": p.created_by, "note": p.note or "",
                            "validation": p.validation_score, "test": p.test_score} for p in versions[:10]],
@@ -47,14 +47,17 @@ def publish_popover(where: Any, text: str, task: str, name: str, *, key: str, ru
 def keys_section() -> None:
     """Settings: make a key (shown once), list keys with their owners, revoke one."""
     st.subheader("API keys for the served workflows")
-    st.caption("`python -m flowcore serve` beyond 127.0.0.1 answers only requests with `Authorization: Bearer KEY`. "
+    st.caption("`python -m flowcore serve` answers only requests with `Authorization: Bearer KEY` (unless started "
+               "with `--no-keys`, on 127.0.0.1 only). "
                "A key is shown once; the workspace keeps only its hash.")
     ws = common.workspace()
     c = st.columns([3, 1], vertical_alignment="bottom")
     name = c[0].text_input("New key's name", key="keys_name", placeholder="e.g. ci-bot")
     if c[1].button("Create key", key="keys_create", icon=":material/key:"):
         try:
-            rec, key = keys.create_key(ws, name, user(), created_by=user())
+            # on loopback (no login) the key belongs to its name: never to "local", the server's operator
+            owner = None if user() == "local" else user()
+            rec, key = keys.create_key(ws, name, owner, created_by=user())
         except keys.KeyProblem as e:
             st.error(md(str(e)))  # it quotes the typed name
         else:
@@ -64,10 +67,24 @@ def keys_section() -> None:
     if rows:
         st.dataframe([{"id": k.id, "name": k.name, "owner": k.owner, "state": "active" if k.active else "revoked"}
                       for k in rows], hide_index=True, placeholder="—", key="keys_table")
-        active = [k.id for k in rows if k.active]
+        by = _revoker()  # a member who is no admin revokes only her own keys
+        active = [k.id for k in rows if k.active and (by is None or k.owner == by)]
         r = st.columns([3, 1], vertical_alignment="bottom")
         pick = r[0].selectbox("Revoke", active, key="keys_revoke_pick", placeholder="Choose a key…",
                               format_func=lambda i: next(f"{k.id} · {k.name} · {k.owner}" for k in rows if k.id == i))
         if r[1].button("Revoke", key="keys_revoke", disabled=pick is None):
-            keys.revoke_key(ws, pick)
-            st.rerun()
+            try:
+                keys.revoke_key(ws, pick, by=by)  # checked again there: the choice list is only a view
+            except keys.KeyProblem as e:
+                st.error(md(str(e)))
+            else:
+                st.rerun()
+
+
+def _revoker() -> str | None:
+    """Whose keys this session may revoke: None for any (loopback without a login, or an admin), else the
+    signed-in member's own."""
+    from flowcore.ui import access
+
+    who = user()
+    return None if who == "local" or access.is_admin(access.parse_address(who)) else who

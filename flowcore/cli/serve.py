@@ -58,9 +58,14 @@ def register(sub: Any) -> None:
     s = sub.add_parser("serve", help="serve published workflows: OpenAI-compatible API and MCP")
     s.add_argument("--db", help="workspace database (default: $MERMAIDFLOW_DB, else workspace.db)")
     s.add_argument("--host", default="127.0.0.1",
-                   help="bind address (default 127.0.0.1; any other address requires API keys)")
+                   help="bind address (default 127.0.0.1; any other address always requires API keys)")
     s.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
-    s.add_argument("--require-key", action="store_true", help="require an API key on loopback too")
+    keyed = s.add_mutually_exclusive_group()
+    keyed.add_argument("--require-key", action="store_true",
+                       help="require an API key on every request (the default; kept for scripts)")
+    keyed.add_argument("--no-keys", action="store_true",
+                       help="loopback only: answer this machine's programs without a key. Never behind a reverse "
+                       "proxy or tunnel: one that adds no X-Forwarded-For (nginx's default) looks local")
     s.add_argument("--timeout", type=_seconds, help="seconds a served workflow may run before a 504 (default 300)")
     s.add_argument("--max-body", type=int, default=1 << 20, help="largest request body in bytes (default 1 MiB)")
     s.add_argument("--http", choices=("auto", "httptools", "h11"), default="auto",
@@ -75,7 +80,8 @@ def register(sub: Any) -> None:
     ks = k.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     c = ks.add_parser("create", help="make a key (shown once; only its hash is stored)")
     c.add_argument("name")
-    c.add_argument("--owner", help="who the key belongs to (default: local)")
+    c.add_argument("--owner", help="who the key belongs to, e.g. an address (default: the key's NAME; never 'local', the "
+                   "server's own operator)")
     lst = ks.add_parser("list", help="every key: id, name, owner, created, revoked, last used")
     lst.add_argument("--json", action="store_true")
     r = ks.add_parser("revoke", help="revoke a key by id, or by name when one active key has it")
@@ -116,14 +122,20 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.max_body < 1024:
         raise CliError(f"--max-body must be at least 1024 bytes, got {args.max_body}")
     ws = _db(args)
-    require = args.require_key or not is_loopback(args.host)
-    app = create_app(Engine(ws, deadline=args.timeout), require_keys=require, max_body=args.max_body,
+    if args.no_keys and not is_loopback(args.host):
+        raise CliError(f"--no-keys serves without API keys, which only a loopback address allows; {args.host} is "
+                       "reachable from elsewhere")
+    # Keys by default, on loopback too: a proxy or tunnel that adds no forwarding header (nginx's default
+    # proxy_pass, socat, ssh -L) makes the world's requests look local, so keyless is an explicit opt-in.
+    require = not args.no_keys
+    app = create_app(Engine(ws, deadline=args.timeout, saved_ok=_saved_ok(args.host)), require_keys=require, max_body=args.max_body,
                      host=args.host)
     n = len(published.model_ids(ws))
     active = [k for k in keys.list_keys(ws) if k.active]
     if require and not active:
         print("warning: API keys are required and the workspace has none: every request will be refused until "
-              "'python -m flowcore keys create NAME' makes one", file=sys.stderr)
+              "'python -m flowcore keys create NAME' makes one (or serve with --no-keys to answer this machine's "
+              "programs without a key)", file=sys.stderr)
     try:  # bound here, so --port 0 takes a free port with no race and the line below names it
         sock = socket.create_server((args.host, args.port), family=_family(args.host))
     except OSError as exc:
@@ -131,7 +143,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"serving {n} model id(s) from {ws.path} at http://{shown}:{port}/v1 and /mcp; API keys "
-          f"{'required' if require else 'not required (loopback)'}", file=sys.stderr, flush=True)
+          f"{'required' if require else 'not required (--no-keys: loopback only)'}", file=sys.stderr, flush=True)
     for noisy in ("httpx", "httpx2", "mcp"):  # one line per LLM call otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from flowcore.serve import slow
@@ -151,6 +163,22 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _saved_ok(host: str) -> Any:
+    """Whose saved LLM settings the served engine uses: the pages' rule (flowcore.ui.endpoints.shared). In a team
+    deployment (bound beyond loopback, MERMAIDFLOW_LOGIN, MERMAIDFLOW_ADMINS or MERMAIDFLOW_MEMBERS set) only
+    an admin's, so the server's OPENAI_API_KEY never goes to an endpoint a member saved; else everyone's."""
+    import os
+
+    from flowcore.ui import access
+
+    env = os.environ
+    team = access.login_required(host, env) or any((env.get(v) or "").strip()
+                                                  for v in (access.ADMINS_ENV, access.MEMBERS_ENV))
+    if not team:
+        return None
+    return lambda by: access.is_admin(access.parse_address(by), env)
+
+
 def _family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
@@ -159,7 +187,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     from flowcore.serve.engine import Engine
     from flowcore.serve.mcp_tools import run_stdio
 
-    run_stdio(Engine(_db(args)))
+    run_stdio(Engine(_db(args), saved_ok=_saved_ok("127.0.0.1")))
     return 0
 
 
@@ -169,7 +197,7 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     ws = _db(args)
     try:
         if args.keys_command == "create":
-            rec, key = keys.create_key(ws, args.name, args.owner or "local", created_by="local")
+            rec, key = keys.create_key(ws, args.name, args.owner, created_by="local")
             print(key)
             print(f"key {rec.id} ({rec.name}, owner {rec.owner}): shown this once; only its hash is stored",
                   file=sys.stderr)

@@ -7,6 +7,7 @@ exception is logged here and answered as a 500 naming no internals, never as a t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -42,11 +43,11 @@ def create_app(engine: Engine, *, require_keys: bool, max_body: int = api.DEFAUL
     mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=host,
                                       max_request_body_size=max_body)
 
-    async def models(request: Request) -> Response:
-        return api.models(engine)
+    async def models(request: Request) -> Response:  # database reads off the event loop: others never wait
+        return await asyncio.to_thread(api.models, engine)
 
     async def one_model(request: Request) -> Response:
-        return api.model(engine, request.path_params["model"])
+        return await asyncio.to_thread(api.model, engine, request.path_params["model"])
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -89,6 +90,26 @@ async def _not_here(request: Request) -> Response:  # pragma: no cover - Lean an
     raise RuntimeError("POST /v1/chat/completions reached the router")
 
 
+async def _mcp_post(app: Any, scope: Scope, receive: Receive, send: Send) -> None:
+    """An MCP POST: the SDK runs its tool call in the session, not in this request, so a client that hung up
+    left the call spending. ``scope["state"]["gone"]`` is set once the client disconnects or this POST's
+    response ends, whichever first; the long tools (mcp_tools.run_workflow, evaluate_workflow) cancel their work
+    on it (a tool that answered is done by then)."""
+    gone = asyncio.Event()
+    scope.setdefault("state", {})["gone"] = gone
+
+    async def watched() -> dict:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+        return message
+
+    try:
+        await app(scope, watched, send)
+    finally:
+        gone.set()
+
+
 class Lean:
     """POST /v1/chat/completions, the hot path, goes straight to its ASGI handler (flowcore.serve.openai_api.chat:
     no router, middleware or Request object, ~0.2 ms of CPU less per request); everything else to Starlette."""
@@ -98,7 +119,10 @@ class Lean:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != CHAT or scope["method"] != "POST":
-            await self.app(scope, receive, send)
+            if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/mcp":
+                await _mcp_post(self.app, scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
             return
         started = False
 

@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,8 +105,13 @@ def to_serve_error(exc: BaseException, version: str) -> ServeError:
 class Engine:
     """Serves a workspace's published workflows. Safe to use from one event loop (the server's)."""
 
-    def __init__(self, ws: Workspace, *, deadline: float | None = None, settings: LLMSettings | None = None) -> None:
+    def __init__(self, ws: Workspace, *, deadline: float | None = None, settings: LLMSettings | None = None,
+                 saved_ok: Callable[[str | None], bool] | None = None) -> None:
         self.ws = ws
+        # Whose saved settings count (flowcore.workspace.settings.effective_llm_settings): in a team deployment
+        # only an admin's, as on the pages (the command line passes flowcore.ui.access's rule), so the server's
+        # key never goes to an endpoint a member saved. None: every saved setting (one person's loopback tool).
+        self._saved_ok = saved_ok
         env = (os.environ.get("MERMAIDFLOW_SERVE_TIMEOUT") or "").strip()
         self.deadline = deadline or (float(env) if env else DEFAULT_DEADLINE)
         self._fixed = settings
@@ -125,7 +131,7 @@ class Engine:
         with self._lock:
             now = time.monotonic()
             if self._llm is None or now - self._read >= SETTINGS_TTL:
-                settings = self._fixed or effective_llm_settings(self.ws)[0]
+                settings = self._fixed or effective_llm_settings(self.ws, saved_ok=self._saved_ok)[0]
                 self._read = now
                 if self._llm is None or self._llm.settings != settings:
                     old, self._llm = self._llm, LLM(settings, self.ws, run_id="serve")
@@ -136,6 +142,12 @@ class Engine:
                     # latest (traces keep each request's own calls).
                     self._llm.calls = collections.deque(maxlen=ROOT_CALLS_KEPT)  # type: ignore[assignment]
             return self._llm
+
+    def for_owner(self, owner: str) -> LLM:
+        """A request's client: the cache is salted per key owner, so that one owner's call is never answered from
+        (and its cost of 0 never reveals) another's; the operator ('local') shares the workspace's cache."""
+        root = self.llm()
+        return root.child() if owner == published.LOCAL else root.salted(f"owner={owner}")
 
     def resolve(self, model: Any) -> published.Published:
         if not isinstance(model, str) or not model.strip():
@@ -171,8 +183,8 @@ class Engine:
     async def run_text(self, text: str, task: str | None, problem: str, *, entry_point: str | None = None,
                        source: str = "mcp", created_by: str = "local", deadline: float | None = None) -> Answer:
         """Run a workflow's text that is not published (MCP's run tool); a bad text is a 400."""
-        try:
-            plan = prepare(parse(text), task)
+        try:  # off the event loop: a large text took seconds to read, and every other client waited (/health 7.8 s)
+            plan = await asyncio.to_thread(lambda: prepare(parse(text), task))
         except (WorkflowInvalid, WorkflowSyntaxError) as exc:
             raise ServeError(400, str(exc), "invalid_request_error", "workflow_invalid") from None
         return await self._answer(plan, task, problem, "workflow", "workflow", None, None, entry_point=entry_point,
@@ -181,7 +193,10 @@ class Engine:
     async def _answer(self, plan: Plan, task: str | None, problem: str, model: str, label: str, name: str | None,
                       version: int | None, *, entry_point: str | None, source: str, created_by: str,
                       deadline: float | None) -> Answer:
-        llm = self.llm().child()
+        if "\x00" in problem:  # valid JSON, but PostgreSQL text cannot hold it: the trace would be lost
+            raise ServeError(400, "the problem contains a NUL character (\\u0000), which is not accepted",
+                             "invalid_request_error", "invalid_messages")
+        llm = self.for_owner(created_by)
         tid = new_trace_id()
         llm.run_id = f"serve:{tid}"
         limit = deadline or self.deadline

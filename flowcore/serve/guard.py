@@ -1,17 +1,21 @@
 """Who may call the server: an ASGI middleware in front of every route (the OpenAI surface and /mcp alike).
 
-- Served beyond loopback (or with ``--require-key``), every request needs ``Authorization: Bearer KEY`` with an
-  active key of the workspace (flowcore.workspace.keys); ``/health`` alone answers without one.
-- On loopback without keys, a request that came through a reverse proxy (it carries a header one adds:
-  ``X-Forwarded-For``, ``Forwarded``, ...) needs a key too: a proxy serves whoever reaches it, and nginx's default
-  sets ``Host`` to the upstream's 127.0.0.1, so the Host check alone let the world in (before: 200, no key).
+- By default (``flowcore serve``, on loopback too), every request needs ``Authorization: Bearer KEY`` with an
+  active key of the workspace (flowcore.workspace.keys); ``/health`` alone answers without one. Keyless is the
+  explicit ``serve --no-keys``, loopback only: a proxy or tunnel that adds no forwarding header (nginx's default
+  ``proxy_pass``, socat, ``ssh -L``) sends requests no server can tell from a local program's, so a keyless
+  server must never be put behind one (docs/serve.md).
+- With ``--no-keys``, a request that came through a reverse proxy that says so (it carries a header one adds:
+  ``X-Forwarded-For``, ``Forwarded``, ...) needs a key all the same: a proxy serves whoever reaches it.
 - On loopback without keys, a request that presents one of our keys (``mf_...``) must present a valid one (a
   mistyped or revoked key is never silently ignored; an OpenAI client's placeholder key is), and the Host and Origin headers must be loopback ones: a web page elsewhere cannot reach
   the server through DNS rebinding or a cross-site form post.
 - A body whose Content-Length passes the cap is refused with 413 before it is read, and one whose parts stop
   coming is abandoned (flowcore.serve.slow; a late request head is the HTTP protocol's to close).
 
-The key's owner goes into ``scope["state"]["owner"]`` ("local" without a key): traces and publishes record it.
+The key's owner goes into ``scope["state"]["owner"]`` ("local" without a key) and its id into
+``scope["state"]["key_id"]``: traces, publishes and the MCP tools read who is calling from there only, never from
+the headers again. A request with more than one Authorization header is refused (400).
 """
 
 from __future__ import annotations
@@ -77,8 +81,14 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        raw = scope.get("headers", [])
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
         refusal = self._check(scope, headers)
+        if refusal is None and sum(k.lower() == b"authorization" for k, _ in raw) > 1:
+            # one identity per request: the dict above keeps the last, a Starlette Headers.get the first (before,
+            # an MCP tool re-read the first, "Bearer nobody", and took a keyed caller for 'local')
+            refusal = (400, "the request carries more than one Authorization header; send exactly one",
+                       "duplicate_authorization", "invalid_request_error")
         if refusal is not None:
             await _refuse(send, *refusal)
             return

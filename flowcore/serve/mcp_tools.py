@@ -9,7 +9,10 @@ input is a tool error naming what is wrong (``ToolError``), never a traceback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -20,10 +23,12 @@ from flowcore.mermaid.reader import WorkflowSyntaxError, parse, to_mermaid
 from flowcore.serve.engine import Engine, ServeError, kind_of
 from flowcore.serve.publish import describe, publish_workflow
 from flowcore.workspace import jobs, published
-from flowcore.workspace.keys import ApiKey, KeyProblem, get_key, verify_key
+from flowcore.workspace.keys import ApiKey, KeyProblem, get_key
 
 # What one evolve_start may ask for (the command line and the pages, run by the operator, have no such bound).
 MAX_ROUNDS, MAX_CANDIDATES, MAX_LIMIT, MAX_LIVE_RUNS = 30, 8, 500, 2
+MAX_TEXT = 1 << 20  # characters of workflow text a tool reads: the HTTP body cap (stdio has none of its own)
+T = TypeVar("T")
 REVOKED_POLL_S = 1.0  # how often a run started with a key looks whether the key was revoked
 
 INSTRUCTIONS = ("MermaidFlow Studio: workflows are Mermaid flowcharts of typed LLM operators. Check and format "
@@ -31,21 +36,39 @@ INSTRUCTIONS = ("MermaidFlow Studio: workflows are Mermaid flowcharts of typed L
                 "versions, start an evolution run and read its progress.")
 
 
-def _caller(ctx: Context | None, engine: Engine) -> ApiKey | None:
-    """The active key the HTTP request carried (the guard verified it), or None: no key (stdio, loopback)."""
+def _state(ctx: Context | None) -> dict:
+    """What the guard put in the HTTP request's scope (flowcore.serve.guard), or {}: no request (stdio)."""
     try:
-        headers = ctx.headers if ctx is not None else None
-    except ValueError:  # no request (stdio)
-        headers = None
-    auth = (headers or {}).get("authorization") or ""
-    scheme, _, key = auth.partition(" ")
-    return verify_key(engine.ws, key.strip(), touch=False) if scheme.lower() == "bearer" else None
+        request = ctx.request_context.request if ctx is not None else None
+    except ValueError:  # no request context (stdio, a direct call)
+        return {}
+    state = getattr(request, "scope", {}).get("state") if request is not None else None
+    return state if isinstance(state, dict) else {}
+
+
+def _caller(ctx: Context | None, engine: Engine) -> ApiKey | None:
+    """The active key the guard verified for this request, or None: no key (stdio, keyless loopback). Read from
+    the guard's scope state only: re-parsing the headers let a second Authorization header pick another
+    identity than the one the guard checked."""
+    kid = _state(ctx).get("key_id")
+    if not kid:
+        return None
+    try:
+        rec = get_key(engine.ws, kid)
+    except KeyProblem:
+        return None
+    return rec if rec.active else None
 
 
 def _owner(ctx: Context | None, engine: Engine) -> str:
-    """The caller: the owner of the bearer key the HTTP request carried, else 'local'."""
-    rec = _caller(ctx, engine)
-    return rec.owner if rec is not None else "local"
+    """The caller: the owner of the key the guard verified, else 'local' (stdio, keyless loopback)."""
+    state = _state(ctx)
+    if state.get("key_id"):
+        rec = _caller(ctx, engine)
+        if rec is None:  # revoked since the guard let the request in
+            raise ToolError("the API key of this request is no longer active")
+        return rec.owner
+    return str(state.get("owner") or "local")
 
 
 def _stop_when_revoked(engine: Engine, key_id: str, job: jobs.Job) -> None:
@@ -64,6 +87,36 @@ def _stop_when_revoked(engine: Engine, key_id: str, job: jobs.Job) -> None:
     threading.Thread(target=watch, name=f"revoke-watch-{key_id}", daemon=True).start()
 
 
+def _cap(text: str | None, what: str) -> None:
+    """A submitted text over the HTTP body cap is refused before it is read (stdio has no body cap)."""
+    if text is not None and len(text) > MAX_TEXT:
+        raise ToolError(f"{what} is {len(text)} characters; at most {MAX_TEXT} are accepted")
+
+
+async def _while_here(ctx: Context | None, work: Coroutine[Any, Any, T]) -> T:
+    """Await ``work`` while the HTTP client that asked is still there: once it hangs up (flowcore.serve.app sets
+    ``gone``), the work is cancelled and with it its LLM calls (before, a dropped client's evaluation went on
+    spending for all its problems). Over stdio, plainly awaited."""
+    gone = _state(ctx).get("gone")
+    task = asyncio.ensure_future(work)
+    if not isinstance(gone, asyncio.Event):
+        return await task
+    waiter = asyncio.ensure_future(gone.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        waiter.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise ToolError("the client went away: the call was cancelled")
+    return task.result()
+
+
 def _task(task: str | None) -> str | None:
     if task is not None and task not in cat.TASKS:
         raise ToolError(f"task must be one of {', '.join(cat.TASKS)}, got {task!r}")
@@ -80,12 +133,14 @@ def build_mcp(engine: Engine) -> MCPServer:
     def check_workflow(workflow: str, task: str | None = None) -> dict:
         """Check a workflow's Mermaid text (task: math or code). Returns {valid, diagnostics: [{code, severity,
         message, line, column, node}]}."""
+        _cap(workflow, "workflow")
         diags = check(workflow, _task(task))
         return {"valid": is_valid(diags), "diagnostics": [d.to_dict() for d in diags]}
 
     @server.tool()
     def format_workflow(workflow: str) -> str:
         """The canonical text of a workflow (as `python -m flowcore fmt` prints it)."""
+        _cap(workflow, "workflow")
         try:
             return to_mermaid(parse(workflow))
         except WorkflowSyntaxError as exc:
@@ -100,19 +155,21 @@ def build_mcp(engine: Engine) -> MCPServer:
         who = owner(ctx)
         if (model is None) == (workflow is None):
             raise ToolError("give either model (a published NAME or NAME@vN) or workflow (Mermaid text)")
+        _cap(workflow, "workflow")
         try:
             if model is not None:
-                a = await engine.run(model, problem, entry_point=entry_point, source="mcp", created_by=who)
+                a = await _while_here(ctx, engine.run(model, problem, entry_point=entry_point, source="mcp",
+                                                      created_by=who))
             else:
-                a = await engine.run_text(workflow or "", _task(task), problem, entry_point=entry_point,
-                                          source="mcp", created_by=who)
+                a = await _while_here(ctx, engine.run_text(workflow or "", _task(task), problem,
+                                                           entry_point=entry_point, source="mcp", created_by=who))
         except ServeError as exc:
             raise ToolError(exc.message) from None
         return {"answer": a.text, "cost": a.cost, "calls": a.calls, "version": a.version, "trace_id": a.trace_id}
 
     @server.tool()
     async def evaluate_workflow(benchmark: str, model: str | None = None, workflow: str | None = None,
-                                split: str = "validation", limit: int = 5) -> dict:
+                                split: str = "validation", limit: int = 5, ctx: Context | None = None) -> dict:
         """Evaluate a published workflow (model) or a workflow's text on a benchmark (gsm8k, math, humaneval,
         mbpp), split validation or test, the first `limit` problems. Returns {score, n, errors, cost, ci}."""
         from flowcore.evaluation.evaluate import evaluate_workflow as evaluate
@@ -123,11 +180,17 @@ def build_mcp(engine: Engine) -> MCPServer:
                             f"got {benchmark!r}")
         if split not in ("validation", "test") or not 1 <= limit <= 500:
             raise ToolError("split must be validation or test, and limit between 1 and 500")
+        _cap(workflow, "workflow")
         text = _text_of(engine, model, workflow)
+        llm = engine.for_owner(owner(ctx))
         try:
-            w = parse(text)
+            w = await asyncio.to_thread(parse, text)  # off the event loop (a large text takes seconds)
             problems = load(benchmark, split, limit=limit)
-            report = await evaluate(w, benchmark, problems, llm=engine.llm().child(), concurrency=4)
+            async with asyncio.timeout(engine.deadline):  # the served deadline, as a chat request's
+                report = await _while_here(ctx, evaluate(w, benchmark, problems, llm=llm, concurrency=4))
+        except TimeoutError:
+            raise ToolError(f"the evaluation ran past the server's deadline of {engine.deadline:g} s; its LLM "
+                            "calls were cancelled (ask for fewer problems)") from None
         except (WorkflowSyntaxError, ValueError) as exc:
             raise ToolError(str(exc)) from None
         out = report.to_json()
@@ -138,11 +201,12 @@ def build_mcp(engine: Engine) -> MCPServer:
     def list_versions(name: str | None = None) -> list[dict]:
         """Published versions (of one name, or all), newest first within a name: model id, who, when, from which
         run and round, note, validation and test scores."""
-        return [describe(p) for p in published.list_published(engine.ws, name)]
+        return [describe(p) for p in published.list_published(engine.ws, name, text=False)]
 
     @server.tool()
     def publish(workflow: str, task: str, name: str, note: str | None = None, ctx: Context | None = None) -> dict:
         """Publish a workflow's text as the next immutable version NAME@vN (checked first)."""
+        _cap(workflow, "workflow")
         try:
             p = publish_workflow(engine.ws, name, workflow, task, created_by=owner(ctx), note=note)
         except ValueError as exc:
@@ -150,6 +214,7 @@ def build_mcp(engine: Engine) -> MCPServer:
         return describe(p)
 
     started: list = []  # the evolution jobs this server's tool started (a caller cannot pile them up)
+    starting = threading.Lock()
 
     @server.tool()
     def evolve_start(benchmark: str, rounds: int = 3, candidates: int = 2, workflow: str | None = None,
@@ -161,24 +226,28 @@ def build_mcp(engine: Engine) -> MCPServer:
         from flowcore.evolution.session import start_run
 
         _evolve_bounds(rounds, candidates, limit)
-        live = [j for j in started if j.snapshot().active]
-        if len(live) >= MAX_LIVE_RUNS:
-            raise ToolError(f"{len(live)} evolution runs started here are still going (runs "
-                            f"{', '.join(str(j.meta.get('run_id')) for j in live)}); at most {MAX_LIVE_RUNS} at a "
-                            "time: wait for one to finish (evolve_progress)")
+        _cap(workflow, "workflow")
         cfg = EvolutionConfig(benchmark=benchmark, rounds=rounds, candidates=candidates, workflow=workflow,
                               limit=limit, mode=mode)
         caller = _caller(ctx, engine)
-        try:
-            cfg.validate()
-            root = engine.llm()  # the run spends from the server's budget, never from a fresh one of its own
-            job = start_run(engine.ws, root.settings, cfg, created_by=caller.owner if caller else "local",
-                            spend_under=root)
-        except ValueError as exc:
-            raise ToolError(str(exc)) from None
+        who = _owner(ctx, engine)
+        # The SDK runs this plain function in a worker thread per call: the count of live runs and the start
+        # are one step under the lock (before, 8 of 8 concurrent calls all saw fewer than 2 and started).
+        with starting:
+            live = [j for j in started if j.snapshot().active]
+            if len(live) >= MAX_LIVE_RUNS:
+                raise ToolError(f"{len(live)} evolution runs started here are still going (runs "
+                                f"{', '.join(str(j.meta.get('run_id')) for j in live)}); at most {MAX_LIVE_RUNS} "
+                                "at a time: wait for one to finish (evolve_progress)")
+            try:
+                cfg.validate()
+                root = engine.llm()  # the run spends from the server's budget, never from a fresh one of its own
+                job = start_run(engine.ws, root.settings, cfg, created_by=who, spend_under=root)
+            except ValueError as exc:
+                raise ToolError(str(exc)) from None
+            started[:] = [*live, job]
         if caller is not None:
             _stop_when_revoked(engine, caller.id, job)
-        started[:] = [*live, job]
         return {"run_id": job.meta.get("run_id"), "job": job.id}
 
     @server.tool()
@@ -189,14 +258,14 @@ def build_mcp(engine: Engine) -> MCPServer:
         from flowcore.evolution.session import run_status
 
         h = History(engine.ws)
-        caller = _caller(ctx, engine)
+        keyed, who = bool(_state(ctx).get("key_id")), _owner(ctx, engine)
         try:
             info = h.run(run_id)
         except (KeyError, ValueError, LookupError) as exc:
             info, why = None, str(exc)
-        if caller is not None and (info is None or info.created_by != caller.owner):
+        if keyed and (info is None or info.created_by != who):
             # another owner's run (or an app user's) reads as missing: its scores and progress are theirs
-            raise ToolError(f"no evolution run {run_id} started by {caller.owner}")
+            raise ToolError(f"no evolution run {run_id} started by {who}")
         if info is None:
             raise ToolError(f"no evolution run {run_id}: {why}")
         rows = h.summaries(run_id)

@@ -81,6 +81,9 @@ def parse_chat(body: Any) -> ChatRequest:
             problem = text
     if problem is None or not problem.strip():
         raise bad("no user message with text: the last user message is the problem", "invalid_messages")
+    if "\x00" in problem:  # valid JSON, but PostgreSQL text cannot hold it: the request's trace would be lost
+        raise bad("the problem (the last user message) contains a NUL character (\\u0000), which is not accepted",
+                  "invalid_messages")
     try:
         problem.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate (\ud800) is valid JSON but no text
@@ -123,12 +126,12 @@ async def read_body(receive: Receive, cap: int) -> bytes:
 
 def models(engine: Engine) -> JSONResponse:
     data, seen = [], set()
-    for p in published.list_published(engine.ws):
-        owner = {"object": "model", "created": int(p.created), "owned_by": p.created_by}
-        if p.name not in seen:
-            seen.add(p.name)
-            data.append({"id": p.name, **owner})
-        data.append({"id": p.model_id, **owner})
+    for name, version, created, by in published.list_ids(engine.ws):  # never the texts (a version may be 1 MB)
+        owner = {"object": "model", "created": int(created), "owned_by": by}
+        if name not in seen:
+            seen.add(name)
+            data.append({"id": name, **owner})
+        data.append({"id": f"{name}@v{version}", **owner})
     return JSONResponse({"object": "list", "data": data})
 
 

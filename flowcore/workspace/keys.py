@@ -27,6 +27,7 @@ CREATE TABLE IF NOT EXISTS api_keys(
 """
 KEY_RE = re.compile(r"^mf_([0-9a-f]{8})_([A-Za-z0-9_-]{43})$")
 _DUMMY = hashlib.sha256(b"no such key").hexdigest()
+LOCAL = "local"  # the operator's identity (flowcore.workspace.published.LOCAL): never a key's owner
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.@\-]{0,79}$")
 
 
@@ -62,13 +63,20 @@ def _row(r: object) -> ApiKey:
     return ApiKey(d["id"], d["name"], d["owner"], float(d["created"]), d["created_by"], d["revoked"], d["last_used"])
 
 
-def create_key(ws: Workspace, name: str, owner: str, *, created_by: str | None = None) -> tuple[ApiKey, str]:
-    """A new key for ``owner``: (its record, the key itself). The key is returned once and never stored."""
+def create_key(ws: Workspace, name: str, owner: str | None = None, *,
+               created_by: str | None = None) -> tuple[ApiKey, str]:
+    """A new key for ``owner`` (default: the key's name; never "local"): (its record, the key itself). The key is
+    returned once and never stored."""
     name = (name or "").strip()
     if not NAME_RE.match(name):
         raise KeyProblem(f"key name {name!r} is not allowed: use 1-80 letters, digits, spaces, '_', '-', '.' or "
                         "'@', starting with a letter or digit")
-    owner = (owner or "").strip() or "local"
+    owner = (owner or "").strip() or name
+    if owner == LOCAL:
+        # "local" is who the server's own command line is (and a keyless loopback caller): it may add versions
+        # to any published name. A key is carried elsewhere, so it never gets that identity.
+        raise KeyProblem(f"a key's owner cannot be {LOCAL!r} (the server's own operator): name who holds it, e.g. "
+                         "an address or the key's name")
     _schema(ws)
     for _ in range(8):  # an id collision (1 in 4 billion per key) draws again
         kid = secrets.token_hex(4)
@@ -96,18 +104,21 @@ def list_keys(ws: Workspace) -> list[ApiKey]:
     return [_row(r) for r in ws.query("SELECT * FROM api_keys ORDER BY created DESC, id")]
 
 
-def revoke_key(ws: Workspace, key_id_or_name: str) -> ApiKey:
-    """Revoke by id, or by name when exactly one active key has that name. Revoking twice keeps the first time."""
+def revoke_key(ws: Workspace, key_id_or_name: str, *, by: str | None = None) -> ApiKey:
+    """Revoke by id, or by name when exactly one active key has that name. Revoking twice keeps the first time.
+    ``by``: a team member who is no admin may revoke only the keys she owns (None: the operator or an admin)."""
     _schema(ws)
     wanted = (key_id_or_name or "").strip()
-    rows = ws.query("SELECT * FROM api_keys WHERE id=?", (wanted,))
+    mine, args = ("", ()) if by is None else (" AND owner=?", (by,))
+    rows = ws.query(f"SELECT * FROM api_keys WHERE id=?{mine}", (wanted, *args))
     if not rows:
-        rows = ws.query("SELECT * FROM api_keys WHERE name=? AND revoked IS NULL", (wanted,))
+        rows = ws.query(f"SELECT * FROM api_keys WHERE name=? AND revoked IS NULL{mine}", (wanted, *args))
         if len(rows) > 1:
             raise KeyProblem(f"{len(rows)} active keys are named {wanted!r}: revoke one by its id "
                             f"({', '.join(dict(r)['id'] for r in rows)})")
     if not rows:
-        raise KeyProblem(f"no key with id or active name {wanted!r} in the workspace {ws.path}")
+        whose = "" if by is None else f" owned by {by}"
+        raise KeyProblem(f"no key{whose} with id or active name {wanted!r} in the workspace {ws.path}")
     kid = dict(rows[0])["id"]
     with ws.transaction() as conn:
         conn.execute("UPDATE api_keys SET revoked=? WHERE id=? AND revoked IS NULL", (time.time(), kid))

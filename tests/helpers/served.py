@@ -23,12 +23,17 @@ LINE = re.compile(r"at http://(?P<host>[^ ]+):(?P<port>\d+)/v1")
 
 class Served:
     def __init__(self, db: str | Path, *, llm_url: str | None, extra: list[str] | None = None,
-                 env: dict[str, str] | None = None, startup: float = 60.0) -> None:
+                 env: dict[str, str] | None = None, startup: float = 60.0, no_keys: bool = True) -> None:
+        """``no_keys``: unless ``extra`` asks for keys (--require-key), serve with --no-keys (loopback without
+        keys, an opt-in since keys became the default); False: the server's own default (keys required)."""
         e = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MERMAIDFLOW_", "OTEL_"))}
         if llm_url:
             e.update(OPENAI_BASE_URL=llm_url, OPENAI_API_KEY="test-key", MERMAIDFLOW_MAX_RETRIES="0")
         e.update(env or {})
-        cmd = [sys.executable, "-m", "flowcore", "serve", "--db", str(db), "--port", "0", *(extra or [])]
+        extra = list(extra or [])
+        if no_keys and "--require-key" not in extra:
+            extra.append("--no-keys")
+        cmd = [sys.executable, "-m", "flowcore", "serve", "--db", str(db), "--port", "0", *extra]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True)
         self.log: list[str] = []

@@ -42,7 +42,7 @@ def test_a_key_made_on_settings_is_shown_once_and_can_be_revoked(db):
     click(at, "keys_create")
     [shown] = [c.value for c in at.code]
     rec = keys.verify_key(Workspace(db), shown)
-    assert rec is not None and rec.owner == "local" and rec.name == "laptop"
+    assert rec is not None and rec.owner == "laptop" and rec.name == "laptop"  # never "local" (the operator)
     at = page("settings")  # opened again: the key is not shown any more, only its row
     assert not [c.value for c in at.code if c.value == shown]
     at.selectbox(key="keys_revoke_pick").set_value(rec.id).run()
