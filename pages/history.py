@@ -118,7 +118,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
         col.metric(label, value, help=why)
     if row["reason"] and row["status"] == "failed":
         st.error(f"Failed: {safe.plain(row['reason'])}")
-    st.caption(hv.round_caption(row, info.created_by))
+    st.caption(hv.round_caption(row, info))
     has_text = bool(row["workflow_text"])
     a = st.columns([1, 1.4, 1.4, 4], vertical_alignment="bottom")
     a[0].button("Unpin" if row["pinned"] else "Pin", icon=":material/push_pin:", key="hist_pin", on_click=_pin,

@@ -524,9 +524,9 @@ def round_metrics(row: dict, judge_total: float | None) -> list[tuple[str, str, 
              f"judge: {plain(row['judge'] or '—')}")]
 
 
-def round_caption(row: dict, run_by: str | None) -> str:
-    """What the round's edit did and who made it (the round's own author, else the run's)."""
-    return f"{markdown(row['detail'] or '')} · made by {plain(row.get('created_by') or run_by)}"
+def round_caption(row: dict, run) -> str:
+    """What the round's edit did and who made it (the round's own author, else the run's ``created_by``), escaped."""
+    return f"{markdown(row['detail'] or '')} · made by {plain(row.get('created_by') or run.created_by)}"
 
 
 def candidates_table(cands: pd.DataFrame) -> pd.DataFrame:

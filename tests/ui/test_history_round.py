@@ -28,8 +28,8 @@ def test_an_unmeasured_round_shows_dashes_not_none():
 
 
 def test_the_caption_names_the_round_author_else_the_runs():
-    assert round_caption(_row(created_by="alice"), "bob").endswith("made by alice")
-    assert round_caption(_row(), "bob").endswith("made by bob")
+    assert round_caption(_row(created_by="alice"), SimpleNamespace(created_by="bob")).endswith("made by alice")
+    assert round_caption(_row(), SimpleNamespace(created_by="bob")).endswith("made by bob")
 
 
 def test_candidates_are_named_in_words_with_their_reasons():
