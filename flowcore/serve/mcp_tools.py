@@ -278,10 +278,10 @@ def build_mcp(engine: Engine, limits: Limits | None = None) -> MCPServer:
     def publish(workflow: str, task: str, name: str, note: str | None = None, ctx: Context | None = None) -> dict:
         """Publish a workflow's text as the next immutable version NAME@vN (checked first). Bounded per owner:
         a version's size, and how many an owner publishes an hour."""
+        _admit(workflow, "workflow", lim)
         if isinstance(workflow, str) and len(workflow) > lim.publish_chars:
             raise ToolError(f"workflow is {len(workflow):,} characters; a published version holds at most "
                             f"{lim.publish_chars:,} ({ENV['publish_chars']})")
-        _admit(workflow, "workflow", lim)
         who = owner(ctx)
         with publishing:
             hour = published.count_since(engine.ws, who, time.time() - 3600)
