@@ -241,15 +241,14 @@ def build_mcp(engine: Engine, limits: Limits | None = None) -> MCPServer:
                                 split: str = "validation", limit: int = 5, ctx: Context | None = None) -> dict:
         """Evaluate a published workflow (model) or a workflow's text on a benchmark (gsm8k, math, humaneval,
         mbpp), split validation or test, the first `limit` problems. Returns {score, n, errors, cost, ci}."""
-        from flowcore.evaluation.evaluate import evaluate_workflow as evaluate
-        from flowcore.tasks import TASK_OF, kind_of, load
-
-        if kind_of(benchmark, engine.ws) is None:  # built in, or a task saved in the served workspace
-            raise ToolError(f"benchmark must be one of {', '.join(TASK_OF)} or a task saved in the workspace, "
-                            f"got {benchmark!r}")
         if split not in ("validation", "test") or not 1 <= limit <= 500:
             raise ToolError("split must be validation or test, and limit between 1 and 500")
         await _admit_async(workflow, "workflow", lim)
+        # the first call's imports and the saved tasks' read, off the event loop (others' requests never wait)
+        evaluate, task_of, load, known = await asyncio.to_thread(_evaluation, engine, benchmark)
+        if not known:  # built in, or a task saved in the served workspace
+            raise ToolError(f"benchmark must be one of {', '.join(task_of)} or a task saved in the workspace, "
+                            f"got {benchmark!r}")
         text = _text_of(engine, model, workflow)
         who = owner(ctx)
         llm = engine.for_owner(who)
@@ -304,11 +303,11 @@ def build_mcp(engine: Engine, limits: Limits | None = None) -> MCPServer:
         the benchmark's seed; at most 30 rounds of 8 candidates on at most 500 problems, a few runs at a time
         per owner and on the server, all spending from the server's budget). Returns {run_id}; read its
         progress with evolve_progress."""
+        _evolve_bounds(rounds, candidates, limit)
+        _admit(workflow, "workflow", lim)  # before the imports below: a refusal costs nothing
         from flowcore.evolution.loop import EvolutionConfig
         from flowcore.evolution.session import start_run
 
-        _evolve_bounds(rounds, candidates, limit)
-        _admit(workflow, "workflow", lim)
         cfg = EvolutionConfig(benchmark=benchmark, rounds=rounds, candidates=candidates, workflow=workflow,
                               limit=limit, mode=mode)
         caller = _caller(ctx, engine)
@@ -374,6 +373,14 @@ def _evolve_bounds(rounds: object, candidates: object, limit: object) -> None:
                                   ("limit", limit, 1, MAX_LIMIT)):
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= top:
             raise ToolError(f"{name} must be a whole number from {low} to {top}, got {value!r}")
+
+
+def _evaluation(engine: Engine, benchmark: str) -> tuple[Any, Any, Any, bool]:
+    """(evaluate_workflow, the built-in benchmarks, load, whether ``benchmark`` is one or a saved task)."""
+    from flowcore.evaluation.evaluate import evaluate_workflow
+    from flowcore.tasks import TASK_OF, kind_of, load
+
+    return evaluate_workflow, TASK_OF, load, kind_of(benchmark, engine.ws) is not None
 
 
 def _text_of(engine: Engine, model: str | None, workflow: str | None) -> str:
