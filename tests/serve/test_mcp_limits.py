@@ -199,7 +199,6 @@ def test_a_50000_node_workflow_is_refused_at_once_and_the_server_keeps_answering
     finally:
         done.set()
         poller.join(60)
-    print("FIGURES", worst, took)
     assert worst < 0.5, f"/v1/models waited {worst:.2f} s while the huge texts were refused"
     assert max(took.values()) < 2.0, took  # refused at once (the checker alone spent seconds on it before)
     assert gate.seen == 0 and [p.name for p in published.list_published(Workspace(db), text=False)] == ["solver"]
