@@ -13,6 +13,7 @@ import asyncio
 import collections
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -73,6 +74,24 @@ def kind_of(task: str) -> str | None:
     return task if task in cat.TASKS else None
 
 
+# The kinds of failure flowcore.llm.client's messages name ("LLM call failed (executor, model 'm' at URL): HTTP 503:
+# <the endpoint's reply>"), in what a key holder is told; the first one in a message wins.
+_KINDS = ((re.compile(r"LLM call refused \("), "refused the prompt"),
+          (re.compile(r"LLM call not sent \("), "the prompt does not fit the model's context"),
+          (re.compile(r"\): HTTP (\d{3})\b"), "HTTP {0}"),
+          (re.compile(r"\): timed out after\b"), "timed out"),
+          (re.compile(r"\): cannot connect\b"), "could not be reached"),
+          (re.compile(r"\): malformed reply\b"), "sent a malformed reply"))
+
+
+def endpoint_failed(detail: str) -> str:
+    """What a key holder is told of an LLM endpoint's failure: its kind ("the workflow's LLM endpoint failed: HTTP
+    503"), never the endpoint's address (an internal host) nor its reply (a provider's message can quote the
+    server's key): those stay in the server's log and the run's trace, for the operator."""
+    found = [(m.start(), kind.format(*m.groups())) for rx, kind in _KINDS if (m := rx.search(detail))]
+    return f"the workflow's LLM endpoint failed: {min(found)[1]}" if found else "the workflow's LLM endpoint failed"
+
+
 def _cause(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseException | None:
     seen: set[int] = set()
     node: BaseException | None = exc
@@ -85,7 +104,8 @@ def _cause(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseEx
 
 
 def to_serve_error(exc: BaseException, version: str) -> ServeError:
-    """The client-facing error for a failed run (never a traceback; the message names node and endpoint)."""
+    """The client-facing error for a failed run (never a traceback; an endpoint's failure is named by its kind,
+    without the endpoint's address or reply: :func:`endpoint_failed`)."""
     if isinstance(exc, ServeError):
         return exc
     if (c := _cause(exc, (BudgetExceeded,))) is not None:
@@ -95,8 +115,10 @@ def to_serve_error(exc: BaseException, version: str) -> ServeError:
     if (c := _cause(exc, (SandboxUnavailable,))) is not None:
         return ServeError(503, f"{version}: the sandbox is unavailable here ({c})", "server_error",
                           "sandbox_unavailable")
-    if _cause(exc, (LLMError,)) is not None:
-        return ServeError(502, f"{version}: the executor endpoint failed: {exc}", "upstream_error",
+    if (c := _cause(exc, (LLMError,))) is not None:
+        # the operator's log has the endpoint's address and reply; the key holder only the kind of failure
+        log.warning("%s: the executor endpoint failed: %s", version, exc)
+        return ServeError(502, f"{version}: {endpoint_failed(str(c))}", "upstream_error",
                           "executor_endpoint_failed")
     if isinstance(exc, NodeError):
         return ServeError(500, f"{version}: {exc}", "server_error", "workflow_failed")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Coroutine, Iterator
@@ -21,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from flowcore import catalogue as cat
 from flowcore.checker.check import check, is_valid
 from flowcore.mermaid.reader import WorkflowSyntaxError, parse, to_mermaid
-from flowcore.serve.engine import Engine, ServeError, kind_of, owner_salt
+from flowcore.serve.engine import Engine, ServeError, endpoint_failed, kind_of, owner_salt
 from flowcore.serve.limits import ENV, Limits, screen, too_big
 from flowcore.serve.publish import describe, publish_workflow
 from flowcore.workspace import jobs, published
@@ -30,8 +31,11 @@ from flowcore.workspace.keys import ApiKey, KeyProblem, get_key
 # What one evolve_start may ask for (the command line and the pages, run by the operator, have no such bound).
 # How many runs, evaluations and publishes a caller may set going: flowcore.serve.limits (settings).
 MAX_ROUNDS, MAX_CANDIDATES, MAX_LIMIT = 30, 8, 500
+MAX_ERROR_RATE = 0.1  # share of an evaluation's problems not run above which it is no score (the CLI's default)
+MAX_ID = 2**63 - 1  # a stored id (a run's) fits SQLite's and PostgreSQL's 64-bit integers
 MAX_TEXT = 1 << 20  # characters of workflow text a tool reads: the HTTP body cap (stdio has none of its own)
 T = TypeVar("T")
+log = logging.getLogger("flowcore.serve")
 REVOKED_POLL_S = 1.0  # how often a run started with a key looks whether the key was revoked
 
 INSTRUCTIONS = ("MermaidFlow Studio: workflows are Mermaid flowcharts of typed LLM operators. Check and format "
@@ -241,8 +245,9 @@ def build_mcp(engine: Engine, limits: Limits | None = None) -> MCPServer:
                                 split: str = "validation", limit: int = 5, ctx: Context | None = None) -> dict:
         """Evaluate a published workflow (model) or a workflow's text on a benchmark (gsm8k, math, humaneval,
         mbpp), split validation or test, the first `limit` problems. Returns {score, n, errors, cost, ci}."""
-        if split not in ("validation", "test") or not 1 <= limit <= 500:
-            raise ToolError("split must be validation or test, and limit between 1 and 500")
+        if split not in ("validation", "test"):
+            raise ToolError(f"split must be validation or test, got {split!r}")
+        _whole("limit", limit, 1, MAX_LIMIT)
         await _admit_async(workflow, "workflow", lim)
         # the first call's imports and the saved tasks' read, off the event loop (others' requests never wait)
         evaluate, task_of, load, known = await asyncio.to_thread(_evaluation, engine, benchmark)
@@ -263,9 +268,7 @@ def build_mcp(engine: Engine, limits: Limits | None = None) -> MCPServer:
                             "calls were cancelled (ask for fewer problems)") from None
         except (WorkflowSyntaxError, ValueError) as exc:
             raise ToolError(str(exc)) from None
-        out = report.to_json()
-        out.pop("results")
-        return out
+        return _scored(report)
 
     @server.tool()
     def list_versions(name: str | None = None) -> list[dict]:
@@ -345,6 +348,7 @@ def build_mcp(engine: Engine, limits: Limits | None = None) -> MCPServer:
         from flowcore.evolution.history import History
         from flowcore.evolution.session import run_status
 
+        _whole("run_id", run_id, 1, MAX_ID)  # past SQLite's 64 bits the lookup itself raised (a traceback in the log)
         h = History(engine.ws)
         keyed, who = bool(_state(ctx).get("key_id")), _owner(ctx, engine)
         try:
@@ -367,12 +371,38 @@ def build_mcp(engine: Engine, limits: Limits | None = None) -> MCPServer:
     return server
 
 
+def _whole(name: str, value: object, low: int, top: int) -> None:
+    """A number a caller gives is a whole number in its range, else a tool error naming it (never a traceback)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= top:
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
+        raise ToolError(f"{name} must be a whole number from {low} to {top}, got {shown}")
+
+
 def _evolve_bounds(rounds: object, candidates: object, limit: object) -> None:
     """A run a remote caller starts keeps going after the call, spending the server's endpoint: bounded."""
     for name, value, low, top in (("rounds", rounds, 0, MAX_ROUNDS), ("candidates", candidates, 1, MAX_CANDIDATES),
                                   ("limit", limit, 1, MAX_LIMIT)):
-        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= top:
-            raise ToolError(f"{name} must be a whole number from {low} to {top}, got {value!r}")
+        _whole(name, value, low, top)
+
+
+def _scored(report: Any) -> dict:
+    """An evaluation's report as the tool answers it, or a tool error when it is no score: as `python -m flowcore
+    evaluate` (exit 1), when no problem was scored or more than MAX_ERROR_RATE of them could not be run (the
+    endpoint failed them: an outage is no measured 0). The endpoint's address and reply go to the server's log."""
+    errored = [r for r in report.results if r.errored]
+    if errored and (not report.n or report.error_rate > MAX_ERROR_RATE):
+        first = str(errored[0].error or "")
+        log.warning("evaluate_workflow: %d of %d problems not run; the first: %s", len(errored),
+                    len(report.results), first)
+        why = endpoint_failed(first) if "LLM call" in first else "they errored (the server's log says why)"
+        raise ToolError(f"no score: {len(errored)} of {len(report.results)} problems could not be run ({why}); "
+                        f"an evaluation leaving out more than {MAX_ERROR_RATE:.0%} of its problems is no score (as "
+                        f"`python -m flowcore evaluate --max-error-rate {MAX_ERROR_RATE:g}`)")
+    out = report.to_json()
+    out.pop("results")
+    if not report.n:  # nothing was scored (none finished): no score, never 0%
+        out["score"] = out["ci"] = None
+    return out
 
 
 def _evaluation(engine: Engine, benchmark: str) -> tuple[Any, Any, Any, bool]:

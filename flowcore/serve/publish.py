@@ -63,12 +63,36 @@ def latest_scores(ws: Workspace, text: str, run_id: int | None = None, rnd: int 
     return {k: (max(v, key=lambda d: d["at"]) if v else None) for k, v in found.items()}
 
 
+def task_kind(ws: Workspace, task: object) -> str | None:
+    """The checker's kind (math, code, text) of a task name: a kind itself, a built-in benchmark or a task saved in
+    the workspace; None when it names nothing (before, such a task was published and checked with no task)."""
+    if not isinstance(task, str) or not task.strip():
+        return None
+    if task in cat.TASKS:
+        return task
+    from flowcore.tasks import kind_of  # the tasks' loaders only when a name is not a kind
+
+    return kind_of(task, ws)
+
+
+def task_problem(ws: Workspace, task: object) -> str:
+    """What is wrong with a task that names nothing, naming what would do."""
+    from flowcore.tasks import BUILTIN
+
+    return (f"task must be one of {', '.join(cat.TASKS)}, a built-in benchmark ({', '.join(BUILTIN)}) or a task "
+            f"saved in the workspace, got {task!r}")
+
+
 def publish_workflow(ws: Workspace, name: str, text: str, task: str, *, created_by: str, note: str | None = None,
                      run_id: int | None = None, rnd: int | None = None) -> Published:
     """Check ``text`` for its task and store it as ``name``'s next version. PublishError naming what is wrong."""
     if not isinstance(text, str) or not text.strip():
         raise PublishError(f"publish {name!r}: the workflow text is empty")
-    kind = task if task in cat.TASKS else None
+    if not isinstance(task, str) or not task.strip():
+        raise PublishError(f"publish {name!r}: the task is empty; name the task the workflow is for (e.g. math)")
+    kind = task_kind(ws, task)
+    if kind is None:
+        raise PublishError(f"publish {name!r}: {task_problem(ws, task)}")
     errors = [d for d in check(text, kind) if d.severity == "error"]
     if errors:
         lines = "\n".join(f"  {d}" for d in errors[:10])

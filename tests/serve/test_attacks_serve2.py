@@ -281,7 +281,6 @@ def test_malformed_chat_bodies_are_4xx_in_openais_shape_held(team):
 # scripted endpoint a prompt with FAIL gets HTTP 500; in life an outage, an exhausted quota, a prompt the provider
 # refuses). `python -m flowcore evaluate` on the same workflow prints "no score: no problem was scored" and
 # exits 1 (3 of 3 problems not run, above --max-error-rate 0.1).
-@pytest.mark.xfail(strict=True, reason="attack8 #7: all-errored evaluation served as 0 (open: remove this mark with the fix)")
 def test_an_evaluation_where_every_call_failed_is_served_as_a_score_of_zero(team):
     """Happens (today): evaluate_workflow answers success, {"score": 0.0, "n": 0, "errors": 3, "ci": [0.0, 0.0]}:
     an outage reads as a measured zero with a zero-width interval. Fixed: as the command line, the tool answers an
@@ -308,7 +307,6 @@ def test_an_evaluation_where_every_call_failed_is_served_as_a_score_of_zero(team
 # Attack (what an error tells a key holder): mallory sends what makes the executor endpoint fail (a scripted 500;
 # in life, a provider's refusal or a 401 whose message quotes the server's key, "Incorrect API key provided:
 # sk-...abcd") and reads the error the server passes on.
-@pytest.mark.xfail(strict=True, reason="attack8 #8: endpoint address leaked (open: remove this mark with the fix)")
 def test_an_endpoint_failure_tells_a_key_holder_the_servers_endpoint_and_its_reply(team, fake_llm):
     """Happens (today): the 502 (chat) and the MCP tool error both quote the operator's endpoint address
     ("model 'gpt-4o-mini' at http://127.0.0.1:PORT/v1") and the endpoint's own reply body ("scripted executor
@@ -447,7 +445,6 @@ async def _tool(url: str, key: str, tool: str, args: dict) -> tuple[bool, str]:
 
 
 # Attack (a client error answered as an internal one): evolve_progress with a run number past SQLite's 64 bits.
-@pytest.mark.xfail(strict=True, reason="attack8 #9: run id overflow (open: remove this mark with the fix)")
 def test_evolve_progress_with_a_run_number_past_64_bits_is_an_unexplained_internal_error(team):
     """Happens (today): the tool answers only "Error executing tool evolve_progress" and the server logs a
     traceback (OverflowError: Python int too large to convert to SQLite INTEGER): the MCP form of a 500 for a
@@ -463,7 +460,6 @@ def test_evolve_progress_with_a_run_number_past_64_bits_is_an_unexplained_intern
 # Attack (bad input stored for good): publish over MCP with a task that names nothing. A version is immutable and
 # `NAME` serves its latest, so the bad version stays; the checker ran with no task at all (the served engine maps
 # an unknown task to none), so a workflow the math checker refuses can be published under a made-up task.
-@pytest.mark.xfail(strict=True, reason="attack8 #10: publish task unchecked (open: remove this mark with the fix)")
 def test_publish_over_mcp_accepts_a_task_that_names_nothing(team):
     """Happens (today): publish {task: "bogus"} stores m1@v1 with task "bogus". Fixed: a task that is neither math,
     code, text, a built-in benchmark nor a task saved in the workspace is refused, naming it (as check_workflow

@@ -61,6 +61,20 @@ async def _stdio_session(db: str, llm_url: str) -> None:
         assert err.is_error and "no-such" in err.content[0].text
         err = await c.call_tool("publish", {"workflow": "flowchart TD\n  A --> B\n", "task": "math", "name": "x"})
         assert err.is_error and "error" in err.content[0].text
+        err = await c.call_tool("publish", {"workflow": MATH_SEED, "task": "gsm8kk", "name": "x"})
+        assert err.is_error and "task must be one of" in err.content[0].text and "'gsm8kk'" in err.content[0].text
+        pub = data(await c.call_tool("publish", {"workflow": MATH_SEED, "task": "gsm8k", "name": "by-benchmark"}))
+        assert pub["task"] == "gsm8k"  # a built-in benchmark names a task
+        err = await c.call_tool("evolve_progress", {"run_id": 2 ** 64})
+        assert err.is_error and "run_id must be a whole number from 1 to" in err.content[0].text
+        err = await c.call_tool("run_workflow", {"workflow": MATH_SEED.replace("step by step", "FAIL"),
+                                                 "task": "math", "problem": "x"})
+        assert err.is_error and "LLM endpoint failed: HTTP 500" in err.content[0].text
+        assert llm_url not in err.content[0].text and "scripted" not in err.content[0].text
+        err = await c.call_tool("evaluate_workflow", {"benchmark": "gsm8k", "limit": 2,
+                                                      "workflow": MATH_SEED.replace("step by step", "FAIL")})
+        assert err.is_error and "no score: 2 of 2 problems could not be run (the workflow's LLM " \
+            "endpoint failed: HTTP 500)" in err.content[0].text
         started = data(await c.call_tool("evolve_start", {"benchmark": "gsm8k", "rounds": 1, "candidates": 1,
                                                           "limit": 2, "mode": "programmatic"}))
         run_id = started["run_id"]

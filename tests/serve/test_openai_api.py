@@ -163,8 +163,11 @@ def test_the_executor_endpoint_failing_is_502_never_a_wrong_answer(server):
     with pytest.raises(openai.APIStatusError) as e:
         client(server).chat.completions.create(model="solver", messages=[{"role": "user", "content": "FAIL now"}])
     assert e.value.status_code == 502 and e.value.body["code"] == "executor_endpoint_failed"
-    assert "HTTP 500" in e.value.body["message"] and "Traceback" not in e.value.body["message"]
-    with pytest.raises(openai.APIError, match="executor endpoint failed"):  # in a stream: an error event
+    assert "LLM endpoint failed: HTTP 500" in e.value.body["message"] and "Traceback" not in e.value.body["message"]
+    # the caller is told the kind; the endpoint's reply and address are the operator's, in the server's log
+    assert "scripted executor failure" not in e.value.body["message"]
+    assert "scripted executor failure" in "".join(server.log)
+    with pytest.raises(openai.APIError, match="LLM endpoint failed: HTTP 500"):  # in a stream: an error event
         list(client(server).chat.completions.create(model="solver", stream=True,
                                                     messages=[{"role": "user", "content": "FAIL streamed"}]))
 
