@@ -33,9 +33,10 @@ def problem(doc: str) -> tuple[str, int | None, int | None] | None:
     from flowcore.mermaid import yamldata
 
     try:
-        parsed = yamldata.load(doc)
+        parsed = yamldata.load(doc, limit=yamldata.MAX_FRONT_MATTER_CHARS)
     except yamldata.YamlDataError as exc:
-        return f"the front matter between the --- lines is not valid YAML: {exc.message}", exc.line, exc.column
+        what = "is refused" if exc.bound else "is not valid YAML"
+        return f"the front matter between the --- lines {what}: {exc.message}", exc.line, exc.column
     if not isinstance(parsed, dict):
         return None  # Mermaid reads a list, text or nothing as no settings
     mode = parsed.get("displayMode")

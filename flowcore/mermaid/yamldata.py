@@ -11,11 +11,22 @@ an explicit one must fit its value (``!!bool yes`` is an error). PyYAML is impor
 Aliases share one object in both loaders, but a value read as text (a label, a title) is written out in full, so
 a few lines of nested aliases ("billion laughs") would cost time and memory beyond any drawing: a document whose
 nodes, each alias counted as what it stands for, number over ``MAX_NODES`` is refused before it is built.
+
+PyYAML's loader is pure Python (~25 us a character of `[1,1,...]`, so 400 KB of front matter was 9-17 s of the
+server's CPU per check) and its scanner grows quadratic with nesting (10 KB of `[[[...]]]`: 1.4 s before Python's
+recursion limit). So a document is bounded before it is loaded: ``MAX_DATA_CHARS`` for a node's or edge's data,
+``MAX_FRONT_MATTER_CHARS`` for the front matter, ``MAX_TEXT_CHARS`` for all the YAML of one text (within
+:func:`text_budget`, which the reader opens per text), and ``MAX_DEPTH`` levels of nesting (flow and block
+together), refused as the scanner reaches them. Mermaid itself reads any size; real data and configs are a few
+hundred characters (docs/mermaid.md, "Limits").
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
+from contextvars import ContextVar
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,15 +39,22 @@ _FLOAT = re.compile(r"[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?|\.
                     r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
 _LOADER = None
 MAX_NODES = 100_000  # a real label or front matter has tens; a 10-level alias bomb has 10**10
+MAX_DATA_CHARS = 8_192  # one node's or edge's `@{ ... }` data (a real one: `shape: rect, label: "..."`)
+MAX_FRONT_MATTER_CHARS = 16_384  # the front matter (a real config, themeVariables and all, is under 2 KB)
+MAX_TEXT_CHARS = 32_768  # all the YAML one text holds: ~0.8 s of loading at worst
+MAX_DEPTH = 64  # levels of nesting, flow ([ {) and block (indents) together
+_SPENT: ContextVar[list[int] | None] = ContextVar("yaml_chars_read", default=None)
 
 
 class YamlDataError(ValueError):
     """The text is not YAML js-yaml would load (or it is an alias bomb); ``line``/``column`` are 1-based, in
     the document, when known."""
 
-    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+    def __init__(self, message: str, line: int | None = None, column: int | None = None, *,
+                 bound: bool = False):
         super().__init__(message)
         self.message, self.line, self.column = message, line, column
+        self.bound = bound  # refused for its size or depth (read by Mermaid, past what is read here)
 
 
 def js_str(v: Any, _open: frozenset = frozenset()) -> str:
@@ -95,6 +113,24 @@ class _Yaml12Syntax:
     - a document that is one plain text continues on lines indented at least as its first; a block scalar given
       as a mapping value on the next line is indented more than its key.
     """
+
+    def fetch_flow_collection_start(self, TokenClass):  # noqa: N803 - PyYAML's name
+        self._deeper()
+        return super().fetch_flow_collection_start(TokenClass)
+
+    def add_indent(self, column: int) -> bool:
+        if self.indent < column:
+            self._deeper()
+        return super().add_indent(column)
+
+    def _deeper(self) -> None:
+        """One more level of nesting: past MAX_DEPTH the document is refused here, as the scanner reaches it
+        (PyYAML's scanner is quadratic in the depth, and its composer recursive)."""
+        if self.flow_level + len(self.indents) >= MAX_DEPTH:
+            from yaml.scanner import ScannerError
+
+            raise ScannerError(None, None, f"nested deeper than {MAX_DEPTH} levels; at most {MAX_DEPTH} are read",
+                               self.get_mark())
 
     def scan_to_next_token(self) -> None:
         if self.index == 0 and self.peek() == "\uFEFF":
@@ -424,10 +460,31 @@ def expanded_size(root: Any, limit: int = MAX_NODES) -> int:
     return size(root) if root is not None else 0
 
 
-def load(doc: str, empty: Any = None) -> Any:
+@contextlib.contextmanager
+def text_budget() -> Iterator[None]:
+    """Within it, the documents :func:`load` reads count against ``MAX_TEXT_CHARS`` together (the reader opens one
+    per text: a text of 128 nodes of 8 KB data each cost 26 s)."""
+    token = _SPENT.set([0])
+    try:
+        yield
+    finally:
+        _SPENT.reset(token)
+
+
+def load(doc: str, empty: Any = None, *, limit: int = MAX_DATA_CHARS) -> Any:
     """The document as js-yaml's ``load(doc, {schema: JSON_SCHEMA})`` gives it (``empty`` for a text with no
-    document, where js-yaml gives undefined, not null); YamlDataError when it would throw (or when its aliases
-    stand for more than ``MAX_NODES`` nodes)."""
+    document, where js-yaml gives undefined, not null); YamlDataError when it would throw, when it is over
+    ``limit`` characters or the text's budget (:func:`text_budget`), nested deeper than ``MAX_DEPTH``, or when
+    its aliases stand for more than ``MAX_NODES`` nodes. The sizes are checked before anything is read."""
+    if len(doc) > limit:
+        raise YamlDataError(f"it is {len(doc):,} characters; at most {limit:,} are read (real ones are a few "
+                            "hundred)", 1, 1, bound=True)
+    spent = _SPENT.get()
+    if spent is not None:
+        spent[0] += len(doc)
+        if spent[0] > MAX_TEXT_CHARS:
+            raise YamlDataError(f"the text's YAML (front matter and node data) comes to {spent[0]:,} characters "
+                                f"with this one; at most {MAX_TEXT_CHARS:,} are read in one text", 1, 1, bound=True)
     loader_cls = _loader()
     import yaml
 
@@ -440,7 +497,8 @@ def load(doc: str, empty: Any = None) -> Any:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "not YAML"
-        raise YamlDataError(problem, mark.line + 1 if mark else None, mark.column + 1 if mark else None) from None
+        raise YamlDataError(problem, mark.line + 1 if mark else None, mark.column + 1 if mark else None,
+                            bound=problem.startswith("nested deeper than")) from None
     except yaml.YAMLError as exc:
         raise YamlDataError(str(exc).splitlines()[0]) from None
     except (ValueError, RecursionError) as exc:

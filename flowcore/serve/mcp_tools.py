@@ -20,7 +20,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from flowcore import catalogue as cat
-from flowcore.checker.check import check, is_valid
+from flowcore.checker import bounded
+from flowcore.checker.check import is_valid
 from flowcore.mermaid.reader import WorkflowSyntaxError, parse, to_mermaid
 from flowcore.serve.engine import Engine, ServeError, endpoint_failed, kind_of, owner_salt
 from flowcore.serve.limits import ENV, Limits, screen, too_big
@@ -207,7 +208,8 @@ def build_mcp(engine: Engine, limits: Limits | None = None) -> MCPServer:
         """Check a workflow's Mermaid text (task: math or code). Returns {valid, diagnostics: [{code, severity,
         message, line, column, node}]}."""
         _admit(workflow, "workflow", lim)
-        diags = check(workflow, _task(task))
+        # the app's budget for a pasted text: a long one is checked in a child process stopped at its CPU budget
+        diags = bounded.check(workflow, _task(task))
         return {"valid": is_valid(diags), "diagnostics": [d.to_dict() for d in diags]}
 
     @server.tool()

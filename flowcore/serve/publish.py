@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowcore import catalogue as cat
-from flowcore.checker.check import check
+from flowcore.checker import bounded
 from flowcore.mermaid.reader import WorkflowSyntaxError, parse, to_mermaid
 from flowcore.workspace.published import Published, PublishError, publish
 from flowcore.workspace.store import Workspace
@@ -93,7 +93,8 @@ def publish_workflow(ws: Workspace, name: str, text: str, task: str, *, created_
     kind = task_kind(ws, task)
     if kind is None:
         raise PublishError(f"publish {name!r}: {task_problem(ws, task)}")
-    errors = [d for d in check(text, kind) if d.severity == "error"]
+    # within the checker's time and size budget (a long text in a child process that is stopped), as the pages
+    errors = [d for d in bounded.check(text, kind) if d.severity == "error"]
     if errors:
         lines = "\n".join(f"  {d}" for d in errors[:10])
         raise PublishError(f"publish {name!r}: the workflow has {len(errors)} error(s); fix them first:\n{lines}")

@@ -48,10 +48,33 @@ def members_naming_subgraphs(n: int, sid: str = "a") -> str:
     return nested(n, sid) + f"subgraph c\n{sid}\nend\n" * n
 
 
+def front_matter_list(n: int, sid: str = "a") -> str:
+    """A front matter holding a flow list of n items (PyYAML read 400 KB of it in 9-17 s)."""
+    return f"---\nconfig: [{'1,' * n}1]\n---\nflowchart TD\n{sid} --> B\n"
+
+
+def data_on_every_node(n: int, sid: str = "a") -> str:
+    """n nodes each with a list in its `@{ }` data (1 MB of it, 8 KB a node, was 26 s)."""
+    return "flowchart TD\n" + "".join(f"{sid}{i}@{{ x: [1,2,3,4,5,6,7,8] }}\n" for i in range(n))
+
+
+def nested_yaml(n: int, sid: str = "a") -> str:
+    """A node's data nested n levels deep (PyYAML's scanner is quadratic in the depth: 10 KB was 3 s)."""
+    return f"flowchart TD\n{sid}@{{ x: {'[' * n}{']' * n} }}\n"
+
+
+def block_nested_front_matter(n: int, sid: str = "a") -> str:
+    """A front matter of n mappings, each indented under the last."""
+    return "---\nc:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(n)) + f"---\nflowchart TD\n{sid}\n"
+
+
+YAML_FAMILIES = {"front matter list": front_matter_list, "data on every node": data_on_every_node,
+                 "nested yaml": nested_yaml, "block-nested front matter": block_nested_front_matter}
 FAMILIES = {"deep nesting": nested, "members naming placed subgraphs": members_naming_subgraphs, "shared ids": shared_ids, "long lines": long_line, "many &": many_amps,
-            "nesting with & chains": deep_and_wide}
+            "nesting with & chains": deep_and_wide, "front matter list": front_matter_list,
+            "data on every node": data_on_every_node, "nested yaml": nested_yaml}
 BASE = {"deep nesting": 2500, "members naming placed subgraphs": 1500, "shared ids": 2500, "long lines": 6000, "many &": 6000,
-        "nesting with & chains": 1200}
+        "nesting with & chains": 1200, "front matter list": 2000, "data on every node": 800, "nested yaml": 1000}
 
 
 def _cpu(text: str) -> float:
@@ -120,3 +143,25 @@ def test_every_pathological_shape_is_checked_without_raising(family, n, sid):
         assert len(w.subgraphs) == n
     if family == "members naming placed subgraphs":
         assert len(w.subgraphs) == 2 * n
+
+
+# Each YAML shape at about 1 MB (the served body cap) is a few hundred thousand times what Mermaid's real data and
+# configs hold: the size, depth and per-text bounds (flowcore.mermaid.yamldata) refuse it before PyYAML reads it.
+YAML_AT_1MB = {"front matter list": 500_000, "data on every node": 30_000, "nested yaml": 500_000,
+               "block-nested front matter": 1_400}
+
+
+@pytest.mark.parametrize("family", sorted(YAML_FAMILIES))
+def test_pathological_yaml_of_a_megabyte_is_checked_within_a_cpu_bound(family):
+    text = YAML_FAMILIES[family](YAML_AT_1MB[family])
+    assert 0.9e6 <= len(text) <= 2.1e6, len(text)
+    cpu = _cpu(text)
+    # 30,000 nodes with data: past the text's YAML bound each one is an error, which costs the reader what any
+    # statement in error costs; the anchor is as many statements in error with no YAML at all
+    lines = text.count("\n")
+    anchor = _cpu("flowchart TD\n" + "".join(f"a{i} --> ))) x\n" for i in range(lines))) if lines > 1000 else 0.0
+    print(f"{family}: {len(text):,} chars, {cpu:.2f} s of CPU (anchor: {lines:,} statements in error, "
+          f"{anchor:.2f} s)")
+    assert cpu < 1.5 * anchor + 2.0, f"{family}: {cpu:.2f} s of CPU for {len(text):,} characters of YAML"
+    w, diags = parse_lenient(text)
+    assert [d for d in diags if d.code == "M001"], "a megabyte of YAML is refused, naming the bound"

@@ -167,3 +167,45 @@ def test_the_nested_duplicate_prints_where_mermaid_draws_it():
     w = parse(CASES["the second one nested"])
     assert {k: s.parent for k, s in w.subgraphs.items()} == {"S": None, "S#2": "T", "T": None}
     assert (w.nodes["A"].subgraph, w.nodes["B"].subgraph) == ("S", "S#2")
+
+
+def _m001(text: str):
+    _, diags = parse_lenient(text)
+    return [d for d in diags if d.code == "M001"]
+
+
+def test_yaml_over_its_size_is_refused_before_it_is_read_naming_the_bound():
+    import time
+
+    t0 = time.process_time()
+    (d,) = _m001("---\nconfig: [" + "1," * 200_000 + "1]\n---\nflowchart TD\nA-->B\n")  # 400 KB: 9-17 s to load
+    assert "front matter" in d.message and "at most 16,384" in d.message and (d.line, d.column) == (2, 1), d
+    assert "alias" not in d.message  # a plain list is no alias bomb
+    (d,) = _m001("flowchart TD\nA --> B\nC@{ x: [" + "1," * 5000 + "1] }\n")
+    assert "at most 8,192" in d.message and d.line == 3, d
+    # 1 MB of node data in pieces under the per-node bound: the text's YAML has one bound in all
+    diags = _m001("flowchart TD\n" + "".join(f"A{i}@{{ x: [" + "1," * 4000 + "1] }\n" for i in range(128)))
+    assert diags and "at most 32,768 are read in one text" in diags[0].message and diags[0].line == 6, diags[0]
+    assert time.process_time() - t0 < 3.0  # three texts that took 9 + 26 s to load
+
+
+def test_yaml_nested_past_the_bound_is_refused_as_the_scanner_reaches_it():
+    (d,) = _m001("flowchart TD\nA@{ x: " + "[" * 4000 + "]" * 4000 + " }\n")  # under the size bound
+    assert "nested deeper than 64 levels" in d.message and d.line == 2, d
+    (d,) = _m001("---\nconfig:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(100)) + "---\nflowchart TD\n")
+    assert "front matter" in d.message and "nested deeper than 64" in d.message and d.line == 66, d
+    (d,) = _m001("---\nconfig:\n  " + "- " * 3000 + "x\n---\nflowchart TD\nA-->B\n")
+    assert "nested deeper than 64" in d.message, d
+
+
+def test_yaml_within_the_bounds_is_read_whole():
+    w = parse("flowchart TD\nA@{ label: " + "[" * 60 + "x" + "]" * 60 + " }\n")
+    assert w.nodes["A"].label == "x"
+    assert not _m001("---\nconfig:\n  " + "- " * 60 + "x\n---\nflowchart TD\nA-->B\n")
+    assert not _m001("---\nconfig:\n  themeVariables: {" + ", ".join(f"v{i}: '#ffffff'" for i in range(500))
+                     + "}\n---\nflowchart TD\nA-->B\n")  # a large real config, 8 KB
+    text = "flowchart TD\n" + "".join(f"A{i}@{{ label: '{'x' * 2000}' }}\n" for i in range(15))
+    assert parse(text).nodes["A14"].label == "x" * 2000  # 30 KB of node data in all: under the text's bound
+    with pytest.raises(yamldata.YamlDataError) as e:
+        yamldata.load("x: " + "y" * 9000)
+    assert e.value.bound and "at most 8,192" in e.value.message

@@ -401,7 +401,6 @@ def test_one_key_holders_flood_of_mcp_run_workflow_makes_anothers_chat_time_out(
 # seconds on. Mermaid's front matter (and `@{ }` node data) is read with PyYAML's pure-Python loader before the
 # alias-bomb count; a flow sequence `config: [1,1,1,...]` of 200,000 items is 400 KB (under the 1 MiB body cap and
 # with a quick bound of 8 nodes and 3 edges), and check_workflow has no per-owner bound.
-@pytest.mark.xfail(strict=True, reason="attack8 #6: front matter CPU (open: remove this mark with the fix)")
 def test_a_400_kb_front_matter_costs_the_server_seconds_of_cpu_per_call(team):
     """Happens (today): check_workflow on it takes 13.5 s of the reader's CPU alone (measured at load 7-8: a 1 MB
     one took 38 s, `@{ x: [1,1,...] }` node data of 1 MB 26 s, 10 KB of nested `[[[...]]]` 3 s), in a worker
