@@ -166,7 +166,11 @@ def test_the_executor_endpoint_failing_is_502_never_a_wrong_answer(server):
     assert "LLM endpoint failed: HTTP 500" in e.value.body["message"] and "Traceback" not in e.value.body["message"]
     # the caller is told the kind; the endpoint's reply and address are the operator's, in the server's log
     assert "scripted executor failure" not in e.value.body["message"]
-    assert "scripted executor failure" in "".join(server.log)
+    for _ in range(100):  # the server's stderr is read by a thread: wait for the line, not a fixed time
+        if "scripted executor failure" in "".join(server.log):
+            break
+        time.sleep(0.05)
+    assert "scripted executor failure" in "".join(server.log), "".join(server.log)[-500:]
     with pytest.raises(openai.APIError, match="LLM endpoint failed: HTTP 500"):  # in a stream: an error event
         list(client(server).chat.completions.create(model="solver", stream=True,
                                                     messages=[{"role": "user", "content": "FAIL streamed"}]))
