@@ -70,6 +70,7 @@ def create_app(engine: Engine, *, require_keys: bool, max_body: int = api.DEFAUL
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        engine.on_loop_thread()  # this thread answers every request: it never waits on a disk sync itself
         try:
             async with mcp.session_manager.run():
                 yield
