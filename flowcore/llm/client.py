@@ -432,6 +432,10 @@ class _Shared:
         # served from here, and written with the next write that succeeds, so a paid call is never made twice.
         self.pending: dict[str, tuple[str, dict]] = {}
         self.unlogged: list[tuple] = []
+        # None: each call's reply and log row are written at once, by the caller's thread. A server sets a
+        # callable here that has another thread write them (flowcore.serve.engine): its event loop, which answers
+        # every client, then never waits on the disk. Until written they are served from ``pending`` as above.
+        self.persist_later: Callable[[], None] | None = None
 
     async def for_loop(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore, waits.Pool]:
         loop = asyncio.get_running_loop()
@@ -812,7 +816,11 @@ class LLM:
                                               reply.completion_tokens, reply.cost, reply.latency, int(reply.cached),
                                               error))
         if self.workspace is not None:
-            self._persist(reply if error is None and not reply.cached else None)
+            later = self._shared.persist_later
+            if later is not None:
+                later()
+            else:
+                self._persist(reply if error is None and not reply.cached else None)
 
     def _persist(self, paid: Reply | None = None) -> None:
         """Write the replies and call-log rows still in memory. While the database is away (an outage) they stay
@@ -851,6 +859,15 @@ class LLM:
                 if sh.pending.get(key) == cache[key]:
                     del sh.pending[key]
             del sh.unlogged[:len(logs)]
+
+    def write_pending(self) -> Exception | None:
+        """Write the replies and log rows in memory now, for ``persist_later``'s thread. What cannot be written
+        stays in memory (served from there) for the next try; the failure is returned, never raised."""
+        try:
+            self._persist()
+        except Exception as exc:  # noqa: BLE001 - the caller logs it
+            return exc
+        return None
 
     def flush(self) -> None:
         """Write what an outage left in memory (before a round is stored); storage errors propagate."""

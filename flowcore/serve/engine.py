@@ -123,10 +123,23 @@ class Engine:
         self._read = 0.0
         self._lock = threading.Lock()
         self.traces = TraceWriter(ws)
+        self._roots: list[LLM] = []  # root clients whose replies and call-log rows the writer's thread stores
+        self.traces.also(self._write_calls)
 
     def close(self) -> None:
         """Write the traces still queued (the server's lifespan end, the MCP stdio server's exit)."""
         self.traces.close()
+
+    def _write_calls(self) -> None:
+        """On the writer's thread: store the replies and call-log rows of every root client (an old one, from
+        before a settings change, until it has nothing left)."""
+        for root in list(self._roots):
+            failed = root.write_pending()
+            if failed is not None:
+                log.error("could not store LLM call records (kept in memory, tried again with the next batch): "
+                          "%s", failed)
+            elif root is not self._llm and not root.unwritten:
+                self._roots.remove(root)
 
     def on_loop_thread(self) -> None:
         """Called from the thread that runs the server's event loop, before it answers: that thread's workspace
@@ -153,6 +166,10 @@ class Engine:
                     # Each call's record also lands in the root's list; a server lives long, so keep only the
                     # latest (traces keep each request's own calls).
                     self._llm.calls = collections.deque(maxlen=ROOT_CALLS_KEPT)  # type: ignore[assignment]
+                    # Each call's reply and log row are stored by the trace writer's thread (with the next batch
+                    # of traces), not by the event loop in the middle of every other request.
+                    self._llm._shared.persist_later = self.traces.nudge
+                    self._roots.append(self._llm)
             return self._llm
 
     def for_owner(self, owner: str) -> LLM:

@@ -1,5 +1,7 @@
 """Stores a server's traces off the request path: a request hands its finished trace over (a list append) and
-answers; one thread writes whatever has gathered in one transaction, then sends it over OTLP when asked.
+answers; one thread writes whatever has gathered in one transaction, then sends it over OTLP when asked. The
+same thread runs the server's other writes (``also``: its LLM client's replies and call-log rows), so the event
+loop never writes to the workspace on a request's path.
 
 Under load that is one transaction for a batch of requests instead of one each, and none of it on the event
 loop. The writer thread is woken once per batch (by the trace that starts it, or a full batch, or a flush), not
@@ -16,6 +18,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 
 from flowcore.tracing import otel
 from flowcore.workspace import traces
@@ -43,6 +46,8 @@ class TraceWriter:
         self._cond = threading.Condition(threading.Lock())
         self._waiting: list[Trace] = []  # handed over, not yet taken by the writer
         self._flushes: list[threading.Event] = []  # set once everything handed over before them is written
+        self._jobs: list[Callable[[], None]] = []  # other writes, run after each batch (``also``)
+        self._nudged = False  # a job has something to write
         self._thread: threading.Thread | None = None
         self._start = threading.Lock()
         self._closed = False
@@ -57,8 +62,25 @@ class TraceWriter:
         with self._cond:
             self._waiting.append(trace)
             n = len(self._waiting)
-            if n == 1 or n >= BATCH:  # a batch begins (the writer sleeps until then), or it is full
+            if (n == 1 and not self._nudged) or n >= BATCH:  # a batch begins (the writer sleeps until then),
+                self._cond.notify()  # or it is full
+
+    def also(self, job: Callable[[], None]) -> None:
+        """Run ``job`` (another write; it logs its own failures) on the writer's thread after every batch, and
+        whenever :meth:`nudge` asks."""
+        self._jobs.append(job)
+
+    def nudge(self) -> None:
+        """Something for the jobs to write: a batch begins, if none is gathering (the writer wakes once)."""
+        if self._closed:
+            self._run_jobs()
+            return
+        if self._thread is None:
+            self._begin()
+        with self._cond:
+            if not self._nudged and not self._waiting:
                 self._cond.notify()
+            self._nudged = True
 
     def flush(self) -> None:
         """Return once every trace put before this call is written (or its failure logged)."""
@@ -92,14 +114,22 @@ class TraceWriter:
             batch, marks = self._take()
             for i in range(0, len(batch), BATCH):
                 self._write(batch[i:i + BATCH])
+            self._run_jobs()
             for done in marks:
                 done.set()
+
+    def _run_jobs(self) -> None:
+        for job in list(self._jobs):
+            try:
+                job()
+            except Exception:  # noqa: BLE001 - a job logs its own; this is what it did not foresee
+                log.exception("a write of the trace writer's thread failed")
 
     def _take(self) -> tuple[list[Trace], list[threading.Event]]:
         """The next batch: once a trace is waiting, what gathers within ``linger`` (a flush or a full batch ends
         the wait early), and the flushes asked for meanwhile."""
         with self._cond:
-            while not self._waiting and not self._flushes:
+            while not self._waiting and not self._flushes and not self._nudged:
                 self._cond.wait()
             deadline = time.monotonic() + self.linger
             while not self._flushes and len(self._waiting) < BATCH:
@@ -108,6 +138,7 @@ class TraceWriter:
                     break
             batch, self._waiting = self._waiting, []
             marks, self._flushes = self._flushes, []
+            self._nudged = False
         return batch, marks
 
     def _write(self, batch: list[Trace]) -> None:

@@ -122,3 +122,29 @@ def test_a_cancelled_request_raises_its_cancellation_with_the_trace_kept(fake_ll
     e.close()
     [t] = traces.list_traces(e.ws)
     assert t.status == "cancelled" and t.problem == "SLOW: what is 3 + 3?"
+
+
+def test_the_event_loop_writes_nothing_a_calls_reply_and_log_row_are_stored_by_the_writer(fake_llm, tmp_path,
+                                                                                           monkeypatch):
+    monkeypatch.setenv("MERMAIDFLOW_TRACE_LINGER", "60")  # nothing is stored until close, unless the loop did it
+    ws = Workspace(tmp_path / "ws.db")
+    published.publish(ws, "solver", MATH_SEED, "math", created_by="local")
+    e = Engine(ws, settings=LLMSettings(base_url=fake_llm.base_url, api_key="test-key", max_retries=0, timeout=30))
+    e.llm()  # made once, with its tables
+    writes = _sql_on(ws, "INSERT")  # this thread runs the event loop below
+    before = len(fake_llm.requests)
+
+    async def twice() -> list:
+        return [await e.run("solver", "What is 6 * 7?") for _ in range(2)]
+
+    first, again = asyncio.run(twice())
+    assert first.text == again.text and first.calls == again.calls == 1
+    assert again.trace_id != first.trace_id and again.cost == 0.0
+    assert e.llm().usage.cached == 1 and len(fake_llm.requests) == before + 1  # the second answered from memory,
+    # before anything was written
+    assert writes == []  # the event loop's thread wrote nothing
+    assert ws.query("SELECT COUNT(*) FROM llm_calls")[0][0] == 0  # not yet: the writer lingers
+    e.close()  # the server's lifespan end: everything in memory is written
+    assert ws.query("SELECT COUNT(*) FROM llm_calls")[0][0] == 2
+    assert ws.query("SELECT COUNT(*) FROM llm_cache")[0][0] == 1
+    assert len(traces.list_traces(ws)) == 2
