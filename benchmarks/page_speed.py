@@ -6,6 +6,9 @@ tab's main thread was blocked meanwhile (goal: never more than 2 s); and the req
     .venv/bin/python benchmarks/page_speed.py [--repeats 3] [--burners 2] [--sizes 100,1000,2000,10000]
         [--pages run,history] [--baseline DIR]
 
+With --baseline DIR (another checkout, e.g. `git archive main | tar -x -C DIR`), each row of this checkout has a
+ratio column: its median over the baseline's median, from loads taken in turn on the same machine load.
+
 First paint: from the navigation until Streamlit has finished the page's first script run, no element is stale
 and no grey skeleton is left (for the Editor: the text is shown, in the code editor or a big workflow's section
 box, and the drawing is drawn or, for a big graph, its overview shown). The table gives the maximum of the
@@ -239,18 +242,23 @@ def main() -> int:
     goal = PAINT_GOAL_S.get(args.burners)
     print(f"\nPage speed ({args.repeats} loads each, {args.burners} CPU burner(s), load average up to {load:.1f} on "
           f"{os.cpu_count()} cores; first paint goal: max <= {goal} s; blocked <= {BLOCK_GOAL_MS / 1000:.0f} s)\n")
-    print(f"| {'what':<26} | first paint max (s) | median (s) | load | longest frame gap (ms) | longest task (ms) | "
-          f"404s | exceptions | goals met |")
-    print(f"|{'-' * 28}|{'-' * 21}|{'-' * 12}|{'-' * 6}|{'-' * 24}|{'-' * 19}|{'-' * 6}|{'-' * 12}|{'-' * 11}|")
+    if args.baseline:
+        print(f"ratio: this checkout's first paint / the baseline's ({args.baseline}), medians, loads alternated\n")
+    print(f"| {'what':<30} | first paint max (s) | median (s) | ratio | load | longest frame gap (ms) | "
+          f"longest task (ms) | 404s | exceptions | goals met |")
+    print(f"|{'-' * 32}|{'-' * 21}|{'-' * 12}|{'-' * 7}|{'-' * 6}|{'-' * 24}|{'-' * 19}|{'-' * 6}|{'-' * 12}|{'-' * 11}|")
+    medians = {label: statistics.median(r["tti"] for r in runs) for label, runs, _ in rows}
     ok = True
     for label, runs, row_load in rows:
+        anchor = medians.get(f"{label} (baseline)")
+        ratio = f"{medians[label] / anchor:.2f}" if anchor else "—"
         worst = max(r["tti"] for r in runs)
         gap, long = max(r["gap"] for r in runs), max(r["long"] for r in runs)
         errs, missing = max(r["errors"] for r in runs), max(r["404"] for r in runs)
         fast = goal is None or "nodes" in label or worst <= goal  # the big workflows have their own goal: blocked
         good = gap <= BLOCK_GOAL_MS and errs == 0 and fast
         ok &= good
-        print(f"| {label:<26} | {worst:>19.2f} | {statistics.median(r['tti'] for r in runs):>10.2f} | {row_load:>4.1f} | {gap:>22.0f} | "
+        print(f"| {label:<30} | {worst:>19.2f} | {medians[label]:>10.2f} | {ratio:>5} | {row_load:>4.1f} | {gap:>22.0f} | "
               f"{long:>17.0f} | {missing:>4} | {errs:>10} | {'yes' if good else 'NO':>9} |")
     return 0 if ok else 1
 

@@ -11,7 +11,7 @@ import streamlit as st
 from flowcore.evolution import Review
 from flowcore.evolution import session as evs
 from flowcore.mermaid import safe
-from flowcore.ui import story
+from flowcore.ui import story, view
 from flowcore.ui.words import edit_detail, edit_name
 from flowcore.workspace import jobs
 from pages import widgets
@@ -68,7 +68,8 @@ def review_panel(job: jobs.Job, p: evs.PendingReview, run_view: Callable[[int, s
         if p.dropped else ""
     st.caption(f"{md(story.judge_sentence(p.judge, p.chosen))}{dropped} Approve it or another one, edit one, or "
                "veto the round (it is stored as failed and the run goes on).")
-    cols = st.columns(min(2, k))
+    wide = not view.side_by_side(*(c["text"] for c in p.candidates))  # a drawing cut at half the page: stacked
+    cols = [st.container()] if wide else st.columns(min(2, k))
     for i, c in enumerate(p.candidates):
         with cols[i % len(cols)]:
             s = c["scores"]

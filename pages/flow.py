@@ -3,8 +3,9 @@ two things it lacks, so a Langflow user finds them.
 
 - **Named port handles.** A node whose operator has several inputs (Review: solution, problem) gets one target
   handle per input, named on the canvas; a drag onto one makes an edge labelled with that port, so the text
-  gets ``A -->|feedback| V1``. streamlit-flow 1.6.1 draws one unnamed handle per node and drops the handle of
-  a new connection, so its main chunk is patched in two places (:data:`PATCHES`).
+  gets ``A -->|feedback| V1``. A Decision gets one source handle per route (Passed, Failed), named too: a
+  drag from one makes ``D1 -->|Failed| V1``. streamlit-flow 1.6.1 draws one unnamed handle each way per node
+  and drops the handles of a new connection, so its main chunk is patched in three places (:data:`PATCHES`).
 - **A palette to drag operators from** (components/flow/palette.js): a strip above the canvas; a drop adds the
   node, as the Add node button does.
 
@@ -43,12 +44,24 @@ _PORTS = ('...(t.ports&&t.ports.length?t.ports.map(((p,k)=>(0,qp.jsx)(Bh,{type:"
           '{top:100*(k+1)/(t.ports.length+1)+"%"}:{left:100*(k+1)/(t.ports.length+1)+"%"},'
           'children:(0,qp.jsx)("span",{className:"mf-port-name",children:p})},p))):'
           '[(0,qp.jsx)(Bh,{type:"target",position:a,isConnectable:!0},"t")])]})};var oM')
+# The default node's one source handle -> one per route when data.routes lists them (a Decision: Passed, Failed),
+# each named beside it, so a drag from one makes an edge labelled with that route.
+_ONE_SOURCE = ('const i=JI[n]||Zl.Right,a=JI[r]||Zl.Left;return(0,qp.jsxs)(qp.Fragment,{children:['
+               '(0,qp.jsx)(Bh,{type:"source",position:i,isConnectable:!0}),')
+_ROUTES = ('const i=JI[n]||Zl.Right,a=JI[r]||Zl.Left;return(0,qp.jsxs)(qp.Fragment,{children:['
+           '...(t.routes&&t.routes.length?t.routes.map(((p,k)=>(0,qp.jsx)(Bh,{type:"source",position:i,id:p,'
+           'isConnectable:!0,className:"mf-route mf-route-"+String(p).toLowerCase(),title:"route: "+p,'
+           'style:("left"===i||"right"===i)?{top:100*(k+1)/(t.routes.length+1)+"%"}:'
+           '{left:100*(k+1)/(t.routes.length+1)+"%"},'
+           'children:(0,qp.jsx)("span",{className:"mf-route-name",children:p})},"s"+p))):'
+           '[(0,qp.jsx)(Bh,{type:"source",position:i,isConnectable:!0},"s")]),')
 # A new connection keeps the port it was dropped on, as the edge's label (and in its id, so two ports of one
 # node can both be fed from the same source).
 _CONNECT = "onConnect:e.args.allowNewEdges?t=>{const n=`st-flow-edge_${t.source}-${t.target}`,r=mh({...t,"
 _LABELLED = ("onConnect:e.args.allowNewEdges?t=>{const n=`st-flow-edge_${t.source}-${t.target}`+"
-             '(t.targetHandle?"-"+t.targetHandle:""),r=mh({...t,label:t.targetHandle||"",')
-PATCHES = ((_ONE_TARGET, _PORTS), (_CONNECT, _LABELLED))
+             '(t.sourceHandle?"-"+t.sourceHandle:"")+(t.targetHandle?"-"+t.targetHandle:""),'
+             'r=mh({...t,label:t.sourceHandle||t.targetHandle||"",')  # a route names the edge, else the port
+PATCHES = ((_ONE_TARGET, _PORTS), (_ONE_SOURCE, _ROUTES), (_CONNECT, _LABELLED))
 
 
 def _main_chunk(build: Path) -> Path:

@@ -151,8 +151,10 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
         st.dataframe(hv.reeval_rows(done, lambda i: rs.cache_use(common.workspace(), i).text()), hide_index=True,
                      placeholder="—", key="hist_reevals", column_config={"score": PCT, "cost": st.column_config.NumberColumn(format="$%.5f")})
 
-    height = f'{view.texts_height(row["workflow_text"] or "", parent["workflow_text"] if parent else "")}px'
-    left, right = st.columns(2)
+    texts = (row["workflow_text"] or "", parent["workflow_text"] if parent else "")
+    height = f"{view.texts_height(*texts)}px"
+    # side by side while both fit half the page with readable text; else one above the other, nothing cut
+    left, right = st.columns(2) if view.side_by_side(*texts) else (st.container(), st.container())
     with left:
         if parent is not None and parent["workflow_text"]:
             st.markdown(f"**Parent #{parent['round']}** · {hv.score_text(parent['score'])}")

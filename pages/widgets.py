@@ -87,7 +87,8 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
     if pc[1].button("Add node", icon=":material/add:", key="ed_add"):
         on_change(cv.apply_canvas(w, cv.add_palette_node(cv.to_canvas(w), item)))
     pc[2].caption("Drag an operator from the strip above the canvas onto it, or pick one here. Drag from a node's "
-                  "lower handle onto a named input of another to connect (the edge takes the input's name); click "
+                  "lower handle onto a named input of another to connect (the edge takes the input's name; from a "
+                  "Decision's Passed or Failed handle, the route's); click "
                   "a node to edit its type, prompt and ports; right-click an edge to delete it. The text follows.")
     structure = _structure(w)
     fkey = f"flow_{hashlib.sha1(structure.encode()).hexdigest()[:12]}_{ss.get('ed_flow_nonce', 0)}"
@@ -99,10 +100,13 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
     points, pieces = cv.expand(sent)  # a bent edge is drawn through fixed points, never behind a node
     ports = cv.named_ports(w, sent) if flow.patched() else {}  # a handle per input, where there is more than one
     handles = cv.edge_ports(w, pieces) if ports else {}
+    routes = cv.route_handles(w, sent) if flow.patched() else {}  # a Decision: a named handle per route
+    leaving = cv.edge_routes(w, pieces) if routes else {}
     nodes = [StreamlitFlowNode(
         n["id"], (n["x"], n["y"]),
         {"content": f"**{n['id']}**  \n" + md(str(view.safe_label(n["label"]))).replace("\\<br/\\>", "  \n"),
-         "op": n["op"], "mlabel": n["label"], **({"ports": ports[n["id"]]} if n["id"] in ports else {})},
+         "op": n["op"], "mlabel": n["label"], **({"ports": ports[n["id"]]} if n["id"] in ports else {}),
+         **({"routes": routes[n["id"]]} if n["id"] in routes else {})},
         node_type=n["kind"], source_position="right" if across else "bottom",
         target_position="left" if across else "top", connectable=True, deletable=True,
         style={"background": cat.CATALOGUE[n["op"]].color if n["op"] in cat.CATALOGUE else "#ffffff",
@@ -115,10 +119,12 @@ def canvas(w: Workflow, task: str, on_change) -> None:  # noqa: ANN001 - on_chan
                                        "background": "transparent", "minWidth": "0"}) for p in points]
     edges = [StreamlitFlowEdge(e["id"], e["source"], e["target"], label=e["label"], deletable=True,
                                focusable=True, marker_end={"type": "arrowclosed"} if e["arrow"] else {},
-                               label_show_bg=not (named := e["id"] in handles and bool(e["label"])),
+                               label_show_bg=not (named := bool(e["label"]) and (e["id"] in handles or bool(
+                                   routes) and cv.route_of(e["label"]) is not None)),  # a named handle says it
                                edge_type="straight" if cv.WAYPOINT in e["id"] else "default",
-                               label_style={"display": "none"} if named else {"fontSize": "12px"},  # the port says it
-                               **({"targetHandle": h} if (h := handles.get(e["id"])) else {})) for e in pieces]
+                               label_style={"display": "none"} if named else {"fontSize": "12px"},
+                               **({"targetHandle": h} if (h := handles.get(e["id"])) else {}),
+                               **({"sourceHandle": r} if (r := leaving.get(e["id"])) else {})) for e in pieces]
     width, height = cv.extent(sent)
     got = flow.flow(fkey, StreamlitFlowState(nodes, edges, timestamp=ss["ed_flow"]["ts"]),
                     palette=cv.palette_items(task, w) if flow.patched() else [],

@@ -128,8 +128,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     # Keys by default, on loopback too: a proxy or tunnel that adds no forwarding header (nginx's default
     # proxy_pass, socat, ssh -L) makes the world's requests look local, so keyless is an explicit opt-in.
     require = not args.no_keys
-    app = create_app(Engine(ws, deadline=args.timeout, saved_ok=_saved_ok(args.host)), require_keys=require, max_body=args.max_body,
-                     host=args.host)
+    app = create_app(Engine(ws, deadline=args.timeout, saved_ok=_saved_ok(args.host)), require_keys=require,
+                     max_body=args.max_body, host=args.host, limits=_limits())
     n = len(published.model_ids(ws))
     active = [k for k in keys.list_keys(ws) if k.active]
     if require and not active:
@@ -187,8 +187,18 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     from flowcore.serve.engine import Engine
     from flowcore.serve.mcp_tools import run_stdio
 
-    run_stdio(Engine(_db(args), saved_ok=_saved_ok("127.0.0.1")))
+    run_stdio(Engine(_db(args), saved_ok=_saved_ok("127.0.0.1")), _limits())
     return 0
+
+
+def _limits() -> Any:
+    """The MCP tools' limits from the environment (flowcore.serve.limits); a bad setting is a CliError naming it."""
+    from flowcore.serve.limits import Limits
+
+    try:
+        return Limits.from_env()
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _cmd_keys(args: argparse.Namespace) -> int:

@@ -477,6 +477,22 @@ class Evolution:
                             rec["round"], exc, wait)
                 await self._pause(wait)
 
+    async def _probe(self) -> float | None:
+        """Seconds a one-word call took, or None when it failed (or there is no client): is the endpoint up?"""
+        if self.llm is None:
+            return None
+        spent, t0 = self._spent(), asyncio.get_running_loop().time()
+        try:  # a fresh salt: a cached answer would say nothing about the endpoint now
+            await self.llm.chat("Reply with the word OK.", role="executor", max_tokens=4,
+                                cache_salt=f"probe:{random.random()}")
+        except Exception:  # noqa: BLE001 - any failure means: not shown to be up
+            return None
+        finally:
+            self._probe_cost = self._spent() - spent
+        return asyncio.get_running_loop().time() - t0
+
+    _probe_cost = 0.0
+
     async def _pause(self, seconds: float) -> None:
         """Sleep, but stop at once when the run is cancelled (or lost to another process)."""
         deadline = asyncio.get_running_loop().time() + seconds
@@ -527,8 +543,21 @@ class Evolution:
                 if rec["status"] == "ok":  # a flaky endpoint: few problems errored, left out of the score
                     rec["cost"] = cost
                     return rec
-                raise EndpointDown(f"the LLM endpoint or the workspace kept failing round {r} ({rec.get('reason')}); the round "
-                                   "was not stored: run the same command again to resume once it is back")
+                probe = await self._probe()
+                if probe is not None and r > 0:
+                    # Every try failed yet the endpoint answers now: the candidate's own calls are what fail (a
+                    # prompt whose answers outlast the client's timeout, say). Its problems stay errored, never
+                    # wrong; the round is failed by name and the run goes on, where stopping would halt it for
+                    # good (a resumed run draws the same cached proposal).
+                    rec["reason"] = (f"{rec.get('reason')}; every try failed while the endpoint answered a short "
+                                     f"probe in {probe:.2f} s, so this candidate's own calls fail (if its answers "
+                                     "need longer, raise the LLM timeout in Settings)")
+                    rec["cost"] = cost + self._probe_cost
+                    return rec
+                hint = "" if probe is None else (f"; the endpoint answered a short probe in {probe:.2f} s, so the seed's"
+                                                 " own calls fail: if its answers need longer, raise the LLM timeout")
+                raise EndpointDown(f"the LLM endpoint or the workspace kept failing round {r} ({rec.get('reason')}){hint}; "
+                                   "the round was not stored: run the same command again to resume once it is back")
             wait = waits.pop(0)
             log.warning("round %s: the endpoint or the workspace database failed (%s); trying again in %g s", r,
                         rec.get("reason"), wait)

@@ -121,26 +121,30 @@ def gate_of(job_id: str | None) -> ReviewGate | None:
 
 # -- runs as jobs ------------------------------------------------------------------------------------------------
 
-def _llm(ws: Workspace, settings: LLMSettings, cfg: EvolutionConfig, spent: float, parent: LLM | None = None) -> LLM:
+def _llm(ws: Workspace, settings: LLMSettings, cfg: EvolutionConfig, spent: float, parent: LLM | None = None,
+         cache_salt: str = "") -> LLM:
     s = replace(settings, concurrency=max(settings.concurrency, cfg.concurrency))
     if cfg.validation_rounds > 1:  # repeats must reach the endpoint, never the cache
         s = replace(s, cache=False)
     if cfg.budget is not None:  # what is left of the run's budget caps every call
         s = replace(s, budget_usd=max(0.0, cfg.budget - spent))
     llm = LLM(s, ws)
+    llm.salt = cache_salt  # every call of the run (and of the clients it derives) is cached under it
     return llm.under(parent) if parent is not None else llm
 
 
 def start_run(ws: Workspace, settings: LLMSettings, config: EvolutionConfig, *, review: bool = False,
-              created_by: str = "local", spend_under: LLM | None = None) -> jobs.Job:
+              created_by: str = "local", spend_under: LLM | None = None, cache_salt: str = "") -> jobs.Job:
     """Store a new run and evolve it in a background job. Without an endpoint the run is structure-only
     (programmatic operators, rule judge, no scores). ValueError (naming the field or file) before anything
     is stored when the settings or the data are bad. ``spend_under``: a client whose usage and budget count
-    this run's calls too (a server's, so that the runs its MCP tool starts spend from the server's budget)."""
+    this run's calls too (a server's, so that the runs its MCP tool starts spend from the server's budget).
+    ``cache_salt``: the LLM cache the run reads and writes (a server's per-owner salt: a key holder's run never
+    reads, nor fills, another owner's cached answers)."""
     cfg = replace(config, operators=list(config.operators), offline=not settings.configured)
     if cfg.offline:
         cfg.mode = "programmatic"
-    llm = None if cfg.offline else _llm(ws, settings, cfg, 0.0, spend_under)
+    llm = None if cfg.offline else _llm(ws, settings, cfg, 0.0, spend_under, cache_salt)
     gate = ReviewGate(kind_of(cfg.benchmark, ws)) if review and kind_of(cfg.benchmark, ws) else None
     evo = Evolution(ws, cfg, llm=llm, review=gate)
     evo.prepare()  # a bad data file is reported before a run is stored

@@ -24,6 +24,7 @@ from starlette.types import Receive, Scope, Send
 from flowcore.serve import openai_api as api
 from flowcore.serve.engine import Engine, ServeError
 from flowcore.serve.guard import Guard
+from flowcore.serve.limits import Limits
 from flowcore.serve.mcp_tools import build_mcp
 from flowcore.tracing import otel
 
@@ -32,8 +33,8 @@ CHAT = "/v1/chat/completions"
 
 
 def create_app(engine: Engine, *, require_keys: bool, max_body: int = api.DEFAULT_MAX_BODY,
-               host: str = "127.0.0.1") -> Any:
-    mcp = build_mcp(engine)
+               host: str = "127.0.0.1", limits: Limits | None = None) -> Any:
+    mcp = build_mcp(engine, limits)
     # Host/Origin checks for /mcp: the SDK's own when served on loopback (the guard checks them for every route
     # too); beyond loopback every request carries a key instead.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=not require_keys,

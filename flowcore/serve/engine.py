@@ -62,6 +62,12 @@ class Answer:
         return {"version": self.version, "cost": self.cost, "calls": self.calls, "trace_id": self.trace_id}
 
 
+def owner_salt(owner: str) -> str:
+    """The cache salt of what ``owner`` makes the server's endpoint answer (served calls, MCP evaluations and the
+    evolution runs an MCP caller starts alike): '' for the operator ('local', the workspace's own cache)."""
+    return "" if owner == published.LOCAL else f"owner={owner}|"
+
+
 def kind_of(task: str) -> str | None:
     """The checker's task kind for a published task name (a saved task's name is kept as its string)."""
     return task if task in cat.TASKS else None
@@ -175,8 +181,9 @@ class Engine:
     def for_owner(self, owner: str) -> LLM:
         """A request's client: the cache is salted per key owner, so that one owner's call is never answered from
         (and its cost of 0 never reveals) another's; the operator ('local') shares the workspace's cache."""
-        root = self.llm()
-        return root.child() if owner == published.LOCAL else root.salted(f"owner={owner}")
+        c = self.llm().child()
+        c.salt = owner_salt(owner)
+        return c
 
     def resolve(self, model: Any) -> published.Published:
         if not isinstance(model, str) or not model.strip():

@@ -234,6 +234,50 @@ def edge_ports(w: Workflow, pieces: list[dict]) -> dict[str, str]:
     return out
 
 
+def route_handles(w: Workflow, canvas: dict | None = None) -> dict[str, list[str]]:
+    """Decision node id -> its routes (Passed, Failed): one named source handle each, so a drag from one makes an
+    edge labelled with that route (an edge out of a Decision is a route, not a port: DESIGN.md section 3). With
+    the ``canvas`` drawn, a Decision's routes are ordered as where they go, left to right (top to bottom
+    across), so its two edges do not cross as they leave it; an unused route last."""
+    out = {n.id: list(cat.ROUTES) for n in w.nodes.values() if n.op == cat.DECISION}
+    if canvas is None or not out:
+        return out
+    across = w.direction in ("LR", "RL")
+    at = {c["id"]: (c["y"] + NODE_H / 2) if across else (c["x"] + NODE_W / 2) for c in canvas["nodes"]}
+    goes: dict[tuple[str, str], list[float]] = {}
+    for i, e in enumerate(w.edges):
+        if e.src in out and (route := route_of(e.label)) is not None and e.dst in at:
+            bends = canvas.get("bends", {}).get(f"e{i}")
+            goes.setdefault((e.src, route), []).append((bends[0][1] if across else bends[0][0]) if bends
+                                                       else at[e.dst])
+    for nid, names in out.items():
+        keys = {r: sum(v) / len(v) for r in names if (v := goes.get((nid, r)))}
+        out[nid] = sorted(names, key=lambda r: (r not in keys, keys.get(r, 0.0), names.index(r)))
+    return out
+
+
+def route_of(label: str | None) -> str | None:
+    """The route an edge label names, in the catalogue's spelling ('failed' -> 'Failed'), else None."""
+    want = (label or "").strip().lower()
+    return next((r for r in cat.ROUTES if r.lower() == want), None)
+
+
+def edge_routes(w: Workflow, pieces: list[dict]) -> dict[str, str]:
+    """Drawn edge id -> the route handle it leaves its Decision from (the piece that starts at the Decision; a
+    bent edge's label is its workflow edge's, found by the piece's id ``e<i>`` or ``e<i>~s<j>``)."""
+    decisions = set(route_handles(w))
+    out = {}
+    for e in pieces:
+        if e["source"] not in decisions:
+            continue
+        base = str(e["id"]).split(WAYPOINT)[0]
+        i = int(base[1:]) if base[:1] == "e" and base[1:].isdigit() else -1
+        label = w.edges[i].label if 0 <= i < len(w.edges) and w.edges[i].src == e["source"] else e.get("label")
+        if (route := route_of(label)) is not None:
+            out[e["id"]] = route
+    return out
+
+
 def add_palette_node(canvas: dict, item: str) -> dict:
     """A copy of ``canvas`` with one new node for a palette item (operator name or interface id),
     placed below/right of the existing nodes. Its id is temporary until ``apply_canvas``."""

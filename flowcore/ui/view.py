@@ -17,6 +17,7 @@ its size, a zoom, what big graphs show instead of a full drawing, and labels tha
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 import networkx as nx
@@ -26,7 +27,7 @@ from flowcore.mermaid.safe import display_copy, safe_label
 from flowcore.model import Workflow
 
 __all__ = ["BIG_GRAPH_NODES", "PREVIEW_NODES", "ZOOMS", "diagram_code", "diagram_height", "texts_height", "is_big",
-           "layers", "overview", "preview", "safe_label", "section", "sections", "splice"]
+           "layers", "natural_width", "overview", "preview", "safe_label", "section", "sections", "side_by_side", "splice"]
 
 BIG_GRAPH_NODES = 300  # above this the text is edited a section at a time
 LIVE_DRAWING_NODES = 80  # above this the diagram is drawn on demand (Mermaid's layout of 100 nodes blocked 3 s)
@@ -93,6 +94,47 @@ def texts_height(*texts: str, hi: int = 760) -> int:
     from flowcore.mermaid.reader import parse_lenient
 
     return max((diagram_height(parse_lenient(t)[0], hi=hi) for t in texts if t), default=260)
+
+
+# Mermaid's layout at its 16 px text, roughly: a character's width, a node's padding, the gap between nodes
+CHAR_PX, NODE_PAD_PX, NODE_GAP_PX, RANK_GAP_PX = 8.5, 32, 50, 50
+MIN_TEXT_SCALE = 11 / 16  # the drawing's Fit never draws text under 11 px (drawing.js), so it scrolls past this
+HALF_ROOM_PX = 560  # a drawing's room in half the page (1,400 px window, less the box's padding), with a margin
+# Mermaid 11 drew the bundled examples and the demo's evolved rounds 0.83-1.42x natural_width's estimate (dagre
+# spreads the nodes an edge fans out to): side by side only while even 1.45x the estimate fits
+ESTIMATE_MARGIN = 1.45
+
+
+def _text_px(label: str) -> float:
+    lines = re.split(r"<br\s*/?>", label, flags=re.I)
+    return CHAR_PX * max((len(re.sub(r"<[^>]*>", "", x).strip()) for x in lines), default=1) + NODE_PAD_PX
+
+
+def natural_width(w: Workflow) -> float:
+    """About how wide Mermaid draws ``w`` at 100 % (pixels): its widest layer of nodes (or, along a left-to-right
+    flow, its layers one after another), edge labels included."""
+    ls = layers(w)
+    width = {nid: _text_px(n.label if n.label is not None else nid) for nid, n in w.nodes.items()}
+    if w.direction in ("LR", "RL"):
+        labels = max((_text_px(e.label) for e in w.edges if e.label), default=0.0)
+        return sum(max(width[n] for n in layer) + RANK_GAP_PX + labels for layer in ls)
+    rank = {n: i for i, layer in enumerate(ls) for n in layer}
+    out = [sum(width[n] for n in layer) + NODE_GAP_PX * (len(layer) - 1) for layer in ls]
+    between: dict[int, list[float]] = {}  # the labels of edges leaving a layer sit in a row of their own
+    for e in w.edges:
+        if e.label and e.src in rank:
+            between.setdefault(rank[e.src], []).append(_text_px(e.label))
+    out += [sum(v) + NODE_GAP_PX * (len(v) - 1) for v in between.values()]
+    return max(out, default=0.0)
+
+
+def side_by_side(*texts: str) -> bool:
+    """Whether drawings of ``texts`` fit next to each other in half the page each, with text of at least 11 px
+    (else they are shown one above the other, each the page's width, and none is cut at the box's edge)."""
+    from flowcore.mermaid.reader import parse_lenient
+
+    return all(natural_width(parse_lenient(t)[0]) * ESTIMATE_MARGIN * MIN_TEXT_SCALE <= HALF_ROOM_PX
+               for t in texts if t)
 
 
 def is_big(w: Workflow) -> bool:

@@ -167,6 +167,14 @@ def list_ids(ws: Workspace) -> list[tuple[str, int, float, str]]:
     return [(r["name"], int(r["version"]), float(r["created"]), r["created_by"]) for r in rows]
 
 
+def count_since(ws: Workspace, created_by: str, since: float) -> int:
+    """How many versions ``created_by`` published at or after ``since`` (epoch seconds): a rate bound's count,
+    read from the index published_ids alone (never the texts)."""
+    _schema(ws)
+    rows = ws.query("SELECT COUNT(*) AS n FROM published WHERE created_by=? AND created>=?", (created_by, since))
+    return int(rows[0]["n"]) if rows else 0
+
+
 def model_ids(ws: Workspace) -> list[str]:
     """Every ``NAME`` (its latest version) and every ``NAME@vN``, as /v1/models lists them."""
     out: list[str] = []

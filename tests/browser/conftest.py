@@ -47,6 +47,13 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 STARTUP_TIMEOUT_S = 60.0
 DEFAULT_TIMEOUT_MS = 20_000
+# `expect(...)` has its own 5 s default; on a shared 2-core host at load 10+ an iframe's first paint takes longer.
+# The tests wait for states, so a longer ceiling only lets a slow machine arrive; it never passes a wrong state.
+try:
+    from playwright.sync_api import expect
+    expect.set_options(timeout=DEFAULT_TIMEOUT_MS)
+except ImportError:  # the `browser` fixture skips with the reason
+    pass
 
 # Extra environment for the Streamlit server; extend it before the server starts (see the module docstring).
 APP_ENV: dict[str, str] = {}

@@ -40,6 +40,18 @@ def _drawn(page, count: int) -> None:
         expect(page.frame_locator(MERMAID).nth(i).locator("svg g.node").first).to_be_visible(timeout=20_000)
 
 
+def _whole(page, count: int) -> None:
+    """Each of the first ``count`` drawings is shown whole across (no node past the box's right edge) with text
+    of at least 11 px (issue 30: History cut the fifth parallel node of a round at 69 %)."""
+    for i in range(count):
+        frame = page.frame_locator(MERMAID).nth(i)
+        body = frame.locator("body")
+        expect(body).to_have_attribute("data-drawn", re.compile(r"\d"))
+        size = frame.locator("#view").evaluate("v => [v.scrollWidth, v.clientWidth]")
+        assert size[0] <= size[1] + 1, f"drawing {i} is cut: {size[0]} px drawn in a {size[1]} px box"
+        assert float(body.get_attribute("data-text-px")) >= 11
+
+
 def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamlit_app):
     js_errors: list[str] = []
     page.on("pageerror", lambda exc: js_errors.append(str(exc)))
@@ -122,6 +134,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     wait_for_app(page)
     expect(page.locator(MERMAID)).to_have_count(2)  # parent, child
     _drawn(page, 2)
+    _whole(page, 2)
     expect(page.get_by_text(re.compile(r"Lineage \(parents → children.*all \d+ rounds"))).to_be_visible()
     lineage = page.locator('[data-testid="stVegaLiteChart"]').filter(has_text="selected")  # its legend
     expect(lineage.locator("g.role-mark text", has_text="#2").first).to_be_visible()  # the tree, its rounds named

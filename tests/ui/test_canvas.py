@@ -309,3 +309,38 @@ def test_named_ports_are_ordered_as_their_edges_come_in(name, task, text):
         means = [sum(x for p, x in feeds if p == k) / max(1, sum(p == k for p, _ in feeds))
                  for k in sorted({p for p, _ in feeds})]
         assert means == sorted(means), (nid, names, feeds)
+
+
+ROUTED = ('flowchart TD\nPROBLEM(["Problem"])\nENTRY_POINT(["Entry point"])\nG1["CustomCodeGenerate"]\nT1["Test"]\n'
+          'D1{"Decision"}\nV1["Revise"]\nRETURN(["Return"])\nPROBLEM --> G1\nENTRY_POINT -->|entry_point| G1\n'
+          'G1 --> T1\nT1 --> D1\nD1 -->|Passed| RETURN\nD1 -->|failed| V1\nV1 --> RETURN\n')
+
+
+def test_a_decision_has_a_named_handle_per_route_ordered_as_its_edges_go():
+    w = parse(ROUTED)
+    assert cv.route_handles(w) == {"D1": ["Passed", "Failed"]}  # only the Decision routes; catalogue order
+    sent = cv.to_canvas(w)
+    x = {n["id"]: n["x"] for n in sent["nodes"]}
+    ordered = cv.route_handles(w, sent)["D1"]
+    left_first = "Passed" if x["RETURN"] < x["V1"] else "Failed"
+    assert ordered[0] == left_first  # the route to the node further left leaves from the left handle
+    flipped = {"nodes": [{**n, "x": -n["x"]} for n in sent["nodes"]], "edges": sent["edges"],  # mirrored:
+               "bends": {k: [(-x, y) for x, y in v] for k, v in sent["bends"].items()}}  # the other order
+    assert cv.route_handles(w, flipped)["D1"] == ordered[::-1]
+    points, pieces = cv.expand(sent)
+    leaving = cv.edge_routes(w, pieces)
+    out_of_d1 = [p for p in pieces if p["source"] == "D1"]
+    assert sorted(leaving[p["id"]] for p in out_of_d1) == ["Failed", "Passed"]  # 'failed' -> its handle, Failed
+    assert all(p["source"] == "D1" for p in pieces if p["id"] in leaving)
+    assert cv.route_of(" PASSED ") == "Passed" and cv.route_of("problem") is None and cv.route_of(None) is None
+
+
+def test_a_drag_from_a_route_handle_writes_the_route_even_onto_a_named_port():
+    w = parse(ROUTED.replace("D1 -->|failed| V1\n", ""))
+    sent = cv.to_canvas(w)
+    # what the patched canvas sends back for a drag from D1's Failed handle onto V1's 'feedback' handle
+    drawn = {**sent, "edges": [*sent["edges"], {"id": "st-flow-edge_D1-V1-Failed-feedback", "source": "D1",
+                                                 "target": "V1", "label": "Failed"}]}
+    new = cv.apply_canvas(w, drawn)
+    assert [(e.src, e.dst, e.label) for e in new.edges if e.src == "D1"] == [("D1", "RETURN", "Passed"),
+                                                                             ("D1", "V1", "Failed")]

@@ -72,3 +72,26 @@ def test_a_big_text_is_edited_a_section_at_a_time():
 
     with pytest.raises(ValueError, match="past the end"):
         view.splice(text, 5, "x")
+
+
+def _fan(n: int, direction: str = "TD") -> str:
+    """PROBLEM feeding ``n`` parallel Custom nodes, ensembled: as wide as ``n`` nodes side by side."""
+    lines = [f"flowchart {direction}", '    PROBLEM(["Problem"])', '    E["ScEnsemble"]', '    RETURN(["Return"])']
+    for i in range(n):
+        lines += [f'    C{i}["Custom<br/>(role: solver)"]', f"    PROBLEM -->|input| C{i}", f"    C{i} -->|solutions| E"]
+    return "\n".join([*lines, "    E --> RETURN", "    class C0 CustomOp"]) + "\n"
+
+
+def test_drawings_go_side_by_side_only_while_both_fit_half_the_page_with_readable_text():
+    from flowcore.workspace import library
+
+    examples = {name: text for name, _, text in library.examples()}
+    assert view.side_by_side(examples["math_seed"], examples["code_seed"])
+    # five parallel nodes were cut at half the page (History, issue 30): one above the other instead
+    assert not view.side_by_side(examples["math_seed"], examples["gsm8k_case_study"])
+    widths = [view.natural_width(parse(_fan(n))) for n in (1, 2, 5)]
+    assert widths[0] < widths[1] < widths[2]  # each node across adds its width
+    assert view.side_by_side(_fan(1)) and not view.side_by_side(_fan(5))
+    # left to right, a fan is tall, not wide: its layers, one after another, decide
+    assert view.natural_width(parse(_fan(5, "LR"))) == view.natural_width(parse(_fan(1, "LR")))
+    assert view.side_by_side("") and view.side_by_side()  # nothing to draw fits anywhere

@@ -14,10 +14,43 @@ function post(type, extra) {
   window.parent.postMessage(Object.assign({ isStreamlitMessage: true, type }, extra), "*");
 }
 
-mermaid.initialize({
-  startOnLoad: false, securityLevel: "strict", theme: "default", maxEdges: 2000,
-  flowchart: { htmlLabels: false, useMaxWidth: false }, htmlLabels: false,
+// Mermaid (3.5 MB of script) is loaded once this drawing is near the window or the page around it has
+// finished its first paint, whichever comes first: a drawing further down (History's parent and round) does
+// not hold up the grey placeholders of the page's first screen, which share this thread.
+function appPainted() {
+  try {
+    const d = window.parent.document;
+    return !d.querySelector('[data-testid="stSkeleton"]')
+      && !!d.querySelector('[data-testid="stApp"][data-test-script-state="notRunning"]');
+  } catch (e) { return true; }  // not inside the app: nothing to wait for
+}
+
+const wanted = new Promise((resolve) => {
+  const seen = new IntersectionObserver((entries) => {
+    if (entries.some((e) => e.isIntersecting)) { seen.disconnect(); resolve(); }
+  }, { rootMargin: "200px" });
+  seen.observe(document.body);
+  const check = () => (appPainted() ? resolve() : setTimeout(check, 100));
+  check();
 });
+
+let loaded = null;
+function loadMermaid() {
+  loaded = loaded || wanted.then(() => new Promise((resolve, reject) => {
+    const script = document.createElement("script");
+    script.src = "mermaid.min.js";  // this folder's own (script-src 'self')
+    script.onload = () => {
+      mermaid.initialize({
+        startOnLoad: false, securityLevel: "strict", theme: "default", maxEdges: 2000,
+        flowchart: { htmlLabels: false, useMaxWidth: false }, htmlLabels: false,
+      });
+      resolve();
+    };
+    script.onerror = () => { loaded = null; reject(new Error("mermaid.min.js did not load")); };
+    document.head.append(script);
+  }));
+  return loaded;
+}
 
 function fontPx() {
   return Number(state.args.font_px) || 16;
@@ -69,6 +102,7 @@ function showError(message) {
 async function draw(code) {
   const id = "mf-drawing-" + (++state.n);
   try {
+    await loadMermaid();
     const { svg } = await mermaid.render(id, code);
     const doc = new DOMParser().parseFromString(svg, "image/svg+xml");
     const el = doc.documentElement;
