@@ -4,7 +4,8 @@ to the writer (flowcore.serve.trace_writer: stored, and sent over OTLP when aske
 turn every failure into an OpenAI-shaped error with its HTTP status. ``close`` writes the traces still queued.
 
 One root LLM client per engine: requests share its connections, cache and concurrency limit (the workspace's
-``concurrency`` caps the LLM calls in flight across all requests), each with its own child for its usage.
+``concurrency`` caps the LLM calls in flight across all requests), each with its own child for its usage; on a
+team server (``fair_share``) no one key owner's calls hold all of those slots.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from flowcore.execution.runtime import NodeError, Plan, WorkflowInvalid, prepare
 from flowcore.execution.sandbox import SandboxUnavailable
 from flowcore.llm.client import LLM, BudgetExceeded, LLMError, LLMSettings, NotConfigured
 from flowcore.mermaid.reader import WorkflowSyntaxError, parse
+from flowcore.serve.limits import owner_share
 from flowcore.serve.trace_writer import TraceWriter
 from flowcore.tracing.run import TracedRun, new_trace_id, traced_run
 from flowcore.workspace import published
@@ -131,6 +133,16 @@ class Engine:
         self.traces = TraceWriter(ws)
         self._roots: list[LLM] = []  # root clients whose replies and call-log rows the writer's thread stores
         self.traces.also(self._write_calls)
+        self._owner_slots: int | None = None
+        self._fair = False
+
+    def fair_share(self, owner_slots: int | None) -> None:
+        """Share the LLM slots fairly between key owners (a team server): one owner's calls hold at most
+        ``limits.owner_share`` of them, freed slots go to the waiting owners in turn (flowcore.llm.slots)."""
+        self._fair, self._owner_slots = True, owner_slots
+        with self._lock:
+            if self._llm is not None:
+                self._llm.share_slots(owner_share(self._llm.settings.concurrency, owner_slots))
 
     def close(self) -> None:
         """Write the traces still queued (the server's lifespan end, the MCP stdio server's exit)."""
@@ -176,13 +188,15 @@ class Engine:
                     # of traces), not by the event loop in the middle of every other request.
                     self._llm._shared.persist_later = self.traces.nudge
                     self._roots.append(self._llm)
+                    if self._fair:
+                        self._llm.share_slots(owner_share(settings.concurrency, self._owner_slots))
             return self._llm
 
     def for_owner(self, owner: str) -> LLM:
         """A request's client: the cache is salted per key owner, so that one owner's call is never answered from
         (and its cost of 0 never reveals) another's; the operator ('local') shares the workspace's cache."""
         c = self.llm().child()
-        c.salt = owner_salt(owner)
+        c.salt, c.tenant = owner_salt(owner), owner
         return c
 
     def resolve(self, model: Any) -> published.Published:
