@@ -39,6 +39,7 @@ from flowcore.execution import waits
 from flowcore.execution._standalone_ops import MAX_REPLY_MB, price_lookup, reply_cap_hooks, reply_too_large
 from flowcore.llm import context as lc
 from flowcore.llm import egress
+from flowcore.llm.slots import FairSlots
 
 if TYPE_CHECKING:
     from flowcore.workspace.store import Workspace
@@ -424,7 +425,8 @@ class _Shared:
         self.lock = threading.Lock()
         # AsyncOpenAI (its httpx pool) and asyncio.Semaphore belong to one event loop, and callers may run
         # asyncio.run() many times: one client per loop, closed when that loop shuts down.
-        self.per_loop: dict[asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, asyncio.Semaphore, Any, Any]] = {}
+        self.per_loop: dict[asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, FairSlots, Any, Any]] = {}
+        self.share: int | None = None  # slots one tenant may hold at once (flowcore.llm.slots); None: all
         self.tokenizer = lc.Tokenizer(settings.base_url)
         self.learned: dict[str, int] = {}  # model -> context window the server named in an overflow error
         self.json_ok = True  # False once the server refused response_format json_object: ask in words only
@@ -432,8 +434,12 @@ class _Shared:
         # served from here, and written with the next write that succeeds, so a paid call is never made twice.
         self.pending: dict[str, tuple[str, dict]] = {}
         self.unlogged: list[tuple] = []
+        # None: each call's reply and log row are written at once, by the caller's thread. A server sets a
+        # callable here that has another thread write them (flowcore.serve.engine): its event loop, which answers
+        # every client, then never waits on the disk. Until written they are served from ``pending`` as above.
+        self.persist_later: Callable[[], None] | None = None
 
-    async def for_loop(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore, waits.Pool]:
+    async def for_loop(self) -> tuple[openai.AsyncOpenAI, FairSlots, waits.Pool]:
         loop = asyncio.get_running_loop()
         closer = None
         with self.lock:
@@ -451,7 +457,7 @@ class _Shared:
                     base_url=s.base_url or OPENAI_URL, api_key=s.api_key or "not-needed", timeout=s.timeout,
                     max_retries=s.max_retries, http_client=http)
                 closer = _close_at_shutdown(client)
-                entry = self.per_loop[loop] = (client, asyncio.Semaphore(s.concurrency), closer,
+                entry = self.per_loop[loop] = (client, FairSlots(s.concurrency, self.share), closer,
                                                waits.Pool(s.concurrency))
         if closer is not None:
             await closer.__anext__()  # now the loop tracks it and will aclose() it at shutdown
@@ -516,15 +522,27 @@ class LLM:
         # verify here, so a process that lost its run (paused, then taken over) makes no more paid calls.
         self.guard: Callable[[], None] | None = None
         self.salt = ""  # prefixed to every cache salt (see salted)
+        self.tenant: str | None = None  # whose calls these are, for a fair share of the slots (share_slots)
         if workspace is not None:
             workspace.ensure_schema("llm", _DDL)
+
+    def share_slots(self, share: int) -> None:
+        """From now on one tenant's calls (``tenant``, a server's key owner) hold at most ``share`` of the
+        ``concurrency`` slots at once, and freed slots go to the waiting tenants in turn (flowcore.llm.slots)."""
+        sh = self._shared
+        with sh.lock:
+            sh.share = share
+            entries = list(sh.per_loop.items())
+        for loop, entry in entries:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(entry[1].set_share, share)
 
     def child(self) -> LLM:
         """Same settings, cache, budget and concurrency limit; own usage/calls that also add to this one's."""
         c = LLM.__new__(LLM)
         c.settings, c.workspace, c.run_id = self.settings, self.workspace, self.run_id
         c.usage, c.calls, c._parent, c._shared = Usage(), [], self, self._shared
-        c.salt = self.salt
+        c.salt, c.tenant = self.salt, self.tenant
         return c
 
     def salted(self, salt: str) -> LLM:
@@ -656,13 +674,14 @@ class LLM:
         runs out the request is cancelled and its connection closed (the server stops working on it). A
         streamed call is bounded by silence instead (no token for ``timeout`` seconds) and by its token cap."""
         client, sem, pool = await self._shared.for_loop()
+        tenant = self.tenant
         with pool.waiting():  # a slot others hold is their time, not this problem's (execution.waits)
-            await sem.acquire()
+            await sem.acquire(tenant)
         try:
             with pool.holding():
                 return await self._send(client, kwargs)
         finally:
-            sem.release()
+            sem.release(tenant)
 
     async def _send(self, client: openai.AsyncOpenAI, kwargs: dict) -> tuple[Any, float, _Failure | None]:
         s = self.settings
@@ -812,7 +831,11 @@ class LLM:
                                               reply.completion_tokens, reply.cost, reply.latency, int(reply.cached),
                                               error))
         if self.workspace is not None:
-            self._persist(reply if error is None and not reply.cached else None)
+            later = self._shared.persist_later
+            if later is not None:
+                later()
+            else:
+                self._persist(reply if error is None and not reply.cached else None)
 
     def _persist(self, paid: Reply | None = None) -> None:
         """Write the replies and call-log rows still in memory. While the database is away (an outage) they stay
@@ -851,6 +874,15 @@ class LLM:
                 if sh.pending.get(key) == cache[key]:
                     del sh.pending[key]
             del sh.unlogged[:len(logs)]
+
+    def write_pending(self) -> Exception | None:
+        """Write the replies and log rows in memory now, for ``persist_later``'s thread. What cannot be written
+        stays in memory (served from there) for the next try; the failure is returned, never raised."""
+        try:
+            self._persist()
+        except Exception as exc:  # noqa: BLE001 - the caller logs it
+            return exc
+        return None
 
     def flush(self) -> None:
         """Write what an outage left in memory (before a round is stored); storage errors propagate."""

@@ -23,9 +23,10 @@ from starlette.types import Receive, Scope, Send
 
 from flowcore.serve import openai_api as api
 from flowcore.serve.engine import Engine, ServeError
-from flowcore.serve.guard import Guard
+from flowcore.serve.guard import Guard, owner_of
 from flowcore.serve.limits import Limits
 from flowcore.serve.mcp_tools import build_mcp
+from flowcore.serve.sessions import SessionCap
 from flowcore.tracing import otel
 
 log = logging.getLogger("flowcore.serve")
@@ -34,7 +35,10 @@ CHAT = "/v1/chat/completions"
 
 def create_app(engine: Engine, *, require_keys: bool, max_body: int = api.DEFAULT_MAX_BODY,
                host: str = "127.0.0.1", limits: Limits | None = None) -> Any:
+    limits = limits or Limits()
     mcp = build_mcp(engine, limits)
+    if require_keys:  # a team server: no one key owner's calls hold every LLM slot
+        engine.fair_share(limits.owner_slots)
     # Host/Origin checks for /mcp: the SDK's own when served on loopback (the guard checks them for every route
     # too); beyond loopback every request carries a key instead.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=not require_keys,
@@ -42,7 +46,10 @@ def create_app(engine: Engine, *, require_keys: bool, max_body: int = api.DEFAUL
                                          allowed_origins=["http://127.0.0.1:*", "http://localhost:*",
                                                           "http://[::1]:*"])
     mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=host,
-                                      max_request_body_size=max_body)
+                                      max_request_body_size=max_body, max_sessions=limits.sessions,
+                                      session_idle_timeout=limits.session_idle)
+    # the SDK's table of open sessions (its only record of which still live: a deleted or idle one leaves it)
+    cap = SessionCap(limits.sessions_per_owner, lambda: mcp.session_manager._server_instances)
 
     async def models(request: Request) -> Response:  # database reads off the event loop: others never wait
         return await asyncio.to_thread(api.models, engine)
@@ -71,6 +78,7 @@ def create_app(engine: Engine, *, require_keys: bool, max_body: int = api.DEFAUL
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        engine.on_loop_thread()  # this thread answers every request: it never waits on a disk sync itself
         try:
             async with mcp.session_manager.run():
                 yield
@@ -84,16 +92,17 @@ def create_app(engine: Engine, *, require_keys: bool, max_body: int = api.DEFAUL
     routes += list(mcp_app.routes)
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={ServeError: serve_error, HTTPException: http_error, Exception: crash})
-    return Guard(Lean(app, engine, max_body), engine.ws, require_keys=require_keys, max_body=max_body)
+    return Guard(Lean(app, engine, max_body, cap), engine.ws, require_keys=require_keys, max_body=max_body)
 
 
 async def _not_here(request: Request) -> Response:  # pragma: no cover - Lean answers POST /v1/chat/completions
     raise RuntimeError("POST /v1/chat/completions reached the router")
 
 
-async def _mcp_post(app: Any, scope: Scope, receive: Receive, send: Send) -> None:
+async def _mcp_post(app: Any, cap: SessionCap, scope: Scope, receive: Receive, send: Send) -> None:
     """An MCP POST: the SDK runs its tool call in the session, not in this request, so a client that hung up
-    left the call spending. ``scope["state"]["gone"]`` is set once the client disconnects or this POST's
+    left the call spending. One that opens a session counts against its owner's (flowcore.serve.sessions).
+    ``scope["state"]["gone"]`` is set once the client disconnects or this POST's
     response ends, whichever first; the long tools (mcp_tools.run_workflow, evaluate_workflow) cancel their work
     on it (a tool that answered is done by then)."""
     gone = asyncio.Event()
@@ -106,7 +115,7 @@ async def _mcp_post(app: Any, scope: Scope, receive: Receive, send: Send) -> Non
         return message
 
     try:
-        await app(scope, watched, send)
+        await cap(app, owner_of(scope.get("state")), scope, watched, send)
     finally:
         gone.set()
 
@@ -115,13 +124,13 @@ class Lean:
     """POST /v1/chat/completions, the hot path, goes straight to its ASGI handler (flowcore.serve.openai_api.chat:
     no router, middleware or Request object, ~0.2 ms of CPU less per request); everything else to Starlette."""
 
-    def __init__(self, app: Any, engine: Engine, max_body: int) -> None:
-        self.app, self.engine, self.max_body = app, engine, max_body
+    def __init__(self, app: Any, engine: Engine, max_body: int, cap: SessionCap) -> None:
+        self.app, self.engine, self.max_body, self.cap = app, engine, max_body, cap
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != CHAT or scope["method"] != "POST":
             if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/mcp":
-                await _mcp_post(self.app, scope, receive, send)
+                await _mcp_post(self.app, self.cap, scope, receive, send)
             else:
                 await self.app(scope, receive, send)
             return

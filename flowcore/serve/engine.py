@@ -4,7 +4,8 @@ to the writer (flowcore.serve.trace_writer: stored, and sent over OTLP when aske
 turn every failure into an OpenAI-shaped error with its HTTP status. ``close`` writes the traces still queued.
 
 One root LLM client per engine: requests share its connections, cache and concurrency limit (the workspace's
-``concurrency`` caps the LLM calls in flight across all requests), each with its own child for its usage.
+``concurrency`` caps the LLM calls in flight across all requests), each with its own child for its usage; on a
+team server (``fair_share``) no one key owner's calls hold all of those slots.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from flowcore.execution.runtime import NodeError, Plan, WorkflowInvalid, prepare
 from flowcore.execution.sandbox import SandboxUnavailable
 from flowcore.llm.client import LLM, BudgetExceeded, LLMError, LLMSettings, NotConfigured
 from flowcore.mermaid.reader import WorkflowSyntaxError, parse
+from flowcore.serve.limits import owner_share
 from flowcore.serve.trace_writer import TraceWriter
 from flowcore.tracing.run import TracedRun, new_trace_id, traced_run
 from flowcore.workspace import published
@@ -144,14 +146,49 @@ class Engine:
         self.deadline = deadline or (float(env) if env else DEFAULT_DEADLINE)
         self._fixed = settings
         self._plans: dict[tuple[str, int], Plan] = {}
+        self._versions: dict[tuple[str, int], published.Published] = {}  # immutable, so kept
+        self._latest_of: dict[str, int] = {}  # NAME -> its latest version, valid under _latest_token
+        self._latest_token: object = None
         self._llm: LLM | None = None
         self._read = 0.0
         self._lock = threading.Lock()
         self.traces = TraceWriter(ws)
+        self._roots: list[LLM] = []  # root clients whose replies and call-log rows the writer's thread stores
+        self.traces.also(self._write_calls)
+        self._owner_slots: int | None = None
+        self._fair = False
+
+    def fair_share(self, owner_slots: int | None) -> None:
+        """Share the LLM slots fairly between key owners (a team server): one owner's calls hold at most
+        ``limits.owner_share`` of them, freed slots go to the waiting owners in turn (flowcore.llm.slots)."""
+        self._fair, self._owner_slots = True, owner_slots
+        with self._lock:
+            if self._llm is not None:
+                self._llm.share_slots(owner_share(self._llm.settings.concurrency, owner_slots))
 
     def close(self) -> None:
         """Write the traces still queued (the server's lifespan end, the MCP stdio server's exit)."""
         self.traces.close()
+
+    def _write_calls(self) -> None:
+        """On the writer's thread: store the replies and call-log rows of every root client (an old one, from
+        before a settings change, until it has nothing left)."""
+        for root in list(self._roots):
+            failed = root.write_pending()
+            if failed is not None:
+                log.error("could not store LLM call records (kept in memory, tried again with the next batch): "
+                          "%s", failed)
+            elif root is not self._llm and not root.unwritten:
+                self._roots.remove(root)
+
+    def on_loop_thread(self) -> None:
+        """Called from the thread that runs the server's event loop, before it answers: that thread's workspace
+        connection (which logs every LLM call) leaves checkpoints of the write-ahead log to the trace writer's
+        (flowcore.workspace.store.Workspace.defer_checkpoints)."""
+        try:
+            self.ws.defer_checkpoints()
+        except Exception as exc:  # noqa: BLE001 - a workspace that cannot be written says so on the first request
+            log.warning("could not defer checkpoints of %s: %s", self.ws.path, exc)
 
     def llm(self) -> LLM:
         """The root client for the workspace's current executor settings: re-read at most every SETTINGS_TTL
@@ -169,13 +206,19 @@ class Engine:
                     # Each call's record also lands in the root's list; a server lives long, so keep only the
                     # latest (traces keep each request's own calls).
                     self._llm.calls = collections.deque(maxlen=ROOT_CALLS_KEPT)  # type: ignore[assignment]
+                    # Each call's reply and log row are stored by the trace writer's thread (with the next batch
+                    # of traces), not by the event loop in the middle of every other request.
+                    self._llm._shared.persist_later = self.traces.nudge
+                    self._roots.append(self._llm)
+                    if self._fair:
+                        self._llm.share_slots(owner_share(settings.concurrency, self._owner_slots))
             return self._llm
 
     def for_owner(self, owner: str) -> LLM:
         """A request's client: the cache is salted per key owner, so that one owner's call is never answered from
         (and its cost of 0 never reveals) another's; the operator ('local') shares the workspace's cache."""
         c = self.llm().child()
-        c.salt = owner_salt(owner)
+        c.salt, c.tenant = owner_salt(owner), owner
         return c
 
     def resolve(self, model: Any) -> published.Published:
@@ -183,10 +226,42 @@ class Engine:
             raise ServeError(400, "'model' must name a published workflow (NAME or NAME@vN); GET /v1/models "
                              "lists them", "invalid_request_error", "invalid_model")
         try:
-            return published.resolve(self.ws, model)
+            name, version = published.parse_model(model)
+            if version is None:
+                version = self._latest(name)
+                if version is None:
+                    raise published.PublishError(f"the model {model!r} does not exist: no published workflow has "
+                                                 "that name")
+            p = self._versions.get((name, version))
+            if p is None:
+                p = published.resolve(self.ws, f"{name}@v{version}")
+                with self._lock:
+                    self._versions[(name, version)] = p
+            return p
         except published.PublishError as exc:
             raise ServeError(404, f"{exc}; GET /v1/models lists the published workflows",
                              "invalid_request_error", "model_not_found") from None
+
+    def _latest(self, name: str) -> int | None:
+        """The latest version of ``name``: remembered while the workspace is unchanged (its change token, and no
+        publish from this process), else read from the index (the text of a version, up to 1 MB, is read once
+        per version: versions never change)."""
+        token = self.ws.change_token()
+        if token is None:
+            return published.latest_version(self.ws, name)
+        token = (token, published.published_here())
+        with self._lock:
+            if token != self._latest_token:
+                self._latest_of.clear()
+                self._latest_token = token
+            version = self._latest_of.get(name)
+        if version is None:
+            version = published.latest_version(self.ws, name)
+            if version is not None:
+                with self._lock:
+                    if self._latest_token == token:
+                        self._latest_of[name] = version
+        return version
 
     def plan(self, p: published.Published) -> Plan:
         """A version's execution plan, checked once (a version never changes)."""
@@ -229,26 +304,19 @@ class Engine:
         tid = new_trace_id()
         llm.run_id = f"serve:{tid}"
         limit = deadline or self.deadline
-        work = asyncio.ensure_future(traced_run(plan.workflow, problem, llm=llm, task=task, entry_point=entry_point,
-                                                source=source, created_by=created_by, name=name, version=version,
-                                                trace_id=tid, plan=plan))
-        timed_out = False
-        try:
-            done, _ = await asyncio.wait({work}, timeout=limit)
-            if done:
-                run: TracedRun = work.result()
-            else:  # past the deadline: cancel its calls, keep the trace of what it did
-                timed_out = True
-                work.cancel()
-                run = await _settle(work)
-        except asyncio.CancelledError:
-            work.cancel()
-            run = await _settle(work)
-            self._keep(run)
-            raise
-        if timed_out:
+        me = asyncio.current_task()
+        # The workflow runs in the request's own task (a task of its own, and asyncio.wait's future and callbacks
+        # around it, cost every request ~50 us of the event loop): the deadline cancels it through
+        # asyncio.timeout, and traced_run answers any cancellation with the trace of what ran, never raising it.
+        async with asyncio.timeout(limit) as clock:
+            run = await traced_run(plan.workflow, problem, llm=llm, task=task, entry_point=entry_point, source=source,
+                                   created_by=created_by, name=name, version=version, trace_id=tid, plan=plan)
+        timed_out = clock.expired()
+        if timed_out:  # past the deadline: its calls were cancelled; the trace keeps what it did
             run.trace.status, run.trace.error = "timeout", f"past the deadline of {limit:g} s"
         self._keep(run)
+        if not timed_out and isinstance(run.error, asyncio.CancelledError) and me is not None and me.cancelling():
+            raise asyncio.CancelledError  # the caller went away (or the server stops): its trace is kept above
         if timed_out:
             raise ServeError(504, f"{label}: the workflow ran past its deadline of {limit:g} s; its LLM calls were "
                              "cancelled", "timeout", "deadline_exceeded")
@@ -263,13 +331,3 @@ class Engine:
         wrong answer)."""
         self.traces.put(run.trace)
 
-
-async def _settle(work: asyncio.Future) -> TracedRun:
-    """The traced run of a cancelled task: traced_run catches the cancellation and returns its trace."""
-    while True:
-        try:
-            return await asyncio.shield(work)
-        except asyncio.CancelledError:
-            if work.done():
-                raise
-            continue  # we were cancelled again while it settles: wait for it all the same

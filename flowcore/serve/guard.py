@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from flowcore.serve.slow import body_deadline
-from flowcore.workspace.keys import verify_key
+from flowcore.workspace.keys import KeyCheck
 from flowcore.workspace.store import Workspace
 
 OPEN_PATHS = ("/health",)
@@ -76,6 +76,7 @@ async def _refuse(send: Send, status: int, message: str, code: str, type_: str) 
 class Guard:
     def __init__(self, app: ASGIApp, ws: Workspace, *, require_keys: bool, max_body: int) -> None:
         self.app, self.ws, self.require_keys, self.max_body = app, ws, require_keys, max_body
+        self.verify = KeyCheck(ws)  # every request's key checked; a revocation holds from the next request on
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -125,7 +126,7 @@ class Guard:
         scheme, _, key = auth.partition(" ")
         if not need_key and not key.strip().startswith("mf_"):
             return None  # loopback: an OpenAI client's placeholder key ("unused", "sk-...") is not ours to judge
-        rec = verify_key(self.ws, key.strip()) if scheme.lower() == "bearer" else None
+        rec = self.verify(key.strip()) if scheme.lower() == "bearer" else None
         if rec is None:
             return 401, "the API key is not valid (unknown, revoked or mistyped)", "invalid_api_key", \
                 "authentication_error"

@@ -1,5 +1,5 @@
 """What one caller of the server may ask for: the size of a workflow that arrives through the MCP tools, and the
-per-owner bounds on the work a call sets going (evaluations, evolution runs, publishes). Each is a setting
+per-owner bounds on the work a call sets going (evaluations, evolution runs, publishes, LLM slots, MCP sessions). Each is a setting
 (``MERMAIDFLOW_SERVE_*`` / ``MERMAIDFLOW_MCP_*``, docs/serve.md); ``Limits.from_env`` reads them once per server.
 
 A workflow's size is judged in two steps, so that a huge text is refused without reading it:
@@ -37,6 +37,12 @@ class Limits:
     runs: int = 4  # MERMAIDFLOW_MCP_RUNS: ... and on the whole server
     publish_per_hour: int = 20  # MERMAIDFLOW_MCP_PUBLISH_PER_HOUR: versions one owner publishes over MCP an hour
     publish_chars: int = 256 * 1024  # MERMAIDFLOW_MCP_PUBLISH_MAX_CHARS: characters of one published version
+    # LLM call slots (the executor's `concurrency`) one key owner's served calls hold at once; None: all but a
+    # quarter of them (6 of 8), so that another owner's call always finds one free (owner_share)
+    owner_slots: int | None = None  # MERMAIDFLOW_SERVE_OWNER_SLOTS
+    sessions_per_owner: int = 16  # MERMAIDFLOW_MCP_SESSIONS_PER_OWNER: MCP sessions one owner keeps open
+    sessions: int = 1000  # MERMAIDFLOW_MCP_SESSIONS: ... and the whole server (~40 KB each)
+    session_idle: int = 600  # MERMAIDFLOW_MCP_SESSION_IDLE_SECONDS: an MCP session unused this long is closed
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Limits:
@@ -57,7 +63,17 @@ class Limits:
 ENV = {"max_nodes": "MERMAIDFLOW_SERVE_MAX_NODES", "max_edges": "MERMAIDFLOW_SERVE_MAX_EDGES",
        "evals_per_owner": "MERMAIDFLOW_MCP_EVALS_PER_OWNER", "evals": "MERMAIDFLOW_MCP_EVALS",
        "runs_per_owner": "MERMAIDFLOW_MCP_RUNS_PER_OWNER", "runs": "MERMAIDFLOW_MCP_RUNS",
-       "publish_per_hour": "MERMAIDFLOW_MCP_PUBLISH_PER_HOUR", "publish_chars": "MERMAIDFLOW_MCP_PUBLISH_MAX_CHARS"}
+       "publish_per_hour": "MERMAIDFLOW_MCP_PUBLISH_PER_HOUR", "publish_chars": "MERMAIDFLOW_MCP_PUBLISH_MAX_CHARS",
+       "owner_slots": "MERMAIDFLOW_SERVE_OWNER_SLOTS", "sessions_per_owner": "MERMAIDFLOW_MCP_SESSIONS_PER_OWNER",
+       "sessions": "MERMAIDFLOW_MCP_SESSIONS", "session_idle": "MERMAIDFLOW_MCP_SESSION_IDLE_SECONDS"}
+
+
+def owner_share(concurrency: int, owner_slots: int | None) -> int:
+    """The LLM slots one owner may hold of ``concurrency``: the setting (at most all of them), else all but a
+    quarter (at least one is left for the others whenever there are two)."""
+    if owner_slots is not None:
+        return max(1, min(owner_slots, concurrency))
+    return max(1, concurrency - max(1, concurrency // 4))
 
 
 def quick_bound(text: str) -> tuple[int, int]:

@@ -172,27 +172,34 @@ async def chat(engine: Engine, scope: Scope, receive: Receive, send: Send, cap: 
         return
     owner = (scope.get("state") or {}).get("owner", "local")
     created = int(time.time())
-    work = asyncio.ensure_future(engine.run(req.model, req.problem, entry_point=req.entry_point, source="api",
-                                            created_by=owner, version=version))
+    run = engine.run(req.model, req.problem, entry_point=req.entry_point, source="api", created_by=owner,
+                     version=version)
     if req.stream:
+        work = asyncio.ensure_future(run)
         response = StreamingResponse(_events(work, req, created), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         await response(scope, receive, send)
         return
-    gone = asyncio.Event()
+    # The workflow runs in this handler's task; a watcher cancels it when the client leaves (the engine then
+    # stores the 'cancelled' trace and stops its LLM calls).
+    me = asyncio.current_task()
+    gone = False
 
     async def watch() -> None:  # the request's body is read: what receive says next is that the client left
+        nonlocal gone
         while (await receive())["type"] != "http.disconnect":
             pass
-        gone.set()
-        work.cancel()  # stop its LLM calls; the engine stores the 'cancelled' trace
+        gone = True
+        if me is not None:
+            me.cancel()
 
     watcher = asyncio.ensure_future(watch())
     try:
-        answer = await work  # this handler cancelled (the server stopping) cancels the workflow too
+        answer = await run  # this handler cancelled (the server stopping) cancels the workflow too
     except asyncio.CancelledError:
-        if not gone.is_set():
+        if not gone or me is None:
             raise
+        me.uncancel()
         await send_json(send, 499, None)  # nobody is listening
         return
     except Exception as exc:  # noqa: BLE001 - a ServeError, or whatever the engine did not foresee (a 500)

@@ -8,6 +8,10 @@ descriptors away from everyone (slowloris). Two bounds, for ``flowcore serve`` a
   still sending a body ``head_seconds`` after it was answered (a refusal does not read the body). A request being
   answered (a workflow may take minutes) is never cut, nor a connection handed over to a websocket: only a head
   that has not arrived is.
+- :func:`install` also bounds a request head's size (``head_bytes``, $MERMAIDFLOW_HEAD_BYTES, 32 KiB, as nginx's
+  default): httptools keeps every header line it is sent until the head ends (64 MB of them, no key needed, grew
+  the server by as much: attack8 #5), so a head past the bound is answered 431 and its connection closed. h11
+  gets the same bound through uvicorn's ``h11_max_incomplete_event_size`` (:func:`head_bytes`).
 - :func:`body_deadline`, an ASGI ``receive`` wrapper: while a request's body is incomplete, each part of it must
   come within ``body_seconds`` of the one before, and the whole body within ``BODY_TOTAL_PARTS`` times that from
   the first ``receive``, else the request counts as abandoned (``http.disconnect``). Without the total bound a
@@ -17,6 +21,7 @@ descriptors away from everyone (slowloris). Two bounds, for ``flowcore serve`` a
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -29,7 +34,8 @@ try:  # uvicorn's faster protocol (`flowcore serve` runs it; so does Streamlit's
 except ImportError:  # pragma: no cover - httptools is pinned in requirements.txt
     HttpToolsProtocol = None
 
-HEAD_ENV, BODY_ENV = "MERMAIDFLOW_HEAD_SECONDS", "MERMAIDFLOW_BODY_SECONDS"
+HEAD_ENV, BODY_ENV, HEAD_BYTES_ENV = "MERMAIDFLOW_HEAD_SECONDS", "MERMAIDFLOW_BODY_SECONDS", "MERMAIDFLOW_HEAD_BYTES"
+DEFAULT_HEAD_BYTES = 32 * 1024
 DEFAULT_HEAD, DEFAULT_BODY = 10.0, 30.0
 BODY_TOTAL_PARTS = 4  # a whole body may take 4 per-part bounds (default 2 minutes: 1 MiB at ~9 KB/s)
 
@@ -42,7 +48,12 @@ def seconds(name: str, default: float) -> float:
     return value if value > 0 else default
 
 
-_head = {"seconds": DEFAULT_HEAD}
+_head = {"seconds": DEFAULT_HEAD, "bytes": DEFAULT_HEAD_BYTES}
+
+
+def head_bytes() -> int:
+    """The most bytes a request head may take: $MERMAIDFLOW_HEAD_BYTES (at least 4 KiB), else 32 KiB."""
+    return max(4096, int(seconds(HEAD_BYTES_ENV, DEFAULT_HEAD_BYTES)))
 
 
 def _h11_late(proto: Any) -> bool:
@@ -101,6 +112,47 @@ def _bound(cls: type) -> None:
     cls.connection_lost, cls._mf_bounded = connection_lost, True  # type: ignore[attr-defined]
 
 
+_TOO_LARGE = json.dumps({"error": {"message": "the request head (request line and headers) is larger than the "
+                                            "server accepts", "type": "invalid_request_error",
+                                 "code": "request_header_too_large"}}).encode()
+_431 = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\nconnection: close\r\n"
+        b"content-length: " + str(len(_TOO_LARGE)).encode() + b"\r\n\r\n" + _TOO_LARGE)
+
+
+def _capped(cls: type) -> None:
+    """Count the bytes httptools is fed while a request head is incomplete; past the bound, 431 and close.
+    (httptools calls back per complete header only, and llhttp sets no bound of its own.)"""
+    if getattr(cls, "_mf_capped", False):
+        return
+    made, fed, headers_done, message_done = (cls.connection_made, cls.data_received, cls.on_headers_complete,
+                                             cls.on_message_complete)
+
+    def connection_made(self: Any, transport: Any) -> None:
+        self._mf_in_head, self._mf_head_fed = True, 0
+        made(self, transport)
+
+    def data_received(self: Any, data: bytes) -> None:
+        in_head = self._mf_in_head
+        if in_head:
+            self._mf_head_fed += len(data)
+        fed(self, data)  # a head that ends in this data resets the count (a body in it is the body's)
+        if self._mf_in_head and self._mf_head_fed > _head["bytes"] and not self.transport.is_closing():
+            self.transport.write(_431)
+            self.transport.close()
+
+    def on_headers_complete(self: Any) -> None:
+        self._mf_in_head, self._mf_head_fed = False, 0
+        headers_done(self)
+
+    def on_message_complete(self: Any) -> None:
+        message_done(self)
+        self._mf_in_head = True  # what comes next is the next request's head
+
+    cls.connection_made, cls.data_received = connection_made, data_received  # type: ignore[attr-defined]
+    cls.on_headers_complete, cls.on_message_complete = on_headers_complete, on_message_complete  # type: ignore[attr-defined]
+    cls._mf_capped = True  # type: ignore[attr-defined]
+
+
 def protocol() -> str:
     """The uvicorn HTTP protocol ``flowcore serve`` runs: httptools (a C parser, ~0.14 ms less CPU per request
     than h11) when installed, else h11; :func:`install` bounds both."""
@@ -113,9 +165,12 @@ def install(head_seconds: float | None = None) -> None:
     app.py``, which makes its uvicorn server itself (the protocols' classes are changed in place, so a server
     made already uses them). ``head_seconds``: default $MERMAIDFLOW_HEAD_SECONDS, else 10 s."""
     _head["seconds"] = head_seconds or seconds(HEAD_ENV, DEFAULT_HEAD)
+    _head["bytes"] = head_bytes()
     for cls in (H11Protocol, HttpToolsProtocol):
         if cls is not None:
             _bound(cls)
+    if HttpToolsProtocol is not None:
+        _capped(HttpToolsProtocol)
 
 
 Receive = Callable[[], Awaitable[dict]]

@@ -30,6 +30,7 @@ MODEL_RE = re.compile(r"^(?P<name>[^@]+?)(?:@v(?P<version>[1-9][0-9]{0,8}))?$")
 
 
 LOCAL = "local"  # who the command line on the server is (and a caller of a loopback server without a key)
+_published_here = [0]  # versions this process published (a change token does not see its own connection's writes)
 
 
 class PublishError(ValueError):
@@ -97,7 +98,14 @@ def publish(ws: Workspace, name: str, text: str, task: str, *, created_by: str, 
                      "validation_score, test_score, scores_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                      (name, version, task.strip(), text, time.time(), who, run_id, round, (note or None),
                       validation_score, test_score, json.dumps(scores or {}, sort_keys=True)))
+    _published_here[0] += 1
     return resolve(ws, f"{name}@v{version}")
+
+
+def published_here() -> int:
+    """How many versions this process has published so far (a server's cache of latest versions starts over
+    when it changes)."""
+    return _published_here[0]
 
 
 def parse_model(model: str) -> tuple[str, int | None]:
@@ -124,6 +132,13 @@ def resolve(ws: Workspace, model: str) -> Published:
         raise PublishError(f"the model {model!r} does not exist: no published workflow has that name"
                            + (" and version" if version is not None else ""))
     return _row(rows[0])
+
+
+def latest_version(ws: Workspace, name: str) -> int | None:
+    """The latest version number of ``name`` (from the index alone, never a text), or None when there is none."""
+    _schema(ws)
+    row = ws.query("SELECT MAX(version) AS v FROM published WHERE name=?", (name,))
+    return int(row[0]["v"]) if row and row[0]["v"] is not None else None
 
 
 _LISTED = ("name, version, task, {text} AS text, created, created_by, run_id, round, note, validation_score, "

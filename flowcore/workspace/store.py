@@ -40,6 +40,7 @@ DEFAULT_FILE = "workspace.db"
 BUSY_ENV = "MERMAIDFLOW_DB_BUSY_TIMEOUT"
 BUSY_TIMEOUT = 30.0
 WAL_LIMIT = 4 << 20  # bytes of write-ahead log SQLite keeps after a checkpoint
+DEFERRED_CHECKPOINT = 10000  # log pages (~40 MB) past which a connection that defers checkpoints does one itself
 # Room set aside beside a SQLite workspace (<file>-reserve) and given up when the disk fills, so the writes that end
 # a run cleanly (its "stopped" status, its lease) still fit. Made again at the next open that has room.
 RESERVE = 256 << 10
@@ -321,6 +322,26 @@ class Workspace:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    def defer_checkpoints(self) -> None:
+        """This thread's connection leaves checkpointing the write-ahead log to the workspace's other connections
+        (SQLite; nothing to do in PostgreSQL). A checkpoint copies the log into the file and syncs both to disk
+        (10-100 ms on a busy disk), inside whichever commit passes SQLite's 1000-page mark: a server's event loop
+        that commits an LLM call's log row waited that long with every request in flight. The server's trace
+        writer, a thread of its own that commits every batch, checkpoints instead; this connection still does
+        past DEFERRED_CHECKPOINT pages, so the log stays bounded when nothing else writes."""
+        if not self.is_postgres:
+            self.conn.execute(f"PRAGMA wal_autocheckpoint={DEFERRED_CHECKPOINT}")
+
+    def change_token(self) -> tuple[Any, int] | None:
+        """A value that differs once another connection (another thread's, another process's) has committed to
+        the workspace since it was taken: SQLite's ``PRAGMA data_version`` on this thread's connection (a few
+        microseconds). Writes through this same connection do not change it. None in PostgreSQL, which has no
+        such cheap check: a caller then reads the database every time."""
+        if self.is_postgres:
+            return None
+        conn = self.conn
+        return conn, conn.execute("PRAGMA data_version").fetchone()[0]
 
     def query(self, sql: str, params: tuple | dict = ()) -> list[Any]:
         """Rows that read like ``sqlite3.Row``: ``row["col"]``, ``row[0]``, ``dict(row)``."""

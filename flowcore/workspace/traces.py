@@ -89,19 +89,21 @@ def save_traces(ws: Workspace, batch: list[Trace]) -> None:
         if t.status not in STATUSES or t.source not in SOURCES:
             raise ValueError(f"trace {t.id}: status {t.status!r} / source {t.source!r} not in {STATUSES} / "
                              f"{SOURCES}")
+    # The rows are made before the write lock is taken: a server's event loop that logs an LLM call waits for
+    # that lock, and this is often a thread that must win the interpreter's lock back between statements.
+    rows = [(t.id, t.created, t.source, t.workflow, t.version, t.created_by, t.status, t.error, t.latency, t.cost,
+             t.calls, t.prompt_tokens, t.completion_tokens, _cap(t.problem), _cap(t.answer)) for t in batch]
+    spans = [(t.id, i, s.node, s.op, s.model, s.prompt_tokens, s.completion_tokens, s.cost, s.calls, s.start,
+              s.latency, s.error, int(s.skipped), _cap(s.output)) for t in batch for i, s in enumerate(t.spans)]
     _schema(ws)
     with ws.transaction() as conn:
         conn.executemany("INSERT INTO traces(id, created, source, workflow, version, created_by, status, error,"
                          " latency, cost, calls, prompt_tokens, completion_tokens, problem, answer)"
-                         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                         [(t.id, t.created, t.source, t.workflow, t.version, t.created_by, t.status, t.error,
-                           t.latency, t.cost, t.calls, t.prompt_tokens, t.completion_tokens, _cap(t.problem),
-                           _cap(t.answer)) for t in batch])
-        conn.executemany("INSERT INTO trace_spans(trace_id, seq, node, op, model, prompt_tokens, completion_tokens,"
-                         " cost, calls, start, latency, error, skipped, output) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                         [(t.id, i, s.node, s.op, s.model, s.prompt_tokens, s.completion_tokens, s.cost, s.calls,
-                           s.start, s.latency, s.error, int(s.skipped), _cap(s.output))
-                          for t in batch for i, s in enumerate(t.spans)])
+                         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        if spans:
+            conn.executemany("INSERT INTO trace_spans(trace_id, seq, node, op, model, prompt_tokens,"
+                             " completion_tokens, cost, calls, start, latency, error, skipped, output)"
+                             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", spans)
 
 
 def _trace(d: dict[str, Any]) -> Trace:

@@ -78,7 +78,6 @@ async def _mcp(url: str, key: str, tool: str, args: dict) -> object:
 # limit (the workspace's `concurrency`, 8), and neither chat nor MCP run_workflow bounds what one owner has in
 # flight. Mallory keeps 32 requests going (each asks something the endpoint takes long over: in the scripted
 # endpoint a problem with HANG); alice's two-call workflow queues behind them for the LLM slots.
-@pytest.mark.xfail(strict=True, reason="attack8 #1: one owner holds every LLM slot (open: remove this mark with the fix)")
 def test_one_key_holders_flood_of_chat_requests_makes_anothers_time_out(team):
     """Happens (today): alice's requests end 504 deadline_exceeded (2 of 3 in the run that found it, each after
     6.0 s) while /v1/models keeps answering in 0.05 s: the event loop is fine, the LLM slots are all mallory's.
@@ -105,6 +104,9 @@ def test_one_key_holders_flood_of_chat_requests_makes_anothers_time_out(team):
                 t = time.monotonic()
                 r = await c.post(url, json=_ask(f"What is {k} + 2?"), headers=_auth(alice))
                 got.append((r.status_code, round(time.monotonic() - t, 2)))
+            end = time.monotonic() + 15  # mallory's calls were in flight all along: their answers (504s) come now
+            while not codes and time.monotonic() < end:
+                await asyncio.sleep(0.1)
             stop.set()
             for w in workers:
                 w.cancel()
@@ -120,7 +122,6 @@ def test_one_key_holders_flood_of_chat_requests_makes_anothers_time_out(team):
 # Attack: within every per-owner bound. MCP allows mallory two evaluations at once (MCP_EVALS_PER_OWNER=2); each
 # runs 4 problems at once through the served client, i.e. 8 LLM calls: every one of the server's LLM slots. Her
 # workflow text asks what the endpoint takes long over, so each evaluation holds its slots up to the deadline.
-@pytest.mark.xfail(strict=True, reason="attack8 #3: evaluations hold every LLM slot (open: remove this mark with the fix)")
 def test_two_evaluations_within_the_per_owner_bound_hold_every_llm_slot(team):
     """Happens (today): alice's chat request, sent 2 s after mallory's two evaluate_workflow calls, waits for
     the slots until the evaluations hit the 6 s deadline (6.1 s in the run that found it, on a workflow that
@@ -149,39 +150,51 @@ _INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 _MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-# Attack: MCP sessions. /mcp is the SDK's stateful streamable HTTP manager with its defaults: at most 10,000 open
-# sessions on the whole server, each kept until the client deletes it or 30 minutes pass idle, and no bound per
-# caller (flowcore sets neither max_sessions, nor a per-owner count, nor stateless mode). Mallory opens 10,000
-# sessions with plain `initialize` POSTs and never deletes them.
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="attack8 #4: MCP sessions unbounded per owner (open: remove this mark with the fix)")
+# Attack: MCP sessions. /mcp is the SDK's stateful streamable HTTP manager, which by default keeps at most 10,000
+# open sessions on the whole server, each until the client deletes it or 30 minutes pass idle, with no bound per
+# caller. Mallory opens sessions with plain `initialize` POSTs and never deletes them.
 def test_one_key_holder_opens_every_mcp_session_and_locks_everyone_out(tmp_path):
-    """Happens (today): all 10,000 of mallory's initialize calls are answered 200 (8 at a time: ~7 s per 1,000 at
-    load 8, ~40 MB of server memory per 1,000), then alice's own `initialize` is a 503 "Too many open sessions",
-    and stays one for the 30 minutes the sessions live idle. Fixed: an owner holds at most a few open MCP sessions
-    (a new one past that is refused to HIM, or his oldest is closed), so alice's initialize is answered 200."""
+    """Happened (before the fix): all 10,000 of mallory's initialize calls were answered 200 (~40 MB of server
+    memory per 1,000), then alice's own `initialize` was a 503 "Too many open sessions" for the 30 minutes the
+    sessions live idle. Fixed: an owner holds at most MERMAIDFLOW_MCP_SESSIONS_PER_OWNER (here 5) open sessions;
+    past that his `initialize` is a 429 naming the setting, alice's is answered 200, and a session mallory
+    deletes frees its place."""
     db = tmp_path / "ws.db"
     ws = Workspace(db)
     _, alice = keys.create_key(ws, "alice-ci", "alice@example.com")
     _, mallory = keys.create_key(ws, "mallory-ci", "mallory")
     ws.close_all()
-    with Served(db, llm_url=None, extra=["--require-key"]) as server:
-        async def attack() -> tuple[Counter, int, str]:
+    with Served(db, llm_url=None, extra=["--require-key"], env={"MERMAIDFLOW_MCP_SESSIONS_PER_OWNER": "5"}) as server:
+        async def attack() -> tuple[Counter, list[str], str, httpx.Response, int]:
             codes: Counter = Counter()
+            ids: list[str] = []
+            refusal = ""
             async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=8)) as c:
                 gate = asyncio.Semaphore(8)
 
                 async def one() -> None:
+                    nonlocal refusal
                     async with gate:
                         r = await c.post(server.url + "/mcp", json=_INIT, headers={**_MCP_HEADERS, **_auth(mallory)})
                         codes[r.status_code] += 1
+                        if r.status_code == 200:
+                            ids.append(r.headers["mcp-session-id"])
+                        else:
+                            refusal = r.text
 
-                await asyncio.gather(*(one() for _ in range(10_000)))
+                await asyncio.gather(*(one() for _ in range(40)))
                 r = await c.post(server.url + "/mcp", json=_INIT, headers={**_MCP_HEADERS, **_auth(alice)})
-            return codes, r.status_code, r.text[:200]
+                gone = await c.delete(server.url + "/mcp", headers={**_MCP_HEADERS, **_auth(mallory),
+                                                                   "mcp-session-id": ids[0],
+                                                                   "mcp-protocol-version": "2025-06-18"})
+                again = await c.post(server.url + "/mcp", json=_INIT, headers={**_MCP_HEADERS, **_auth(mallory)})
+            return codes, ids, refusal, r, again.status_code if gone.status_code < 300 else -gone.status_code
 
-        codes, status, text = asyncio.run(attack())
-    assert status == 200, f"alice's MCP initialize after mallory's 10,000 ({dict(codes)}): {status} {text}"
+        codes, ids, refusal, alices, again = asyncio.run(attack())
+    assert codes == Counter({200: 5, 429: 35}), f"mallory's 40 initialize calls: {dict(codes)}"
+    assert "MERMAIDFLOW_MCP_SESSIONS_PER_OWNER" in refusal, refusal
+    assert alices.status_code == 200, f"alice's MCP initialize after mallory's: {alices.status_code} {alices.text[:200]}"
+    assert again == 200, f"mallory's initialize after deleting one of her sessions: {again}"
 
 
 # Lexer edge cases against the quick count that decides whether a text is parsed at all (flowcore/serve/limits.py):
@@ -331,7 +344,6 @@ def _rss_mb(pid: int) -> int:
 # uvicorn keeps every header line it is sent until the head ends; the head's only bound is its time
 # (MERMAIDFLOW_HEAD_SECONDS, 10 s), and loopback carries ~400 MB/s. The guard, which asks for a key, only runs once
 # the head is complete. (With --http h11 the same connection is cut after 2 MB: h11 bounds an incomplete head.)
-@pytest.mark.xfail(strict=True, reason="attack8 #5: unbounded request head (open: remove this mark with the fix)")
 def test_a_stranger_without_a_key_fills_the_servers_memory_with_one_request_head(tmp_path):
     """Happens (today): 64 MB of `X-A: aaa...` header lines to /health, no key, are all taken in; the server's
     memory grows by about as much and stays grown after the connection ends (200 MB in 0.45 s grew it from 98
@@ -359,8 +371,8 @@ def test_a_stranger_without_a_key_fills_the_servers_memory_with_one_request_head
 
 
 # Attack: the same flood through MCP's run_workflow (mallory's own workflow text, so nothing of alice's is needed):
-# 24 MCP sessions, each calling run_workflow again as soon as its call ends, share the served LLM slots with alice.
-@pytest.mark.xfail(strict=True, reason="attack8 #2: run_workflow flood (open: remove this mark with the fix)")
+# 16 MCP sessions (the most one owner may keep open: MERMAIDFLOW_MCP_SESSIONS_PER_OWNER), each calling run_workflow
+# again as soon as its call ends, share the served LLM slots (8) with alice.
 def test_one_key_holders_flood_of_mcp_run_workflow_makes_anothers_chat_time_out(team):
     """Happens (today): alice's chat requests end 504 deadline_exceeded after 6 s while mallory's run_workflow
     calls hold the LLM slots (run_workflow has no per-owner bound, unlike evaluate_workflow). Fixed: an owner's
@@ -379,14 +391,17 @@ def test_one_key_holders_flood_of_mcp_run_workflow_makes_anothers_chat_time_out(
                                                            "task": "math"})
                     seen["error" if r.is_error else "ok"] += 1
 
-        workers = [asyncio.create_task(flood(i)) for i in range(24)]
-        await asyncio.sleep(24 * 0.1 + 3)
+        workers = [asyncio.create_task(flood(i)) for i in range(16)]
+        await asyncio.sleep(16 * 0.1 + 3)
         got = []
         async with httpx.AsyncClient(timeout=60) as c:
             for k in range(3):
                 r = await c.post(server.base_url + "/chat/completions", json=_ask(f"What is {k} + 3?"),
                                  headers=_auth(alice))
                 got.append(r.status_code)
+        end = time.monotonic() + 15  # mallory's calls were in flight all along: their answers (deadline) come now
+        while not seen and time.monotonic() < end:
+            await asyncio.sleep(0.1)
         stop.set()
         for w in workers:
             w.cancel()
@@ -394,6 +409,7 @@ def test_one_key_holders_flood_of_mcp_run_workflow_makes_anothers_chat_time_out(
         return got, seen
 
     got, seen = asyncio.run(attack())
+    assert seen["error"] > 0, f"mallory's flood never held a slot to its deadline: {seen}"
     assert got == [200, 200, 200], f"alice's requests under mallory's run_workflow flood: {got}; mallory's: {seen}"
 
 

@@ -98,3 +98,27 @@ def test_an_answer_that_takes_longer_than_the_bounds_is_not_cut(slow_server):
                    json={"model": "solver", "messages": [{"role": "user", "content": "SLOW: what is 2 + 2?"}]},
                    timeout=60)
     assert r.status_code == 200 and "slow answer" in r.json()["choices"][0]["message"]["content"]
+
+
+def test_a_request_head_past_its_size_bound_is_refused_and_one_under_it_is_served(slow_server):
+    """A head is bounded by size too (MERMAIDFLOW_HEAD_BYTES, 32 KiB; before, httptools kept every header line it
+    was sent): 40 KiB of headers are refused (httptools: 431; h11: its own 400) and the connection closed,
+    without a key; 20 KiB of them, and a body of 512 KiB after a small head, are served."""
+    pad = {f"x-pad-{i}": "p" * 1000 for i in range(20)}
+    auth = {"Authorization": f"Bearer {slow_server.key}"}
+    ok = httpx.get(slow_server.base_url + "/models", headers={**auth, **pad}, timeout=10)
+    assert ok.status_code == 200
+    body = httpx.post(slow_server.base_url + "/chat/completions", headers=auth, timeout=10,
+                      json={"model": "nope", "messages": [{"role": "user", "content": "x" * 512 * 1024}]})
+    assert body.status_code == 404  # read whole and answered: no such model
+    c = socket.create_connection(("127.0.0.1", slow_server.port))
+    try:
+        c.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"X-Pad: " + b"q" * 40 * 1024 + b"\r\n")
+        closed, said = _closed_within([c], 5)
+    finally:
+        c.close()
+    assert closed == 1, "the connection with a 40 KiB head stayed open"
+    status = said.split(b"\r\n", 1)[0]
+    assert status.startswith(b"HTTP/1.1 431") or status.startswith(b"HTTP/1.1 400"), said[:200]
+    if slow_server.proc.args[-1] == "httptools":
+        assert status.startswith(b"HTTP/1.1 431") and b"request_header_too_large" in said, said[:300]

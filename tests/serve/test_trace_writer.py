@@ -75,3 +75,32 @@ def test_a_server_stopping_writes_every_trace_still_queued(fake_llm, served_db):
     got = [traces.load_trace(Workspace(served_db), tid) for tid in ids]
     assert all(t is not None and t.status == "ok" and t.answer.startswith("ECHO ") for t in got)
     assert sorted(t.problem for t in got) == sorted(f"kept {i}?" for i in range(6))
+
+
+def test_traces_handed_over_together_are_one_batch_and_none_is_lost_from_many_threads(tmp_path, monkeypatch):
+    import threading
+
+    ws = Workspace(tmp_path / "ws.db")
+    batches: list[int] = []
+    save = traces.save_traces
+    monkeypatch.setattr(traces, "save_traces", lambda w, b: (batches.append(len(b)), save(w, b))[1])
+    w = TraceWriter(ws, linger=0.5)
+    for i in range(1, 31):  # one request after another: the writer wakes for the first and takes all 30
+        w.put(_trace(i))
+    w.flush()
+    assert batches == [30]
+
+    def many(k: int) -> None:
+        for i in range(50):
+            w.put(_trace(1000 * k + i))
+            if i % 10 == 0:
+                w.flush()  # a flush returns once what this thread put before it is written
+
+    threads = [threading.Thread(target=many, args=(k,)) for k in range(1, 9)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    w.close()
+    ids = [t.id for t in traces.list_traces(ws, limit=1000)]
+    assert len(ids) == len(set(ids)) == 30 + 8 * 50

@@ -267,3 +267,36 @@ def test_the_command_line_refuses_a_newer_workspace_with_a_message(tmp_path):
                         "gsm8k", "--rounds", "1", "--offline"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and f"schema version 99; this one knows version {SCHEMA_VERSION}" in p.stderr
     assert "Traceback" not in p.stderr, p.stderr
+
+
+def test_a_connection_that_defers_checkpoints_leaves_them_to_another(tmp_path):
+    """A server's event loop defers (flowcore.serve.engine.Engine.on_loop_thread): a checkpoint syncs the disk,
+    and the commit that passes SQLite's mark does it. Another connection's commit checkpoints instead."""
+    import os
+    import threading
+
+    from flowcore.workspace.store import DEFERRED_CHECKPOINT, Workspace
+
+    db = tmp_path / "ws.db"
+    ws = Workspace(db)
+    ws.defer_checkpoints()
+    assert ws.query("PRAGMA wal_autocheckpoint")[0][0] == DEFERRED_CHECKPOINT
+    with ws.transaction() as conn:
+        conn.execute("CREATE TABLE blobs(id INTEGER PRIMARY KEY, data BLOB)")
+    for _ in range(1500):  # one page and more each, one commit each: past SQLite's 1000-page mark
+        with ws.transaction() as conn:
+            conn.execute("INSERT INTO blobs(data) VALUES (?)", (os.urandom(4000),))
+    wal = db.with_name("ws.db-wal")
+    assert wal.stat().st_size > 1500 * 4096  # never checkpointed (it would have started the log over at ~1000)
+
+    def elsewhere() -> None:  # e.g. the trace writer's thread: its commit checkpoints (SQLite's default)
+        assert ws.query("PRAGMA wal_autocheckpoint")[0][0] == 1000
+        with ws.transaction() as conn:
+            conn.execute("INSERT INTO blobs(data) VALUES (x'00')")
+
+    t = threading.Thread(target=elsewhere)
+    t.start()
+    t.join()
+    with ws.transaction() as conn:  # checkpointed: the log starts over, cut back to journal_size_limit
+        conn.execute("INSERT INTO blobs(data) VALUES (x'01')")
+    assert wal.stat().st_size <= (4 << 20) + 2 * 4096 + 64
