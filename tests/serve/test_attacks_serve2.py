@@ -373,7 +373,8 @@ def test_a_stranger_without_a_key_fills_the_servers_memory_with_one_request_head
 
 
 # Attack: the same flood through MCP's run_workflow (mallory's own workflow text, so nothing of alice's is needed):
-# 24 MCP sessions, each calling run_workflow again as soon as its call ends, share the served LLM slots with alice.
+# 16 MCP sessions (the most one owner may keep open: MERMAIDFLOW_MCP_SESSIONS_PER_OWNER), each calling run_workflow
+# again as soon as its call ends, share the served LLM slots (8) with alice.
 def test_one_key_holders_flood_of_mcp_run_workflow_makes_anothers_chat_time_out(team):
     """Happens (today): alice's chat requests end 504 deadline_exceeded after 6 s while mallory's run_workflow
     calls hold the LLM slots (run_workflow has no per-owner bound, unlike evaluate_workflow). Fixed: an owner's
@@ -392,14 +393,17 @@ def test_one_key_holders_flood_of_mcp_run_workflow_makes_anothers_chat_time_out(
                                                            "task": "math"})
                     seen["error" if r.is_error else "ok"] += 1
 
-        workers = [asyncio.create_task(flood(i)) for i in range(24)]
-        await asyncio.sleep(24 * 0.1 + 3)
+        workers = [asyncio.create_task(flood(i)) for i in range(16)]
+        await asyncio.sleep(16 * 0.1 + 3)
         got = []
         async with httpx.AsyncClient(timeout=60) as c:
             for k in range(3):
                 r = await c.post(server.base_url + "/chat/completions", json=_ask(f"What is {k} + 3?"),
                                  headers=_auth(alice))
                 got.append(r.status_code)
+        end = time.monotonic() + 15  # mallory's calls were in flight all along: their answers (deadline) come now
+        while not seen and time.monotonic() < end:
+            await asyncio.sleep(0.1)
         stop.set()
         for w in workers:
             w.cancel()
@@ -407,6 +411,7 @@ def test_one_key_holders_flood_of_mcp_run_workflow_makes_anothers_chat_time_out(
         return got, seen
 
     got, seen = asyncio.run(attack())
+    assert seen["error"] > 0, f"mallory's flood never held a slot to its deadline: {seen}"
     assert got == [200, 200, 200], f"alice's requests under mallory's run_workflow flood: {got}; mallory's: {seen}"
 
 
