@@ -29,7 +29,7 @@ from flowcore.mermaid.reader import WorkflowSyntaxError, parse
 from flowcore.serve.limits import owner_share
 from flowcore.serve.trace_writer import TraceWriter
 from flowcore.tracing.run import TracedRun, new_trace_id, traced_run
-from flowcore.workspace import published
+from flowcore.workspace import keys, published
 from flowcore.workspace.settings import effective_llm_settings
 from flowcore.workspace.store import Workspace
 
@@ -157,6 +157,7 @@ class Engine:
         self.traces.also(self._write_calls)
         self._owner_slots: int | None = None
         self._fair = False
+        self._share_set: int | None = None
 
     def fair_share(self, owner_slots: int | None) -> None:
         """Share the LLM slots fairly between key owners (a team server): one owner's calls hold at most
@@ -164,7 +165,24 @@ class Engine:
         self._fair, self._owner_slots = True, owner_slots
         with self._lock:
             if self._llm is not None:
-                self._llm.share_slots(owner_share(self._llm.settings.concurrency, owner_slots))
+                self._apply_share(self._llm, force=True)
+
+    def _apply_share(self, llm: LLM, force: bool = False) -> None:
+        """Set ``llm``'s share per owner. Unless the operator set it, the share caps an owner only while two or
+        more owners hold active keys: a one-tenant server has no one to keep slots for, and its lone owner gets
+        every slot (re-counted at each settings re-read, so a second owner's key takes effect within seconds)."""
+        share = owner_share(llm.settings.concurrency, self._owner_slots)
+        if self._owner_slots is None and share < llm.settings.concurrency:
+            try:
+                owners = {k.owner for k in keys.list_keys(self.ws) if k.active}
+            except Exception as exc:  # noqa: BLE001 - cannot count: keep the team's cap, the safe side
+                log.warning("could not count key owners for the LLM slot share: %s", exc)
+                owners = {"?", "??"}
+            if len(owners) < 2:
+                share = llm.settings.concurrency
+        if force or share != self._share_set:
+            llm.share_slots(share)
+            self._share_set = share
 
     def close(self) -> None:
         """Write the traces still queued (the server's lifespan end, the MCP stdio server's exit)."""
@@ -211,7 +229,9 @@ class Engine:
                     self._llm._shared.persist_later = self.traces.nudge
                     self._roots.append(self._llm)
                     if self._fair:
-                        self._llm.share_slots(owner_share(settings.concurrency, self._owner_slots))
+                        self._apply_share(self._llm, force=True)
+                elif self._fair:
+                    self._apply_share(self._llm)
             return self._llm
 
     def for_owner(self, owner: str) -> LLM:
