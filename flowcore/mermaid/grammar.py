@@ -404,7 +404,7 @@ class FlowParse:
 def parse_flowchart(text: str, *, recover: bool = True, fast: bool = True) -> FlowParse:
     """Read ``text`` as Mermaid 11 does. With ``recover``, reading goes on after an error from the next line
     (so an editor can show every broken line); ``errors[0]`` is always the error Mermaid reports."""
-    from flowcore.mermaid.yamldata import text_budget
+    from flowcore.mermaid.text import text_budget
 
     with text_budget():  # the front matter and every node's data count together against one bound
         return _parse_flowchart(text, recover, fast)

@@ -11,7 +11,10 @@ rewritten text with the same grammar) and the hard check (which maps Mermaid's o
 from __future__ import annotations
 
 import bisect
+import contextlib
 import re
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from itertools import accumulate, repeat
 
@@ -481,3 +484,17 @@ def _describe(raw: str, unknown_diagram: bool, found_text: str) -> str:
     return f"expected {_join_or([_word(t) for t in expected])}, found {found}"
 
 
+# Characters of YAML (front matter, node and edge data) read so far in the text being read: the per-text bound of
+# flowcore.mermaid.yamldata.load. Kept here, not there, so that a text with no YAML never imports the YAML reader.
+YAML_READ: ContextVar[list[int] | None] = ContextVar("yaml_chars_read", default=None)
+
+
+@contextlib.contextmanager
+def text_budget() -> Iterator[None]:
+    """Within it, the YAML documents yamldata.load reads count against its MAX_TEXT_CHARS together (the reader
+    opens one per text: a text of 128 nodes of 8 KB data each cost 26 s)."""
+    token = YAML_READ.set([0])
+    try:
+        yield
+    finally:
+        YAML_READ.reset(token)

@@ -16,17 +16,16 @@ PyYAML's loader is pure Python (~25 us a character of `[1,1,...]`, so 400 KB of 
 server's CPU per check) and its scanner grows quadratic with nesting (10 KB of `[[[...]]]`: 1.4 s before Python's
 recursion limit). So a document is bounded before it is loaded: ``MAX_DATA_CHARS`` for a node's or edge's data,
 ``MAX_FRONT_MATTER_CHARS`` for the front matter, ``MAX_TEXT_CHARS`` for all the YAML of one text (within
-:func:`text_budget`, which the reader opens per text), and ``MAX_DEPTH`` levels of nesting (flow and block
+:func:`flowcore.mermaid.text.text_budget`, which the reader opens per text), and ``MAX_DEPTH`` levels of nesting (flow and block
 together), refused as the scanner reaches them. Mermaid itself reads any size; real data and configs are a few
 hundred characters (docs/mermaid.md, "Limits").
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Iterator
-from contextvars import ContextVar
+
+from flowcore.mermaid.text import YAML_READ
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,7 +42,6 @@ MAX_DATA_CHARS = 8_192  # one node's or edge's `@{ ... }` data (a real one: `sha
 MAX_FRONT_MATTER_CHARS = 16_384  # the front matter (a real config, themeVariables and all, is under 2 KB)
 MAX_TEXT_CHARS = 32_768  # all the YAML one text holds: ~0.8 s of loading at worst
 MAX_DEPTH = 64  # levels of nesting, flow ([ {) and block (indents) together
-_SPENT: ContextVar[list[int] | None] = ContextVar("yaml_chars_read", default=None)
 
 
 class YamlDataError(ValueError):
@@ -460,26 +458,15 @@ def expanded_size(root: Any, limit: int = MAX_NODES) -> int:
     return size(root) if root is not None else 0
 
 
-@contextlib.contextmanager
-def text_budget() -> Iterator[None]:
-    """Within it, the documents :func:`load` reads count against ``MAX_TEXT_CHARS`` together (the reader opens one
-    per text: a text of 128 nodes of 8 KB data each cost 26 s)."""
-    token = _SPENT.set([0])
-    try:
-        yield
-    finally:
-        _SPENT.reset(token)
-
-
 def load(doc: str, empty: Any = None, *, limit: int = MAX_DATA_CHARS) -> Any:
     """The document as js-yaml's ``load(doc, {schema: JSON_SCHEMA})`` gives it (``empty`` for a text with no
     document, where js-yaml gives undefined, not null); YamlDataError when it would throw, when it is over
-    ``limit`` characters or the text's budget (:func:`text_budget`), nested deeper than ``MAX_DEPTH``, or when
+    ``limit`` characters or the text's budget (``text_budget``), nested deeper than ``MAX_DEPTH``, or when
     its aliases stand for more than ``MAX_NODES`` nodes. The sizes are checked before anything is read."""
     if len(doc) > limit:
         raise YamlDataError(f"it is {len(doc):,} characters; at most {limit:,} are read (real ones are a few "
                             "hundred)", 1, 1, bound=True)
-    spent = _SPENT.get()
+    spent = YAML_READ.get()
     if spent is not None:
         spent[0] += len(doc)
         if spent[0] > MAX_TEXT_CHARS:
