@@ -479,6 +479,7 @@ class Evolution:
 
     async def _probe(self) -> float | None:
         """Seconds a one-word call took, or None when it failed (or there is no client): is the endpoint up?"""
+        self._probe_cost = 0.0  # never an earlier probe's
         if self.llm is None:
             return None
         spent, t0 = self._spent(), asyncio.get_running_loop().time()
@@ -540,8 +541,24 @@ class Evolution:
                 rec["cost"] = cost
                 return rec
             if not waits:
-                if rec["status"] == "ok":  # a flaky endpoint: few problems errored, left out of the score
-                    rec["cost"] = cost
+                probe = await self._probe() if rec["status"] == "ok" and r > 0 else None
+                if rec["status"] == "ok" and probe is None:  # the endpoint is away now (or the seed's round):
+                    rec["cost"] = cost + (self._probe_cost if r > 0 else 0.0)  # the few errored problems are
+                    return rec  # its failures, left out of the score
+                if rec["status"] == "ok":
+                    # The same problems failed on every try while the endpoint answers: the candidate's own calls
+                    # (answers it made outlast the timeout, say). Left out, they would score it on the problems it
+                    # could answer (a prompt that runs long when unsure drops its wrong answers), so the round has
+                    # no score: failed by name, as when all its problems fail. They stay errored, never wrong.
+                    left = sum(1 for x in rec.get("per_problem") or [] if x.get("errored"))
+                    for k in ("score", "ci_low", "ci_high", "n"):
+                        rec.pop(k, None)
+                    rec.update(status="failed", reason=(
+                        f"{left} of {len(rec.get('per_problem') or [])} problems failed on every try while the "
+                        f"endpoint answered a short probe in {probe:.2f} s, so this candidate's own calls fail there"
+                        " and a score of the rest would flatter it (if its answers need longer, raise the LLM "
+                        "timeout in Settings)"))
+                    rec["cost"] = cost + self._probe_cost
                     return rec
                 probe = await self._probe()
                 if probe is not None and r > 0:
