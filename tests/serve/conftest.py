@@ -68,6 +68,18 @@ def keyed(fake_llm, served_db):
         yield s
 
 
+def alice_and_mallory_keys(db: Path, solver: str = MATH_SEED, mallory: str = "mallory@example.com",
+                           ) -> tuple[keys.ApiKey, str, str]:
+    """A workspace at ``db`` where alice has published ``solver`` and alice and ``mallory`` (owners) hold a key
+    each: alice's key's record, her key, mallory's key."""
+    ws = Workspace(db)
+    published.publish(ws, "solver", solver, "math", created_by="alice@example.com")
+    alice, alice_key = keys.create_key(ws, "alice-ci", "alice@example.com")
+    _, mallory_key = keys.create_key(ws, "mallory-ci", mallory)
+    ws.close_all()
+    return alice, alice_key, mallory_key
+
+
 class Owners(NamedTuple):
     server: Served
     llm: FakeLLMServer
@@ -82,11 +94,7 @@ def two_owners(tmp_path: Path, latency: float = 0.0) -> Iterator[Owners]:
     """A keyed server (as beyond loopback) over a scripted endpoint that answers 42 after ``latency`` s, whose
     workspace has alice's published ``solver`` and a key each for alice and mallory (two owners)."""
     db = tmp_path / "ws.db"
-    ws = Workspace(db)
-    published.publish(ws, "solver", MATH_SEED, "math", created_by="alice@example.com")
-    alice, alice_key = keys.create_key(ws, "alice-ci", "alice@example.com")
-    _, mallory_key = keys.create_key(ws, "mallory-ci", "mallory@example.com")
-    ws.close_all()
+    alice, alice_key, mallory_key = alice_and_mallory_keys(db)
     llm = FakeLLMServer(lambda request: "The answer is 42", latency=latency).start()
     try:
         with Served(db, llm_url=llm.base_url, extra=["--require-key"]) as s:

@@ -27,7 +27,7 @@ from flowcore.serve.limits import quick_bound
 from flowcore.workspace import keys, published
 from flowcore.workspace.store import Workspace
 from tests.helpers.served import Served
-from tests.serve.conftest import MATH_SEED
+from tests.serve.conftest import MATH_SEED, alice_and_mallory_keys
 from tests.serve.test_mcp_spending import _result
 
 # alice's workflow: two LLM calls one after the other (a solver and a checker), as real published workflows have
@@ -54,11 +54,7 @@ def team(tmp_path, fake_llm):
     """A keyed server (as beyond loopback, --timeout 6) whose workspace has alice's two-step ``solver``, a key for
     alice and one for mallory."""
     db = tmp_path / "ws.db"
-    ws = Workspace(db)
-    published.publish(ws, "solver", TWO_STEP, "math", created_by="alice@example.com")
-    _, alice = keys.create_key(ws, "alice-ci", "alice@example.com")
-    _, mallory = keys.create_key(ws, "mallory-ci", "mallory")
-    ws.close_all()
+    _, alice, mallory = alice_and_mallory_keys(db, TWO_STEP, mallory="mallory")
     with Served(db, llm_url=fake_llm.base_url, extra=["--require-key", "--timeout", "6"]) as s:
         yield s, alice, mallory, db
 
