@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +103,15 @@ def stored_trace(db: str | Path, trace_id: str, seconds: float = 10.0) -> Any:
     while (t := traces.load_trace(ws, trace_id)) is None and time.monotonic() < end:
         time.sleep(0.02)
     return t
+
+
+@asynccontextmanager
+async def mcp_client(url: str, key: str) -> AsyncIterator[Any]:
+    """An MCP session (the SDK's own client) on ``url`` (a server's /mcp) that sends ``key`` as its bearer."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60) as http, \
+            Client(streamable_http_client(url, http_client=http)) as c:
+        yield c

@@ -6,7 +6,10 @@ The endpoint echoes the problem (so every client's answer is its own), except: a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -63,3 +66,38 @@ def keyed(fake_llm, served_db):
     with Served(served_db, llm_url=fake_llm.base_url, extra=["--require-key"]) as s:
         s.key, s.key_id = key, rec.id  # type: ignore[attr-defined]
         yield s
+
+
+def alice_and_mallory_keys(db: Path, solver: str = MATH_SEED, mallory: str = "mallory@example.com",
+                           ) -> tuple[keys.ApiKey, str, str]:
+    """A workspace at ``db`` where alice has published ``solver`` and alice and ``mallory`` (owners) hold a key
+    each: alice's key's record, her key, mallory's key."""
+    ws = Workspace(db)
+    published.publish(ws, "solver", solver, "math", created_by="alice@example.com")
+    alice, alice_key = keys.create_key(ws, "alice-ci", "alice@example.com")
+    _, mallory_key = keys.create_key(ws, "mallory-ci", mallory)
+    ws.close_all()
+    return alice, alice_key, mallory_key
+
+
+class Owners(NamedTuple):
+    server: Served
+    llm: FakeLLMServer
+    db: Path
+    alice_id: str  # alice's key's record, to revoke it
+    alice: str  # the keys themselves
+    mallory: str
+
+
+@contextmanager
+def two_owners(tmp_path: Path, latency: float = 0.0) -> Iterator[Owners]:
+    """A keyed server (as beyond loopback) over a scripted endpoint that answers 42 after ``latency`` s, whose
+    workspace has alice's published ``solver`` and a key each for alice and mallory (two owners)."""
+    db = tmp_path / "ws.db"
+    alice, alice_key, mallory_key = alice_and_mallory_keys(db)
+    llm = FakeLLMServer(lambda request: "The answer is 42", latency=latency).start()
+    try:
+        with Served(db, llm_url=llm.base_url, extra=["--require-key"]) as s:
+            yield Owners(s, llm, db, alice.id, alice_key, mallory_key)
+    finally:
+        llm.stop()

@@ -25,7 +25,7 @@ from flowcore.workspace.store import Workspace
 from tests.helpers.fakellm import FakeLLMServer
 from tests.helpers.revproxy import ReverseProxy
 from tests.helpers.served import Served, stored_trace
-from tests.serve.conftest import MATH_SEED, ROOT
+from tests.serve.conftest import MATH_SEED, ROOT, alice_and_mallory_keys
 from tests.serve.test_mcp_spending import _result
 
 HIJACK = MATH_SEED.replace("step by step", "and always answer 13")
@@ -35,11 +35,7 @@ HIJACK = MATH_SEED.replace("step by step", "and always answer 13")
 def alice_and_mallory(tmp_path, fake_llm):
     """A keyed server (as beyond loopback) whose workspace has alice's ``solver``; mallory holds a valid key."""
     db = tmp_path / "ws.db"
-    ws = Workspace(db)
-    published.publish(ws, "solver", MATH_SEED, "math", created_by="alice@example.com")
-    _, alice = keys.create_key(ws, "alice-ci", "alice@example.com")
-    _, mallory = keys.create_key(ws, "mallory-ci", "mallory@example.com")
-    ws.close_all()
+    _, alice, mallory = alice_and_mallory_keys(db)
     with Served(db, llm_url=fake_llm.base_url, extra=["--require-key"]) as s:
         yield s, alice, mallory, db
 

@@ -13,6 +13,8 @@ import json
 import socket
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import httpx
 import httpx2
@@ -25,7 +27,7 @@ from flowcore.serve.limits import quick_bound
 from flowcore.workspace import keys, published
 from flowcore.workspace.store import Workspace
 from tests.helpers.served import Served
-from tests.serve.conftest import MATH_SEED
+from tests.serve.conftest import MATH_SEED, alice_and_mallory_keys
 from tests.serve.test_mcp_spending import _result
 
 # alice's workflow: two LLM calls one after the other (a solver and a checker), as real published workflows have
@@ -44,6 +46,7 @@ TWO_STEP = """flowchart TD
 """
 # mallory's own workflow text whose prompt makes the endpoint take long (a real one: "write 4,000 words")
 HANGING = MATH_SEED.replace("step by step", "step by step. HANG")
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -51,11 +54,7 @@ def team(tmp_path, fake_llm):
     """A keyed server (as beyond loopback, --timeout 6) whose workspace has alice's two-step ``solver``, a key for
     alice and one for mallory."""
     db = tmp_path / "ws.db"
-    ws = Workspace(db)
-    published.publish(ws, "solver", TWO_STEP, "math", created_by="alice@example.com")
-    _, alice = keys.create_key(ws, "alice-ci", "alice@example.com")
-    _, mallory = keys.create_key(ws, "mallory-ci", "mallory")
-    ws.close_all()
+    _, alice, mallory = alice_and_mallory_keys(db, TWO_STEP, mallory="mallory")
     with Served(db, llm_url=fake_llm.base_url, extra=["--require-key", "--timeout", "6"]) as s:
         yield s, alice, mallory, db
 
@@ -74,6 +73,31 @@ async def _mcp(url: str, key: str, tool: str, args: dict) -> object:
         return _result(await c.call_tool(tool, args))
 
 
+async def _while_flooded(flood: Callable[[int, asyncio.Event, Counter], Awaitable[None]], workers: int,
+                         settle: float, victim: Callable[[], Awaitable[T]]) -> tuple[T, Counter]:
+    """Mallory's flood: ``workers`` copies of ``flood(i, stop, tally)``, one every 0.1 s, each sending again as
+    soon as its call ends and counting what it got in ``tally`` until ``stop``. ``settle`` s after the last one
+    started, alice's ``victim()``; then up to 15 s for the flood's first answers (its calls were in flight all
+    along, their answers come at their deadline), and the flood stops. What alice got, and the tally."""
+    stop, tally = asyncio.Event(), Counter()
+
+    async def staggered(i: int) -> None:
+        await asyncio.sleep(i * 0.1)  # mallory's requests arrive all the time
+        await flood(i, stop, tally)
+
+    tasks = [asyncio.create_task(staggered(i)) for i in range(workers)]
+    await asyncio.sleep(workers * 0.1 + settle)
+    got = await victim()
+    end = time.monotonic() + 15
+    while not tally and time.monotonic() < end:
+        await asyncio.sleep(0.1)
+    stop.set()
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return got, tally
+
+
 # Attack: one key holder floods /v1/chat/completions. The served LLM calls of every owner share one concurrency
 # limit (the workspace's `concurrency`, 8), and neither chat nor MCP run_workflow bounds what one owner has in
 # flight. Mallory keeps 32 requests going (each asks something the endpoint takes long over: in the scripted
@@ -87,31 +111,23 @@ def test_one_key_holders_flood_of_chat_requests_makes_anothers_time_out(team):
     url = server.base_url + "/chat/completions"
 
     async def attack() -> tuple[list[tuple[int, float]], Counter]:
-        stop, codes = asyncio.Event(), Counter()
         async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=200)) as c:
-            async def flood(i: int) -> None:
-                await asyncio.sleep(i * 0.1)  # staggered: mallory's requests arrive all the time
+            async def flood(i: int, stop: asyncio.Event, codes: Counter) -> None:
                 while not stop.is_set():
                     try:
                         codes[(await c.post(url, json=_ask(f"HANG {i}"), headers=_auth(mallory))).status_code] += 1
                     except httpx.HTTPError as exc:
                         codes[type(exc).__name__] += 1
 
-            workers = [asyncio.create_task(flood(i)) for i in range(32)]
-            await asyncio.sleep(32 * 0.1 + 2)
-            got = []
-            for k in range(3):
-                t = time.monotonic()
-                r = await c.post(url, json=_ask(f"What is {k} + 2?"), headers=_auth(alice))
-                got.append((r.status_code, round(time.monotonic() - t, 2)))
-            end = time.monotonic() + 15  # mallory's calls were in flight all along: their answers (504s) come now
-            while not codes and time.monotonic() < end:
-                await asyncio.sleep(0.1)
-            stop.set()
-            for w in workers:
-                w.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-        return got, codes
+            async def alices() -> list[tuple[int, float]]:
+                got = []
+                for k in range(3):
+                    t = time.monotonic()
+                    r = await c.post(url, json=_ask(f"What is {k} + 2?"), headers=_auth(alice))
+                    got.append((r.status_code, round(time.monotonic() - t, 2)))
+                return got
+
+            return await _while_flooded(flood, 32, 2, alices)
 
     got, codes = asyncio.run(attack())
     assert sum(codes.values()) > 0, "the flood never reached the server"
@@ -380,10 +396,7 @@ def test_one_key_holders_flood_of_mcp_run_workflow_makes_anothers_chat_time_out(
     server, alice, mallory, _db = team
 
     async def attack() -> tuple[list[int], Counter]:
-        stop, seen = asyncio.Event(), Counter()
-
-        async def flood(i: int) -> None:
-            await asyncio.sleep(i * 0.1)
+        async def flood(i: int, stop: asyncio.Event, seen: Counter) -> None:
             async with httpx2.AsyncClient(headers=[("Authorization", f"Bearer {mallory}")], timeout=60) as http, \
                     Client(streamable_http_client(server.url + "/mcp", http_client=http)) as c:
                 while not stop.is_set():
@@ -391,22 +404,12 @@ def test_one_key_holders_flood_of_mcp_run_workflow_makes_anothers_chat_time_out(
                                                            "task": "math"})
                     seen["error" if r.is_error else "ok"] += 1
 
-        workers = [asyncio.create_task(flood(i)) for i in range(16)]
-        await asyncio.sleep(16 * 0.1 + 3)
-        got = []
-        async with httpx.AsyncClient(timeout=60) as c:
-            for k in range(3):
-                r = await c.post(server.base_url + "/chat/completions", json=_ask(f"What is {k} + 3?"),
-                                 headers=_auth(alice))
-                got.append(r.status_code)
-        end = time.monotonic() + 15  # mallory's calls were in flight all along: their answers (deadline) come now
-        while not seen and time.monotonic() < end:
-            await asyncio.sleep(0.1)
-        stop.set()
-        for w in workers:
-            w.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        return got, seen
+        async def alices() -> list[int]:
+            async with httpx.AsyncClient(timeout=60) as c:
+                return [(await c.post(server.base_url + "/chat/completions", json=_ask(f"What is {k} + 3?"),
+                                      headers=_auth(alice))).status_code for k in range(3)]
+
+        return await _while_flooded(flood, 16, 3, alices)
 
     got, seen = asyncio.run(attack())
     assert seen["error"] > 0, f"mallory's flood never held a slot to its deadline: {seen}"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from pathlib import Path
 
 from flowcore.evaluation.evaluate import evaluate_workflow
@@ -268,7 +267,7 @@ def test_a_long_answer_cannot_hide_its_wrong_part_from_the_judge_in_the_trimmed_
     assert not r.correct, (r.score, r.grade, r.error)
 
 
-def test_a_candidate_whose_answers_read_as_transient_failures_does_not_stop_an_evolution_run(tmp_path, monkeypatch):
+def test_a_candidate_whose_answers_read_as_transient_failures_does_not_stop_an_evolution_run(tmp_path):
     # What the verdict rules above cost an evolution run: a round whose problems are errored *transiently* beyond
     # max_error_rate (10 %) is taken for an endpoint outage, retried after each back-off, then the run stops with
     # EndpointDown ("the LLM endpoint ... kept failing round 1; run the same command again to resume") and the
@@ -279,42 +278,12 @@ def test_a_candidate_whose_answers_read_as_transient_failures_does_not_stop_an_e
     # candidate can cause (BusyTimeout from its own width, a silent stream).
     # Fix direction: the verdict fixes above, and a round retried only when the endpoint was seen failing (the
     # seed's or a probe call's health), not when one candidate's problems errored.
-    from flowcore.evolution.loop import Evolution, EvolutionConfig
-    from flowcore.workspace.store import Workspace
+    from tests.helpers.evolve import evolve, scripted
 
-    data = tmp_path / "gsm8k_small.jsonl"
-    data.write_text("".join(json.dumps({"question": q, "answer": f"... #### {a}"}) + "\n"
-                            for q, a in [("What is 40 + 2?", "42"), ("What is 6 * 7?", "42"),
-                                         ("What is 10 - 3?", "7"), ("What is 2 + 2?", "4")]))
-    seed = (Path(__file__).resolve().parents[2] / "assets" / "examples" / "math_seed.mmd").read_text()
-    proposal = seed.replace("Solve the math problem step by step.",
-                            "Verify every step of your reasoning again and again before you answer. Solve the math "
-                            "problem step by step.")
-    assert proposal != seed
     thought = _completion({"content": None, "reasoning_content": "Let me check that again. " * 100}, "length")
-
-    def respond(request: dict):
-        text = message_text(request)
-        if "workflow optimizer of MermaidFlow" in text:
-            return f"I ask the solver to double-check.\n```mermaid\n{proposal}```"
-        if "judge of MermaidFlow" in text:
-            n = len(re.findall(r"^Candidate \d+ \(", text, re.MULTILINE))
-            return json.dumps({"scores": [{"candidate": i, "coherence": 8, "innovation": 5, "complexity_balance": 7,
-                                           "prompt_quality": 6, "rationale": 5} for i in range(n)]})
-        if "again and again" in text:
-            return thought
-        return "The answer is \\boxed{42}."
-
-    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "MERMAIDFLOW_BUDGET_USD"):
-        monkeypatch.delenv(k, raising=False)
-    with FakeLLMServer(respond) as srv:
-        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        monkeypatch.setenv("MERMAIDFLOW_MAX_RETRIES", "0")
-        ws = Workspace(tmp_path / "w.db")
-        evo = Evolution(ws, EvolutionConfig(benchmark="gsm8k", rounds=1, data_path=str(data)))
-        evo.outage_waits = (0.01, 0.02)
-        result = evo.run()
+    respond = scripted("Verify every step of your reasoning again and again before you answer.", lambda: thought,
+                       why="I ask the solver to double-check.")
+    result, _, _ = evolve(tmp_path, respond, rounds=1)
     assert result["status"] == "finished", result.get("reason")
 
 
