@@ -169,6 +169,9 @@ class History:
             ws.add_columns("evo_runs", {"created_by": "TEXT"})
             ws.add_columns("evo_rounds", {"created_by": "TEXT"})
             ws.ensure_schema("evolution-who", "")
+        if "evolution-unstored" not in ws._schemas:  # paid calls of a round not stored yet (keep_unstored)
+            ws.add_columns("evo_runs", {"unstored_cost": "REAL"})
+            ws.ensure_schema("evolution-unstored", "")
 
     # -- runs ----------------------------------------------------------------------------------------------
     def create_run(self, config: dict, config_key: str, seed_workflow: str, benchmark: str, task: str,
@@ -214,7 +217,8 @@ class History:
     # -- rounds --------------------------------------------------------------------------------------------
     def add_round(self, run_id: int, rec: dict[str, Any]) -> None:
         """Store one round (all of it, in one transaction). ``rec`` uses the column names; *_json columns
-        may be given as Python values under the name without the suffix (``candidates=[...]``)."""
+        may be given as Python values under the name without the suffix (``candidates=[...]``). The run's
+        unstored cost (``keep_unstored``) is added to ``rec["cost"]`` and cleared in the same transaction."""
         if rec.get("status") not in STATUSES:
             raise ValueError(f"round status must be one of {', '.join(STATUSES)}, got {rec.get('status')!r}")
         row = {k: v for k, v in rec.items() if not k.endswith("_json")}
@@ -227,15 +231,17 @@ class History:
         row["run_id"], row["created"] = run_id, time.time()
         row["judge_total"] = _judge_total(rec.get("candidates"), rec.get("chosen"))
         parents = rec.get("parents") or []
-        cols = ", ".join(row)
         with self.ws.transaction() as c:
             if self.guard is not None:
                 self.guard(c)
+            run = c.execute("SELECT created_by, unstored_cost FROM evo_runs WHERE id = ?", (run_id,)).fetchone()
             if "created_by" not in row:  # a round is made by whoever runs its run (a reviewer may say otherwise)
-                who = c.execute("SELECT created_by FROM evo_runs WHERE id = ?", (run_id,)).fetchone()
-                row["created_by"] = (who["created_by"] if who else None) or "local"
-                cols = ", ".join(row)
-            marks = ", ".join("?" * len(row))
+                row["created_by"] = (run["created_by"] if run else None) or "local"
+            carried = float((run["unstored_cost"] if run else None) or 0.0)
+            if carried:  # the paid calls of an earlier, unstored try of this round: charged here, once
+                row["cost"] = rec["cost"] = float(row.get("cost") or 0.0) + carried
+                c.execute("UPDATE evo_runs SET unstored_cost = 0 WHERE id = ?", (run_id,))
+            cols, marks = ", ".join(row), ", ".join("?" * len(row))
             c.execute(f"INSERT INTO evo_rounds({cols}) VALUES ({marks})", tuple(row.values()))
             for p in dict.fromkeys(parents):
                 c.execute("INSERT INTO evo_lineage(run_id, parent, child) VALUES (?,?,?)", (run_id, int(p),
@@ -278,9 +284,24 @@ class History:
         return cols
 
     def spent(self, run_id: int) -> float:
-        """The run's cost so far (one aggregate, no round decoded)."""
+        """The run's cost so far, the unstored calls included (one aggregate, no round decoded)."""
         row = self.ws.query("SELECT SUM(cost) AS s FROM evo_rounds WHERE run_id = ?", (run_id,))[0]
-        return float(row["s"] or 0.0)
+        return float(row["s"] or 0.0) + self.unstored(run_id)
+
+    def unstored(self, run_id: int) -> float:
+        """What the run paid for calls of a round it could not store (kept by ``keep_unstored``)."""
+        rows = self.ws.query("SELECT unstored_cost FROM evo_runs WHERE id = ?", (run_id,))
+        return float((rows[0]["unstored_cost"] if rows else None) or 0.0)
+
+    def keep_unstored(self, run_id: int, cost: float) -> None:
+        """Keep the cost of a round that ends unstored (the endpoint stayed away, the run was cancelled): the
+        budget counts it from now on, and ``add_round`` charges it to the round stored next (the same round
+        made again on resume, its earlier answers then coming from the cache for free)."""
+        with self.ws.transaction() as c:
+            if self.guard is not None:
+                self.guard(c)
+            c.execute("UPDATE evo_runs SET unstored_cost = COALESCE(unstored_cost, 0) + ? WHERE id = ?",
+                      (float(cost), run_id))
 
     def children(self, run_id: int, parent_round: int) -> list[dict]:
         """The rounds drawn from ``parent_round`` (light columns), by round; O(children) with the lineage index."""
@@ -413,7 +434,8 @@ class RunBuffer:
         self.texts: set[str] = set()
         self.text_rounds: list[int] = []  # rounds with a workflow, in order (the judge's history)
         self.text_of: dict[int, str] = {}
-        self.spent = 0.0
+        self.unstored = history.unstored(run_id)  # in ``spent`` until the next stored round carries it
+        self.spent = self.unstored
         self.record: dict[str, list[float]] = {}
         for r in history.ws.query("SELECT round, status, score, ci_low, ci_high, cost, operator, detail, parents_json, "
                                   "workflow_text FROM evo_rounds WHERE run_id = ? ORDER BY round", (run_id,)):
@@ -422,7 +444,9 @@ class RunBuffer:
             self._add(d)
 
     def add(self, rec: dict) -> None:
-        """Account for a round just stored (the loop's record, with Python values)."""
+        """Account for a round just stored (the loop's record, with Python values; its cost carries what was
+        unstored)."""
+        self.spent, self.unstored = self.spent - self.unstored, 0.0
         self._add({"round": rec["round"], "status": rec.get("status"), "score": rec.get("score"),
                    "ci_low": rec.get("ci_low"), "ci_high": rec.get("ci_high"), "cost": rec.get("cost"),
                    "operator": rec.get("operator"), "detail": rec.get("detail"), "parents": rec.get("parents") or [],

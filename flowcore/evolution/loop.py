@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from flowcore.checker.check import check
-from flowcore.evolution import ops, search
+from flowcore.evolution import ops, probe, search
 from flowcore.evolution.history import History, RunBuffer, sample_from_pool
 from flowcore.evolution.judge import Candidate, GuidedJudge, LLMJudge, RuleJudge, Verdict
 from flowcore.evolution.lease import STALE_AFTER, Lease, LeaseLost
@@ -263,6 +263,7 @@ class Evolution:
         self._problems: list | None = None
         self._parsed: dict[int, Workflow] = {}
         self.outage_waits: tuple[float, ...] = OUTAGE_WAITS
+        self.probe_window = probe.PROBE_WINDOW  # how long a probe that gets no answer in time is asked again
         self._lease: Lease | None = None
         self._lease_stale = lease_stale_after or STALE_AFTER
         self.lost: str | None = None  # why this process lost the run to another (its lease was taken over)
@@ -443,8 +444,14 @@ class Evolution:
             raise Cancelled
         if self._budget_left() is not None and self._budget_left() <= 0:
             return "stopped", f"budget of ${cfg.budget:g} used up"
-        rec = await self._attempts(nxt)
+        spent0 = self._spent()
+        try:
+            rec = await self._attempts(nxt)
+        except (EndpointDown, Cancelled):
+            self._keep_unstored(run_id, self._spent() - spent0)
+            raise
         if nxt == 0 and rec["status"] == "failed":
+            self._keep_unstored(run_id, float(rec.get("cost") or 0.0))
             return "stopped", f"the seed round failed, so there is nothing to evolve: {rec.get('reason')}"
         await self._store(run_id, rec)
         self._buffer().add(rec)
@@ -477,22 +484,45 @@ class Evolution:
                             rec["round"], exc, wait)
                 await self._pause(wait)
 
+    def _keep_unstored(self, run_id: int, cost: float) -> None:
+        """The paid calls of a round that ends unstored stay in the run's spend (History.keep_unstored): a resume
+        gets their answers from the cache for free, and the budget must still count them."""
+        if cost <= 0:
+            return
+        try:
+            self.history.keep_unstored(run_id, cost)
+        except (LeaseLost, sqlite3.Error) as exc:  # the run's stop is what matters now: say what was not kept
+            log.warning("run %s: $%.6f of calls of an unstored round could not be kept in its spend: %s", run_id,
+                        cost, exc)
+
     async def _probe(self) -> float | None:
         """Seconds a one-word call took, or None when it failed (or there is no client): is the endpoint up?"""
-        self._probe_cost = 0.0  # never an earlier probe's
-        if self.llm is None:
-            return None
-        spent, t0 = self._spent(), asyncio.get_running_loop().time()
-        try:  # a fresh salt: a cached answer would say nothing about the endpoint now
-            await self.llm.chat("Reply with the word OK.", role="executor", max_tokens=4,
-                                cache_salt=f"probe:{random.random()}")
-        except Exception:  # noqa: BLE001 - any failure means: not shown to be up
-            return None
-        finally:
-            self._probe_cost = self._spent() - spent
-        return asyncio.get_running_loop().time() - t0
+        return None if self.llm is None else (await probe.ask(self.llm)).seconds
 
-    _probe_cost = 0.0
+    async def _endpoint_answers(self, rec: dict) -> tuple[bool, str]:
+        """Does the endpoint answer, now, calls like the ones round ``rec`` failed (see probe.py)? (yes or no, what
+        showed it, in words that follow "while")."""
+        if self.llm is None:
+            return False, "there was no LLM client to probe the endpoint with"
+        waited = await probe.answered_within(self.llm, self.probe_window, self._pause)
+        if waited is None:
+            return False, "the endpoint did not answer a short probe either"
+        ref = next((p for p in rec.get("parents") or [] if p in self._buffer().text_of), 0)
+        before = (self.history.get_round(int(self.run_id or 0), ref) or {}).get("per_problem") or []
+        problem = probe.reference_problem(rec.get("per_problem") or [], before, self._load_problems())
+        said = f"the endpoint answered a short probe in {waited:.2f} s"
+        try:
+            res = (await self._measure(self._parsed_round(ref), [problem], fresh=True)).results[0]
+            error = res.error if _errored(res) else None
+        except (Cancelled, LeaseLost):
+            raise
+        except Exception as exc:  # noqa: BLE001 - not shown to answer: the endpoint's, never the candidate's
+            error = f"{type(exc).__name__}: {exc}"
+        if error is not None:
+            return False, (f"{said} but not round {ref}'s workflow (measured before) on problem {getattr(problem, 'id', '?')}"
+                           f" with the same timeout ({error}): every call of normal length fails there now")
+        return True, (f"{said} and round {ref}'s workflow (measured before) answered problem {problem.id} in "
+                      f"{res.latency:.2f} s with the same timeout")
 
     async def _pause(self, seconds: float) -> None:
         """Sleep, but stop at once when the run is cancelled (or lost to another process)."""
@@ -541,44 +571,49 @@ class Evolution:
                 rec["cost"] = cost
                 return rec
             if not waits:
-                probe = await self._probe() if rec["status"] == "ok" and r > 0 else None
-                if rec["status"] == "ok" and probe is None:  # the endpoint is away now (or the seed's round):
-                    rec["cost"] = cost + (self._probe_cost if r > 0 else 0.0)  # the few errored problems are
-                    return rec  # its failures, left out of the score
-                if rec["status"] == "ok":
-                    # The same problems failed on every try while the endpoint answers: the candidate's own calls
-                    # (answers it made outlast the timeout, say). Left out, they would score it on the problems it
-                    # could answer (a prompt that runs long when unsure drops its wrong answers), so the round has
-                    # no score: failed by name, as when all its problems fail. They stay errored, never wrong.
-                    left = sum(1 for x in rec.get("per_problem") or [] if x.get("errored"))
-                    for k in ("score", "ci_low", "ci_high", "n"):
-                        rec.pop(k, None)
-                    rec.update(status="failed", reason=(
-                        f"{left} of {len(rec.get('per_problem') or [])} problems failed on every try while the "
-                        f"endpoint answered a short probe in {probe:.2f} s, so this candidate's own calls fail there"
-                        " and a score of the rest would flatter it (if its answers need longer, raise the LLM "
-                        "timeout in Settings)"))
-                    rec["cost"] = cost + self._probe_cost
-                    return rec
-                probe = await self._probe()
-                if probe is not None and r > 0:
-                    # Every try failed yet the endpoint answers now: the candidate's own calls are what fail (a
-                    # prompt whose answers outlast the client's timeout, say). Its problems stay errored, never
-                    # wrong; the round is failed by name and the run goes on, where stopping would halt it for
-                    # good (a resumed run draws the same cached proposal).
-                    rec["reason"] = (f"{rec.get('reason')}; every try failed while the endpoint answered a short "
-                                     f"probe in {probe:.2f} s, so this candidate's own calls fail (if its answers "
-                                     "need longer, raise the LLM timeout in Settings)")
-                    rec["cost"] = cost + self._probe_cost
-                    return rec
-                hint = "" if probe is None else (f"; the endpoint answered a short probe in {probe:.2f} s, so the seed's"
-                                                 " own calls fail: if its answers need longer, raise the LLM timeout")
-                raise EndpointDown(f"the LLM endpoint or the workspace kept failing round {r} ({rec.get('reason')}){hint}; "
-                                   "the round was not stored: run the same command again to resume once it is back")
+                return await self._settle(r, rec, cost)
             wait = waits.pop(0)
             log.warning("round %s: the endpoint or the workspace database failed (%s); trying again in %g s", r,
                         rec.get("reason"), wait)
             await self._pause(wait)
+
+    async def _settle(self, r: int, rec: dict, cost: float) -> dict:
+        """A round still failing after every back-off: the candidate's own failure when the endpoint answers calls
+        like its failed ones (stored failed by name, the run goes on: stopping would halt it for good, as a resumed
+        run draws the same cached proposal); else the endpoint's: EndpointDown (the run stops, resumable), or for a
+        measured round whose few errored problems it failed, its score on the rest with those shown as not run."""
+        spent = self._spent()
+        if r == 0:  # the seed has no reference: the probe only hints
+            rec["cost"] = cost
+            if rec["status"] == "ok":
+                return rec
+            took = await self._probe()
+            hint = "" if took is None else (f"; the endpoint answered a short probe in {took:.2f} s, so the seed's "
+                                            "own calls fail: if its answers need longer, raise the LLM timeout")
+            raise EndpointDown(f"the LLM endpoint or the workspace kept failing round 0 ({rec.get('reason')}){hint}; "
+                               "the round was not stored: run the same command again to resume once it is back")
+        answers, why = await self._endpoint_answers(rec)
+        rec["cost"] = cost + self._spent() - spent
+        if not answers:
+            if rec["status"] == "ok":
+                return rec
+            raise EndpointDown(f"the LLM endpoint or the workspace kept failing round {r} ({rec.get('reason')}); "
+                               f"{why}; the round was not stored: run the same command again to resume once it is "
+                               "back")
+        raise_timeout = "if its answers need longer, raise the LLM timeout in Settings"
+        if rec["status"] == "ok":
+            # Left out, its errored problems would score it on the ones it could answer (a prompt that runs past
+            # the timeout on the problems it gets wrong), so the round has no score. They stay errored, never wrong.
+            left = sum(1 for x in rec.get("per_problem") or [] if x.get("errored"))
+            for k in ("score", "ci_low", "ci_high", "n"):
+                rec.pop(k, None)
+            rec.update(status="failed", reason=(
+                f"{left} of {len(rec.get('per_problem') or [])} problems failed on every try while {why}, so this "
+                f"candidate's own calls fail there and a score of the rest would flatter it ({raise_timeout})"))
+        else:
+            rec["reason"] = (f"{rec.get('reason')}; every try failed while {why}, so this candidate's own calls fail "
+                             f"({raise_timeout})")
+        return rec
 
     def summary(self, rec: dict) -> dict:
         return {"run": self.run_id, "round": rec["round"], "status": rec["status"], "score": rec.get("score"),
@@ -802,9 +837,10 @@ class Evolution:
                                   split_file=cfg.split_file)
         return self._problems
 
-    async def _measure(self, w: Workflow, problems: list, *, repeat: int = 0) -> Any:
+    async def _measure(self, w: Workflow, problems: list, *, repeat: int = 0, fresh: bool = False) -> Any:
         """One validation evaluation. A ``repeat`` > 0 draws fresh samples: its calls are cached under their own
-        salt, so they reach the endpoint once and a round retried after an outage gets the same answers."""
+        salt, so they reach the endpoint once and a round retried after an outage gets the same answers. ``fresh``:
+        no call is read from or written to the cache (a probe of the endpoint now)."""
         if self.evaluator is not None:
             report = await self.evaluator(w, problems)
         else:
@@ -812,7 +848,7 @@ class Evolution:
             from flowcore.evaluation.evaluate import evaluate_workflow
             from flowcore.execution import cluster
 
-            llm = self.llm
+            llm = uncached(self.llm) if fresh else self.llm
             if repeat and hasattr(llm, "salted"):  # Ray tasks rebuild the client from settings: bypass the cache
                 llm = uncached(llm) if cluster.enabled() else llm.salted(f"repeat{repeat}")
             report = await evaluate_workflow(w, self.config.benchmark, problems, llm=llm,

@@ -78,13 +78,15 @@ CREATE INDEX IF NOT EXISTS llm_calls_run ON llm_calls(run_id);
 class LLMError(Exception):
     """The endpoint failed after the client's retries, or answered something that is not a completion.
     ``transient``: the endpoint was unreachable, overloaded or garbling (worth retrying later), as opposed to
-    a request it refuses (HTTP 4xx) or a setting."""
+    a request it refuses (HTTP 4xx) or a setting. ``timed_out``: no answer came within the client's timeout (a
+    slow or queued endpoint), as opposed to one that said no at once (a refused connection, an error status)."""
 
     transient = False
+    timed_out = False
 
-    def __init__(self, message: str, *, transient: bool = False) -> None:
+    def __init__(self, message: str, *, transient: bool = False, timed_out: bool = False) -> None:
         super().__init__(message)
-        self.transient = transient
+        self.transient, self.timed_out = transient, timed_out
 
 
 class ResultNotStored(sqlite3.OperationalError):
@@ -640,7 +642,7 @@ class LLM:
                 message = self._redact(f"LLM call failed ({where}): {error.message}")
                 self._record(role, Reply("", model, 0, 0, 0.0, latency, False), message)
                 kind = ContextOverflow if error.overflow else Refused if error.refused else LLMError
-                raise kind(message, transient=error.transient)
+                raise kind(message, transient=error.transient, timed_out=error.timed_out)
             attempt += 1
             text, pt, ct, problem = _extract(resp, sent, counted)
             paid = Reply(text, model, pt, ct, s.cost(model, pt, ct) if problem is None else 0.0, latency, False)
