@@ -239,7 +239,7 @@ class History:
                 row["created_by"] = (run["created_by"] if run else None) or "local"
             carried = float((run["unstored_cost"] if run else None) or 0.0)
             if carried:  # the paid calls of an earlier, unstored try of this round: charged here, once
-                row["cost"] = rec["cost"] = float(row.get("cost") or 0.0) + carried
+                row["cost"] = float(row.get("cost") or 0.0) + carried
                 c.execute("UPDATE evo_runs SET unstored_cost = 0 WHERE id = ?", (run_id,))
             cols, marks = ", ".join(row), ", ".join("?" * len(row))
             c.execute(f"INSERT INTO evo_rounds({cols}) VALUES ({marks})", tuple(row.values()))
@@ -247,6 +247,8 @@ class History:
                 c.execute("INSERT INTO evo_lineage(run_id, parent, child) VALUES (?,?,?)", (run_id, int(p),
                                                                                              int(rec["round"])))
             _touch(c, run_id)
+        if carried:  # told only once it is committed (a failed write is tried again with ``rec`` as it was)
+            rec["cost"] = row["cost"]
         self.ws.checkpoint()  # each round's log folded in: the SQLite WAL stays bounded over a long run
 
     def rounds(self, run_id: int) -> list[dict]:

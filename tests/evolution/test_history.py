@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from flowcore.evolution.history import History, sample_parents, selection_probabilities, top_k
+from flowcore.evolution.history import History, RunBuffer, sample_parents, selection_probabilities, top_k
 from flowcore.workspace.store import Workspace
 
 
@@ -104,3 +104,20 @@ def test_a_bad_round_is_not_half_written(hist):
     assert len(hist.rounds(run)) == 1 and hist.run(run).offline is True
     with pytest.raises(KeyError, match="no evolution run 99"):
         hist.run(99)
+
+
+def test_the_cost_of_an_unstored_round_is_spent_until_the_next_stored_round_carries_it_once(hist):
+    run = hist.create_run({}, "k", "flowchart TD\n", "gsm8k", "math", offline=False)
+    _add(hist, run, 0, 0.5, [], "seed")
+    hist.keep_unstored(run, 0.25)  # round 1 paid for, then the run stopped before storing it
+    hist.keep_unstored(run, 0.125)  # and once more on a resume that stopped again
+    buf = RunBuffer(hist, run)
+    assert hist.spent(run) == pytest.approx(0.385) and buf.spent == pytest.approx(0.385)
+    rec = {"round": 1, "workflow_text": "flowchart TD\n%% 1\n", "parents": [0], "operator": "insert",
+           "score": 0.6, "status": "ok", "cost": 0.01}
+    hist.add_round(run, rec)
+    assert rec["cost"] == pytest.approx(0.385) and hist.get_round(run, 1)["cost"] == pytest.approx(0.385)
+    buf.add(rec)
+    assert hist.unstored(run) == 0 and hist.spent(run) == pytest.approx(0.395) and buf.spent == pytest.approx(0.395)
+    _add(hist, run, 2, 0.7, [1], "insert")  # charged once: the next round carries nothing
+    assert hist.get_round(run, 2)["cost"] == pytest.approx(0.01) and hist.spent(run) == pytest.approx(0.405)
