@@ -305,6 +305,25 @@ def scroll_under_header(locator) -> None:
     wait_for_still(locator.page)
 
 
+def choose(page, box, option, attempts: int = 4) -> None:
+    """Open the select box ``box`` and click its option named ``option`` (a string or a compiled pattern).
+
+    A rerun that lands between the click and the list (a dialog rebuilt under load) closes the list again,
+    so the box is reopened until the option shows, a state waited for, never a fixed time."""
+    wanted = page.get_by_role("option", name=option).first
+    for attempt in range(attempts):
+        wait_for_app(page)
+        box.click()
+        try:
+            wanted.wait_for(state="visible", timeout=5_000)
+            break
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            page.keyboard.press("Escape")
+    wanted.click()
+
+
 def goto_page(page, app: StreamlitApp, url_path: str = "/", timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
     """Open `url_path` of the app (e.g. "/" or "/Editor") and wait until its script has run."""
     page.goto(app.url + "/" + url_path.lstrip("/"), wait_until="domcontentloaded", timeout=timeout_ms)

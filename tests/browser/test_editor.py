@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import (
+    choose,
     goto_page,
     no_exceptions,
     runs_sent,
@@ -93,8 +94,7 @@ def test_screenshot_of_an_example(page, streamlit_app):
     """Open the HumanEval case study from the example loader and keep a screenshot for the README."""
     page.set_viewport_size({"width": 1600, "height": 1000})
     goto_page(page, streamlit_app, "/editor")
-    page.get_by_label("Example").first.click()
-    page.get_by_role("option", name="humaneval_case_study").click()
+    choose(page, page.get_by_label("Example").first, "humaneval_case_study")
     wait_for_app(page)
     page.get_by_role("button", name="Load example").click()
     wait_for_app(page)
@@ -144,8 +144,7 @@ def test_the_canvas_node_dialog_is_the_apps_and_writes_the_text(page, streamlit_
     expect(dialog).to_contain_text("Node C1")
     expect(dialog.locator("textarea")).to_have_value("Solve it.")
     assert page.get_by_text("Node Width").count() == 0 and flow.get_by_text("Draggable").count() == 0
-    dialog.get_by_label("Operator type").click()
-    page.get_by_role("option", name=re.compile("^AnswerGenerate —")).click()
+    choose(page, dialog.get_by_label("Operator type"), re.compile("^AnswerGenerate —"))
     wait_for_app(page)
     dialog.get_by_role("button", name="Apply").click()
     wait_for_app(page)

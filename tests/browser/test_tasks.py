@@ -17,7 +17,15 @@ from flowcore.evolution import History
 from flowcore.tasks.saved import saved
 from flowcore.workspace.store import Workspace
 
-from .conftest import APP_ENV, goto_page, no_exceptions, save_screenshot, scroll_under_header, wait_for_app
+from .conftest import (
+    APP_ENV,
+    choose,
+    goto_page,
+    no_exceptions,
+    save_screenshot,
+    scroll_under_header,
+    wait_for_app,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -95,8 +103,8 @@ def test_upload_map_metric_save_evolve_and_compare(page, streamlit_app):
     wait_for_app(page)
     expect(page.get_by_role("combobox", name="Benchmark or task")).to_have_value("capitals")
     picker = page.get_by_role("combobox", name=re.compile(r"^Workflows"))
-    picker.click()  # the IO and CoT baselines are picked by default; add the run's best round
-    page.get_by_role("option", name=re.compile(rf"^run #{run_id} · round")).first.click()
+    # the IO and CoT baselines are picked by default; add the run's best round
+    choose(page, picker, re.compile(rf"^run #{run_id} · round"))
     page.keyboard.press("Escape")
     wait_for_app(page)
     _number(page, "Problems (0 = the whole split)", "8")
