@@ -129,7 +129,7 @@ def show(stored) -> None:
                                 "calls": st.column_config.NumberColumn(format="localized")})
     if cv.graded_note(c):
         st.caption(f":material/gavel: {cv.graded_note(c)}")
-    st.altair_chart(cv.pareto_figure(c), key=f"cmp_pareto_{stored.id}")
+    widgets.chart(cv.pareto_figure(c), key=f"cmp_pareto_{stored.id}")
     agree = cv.agreement_frame(c)
     if not agree.empty:
         n_dis = int((~agree["agree"]).sum())

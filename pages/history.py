@@ -103,10 +103,10 @@ def buffer_table(view: hv.RunView, offline: bool) -> None:
 
 def charts(view: hv.RunView, run_id: int) -> None:
     c = st.columns(2)
-    c[0].altair_chart(view.score_figure(), key="hist_curve")
+    widgets.chart(view.score_figure(), key="hist_curve", where=c[0])
     picked = ss.get(f"hist_round_{run_id}", view.cols["round"][-1])  # the Round box below: its name is drawn
     if (cost := view.cost_figure(picked)) is not None:
-        c[1].altair_chart(cost, key="hist_cost")
+        widgets.chart(cost, key="hist_cost", where=c[1])
     else:
         c[1].info("Cost vs score needs measured rounds; this run has none.", icon=":material/info:")
 
@@ -175,7 +175,7 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
     samp = evs.sampling_frame(row)
     c = st.columns([1, 1.8])  # the candidates' table has eight columns; the chart has a few bars
     if len(samp):
-        c[0].altair_chart(hv.sampling_figure(samp), key="hist_sampling")
+        widgets.chart(hv.sampling_figure(samp), key="hist_sampling", where=c[0])
     else:
         c[0].caption("The seed round has no parent sampling.")
     cands = hv.candidates_table(evs.candidates_frame(row))
@@ -228,7 +228,7 @@ def main() -> None:
     pick = st.selectbox("Round", rounds, index=len(rounds) - 1, key=f"hist_round_{run_id}", format_func=labels.get)
     st.subheader("Lineage")
     fig, caption = view.lineage(pick)
-    st.altair_chart(fig, key="hist_lineage")
+    widgets.chart(fig, key="hist_lineage")
     st.caption(caption)
     row = h.get_round(run_id, pick)  # the one round shown in detail is the only one read in full
     first_parent = (row["parents"] or [None])[0] if row else None
