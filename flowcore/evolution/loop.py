@@ -511,13 +511,19 @@ class Evolution:
         before = (self.history.get_round(int(self.run_id or 0), ref) or {}).get("per_problem") or []
         problem = probe.reference_problem(rec.get("per_problem") or [], before, self._load_problems())
         said = f"the endpoint answered a short probe in {waited:.2f} s"
-        try:
-            res = (await self._measure(self._parsed_round(ref), [problem], fresh=True)).results[0]
-            error = res.error if _errored(res) else None
-        except (Cancelled, LeaseLost):
-            raise
-        except Exception as exc:  # noqa: BLE001 - not shown to answer: the endpoint's, never the candidate's
-            error = f"{type(exc).__name__}: {exc}"
+        start = asyncio.get_running_loop().time()
+        while True:  # asked again while it times out: the candidate's own abandoned generations may still run
+            try:
+                res = (await self._measure(self._parsed_round(ref), [problem], fresh=True)).results[0]
+                error = res.error if _errored(res) else None
+            except (Cancelled, LeaseLost):
+                raise
+            except Exception as exc:  # noqa: BLE001 - not shown to answer: the endpoint's, never the candidate's
+                error = f"{type(exc).__name__}: {exc}"
+            if error is None or "timed out" not in error or \
+                    asyncio.get_running_loop().time() - start >= self.probe_window:
+                break
+            await self._pause(probe.PROBE_PAUSE)
         if error is not None:
             return False, (f"{said} but not round {ref}'s workflow (measured before) on problem {getattr(problem, 'id', '?')}"
                            f" with the same timeout ({error}): every call of normal length fails there now")

@@ -181,6 +181,7 @@ def test_a_good_candidate_is_not_failed_by_name_when_load_slows_every_normal_ans
             return Fault(body="OK", delay=(0.15 if load["on"] else 0.001) * 1)  # one word: quick even now
         return None
 
+    monkeypatch.setattr("flowcore.evolution.probe.PROBE_WINDOW", 3.0)  # the load outlasts any window
     data, respond, _ = _setup(tmp_path, monkeypatch, n, answer, extra=probe)
     with FakeLLMServer(respond) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
