@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from flowcore.llm.client import run_usage
 from flowcore.workspace.store import Workspace
 
 DDL = """
@@ -136,6 +137,11 @@ def sample_from_pool(pool: list[dict], rng: random.Random, n: int = 1, *, alpha:
 
 
 # ------------------------------------------------------------------------------------------------ storage
+
+def run_tag(run_id: int | str) -> str:
+    """The run's name in the workspace's LLM call log (``llm_calls.run_id``): every client evolving it logs so."""
+    return f"evo-{run_id}"
+
 
 @dataclass
 class RunInfo:
@@ -286,9 +292,27 @@ class History:
         return cols
 
     def spent(self, run_id: int) -> float:
-        """The run's cost so far, the unstored calls included (one aggregate, no round decoded)."""
+        """The run's cost so far as its budget counts it: what its rounds and unstored calls were charged, or what
+        the call log says its calls cost when that is more (``charged_spent``, ``logged``; one aggregate each)."""
+        return max(self.charged_spent(run_id), self.logged(run_id))
+
+    def charged_spent(self, run_id: int) -> float:
+        """The stored rounds' costs plus the unstored calls (``keep_unstored``)."""
         row = self.ws.query("SELECT SUM(cost) AS s FROM evo_rounds WHERE run_id = ?", (run_id,))[0]
         return float(row["s"] or 0.0) + self.unstored(run_id)
+
+    def logged(self, run_id: int) -> float:
+        """What the workspace's call log says the run's paid calls cost (every call of the run's client is logged
+        under ``run_tag`` as it is answered, before any round is stored).
+
+        Why the budget takes the larger of this and ``charged_spent`` (rather than adding what the log has past
+        some mark): both count the same calls, and a call can be logged yet charged nowhere (a SIGKILL or power
+        loss mid-round, a round dropped by an error that kept no unstored cost), never charged twice. So the
+        maximum counts each call once whichever record has it, and nothing recovered is written back, so asking
+        again never adds it twice; it needs no mark that a delayed log row (kept in memory through a database
+        outage) could fall on the wrong side of. Costs the log lacks (an injected evaluator's own) are in the
+        charged total. What the log holds past the charged total stays counted for the rest of the run."""
+        return float(run_usage(self.ws, run_tag(run_id)).cost or 0.0)
 
     def unstored(self, run_id: int) -> float:
         """What the run paid for calls of a round it could not store (kept by ``keep_unstored``)."""
@@ -444,6 +468,10 @@ class RunBuffer:
             d = dict(r)
             d["parents"] = json.loads(d.pop("parents_json") or "[]")
             self._add(d)
+        # Paid calls in the call log that no round or unstored cost holds (a process killed mid-round; see
+        # History.logged): counted from now on; each round stored later adds its own cost to both records alike.
+        self.recovered = max(0.0, history.logged(run_id) - self.spent)
+        self.spent += self.recovered
 
     def add(self, rec: dict) -> None:
         """Account for a round just stored (the loop's record, with Python values; its cost carries what was

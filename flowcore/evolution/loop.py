@@ -29,10 +29,11 @@ from typing import Any
 
 from flowcore.checker.check import check
 from flowcore.evolution import ops, probe, search
-from flowcore.evolution.history import History, RunBuffer, sample_from_pool
+from flowcore.evolution.history import History, RunBuffer, run_tag, sample_from_pool
 from flowcore.evolution.judge import Candidate, GuidedJudge, LLMJudge, RuleJudge, Verdict
 from flowcore.evolution.lease import STALE_AFTER, Lease, LeaseLost
 from flowcore.evolution.optimizer import Optimizer, rewrite_prompt
+from flowcore.llm.client import BudgetExceeded
 from flowcore.mermaid.reader import WorkflowSyntaxError, parse, to_mermaid
 from flowcore.model import Workflow
 from flowcore.workspace import health
@@ -320,7 +321,7 @@ class Evolution:
                 settings = replace(settings, cache=False)
             if self.config.budget is not None:
                 settings = replace(settings, budget_usd=max(0.0, self.config.budget - spent))
-            self.llm = LLM(settings, self.ws, run_id=f"evo-{self.run_id}")
+            self.llm = LLM(settings, self.ws, run_id=run_tag(self.run_id))
             self.llm.guard = self._lease.verify if self._lease is not None else None
         self._started = True
         return self.run_id
@@ -360,7 +361,19 @@ class Evolution:
             self.lease()
             return await self._arun(run_id)
         finally:
+            self._write_call_log()
             self.release()
+
+    def _write_call_log(self) -> None:
+        """Write the call-log rows a database outage left in memory before this process lets the run go: the
+        log is what a resume counts the paid calls of a round that was never stored by (History.logged)."""
+        if self.llm is None or not hasattr(self.llm, "flush"):
+            return
+        try:
+            self.llm.flush()
+        except Exception as exc:  # noqa: BLE001 - the run's end is what matters now: say what was not written
+            log.warning("run %s: %s LLM call-log rows could not be written: %s", self.run_id,
+                        getattr(self.llm, "unwritten", "some"), exc)
 
     async def _arun(self, run_id: int) -> dict:
         cfg = self.config
@@ -516,10 +529,12 @@ class Evolution:
             try:
                 res = (await self._measure(self._parsed_round(ref), [problem], fresh=True)).results[0]
                 error = res.error if _errored(res) else None
-            except (Cancelled, LeaseLost):
+            except (Cancelled, LeaseLost, BudgetExceeded):
                 raise
             except Exception as exc:  # noqa: BLE001 - not shown to answer: the endpoint's, never the candidate's
                 error = f"{type(exc).__name__}: {exc}"
+            if error is not None and _BUDGET in error:  # refused by the run's budget: no word on the endpoint
+                raise BudgetExceeded(error[error.index(_BUDGET) + len(_BUDGET):])
             if error is None or "timed out" not in error or \
                     asyncio.get_running_loop().time() - start >= self.probe_window:
                 break
@@ -593,12 +608,18 @@ class Evolution:
             rec["cost"] = cost
             if rec["status"] == "ok":
                 return rec
-            took = await self._probe()
+            try:
+                took = await self._probe()
+            except BudgetExceeded as exc:
+                return _budget_spent(rec, exc, cost + self._spent() - spent)
             hint = "" if took is None else (f"; the endpoint answered a short probe in {took:.2f} s, so the seed's "
                                             "own calls fail: if its answers need longer, raise the LLM timeout")
             raise EndpointDown(f"the LLM endpoint or the workspace kept failing round 0 ({rec.get('reason')}){hint}; "
                                "the round was not stored: run the same command again to resume once it is back")
-        answers, why = await self._endpoint_answers(rec)
+        try:
+            answers, why = await self._endpoint_answers(rec)
+        except BudgetExceeded as exc:
+            return _budget_spent(rec, exc, cost + self._spent() - spent)
         rec["cost"] = cost + self._spent() - spent
         if not answers:
             if rec["status"] == "ok":
@@ -925,6 +946,20 @@ class Evolution:
 # failing node wraps its cause: "NodeError: node C1 (CustomOp) failed: LLMError: ..."). An injected evaluator
 # may return results without the harness's ``errored`` flag: their message says it.
 _INFRA_ERRORS = ("LLMError", "BudgetExceeded", "NotConfigured")
+
+
+_BUDGET = "BudgetExceeded: "  # how a call the run's budget refused shows in a problem's error
+
+
+def _budget_spent(rec: dict, exc: BudgetExceeded, cost: float) -> dict:
+    """Round ``rec`` failed on every try and the run's budget refused the calls that would tell whose failure it
+    was (the probe, the reference run): the budget is spent, not the endpoint down. The round is stored failed as
+    a round whose own call the budget refused is, by the same reason (its cost charged), and the run stops so."""
+    for k in ("score", "ci_low", "ci_high", "n"):
+        rec.pop(k, None)
+    rec.update(status="failed", cost=cost,
+               reason=f"{_BUDGET}{exc} (round {rec['round']} had failed on every try: {rec.get('reason')})")
+    return rec
 
 
 def _errored(x: Any) -> bool:

@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from flowcore.llm.client import BudgetExceeded
+
 PROBE_TEXT = "Reply with the word OK."
 # Seconds a probe that gets no answer in time is asked again: room for a server to finish the calls the client
 # abandoned (a dead endpoint says so at once; only a silent one is waited for this long).
@@ -34,11 +36,14 @@ class Asked:
 
 
 async def ask(llm: Any) -> Asked:
-    """One short call with a fresh cache salt: a cached answer would say nothing about the endpoint now."""
+    """One short call with a fresh cache salt: a cached answer would say nothing about the endpoint now.
+    BudgetExceeded is raised, not answered: a call the run's budget refused says nothing about the endpoint."""
     t0 = time.monotonic()
     try:
         await llm.chat(PROBE_TEXT, role="executor", max_tokens=4, cache_salt=f"probe:{uuid.uuid4().hex}")
-    except Exception as exc:  # noqa: BLE001 - any failure means: not shown to be up
+    except BudgetExceeded:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any other failure means: not shown to be up
         return Asked(None, bool(getattr(exc, "timed_out", False)))
     return Asked(time.monotonic() - t0)
 

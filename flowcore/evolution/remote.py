@@ -35,6 +35,7 @@ class _Evolver:
     def run(self, workspace: str, run_id: int, settings: dict | None, api_key: str | None) -> dict:
         import time
 
+        from flowcore.evolution.history import run_tag
         from flowcore.evolution.lease import STALE_AFTER, RunBusy
         from flowcore.evolution.loop import Evolution
         from flowcore.llm.client import LLM, LLMSettings
@@ -44,7 +45,7 @@ class _Evolver:
         _started(ws, run_id)
         llm = None
         if settings is not None:
-            llm = LLM(LLMSettings.from_public_dict(settings, api_key=api_key), ws, run_id=f"evo-{run_id}")
+            llm = LLM(LLMSettings.from_public_dict(settings, api_key=api_key), ws, run_id=run_tag(run_id))
         try:
             evo = Evolution.resume(ws, run_id, llm=llm)
             deadline = time.monotonic() + STALE_AFTER + 10

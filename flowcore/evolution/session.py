@@ -19,7 +19,7 @@ import pandas as pd
 
 from flowcore.checker.check import check
 from flowcore.evaluation import store as es
-from flowcore.evolution.history import History, RunInfo
+from flowcore.evolution.history import History, RunInfo, run_tag
 from flowcore.evolution.judge import CRITERIA, Candidate, Verdict
 from flowcore.evolution.lease import holder as lease_holder
 from flowcore.evolution.loop import Cancelled, Evolution, EvolutionConfig, Review
@@ -205,7 +205,7 @@ def _spawn(evo: Evolution, llm: LLM | None, gate: ReviewGate | None) -> jobs.Job
     cfg, run_id = evo.config, int(evo.run_id or 0)
     total = cfg.rounds + 1
     if llm is not None:
-        llm.run_id = f"evo-{run_id}"  # LLM call log rows name the run
+        llm.run_id = run_tag(run_id)  # LLM call log rows name the run (its budget counts them)
 
     async def target(ctx: jobs.JobContext) -> dict:
         from flowcore.evaluation.evaluate import evaluate_workflow

@@ -90,9 +90,11 @@ def _remote_fn(name: str, fn: Callable, **options: Any) -> Any:
 # -- evaluation -------------------------------------------------------------------------------------------------
 
 def solve_problem(workflow_text: str, benchmark: str, problem: Any, settings: dict, api_key: str | None,
-                  workspace: str | None, timeout: float | None, salt: str = "") -> Any:
+                  workspace: str | None, timeout: float | None, salt: str = "", run_id: str | None = None) -> Any:
     """One problem, run and scored: the body of a Ray task (also callable locally, which the tests compare).
-    ``salt``: the driver's cache salt (a served owner's), so the worker reads and fills the same cache."""
+    ``salt``: the driver's cache salt (a served owner's), so the worker reads and fills the same cache; ``run_id``:
+    the driver's call-log name, so the worker's paid calls are logged as the run's (an evolution run's budget
+    counts them from the log after a crash: History.logged)."""
     from flowcore.execution.runner import make_runner
     from flowcore.execution.runtime import prepare
     from flowcore.llm.client import LLM, LLMSettings
@@ -103,7 +105,7 @@ def solve_problem(workflow_text: str, benchmark: str, problem: Any, settings: di
 
     plan = prepare(parse(workflow_text), kind_of_problem(problem))
     ws = Workspace(workspace) if workspace else None
-    llm = LLM(LLMSettings.from_public_dict(settings, api_key=api_key), ws)
+    llm = LLM(LLMSettings.from_public_dict(settings, api_key=api_key), ws, run_id=run_id)
     llm.salt = salt
     try:
         return asyncio.run(_solve(make_runner(plan, llm), problem, timeout, Scorer(llm)))
@@ -138,7 +140,7 @@ async def evaluate(workflow_text: str, benchmark: str, problems: list, *, llm: A
     while nxt < total or pending:
         while nxt < total and len(pending) < concurrency and not (cancel is not None and cancel.is_set()):
             ref = task.remote(workflow_text, benchmark, problems[nxt], settings, llm.settings.api_key, target,
-                              timeout, str(getattr(llm, "salt", "") or ""))
+                              timeout, str(getattr(llm, "salt", "") or ""), getattr(llm, "run_id", None))
             pending[ref] = nxt
             nxt += 1
         if cancel is not None and cancel.is_set() and nxt < total:

@@ -72,7 +72,7 @@ def test_ray_evaluation_matches_local(local_ray, ws, monkeypatch):
         monkeypatch.delenv(cluster.ENV)
         local = asyncio.run(evaluate_workflow(w, "gsm8k", problems, llm=LLM(settings, ws), concurrency=2))
         monkeypatch.setenv(cluster.ENV, "local")
-        llm = LLM(settings, ws)
+        llm = LLM(settings, ws, run_id="evo-7")  # the driver's call-log name (an evolution run's)
         seen = []
         remote = asyncio.run(evaluate_workflow(w, "gsm8k", problems, llm=llm, concurrency=2,
                                                progress=lambda d, n, r: seen.append((d, n))))
@@ -86,6 +86,8 @@ def test_ray_evaluation_matches_local(local_ray, ws, monkeypatch):
     assert requests % 2 == 0 and requests >= 2 * len(problems)  # both runs made the same calls
     # the workers logged their calls in the same workspace
     assert ws.query("SELECT COUNT(*) AS n FROM llm_calls")[0]["n"] == requests
+    # ... under the driver's name, so a run's budget finds them in the log after a crash (History.logged)
+    assert ws.query("SELECT COUNT(*) AS n FROM llm_calls WHERE run_id = 'evo-7'")[0]["n"] == requests // 2
 
 
 def test_evolution_as_a_detached_ray_job(local_ray, tmp_path):
