@@ -178,13 +178,16 @@ else:  # `streamlit run app.py` finds `app` below and serves it: every request p
     from streamlit.starlette import App
 
     from flowcore.serve import slow
+    from flowcore.ui.browser_cookie import BrowserCookie
     from flowcore.ui.deeplinks import PageBase
 
     try:  # the names this server answers to (DNS rebinding: a foreign Host is refused), read once at start
         _hosts = webguard.Hosts.served(st.get_option("server.address"))
     except ValueError as _e:
         sys.exit(f"MermaidFlow Studio cannot start: {_e}")
-    # the guard first; then a page opened by its address (/editor) learns where the app's root is (no 404s)
+    # the guard first; then a page opened by its address (/editor) learns where the app's root is (no 404s),
+    # and a new browser gets its id cookie with the page
     app = App(Path(__file__).name, middleware=[Middleware(webguard.WebGuard, hosts=_hosts),
-                                               Middleware(PageBase, pages=[u for _, _, u, _ in PAGES])])
+                                               Middleware(PageBase, pages=[u for _, _, u, _ in PAGES]),
+                                               Middleware(BrowserCookie)])
     slow.install()  # a request head that never ends closes its connection (slowloris), as `flowcore serve` does

@@ -14,7 +14,7 @@ import streamlit as st
 from flowcore.execution import sandbox
 from flowcore.llm.client import LLMSettings, public_url
 from flowcore.mermaid import safe
-from flowcore.ui import access, endpoints
+from flowcore.ui import access, browser_cookie, endpoints
 from flowcore.workspace import drafts
 from flowcore.workspace.store import Workspace, is_postgres
 
@@ -94,31 +94,24 @@ def llm_settings() -> LLMSettings:
 # Session state holds it while the browser tab lives; flowcore.workspace.drafts keeps it in the URL and in this
 # browser's draft row, so a reload, a copied link or the back button reopens it.
 
-COOKIE = "mf_browser"
 _SYNCED = "mf_synced"
 
 
 def browser_id() -> str:
-    """This browser's id: from its cookie, else a new one (set as a cookie for the next visit)."""
+    """This browser's id: from its cookie (set by the server with the page: flowcore.ui.browser_cookie), else a
+    new one for this session (a browser that refuses cookies, or no request: AppTest)."""
     if "mf_browser" not in st.session_state:
         try:
-            cookie = st.context.cookies.get(COOKIE)
+            cookie = st.context.cookies.get(browser_cookie.COOKIE)
         except Exception:  # noqa: BLE001 - no request context (AppTest): one id per session
             cookie = None
         st.session_state["mf_browser"] = cookie if drafts.valid_browser_id(cookie) else drafts.new_browser_id()
-        st.session_state["mf_browser_new"] = not drafts.valid_browser_id(cookie)
     return st.session_state["mf_browser"]
 
 
 def tab_id() -> str:
     """This tab's id (a browser session): its draft row is its own, so two tabs never overwrite each other's work."""
     return st.session_state.setdefault("mf_tab", drafts.new_tab_id())
-
-
-def _set_cookie() -> None:
-    if st.session_state.pop("mf_browser_new", False):
-        st.html(f"<script>document.cookie = '{COOKIE}={browser_id()}; path=/; max-age=31536000; "
-                "SameSite=Lax';</script>", unsafe_allow_javascript=True)
 
 
 def _open() -> drafts.OpenWorkflow:
@@ -162,7 +155,6 @@ def sync_open_workflow() -> None:
     """After each run: this browser's draft row and the URL follow the open workflow. A text that holds the
     API key in use is kept out of both."""
     wf = _open()
-    _set_cookie()
     key = st.session_state.get(KEY_STATE) or os.environ.get("OPENAI_API_KEY") or ""
     try:
         params = drafts.remember(workspace(), browser_id(), wf, st.session_state.get(_SYNCED), api_key=key,

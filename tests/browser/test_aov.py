@@ -283,7 +283,7 @@ def test_a_reload_mid_run_reopens_the_live_run_with_the_settings_it_runs_with(pa
             _key(page, "aov_run").locator("button").click()
             running = page.get_by_text(re.compile(r"Running now: win \(coder(#\d)?, \d+\.\d s\)$"))
             expect(running).to_be_visible(timeout=30_000)
-            page.wait_for_function("() => document.cookie.includes('mf_browser=')")
+            assert [c for c in page.context.cookies() if c["name"] == "mf_browser" and c["httpOnly"]]
             for view in (page, page.context.new_page()):  # a reload, then a second tab of this browser
                 if view is page:
                     page.reload(wait_until="domcontentloaded")
@@ -325,7 +325,9 @@ def test_a_link_to_the_page_on_a_fresh_server_opens_inside_the_app(browser, tmp_
         page.goto(url + path, wait_until="domcontentloaded")
         wait_for_app(page, timeout_ms=60_000)
         expect(page.get_by_role("link", name="Editor")).to_be_visible()
-        page.wait_for_function("() => document.cookie.includes('mf_browser=')")
+        # the id cookie came with the page, out of reach of the page's scripts
+        assert [c for c in page.context.cookies() if c["name"] == "mf_browser" and c["httpOnly"]]
+        assert "mf_browser" not in page.evaluate("document.cookie")
         assert no_exceptions(page) == []
     finally:
         ctx.close()

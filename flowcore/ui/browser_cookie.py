@@ -1,0 +1,63 @@
+"""This browser's id cookie (``mf_browser``: its drafts and each page's state are kept under it), set by the
+server on the page the browser opens.
+
+It used to be set by a script element on the first page view: a second script run's worth of elements and
+Streamlit's sanitiser chunk on every first visit. Set here, in the HTML response, it is already in the
+websocket's request when the session starts (``st.context.cookies``), and it can be HttpOnly: no script on the
+page ever needs to read it. ASGI middleware (no Streamlit import); ``app.py`` hands it to ``st.App``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from http.cookies import CookieError, SimpleCookie
+
+from flowcore.workspace.drafts import new_browser_id, valid_browser_id
+
+COOKIE = "mf_browser"
+MAX_AGE = 365 * 24 * 3600
+
+
+def browser_cookie(header: bytes | None) -> str | None:
+    """The valid browser id in a Cookie request header, else None."""
+    if not header:
+        return None
+    jar = SimpleCookie()
+    try:
+        jar.load(header.decode("latin-1"))
+    except CookieError:  # a malformed header from some other site's cookie: a new id
+        return None
+    value = jar[COOKIE].value if COOKIE in jar else None
+    return value if valid_browser_id(value) else None
+
+
+def set_cookie_header(browser: str, secure: bool) -> tuple[bytes, bytes]:
+    attrs = f"{COOKIE}={browser}; Path=/; Max-Age={MAX_AGE}; HttpOnly; SameSite=Lax" + ("; Secure" if secure else "")
+    return b"set-cookie", attrs.encode("ascii")
+
+
+class BrowserCookie:
+    """ASGI middleware: an HTML page answered to a browser without a valid id cookie sets a new one."""
+
+    def __init__(self, app: Callable) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope.get("type") != "http" or scope.get("method") != "GET":
+            await self.app(scope, receive, send)
+            return
+        sent = dict((k.lower(), v) for k, v in scope.get("headers") or ())
+        if browser_cookie(sent.get(b"cookie")):
+            await self.app(scope, receive, send)
+            return
+        secure = scope.get("scheme") == "https" or sent.get(b"x-forwarded-proto") == b"https"
+
+        async def patched(message: dict) -> None:
+            if message["type"] == "http.response.start" and message.get("status") == 200:
+                headers = list(message.get("headers") or ())
+                kind = next((v for k, v in headers if k.lower() == b"content-type"), b"")
+                if kind.startswith(b"text/html"):
+                    message = {**message, "headers": headers + [set_cookie_header(new_browser_id(), secure)]}
+            await send(message)
+
+        await self.app(scope, receive, patched)

@@ -1,0 +1,65 @@
+"""The browser id cookie the server sets with the page (flowcore/ui/browser_cookie.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from flowcore.ui.browser_cookie import COOKIE, BrowserCookie, browser_cookie
+from flowcore.workspace.drafts import new_browser_id, valid_browser_id
+
+
+def _serve(kind: bytes = b"text/html", status: int = 200, method: str = "GET", cookie: bytes | None = None,
+           scheme: str = "http", forwarded: bytes | None = None) -> list[dict]:
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", kind)]})
+        await send({"type": "http.response.body", "body": b"<html></html>"})
+
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+
+    headers = [(b"cookie", cookie)] if cookie is not None else []
+    if forwarded:
+        headers.append((b"x-forwarded-proto", forwarded))
+    scope = {"type": "http", "method": method, "path": "/", "scheme": scheme, "headers": headers}
+    asyncio.run(BrowserCookie(app)(scope, None, send))
+    return sent
+
+
+def _set_cookies(sent: list[dict]) -> list[str]:
+    return [v.decode() for k, v in sent[0]["headers"] if k == b"set-cookie"]
+
+
+def test_a_new_browser_gets_a_new_http_only_id_with_the_page():
+    first, second = _set_cookies(_serve()), _set_cookies(_serve())
+    assert len(first) == len(second) == 1
+    for header in first + second:
+        name, value = header.split(";")[0].split("=")
+        assert name == COOKIE and valid_browser_id(value)
+        assert "HttpOnly" in header and "SameSite=Lax" in header and "Path=/" in header
+        assert "Secure" not in header
+    assert first != second  # every browser its own
+
+
+def test_a_browser_with_an_id_keeps_it():
+    mine = new_browser_id()
+    assert _set_cookies(_serve(cookie=f"other=1; {COOKIE}={mine}".encode())) == []
+    assert browser_cookie(f"{COOKIE}={mine}".encode()) == mine
+
+
+def test_a_forged_or_broken_id_is_replaced():
+    for bad in [f"{COOKIE}=../../etc", f"{COOKIE}=x" * 3, f'{COOKIE}="<script>"', "garbage;;==;", "\x00\x01"]:
+        assert browser_cookie(bad.encode("latin-1")) is None
+        assert len(_set_cookies(_serve(cookie=bad.encode("latin-1")))) == 1, bad
+
+
+def test_only_html_pages_set_it():
+    assert _set_cookies(_serve(kind=b"application/javascript")) == []
+    assert _set_cookies(_serve(status=404)) == []
+    assert _serve(method="POST")[0]["headers"] == [(b"content-type", b"text/html")]
+
+
+def test_behind_https_it_is_secure():
+    assert "Secure" in _set_cookies(_serve(scheme="https"))[0]
+    assert "Secure" in _set_cookies(_serve(forwarded=b"https"))[0]
