@@ -28,6 +28,7 @@ from flowcore.ui import access, webguard
 if __name__ == "__main__":  # a page view. Not when `streamlit run` imports this module to serve it (below): a
     # component declared then, before the app runs, is never registered and its files are not served (404)
     from flowcore import check, is_valid, parse_lenient
+    from flowcore.ui import warm
     from flowcore.workspace import health, library
     from flowcore.workspace.health import WorkspaceDamaged
     from pages import common, keep, widgets
@@ -172,12 +173,14 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # Streamlit runs this script for every page view
-    main()
+    with warm.page_view():  # the server's warm-up waits meanwhile
+        main()
 else:  # `streamlit run app.py` finds `app` below and serves it: every request passes the web guard first
     from starlette.middleware import Middleware
     from streamlit.starlette import App
 
     from flowcore.serve import slow
+    from flowcore.ui import warm
     from flowcore.ui.browser_cookie import BrowserCookie
     from flowcore.ui.deeplinks import PageBase
 
@@ -186,8 +189,9 @@ else:  # `streamlit run app.py` finds `app` below and serves it: every request p
     except ValueError as _e:
         sys.exit(f"MermaidFlow Studio cannot start: {_e}")
     # the guard first; then a page opened by its address (/editor) learns where the app's root is (no 404s),
-    # and a new browser gets its id cookie with the page
-    app = App(Path(__file__).name, middleware=[Middleware(webguard.WebGuard, hosts=_hosts),
+    # and a new browser gets its id cookie with the page. Every request first holds off the warm-up.
+    app = App(Path(__file__).name, middleware=[Middleware(warm.Activity), Middleware(webguard.WebGuard, hosts=_hosts),
                                                Middleware(PageBase, pages=[u for _, _, u, _ in PAGES]),
                                                Middleware(BrowserCookie)])
     slow.install()  # a request head that never ends closes its connection (slowloris), as `flowcore serve` does
+    warm.start(ROOT / "pages")  # the first view of each page as quick as the second
