@@ -71,11 +71,11 @@ def home() -> None:
     for name, task, text in library.examples():
         w, _ = parse_lenient(text)
         rows.append({"name": name, "task": task, "nodes": len(w.nodes), "edges": len(w.edges),
-                     "prompts": len(w.prompts), "valid": is_valid(check(text, task))})
+                     "prompts": len(w.prompts), "valid": "yes" if is_valid(check(text, task)) else "no"})
     if not rows:
         st.warning(f"No examples found in {library.EXAMPLES_DIR}.")
     else:
-        st.dataframe(rows, hide_index=True, placeholder="—", width="stretch")
+        st.table(rows, hide_index=True)  # a few static rows: a plain table draws at once, the grid does not
         names = [r["name"] for r in rows]
         pick = st.selectbox("Preview", names, index=names.index(common.DEFAULT_EXAMPLE)
                             if common.DEFAULT_EXAMPLE in names else 0, key="home_example")
