@@ -116,11 +116,14 @@ def test_one_long_line_reads_in_linear_time():
     the line; they are tried only where their word comes before the skip ends, so the line reads in linear time."""
     import time
 
-    def cpu(n: int) -> float:
+    def cpu(n: int) -> float:  # the least of 3 reads: the process's other threads (an earlier test's) add noise
         text = "flowchart TD;" + "A-->B;" * n
-        t = time.process_time()
-        check(text)
-        return time.process_time() - t
+        spent = []
+        for _ in range(3):
+            t = time.process_time()
+            check(text)
+            spent.append(time.process_time() - t)
+        return min(spent)
 
     small, big = cpu(5_000), cpu(20_000)
     assert big < 5.0, f"the 120 KB one-line chain took {big:.2f} s of CPU"  # was > 120 s
