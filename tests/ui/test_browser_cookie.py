@@ -63,3 +63,16 @@ def test_only_html_pages_set_it():
 def test_behind_https_it_is_secure():
     assert "Secure" in _set_cookies(_serve(scheme="https"))[0]
     assert "Secure" in _set_cookies(_serve(forwarded=b"https"))[0]
+
+
+def test_a_hostile_cookie_header_is_read_in_linear_time():
+    """Every request passes here: a 64 KB header of quotes and backslashes (quadratic in SimpleCookie,
+    CVE-2024-7592) is read at once."""
+    import time
+
+    for header in [b'a="' + b"\\\\" * 32_000 + b'"', b";" * 64_000, b"=" * 64_000, (b"x=1; " * 12_000)]:
+        t = time.process_time()
+        assert browser_cookie(header) is None
+        assert time.process_time() - t < 0.05
+    mine = new_browser_id()
+    assert browser_cookie(b"x=1; " * 10_000 + f"{COOKIE}={mine}".encode()) == mine
