@@ -20,13 +20,27 @@ MAX_AGE = 365 * 24 * 3600
 def browser_cookie(header: bytes | None) -> str | None:
     """The valid browser id in a Cookie request header, else None. Split by hand, in one pass: the standard
     library's SimpleCookie takes quadratic time on some headers (CVE-2024-7592, unfixed in this Python), and every
-    request of every visitor passes here."""
+    request of every visitor passes here. Read as the page will read it (Starlette's ``cookie_parser``, behind
+    ``st.context.cookies``): the last ``mf_browser`` in the header wins."""
+    found: bytes | None = None
     for part in (header or b"").split(b";"):
         name, _, value = part.partition(b"=")
         if name.strip() == COOKIE.encode():
-            browser = value.strip().decode("latin-1")
-            return browser if valid_browser_id(browser) else None
-    return None
+            found = value.strip()
+    if found is None:
+        return None
+    browser = found.decode("latin-1")
+    return browser if valid_browser_id(browser) else None
+
+
+def defused(header: bytes) -> bytes:
+    """``header`` without its pairs holding both a quote and a backslash. Streamlit reads every request's cookies
+    (its session middleware) with Starlette's ``cookie_parser``, which unquotes each value with the standard
+    library's ``_unquote``: quadratic on backslashes (CVE-2024-7592, unfixed in this Python), one 30 KB header held
+    the whole server ~3 s. No cookie this app reads (its id, Streamlit's XSRF and login cookies) is ever quoted."""
+    if b"\\" not in header:
+        return header
+    return b";".join(p for p in header.split(b";") if not (b"\\" in p and b'"' in p))
 
 
 def set_cookie_header(browser: str, secure: bool) -> tuple[bytes, bytes]:
@@ -35,16 +49,24 @@ def set_cookie_header(browser: str, secure: bool) -> tuple[bytes, bytes]:
 
 
 class BrowserCookie:
-    """ASGI middleware: an HTML page answered to a browser without a valid id cookie sets a new one."""
+    """ASGI middleware: an HTML page answered to a browser without a valid id cookie sets a new one; every
+    request's and websocket's Cookie header is ``defused`` on its way to Streamlit."""
 
     def __init__(self, app: Callable) -> None:
         self.app = app
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope.get("type") != "http" or scope.get("method") != "GET":
+        if scope.get("type") not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        sent = dict((k.lower(), v) for k, v in scope.get("headers") or ())
+        raw = list(scope.get("headers") or ())
+        if any(k.lower() == b"cookie" and b"\\" in v for k, v in raw):  # before Streamlit reads it
+            raw = [(k, defused(v) if k.lower() == b"cookie" else v) for k, v in raw]
+            scope = {**scope, "headers": raw}
+        if scope["type"] != "http" or scope.get("method") != "GET":
+            await self.app(scope, receive, send)
+            return
+        sent = dict((k.lower(), v) for k, v in reversed(raw))  # the first of each, as Starlette's Headers.get
         if browser_cookie(sent.get(b"cookie")):
             await self.app(scope, receive, send)
             return

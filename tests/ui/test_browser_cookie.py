@@ -76,3 +76,49 @@ def test_a_hostile_cookie_header_is_read_in_linear_time():
         assert time.process_time() - t < 0.05
     mine = new_browser_id()
     assert browser_cookie(b"x=1; " * 10_000 + f"{COOKIE}={mine}".encode()) == mine
+
+
+def _seen_by_streamlit(headers: list[tuple[bytes, bytes]], kind: str = "http") -> list[tuple[bytes, bytes]]:
+    seen: list = []
+
+    async def app(scope, receive, send):
+        seen.append(scope["headers"])
+
+    async def send(message):
+        return None
+
+    asyncio.run(BrowserCookie(app)({"type": kind, "method": "GET", "path": "/", "headers": headers}, None, send))
+    return seen[0]
+
+
+def test_streamlit_reads_no_hostile_cookie_header_after_it():
+    """Streamlit's session middleware parses every request's cookies with Starlette's cookie_parser, which unquotes
+    each value with the standard library's quadratic _unquote (CVE-2024-7592): a 60 KB header of backslashes held
+    the whole server ~9 s. What reaches Streamlit, for a request and for a websocket, is read at once, and the
+    other cookies are kept."""
+    import time
+
+    from starlette.requests import cookie_parser
+
+    mine = new_browser_id()
+    for hostile in [b'a="' + b"\\\\" * 30_000 + b'"', b'"' + b"\\\\" * 30_000, b'b=1; c="x\\' + b"\\\\" * 30_000 + b'"']:
+        for kind in ("http", "websocket"):
+            header = f"x=1; {COOKIE}={mine}; ".encode() + hostile + b"; _streamlit_xsrf=2|ab|cd|1"
+            seen = dict(_seen_by_streamlit([(b"host", b"h"), (b"cookie", header)], kind))
+            t = time.process_time()
+            cookies = cookie_parser(seen[b"cookie"].decode("latin-1"))
+            assert time.process_time() - t < 0.05, (hostile[:10], kind)
+            assert cookies["x"] == "1" and cookies[COOKIE] == mine and cookies["_streamlit_xsrf"] == "2|ab|cd|1"
+    ordinary = [(b"cookie", b'x=1; y="quoted"; z=a\\b')]
+    assert _seen_by_streamlit(ordinary) == ordinary  # nothing to defuse: left as it came
+
+
+def test_the_id_it_keeps_is_the_one_the_page_reads():
+    """Starlette (st.context.cookies) takes the first Cookie header and the last mf_browser in it; a header read
+    the other way round answered a browser whose page would use a broken id with no new one, or replaced a
+    good one."""
+    mine = new_browser_id()
+    assert browser_cookie(f"{COOKIE}=broken; {COOKIE}={mine}".encode()) == mine
+    assert browser_cookie(f"{COOKIE}={mine}; {COOKIE}=broken".encode()) is None
+    assert len(_set_cookies(_serve(cookie=f"{COOKIE}={mine}; {COOKIE}=broken".encode()))) == 1
+    assert _set_cookies(_serve(cookie=f"{COOKIE}=broken; {COOKIE}={mine}".encode())) == []
