@@ -49,7 +49,7 @@ def set_cookie_header(browser: str, secure: bool) -> tuple[bytes, bytes]:
 
 
 class BrowserCookie:
-    """ASGI middleware: an HTML page answered to a browser without a valid id cookie sets a new one; every
+    """ASGI middleware: an HTML page sets the browser's id cookie (a new id when it has no valid one); every
     request's and websocket's Cookie header is ``defused`` on its way to Streamlit."""
 
     def __init__(self, app: Callable) -> None:
@@ -67,9 +67,9 @@ class BrowserCookie:
             await self.app(scope, receive, send)
             return
         sent = dict((k.lower(), v) for k, v in reversed(raw))  # the first of each, as Starlette's Headers.get
-        if browser_cookie(sent.get(b"cookie")):
-            await self.app(scope, receive, send)
-            return
+        # a browser's own id is sent back as it is: HttpOnly (a cookie an older version set from a script was not),
+        # and its year counts from this visit
+        browser = browser_cookie(sent.get(b"cookie")) or new_browser_id()
         secure = scope.get("scheme") == "https" or sent.get(b"x-forwarded-proto") == b"https"
 
         async def patched(message: dict) -> None:
@@ -77,7 +77,7 @@ class BrowserCookie:
                 headers = list(message.get("headers") or ())
                 kind = next((v for k, v in headers if k.lower() == b"content-type"), b"")
                 if kind.startswith(b"text/html"):
-                    message = {**message, "headers": headers + [set_cookie_header(new_browser_id(), secure)]}
+                    message = {**message, "headers": headers + [set_cookie_header(browser, secure)]}
             await send(message)
 
         await self.app(scope, receive, patched)

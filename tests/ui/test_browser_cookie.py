@@ -42,9 +42,10 @@ def test_a_new_browser_gets_a_new_http_only_id_with_the_page():
     assert first != second  # every browser its own
 
 
-def test_a_browser_with_an_id_keeps_it():
+def test_a_browser_with_an_id_keeps_it_and_gets_it_back_http_only():
     mine = new_browser_id()
-    assert _set_cookies(_serve(cookie=f"other=1; {COOKIE}={mine}".encode())) == []
+    (back,) = _set_cookies(_serve(cookie=f"other=1; {COOKIE}={mine}".encode()))
+    assert back.startswith(f"{COOKIE}={mine};") and "HttpOnly" in back  # an old script-set cookie is upgraded
     assert browser_cookie(f"{COOKIE}={mine}".encode()) == mine
 
 
@@ -120,5 +121,7 @@ def test_the_id_it_keeps_is_the_one_the_page_reads():
     mine = new_browser_id()
     assert browser_cookie(f"{COOKIE}=broken; {COOKIE}={mine}".encode()) == mine
     assert browser_cookie(f"{COOKIE}={mine}; {COOKIE}=broken".encode()) is None
-    assert len(_set_cookies(_serve(cookie=f"{COOKIE}={mine}; {COOKIE}=broken".encode()))) == 1
-    assert _set_cookies(_serve(cookie=f"{COOKIE}=broken; {COOKIE}={mine}".encode())) == []
+    (fresh,) = _set_cookies(_serve(cookie=f"{COOKIE}={mine}; {COOKIE}=broken".encode()))
+    assert not fresh.startswith(f"{COOKIE}={mine};")  # the page would read "broken": a new id
+    (kept,) = _set_cookies(_serve(cookie=f"{COOKIE}=broken; {COOKIE}={mine}".encode()))
+    assert kept.startswith(f"{COOKIE}={mine};")  # the page reads this one: it is sent back
