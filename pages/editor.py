@@ -17,7 +17,7 @@ from flowcore.ui import canvas as cv
 from flowcore.ui import view
 from flowcore.ui.words import count
 from flowcore.workspace import library
-from pages import common, conflicts, serve_parts, widgets
+from pages import canvas_parts, common, conflicts, serve_parts, widgets
 from pages.ace import ace
 from pages.common import md
 
@@ -219,7 +219,7 @@ if not readable:
 elif st.toggle("Draw on a canvas", key="ed_canvas", help="Add typed nodes from a palette, connect and delete "
                "them; the text follows. Loaded on demand: it is the heaviest part of the page"
                + (f", and slow with {len(w.nodes):,} nodes." if len(w.nodes) > view.CANVAS_MAX_NODES else ".")):
-    widgets.canvas(w, task, apply_drawing)
+    canvas_parts.canvas(w, task, apply_drawing)
 
 st.subheader("Prompts")
 names = list(dict.fromkeys([n.prompt for n in w.nodes.values() if n.prompt] + list(w.prompts)))
