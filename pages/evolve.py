@@ -56,10 +56,14 @@ def run_view(run_id: int, key: str) -> None:
         st.markdown(f"**Latest round #{last['round']}** · {md(edit_name(last['operator']))} · {last['status']}{score} "
                     f"· {md(story.judge_words(last['judge']))}")
         st.caption(safe.markdown(edit_detail(last["detail"] or last["reason"])))  # the optimizer's words
-        st.dataframe(story.candidate_rows(last), hide_index=True,
-                     placeholder="—", width="stretch", key=f"evo_cands_{key}",
-                     column_config={"what happened": st.column_config.TextColumn(width="large"),
-                                    "operator": st.column_config.TextColumn("edit", help=EDIT_HELP)})
+        cands = story.candidate_rows(last)
+        # built only when opened: the grid is the costliest thing this page draws on its first view
+        box = st.expander(f"The {len(cands)} candidates of round #{last['round']} and what became of each",
+                          key=f"evo_cands_open_{key}", on_change="rerun", icon=":material/table_rows:")
+        if box.open:
+            box.dataframe(cands, hide_index=True, placeholder="—", width="stretch", key=f"evo_cands_{key}",
+                          column_config={"what happened": st.column_config.TextColumn(width="large"),
+                                         "operator": st.column_config.TextColumn("edit", help=EDIT_HELP)})
 
 
 @st.fragment(run_every=1.0)
@@ -81,6 +85,29 @@ def live(job_id: str) -> None:
 
 # -- new run / resume --------------------------------------------------------------------------------------------
 
+SEARCH_DEFAULTS = {"evo_alpha": 0.2, "evo_lam": 0.3, "evo_topk": 4, "evo_seed": 0, "evo_ops": list(OPERATORS)}
+
+
+def search_settings(shown: bool) -> tuple:
+    """(α, λ, top-k, seed, edits): the boxes when shown, else what they hold (kept by pages/keep.py) or the
+    defaults."""
+    if not shown:
+        return tuple(ss.get(k, v) for k, v in SEARCH_DEFAULTS.items())
+    c = st.columns(4)
+    alpha = c[0].number_input("Favour the best parents (α)", min_value=0.0, value=0.2, step=0.05, key="evo_alpha",
+                              help="How strongly parents with higher scores are preferred: 0 picks among the top "
+                              "rounds evenly, 0.2 (the papers') makes a round 10 points better about 7 times as likely.")
+    lam = c[1].number_input("Share picked at random (λ)", min_value=0.0, max_value=1.0, value=0.3, step=0.05,
+                            key="evo_lam", help="The share of parent picks made uniformly at random, whatever the "
+                            "scores, so weaker rounds still get explored.")
+    top = c[2].number_input("Parents from the best", min_value=1, max_value=50, value=4, key="evo_topk",
+                            help="How many of the best rounds so far parents are drawn from (top-k)")
+    seed = c[3].number_input("Random seed", min_value=0, value=0, key="evo_seed")
+    ops = st.multiselect("Edits the optimizer may make", list(OPERATORS), default=list(OPERATORS), key="evo_ops",
+                         format_func=edit_name, help=EDIT_HELP)
+    return alpha, lam, top, seed, ops
+
+
 def new_run(settings, configured: bool, busy: bool) -> None:
     st.subheader("New run")
     text, task, name = widgets.pick_workflow("evo_pick_seed")
@@ -90,7 +117,7 @@ def new_run(settings, configured: bool, busy: bool) -> None:
     options = es.benchmarks_for(task, common.workspace())
     if not options:
         return st.info(f"No {task} task yet: make one on the Tasks page.", icon=":material/dataset:")
-    c = st.columns(4)
+    c = st.columns([2, 1.2, 1, 1.2, 1.2])
     bench = c[0].selectbox("Benchmark or task", options, index=options.index(es.default_benchmark(task, name, common.workspace())),
                            key=f"evo_bench_{task}")
     limit = c[1].number_input("Validation problems (0 = all)", min_value=0, value=5, key="evo_limit",
@@ -98,29 +125,23 @@ def new_run(settings, configured: bool, busy: bool) -> None:
                               "of the validation split.")
     rounds = c[2].number_input("Rounds", min_value=1, max_value=200, value=5, key="evo_rounds")
     k = c[3].number_input("Candidates per round (K)", min_value=1, max_value=16, value=4, key="evo_k")
-    c = st.columns(5)
-    alpha = c[0].number_input("Favour the best parents (α)", min_value=0.0, value=0.2, step=0.05, key="evo_alpha",
-                              help="How strongly parents with higher scores are preferred: 0 picks among the top "
-                              "rounds evenly, 0.2 (the papers') makes a round 10 points better about 7 times as likely.")
-    lam = c[1].number_input("Share picked at random (λ)", min_value=0.0, max_value=1.0, value=0.3, step=0.05,
-                            key="evo_lam", help="The share of parent picks made uniformly at random, whatever the "
-                            "scores, so weaker rounds still get explored.")
-    top = c[2].number_input("Parents from the best", min_value=1, max_value=50, value=4, key="evo_topk",
-                            help="How many of the best rounds so far parents are drawn from (top-k)")
-    budget = c[3].number_input("Budget in $ (0 = none)", min_value=0.0, value=0.0, step=0.1, key="evo_budget",
+    budget = c[4].number_input("Budget in $ (0 = none)", min_value=0.0, value=0.0, step=0.1, key="evo_budget",
                                disabled=not configured)
-    seed = c[4].number_input("Random seed", min_value=0, value=0, key="evo_seed")
-    ops = st.multiselect("Edits the optimizer may make", list(OPERATORS), default=list(OPERATORS), key="evo_ops",
-                         format_func=edit_name, help=EDIT_HELP)
     mode = st.radio("Candidates come from", list(MODES), format_func=MODES.get, horizontal=True, key="evo_mode",
                     index=0 if configured else 1, disabled=not configured)
     if not configured:
         st.caption("The LLM optimizer needs an endpoint: this run will use the programmatic operators and the "
                    "rule-based judge, and its rounds will be structure-only (no score measured).")
-    protocol = run_options(configured)
+    # The search's finer settings are built only when opened (a closed box keeps what was set, else the defaults)
+    more = st.expander("Search settings: parents, edits, repeats, the test split", key="evo_more",
+                       on_change="rerun", icon=":material/tune:")
+    with more:
+        alpha, lam, top, seed, ops = search_settings(more.open)
+        protocol = run_options(configured, more.open)
     review = st.toggle("Review each round's candidates before evaluation", key="evo_review")
     if st.button("Launch", type="primary", icon=":material/rocket_launch:", key="evo_launch",
-                 disabled=busy or not valid or not ops, help="One run at a time" if busy else None):
+                 disabled=busy or not valid or not ops, help="One run at a time" if busy else None if ops else
+                 "No edit is allowed: pick at least one under Search settings"):
         cfg = EvolutionConfig(benchmark=bench, rounds=int(rounds), candidates=int(k), seed=int(seed),
                               workflow=text, alpha=float(alpha), lam=float(lam), top_k=int(top), operators=ops,
                               budget=float(budget) or None, limit=int(limit) or None, mode=mode, **protocol)

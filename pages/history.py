@@ -31,6 +31,8 @@ from pages.protocol_parts import rescore_controls, test_section
 ss = st.session_state
 RUN_KEY, REEVAL_KEY = "hist_run", "hist_reeval_job"
 PCT = st.column_config.NumberColumn(format="percent")
+TAB_KEY = "hist_tab"  # kept across page switches and reloads (pages/keep.py)
+SECTIONS = ("Score curves", "Rounds", "Lineage", "Round detail", "Validation → test")
 NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."
 
 
@@ -221,24 +223,36 @@ def main() -> None:
     if not cols["round"]:
         st.caption("No round stored yet.")
         return
-    buffer_table(view, info.offline)
-    charts(view, run_id)
     labels = view.labels
     rounds = list(labels)
     pick = st.selectbox("Round", rounds, index=len(rounds) - 1, key=f"hist_round_{run_id}", format_func=labels.get)
-    st.subheader("Lineage")
-    fig, caption = view.lineage(pick)
-    widgets.chart(fig, key="hist_lineage")
-    st.caption(caption)
-    row = h.get_round(run_id, pick)  # the one round shown in detail is the only one read in full
-    first_parent = (row["parents"] or [None])[0] if row else None
-    parent = h.get_round(run_id, first_parent) if first_parent is not None else None
-    if row is not None:
-        round_detail(info, row, parent, settings.configured)
-    if not info.offline:  # the run's claim: its best rounds on the held-out test split
-        st.subheader("Validation → test")
-        test_section(run_id, "hist")
-        rescore_controls(settings, info, settings.configured)
-
+    # One section at a time, built only when open: the page paints its first view without the grids, charts and
+    # drawings of the others (each costs the browser a few hundred ms of rendering).
+    names = list(SECTIONS[:-1] if info.offline else SECTIONS)  # no test split without scores
+    if ss.get(TAB_KEY) not in (None, *names):  # kept from a measured run, now showing a structure-only one
+        del ss[TAB_KEY]
+    tabs = dict(zip(names, st.tabs(names, key=TAB_KEY, on_change="rerun"), strict=True))
+    if tabs["Score curves"].open:
+        with tabs["Score curves"]:
+            charts(view, run_id)
+    if tabs["Rounds"].open:
+        with tabs["Rounds"]:
+            buffer_table(view, info.offline)
+    if tabs["Lineage"].open:
+        with tabs["Lineage"]:
+            fig, caption = view.lineage(pick)
+            widgets.chart(fig, key="hist_lineage")
+            st.caption(caption)
+    if tabs["Round detail"].open:
+        with tabs["Round detail"]:
+            row = h.get_round(run_id, pick)  # the one round shown in detail is the only one read in full
+            first_parent = (row["parents"] or [None])[0] if row else None
+            parent = h.get_round(run_id, first_parent) if first_parent is not None else None
+            if row is not None:
+                round_detail(info, row, parent, settings.configured)
+    if "Validation → test" in tabs and tabs["Validation → test"].open:
+        with tabs["Validation → test"]:  # the run's claim: its best rounds on the held-out test split
+            test_section(run_id, "hist")
+            rescore_controls(settings, info, settings.configured)
 
 main()

@@ -18,28 +18,38 @@ ss = st.session_state
 RESCORE_KEY = "proto_rescore_job"
 
 
-def run_options(configured: bool) -> dict:
-    """The protocol fields of a new run's EvolutionConfig."""
-    c = st.columns(3)
-    reps = c[0].number_input("Validation repeats (R)", min_value=1, max_value=10, value=1,
-                             key="evo_val_rounds", disabled=not configured,
-                             help="AFlow's validation rounds: evaluate each round's workflow R times with the "
-                                  "cache bypassed; the score is the mean solve rate.")
-    top = c[1].number_input("Re-score the top N on the test split (0 = no)", min_value=0, max_value=20, value=0,
-                            key="evo_test_top", disabled=not configured,
-                            help="When the run ends, its N best rounds by validation score are evaluated on "
-                                 "the held-out test split, never seen during evolution.")
-    lim = c[2].number_input("Test problems (0 = the whole test split)", min_value=0, value=20,
-                            key="evo_test_limit", disabled=not configured or not top)
-    c = st.columns(3)
-    search = c[0].radio("Search", ["guided", "paper"], horizontal=True, key="evo_search",
-                        help="guided: the paper's loop plus diverse parents and operators, a judge that uses the "
-                             "history's evidence, and re-measured close calls; paper: DESIGN §5 as written")
-    again = c[1].number_input("Re-measure close calls (times)", min_value=0, max_value=5, value=2, key="evo_remeasure",
-                              disabled=not configured or search != "guided",
-                              help="A round that reaches the best score so far is measured again with fresh samples")
-    return {"validation_rounds": int(reps), "test_top": int(top), "test_limit": int(lim) or None, "search": search,
-            "remeasure": int(again)}
+RUN_DEFAULTS = {"evo_val_rounds": 1, "evo_test_top": 0, "evo_test_limit": 20, "evo_search": "guided",
+                "evo_remeasure": 2}
+
+
+def run_options(configured: bool, shown: bool = True) -> dict:
+    """The protocol fields of a new run's EvolutionConfig: the boxes when ``shown``, else what they hold (kept by
+    pages/keep.py) or the defaults."""
+    if shown:
+        c = st.columns(3)
+        c[0].number_input("Validation repeats (R)", min_value=1, max_value=10, value=RUN_DEFAULTS["evo_val_rounds"],
+                          key="evo_val_rounds", disabled=not configured,
+                          help="AFlow's validation rounds: evaluate each round's workflow R times with the "
+                               "cache bypassed; the score is the mean solve rate.")
+        top = c[1].number_input("Re-score the top N on the test split (0 = no)", min_value=0, max_value=20,
+                                value=RUN_DEFAULTS["evo_test_top"], key="evo_test_top", disabled=not configured,
+                                help="When the run ends, its N best rounds by validation score are evaluated on "
+                                     "the held-out test split, never seen during evolution.")
+        c[2].number_input("Test problems (0 = the whole test split)", min_value=0,
+                          value=RUN_DEFAULTS["evo_test_limit"], key="evo_test_limit",
+                          disabled=not configured or not top)
+        c = st.columns(3)
+        search = c[0].radio("Search", ["guided", "paper"], horizontal=True, key="evo_search",
+                            help="guided: the paper's loop plus diverse parents and operators, a judge that uses "
+                                 "the history's evidence, and re-measured close calls; paper: DESIGN §5 as written")
+        c[1].number_input("Re-measure close calls (times)", min_value=0, max_value=5,
+                          value=RUN_DEFAULTS["evo_remeasure"], key="evo_remeasure",
+                          disabled=not configured or search != "guided",
+                          help="A round that reaches the best score so far is measured again with fresh samples")
+    v = {k: st.session_state.get(k, d) for k, d in RUN_DEFAULTS.items()}
+    return {"validation_rounds": int(v["evo_val_rounds"]), "test_top": int(v["evo_test_top"]),
+            "test_limit": int(v["evo_test_limit"]) or None, "search": v["evo_search"],
+            "remeasure": int(v["evo_remeasure"])}
 
 
 def test_section(run_id: int, key: str) -> None:

@@ -34,6 +34,13 @@ def _number(page, label: str, value: str) -> None:
         expect(box).to_have_value(value)  # the rerun it started kept it (not a stale box redrawn over it)
 
 
+def _section(page, name: str) -> None:
+    """Open one of History's sections (each is built when opened) and wait for its run to end."""
+    page.get_by_role("tab", name=name).click()
+    expect(page.get_by_role("tab", name=name)).to_have_attribute("aria-selected", "true")
+    wait_for_app(page)
+
+
 def _drawn(page, count: int) -> None:
     """Wait until the first ``count`` Mermaid iframes have drawn their nodes."""
     for i in range(count):
@@ -114,19 +121,17 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     # History: pick round 2, see parent and child with the diff, fork it into the Editor
     page.get_by_role("button", name="Open in History").click()
     expect(page.get_by_role("heading", name="History")).to_be_visible()
-    # Interact only once the page's first run is over: its later elements (the last round's diff is near the
-    # end) are drawn, and then the script is idle (waiting a fixed moment for a rerun to start, then for "not
-    # running", can return before the run has even begun on a loaded machine).
-    expect(page.locator("pre.mf-diff").filter(has_text=f"+++ round {ROUNDS}")).to_be_visible(
-        timeout=20_000)
+    # Interact only once the page's first run is over (its first section, the score curves, is drawn, and
+    # then the script is idle): waiting a fixed moment for a rerun to start, then for "not running", can
+    # return before the run has even begun on a loaded machine.
+    expect(page.locator('[data-testid="stVegaLiteChart"]').first).to_be_visible(timeout=20_000)
     wait_for_app(page)
+    expect(page.locator("pre.mf-diff")).to_have_count(0)  # the round's detail is built only when opened
+    _section(page, "Round detail")
+    expect(page.locator("pre.mf-diff").filter(has_text=f"+++ round {ROUNDS}")).to_be_visible()
     picker = page.get_by_role("combobox", name="Round", exact=True)  # not "Run", whose labels say "rounds"
     expect(picker).to_have_value(re.compile(rf"^#{ROUNDS} · "))  # the last round is picked
-    # The picker's list closes when the page scrolls. Once the page is drawn to its end, the picker sits at
-    # the bottom edge of the window, so the click first scrolled the page and the list opened and closed at
-    # once (how early the click came decided where the picker was: the flaky part). Bring it to the middle
-    # of the window, open it, and choose only once the list is open.
-    picker.evaluate("e => e.scrollIntoView({block: 'center'})")
+    picker.evaluate("e => e.scrollIntoView({block: 'center'})")  # its list closes if the page scrolls
     page.locator('[data-testid="stSelectbox"]').filter(has=picker).click()
     expect(picker).to_have_attribute("aria-expanded", "true")
     page.get_by_role("option", name=re.compile(r"^#2 ")).click()
@@ -135,15 +140,18 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     expect(page.locator(MERMAID)).to_have_count(2)  # parent, child
     _drawn(page, 2)
     _whole(page, 2)
+    diff = page.locator("pre.mf-diff").filter(has_text="+++ round 2")
+    expect(diff).to_be_visible()
+    _section(page, "Lineage")
     expect(page.get_by_text(re.compile(r"Lineage \(parents → children.*all \d+ rounds"))).to_be_visible()
     lineage = page.locator('[data-testid="stVegaLiteChart"]').filter(has_text="selected")  # its legend
     expect(lineage.locator("g.role-mark text", has_text="#2").first).to_be_visible()  # the tree, its rounds named
-    diff = page.locator("pre.mf-diff").filter(has_text="+++ round 2")
-    expect(diff).to_be_visible()
     assert no_exceptions(page) == [] and js_errors == []
+    _section(page, "Round detail")
+    expect(diff).to_be_visible()
     page.set_viewport_size({"width": 1400, "height": 2000})
     wait_for_app(page)
-    page.get_by_role("heading", name="Lineage").evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.get_by_role("tab", name="Round detail").evaluate("e => e.scrollIntoView({block: 'start'})")
     wait_for_still(page)  # the drawings settle after the resize
     save_screenshot(page, "history.png")
     page.set_viewport_size({"width": 1400, "height": 1000})

@@ -72,6 +72,7 @@ def test_run_launched_in_one_app_appears_live_in_the_other(browser, pg_server, t
         b.goto(apps[1][0] + "/history", wait_until="domcontentloaded")  # it keeps rerunning: never idle for long
         expect(b.get_by_text(re.compile(r"running elsewhere")).first).to_be_visible(timeout=60_000)
         expect(b.get_by_text(re.compile(r"The run is going"))).to_be_visible(timeout=30_000)
+        b.get_by_role("tab", name="Rounds").click()  # the history buffer's table: its own section
         expect(b.get_by_text(re.compile(r"^\d+ of \d+ rounds shown\.$"))).to_be_visible(timeout=30_000)
         first = _rounds_shown(b)
         # no reload: the page reruns itself as app 1 stores rounds in the shared workspace

@@ -90,6 +90,10 @@ def test_no_untrusted_text_makes_any_page_load_anything(browser, app):
         # the optimizer's rationale on Evolve (latest run) and History (its round, drawn beside its parent)
         for path in ("/evolve", "/history"):
             _visit(page, app.url + path)
+            if path == "/history":  # the round's detail is a section of its own, built when opened
+                page.get_by_role("tab", name="Round detail").click()
+                expect(page.get_by_role("tab", name="Round detail")).to_have_attribute("aria-selected", "true")
+                wait_for_app(page)
             caption = page.locator('[data-testid="stCaptionContainer"]').filter(has_text="fewer calls")
             expect(caption.first).to_contain_text(f"![tracker](http://{EVIL}/rationale.png)")
             expect(caption.first).to_contain_text("<img src=")

@@ -105,6 +105,8 @@ def test_engine_helpers_of_the_page(db):
 
 def test_evolve_options_reach_the_run_and_a_finished_run_can_continue(db):
     at = page("evolve")
+    at.session_state["evo_more"] = True  # the search settings' box, built when opened
+    at.run()
     assert at.number_input(key="evo_val_rounds").disabled  # repeats need an endpoint
     at.number_input(key="evo_rounds").set_value(1).run()
     button(at, "evo_launch").click().run()
@@ -142,6 +144,9 @@ def test_a_page_run_with_test_top_reports_the_test_phase_and_history_shows_both(
         frame = validation_test_frame(ws, job.meta["run_id"])
         assert len(frame) == 2 and frame["test %"].tolist() == [60.0, 60.0] and (frame["test n"] == 5).all()
         h = page("history")
+        h.session_state["hist_tab"] = "Validation → test"  # the section is built when opened
+        h.run()
+    assert not h.exception
     assert any(df.value.columns.tolist()[:4] == ["round", "result", "edit", "validation %"] for df in h.dataframe)
     assert any("Validation → test" in m.value for m in h.markdown)
     assert any(m.value.startswith("**Result: round ") and "Test: " in m.value for m in h.markdown)

@@ -70,6 +70,12 @@ def page(name: str) -> AppTest:
     return at
 
 
+def section(at: AppTest, tab: str) -> AppTest:
+    """Open one of History's sections (only the open one is built)."""
+    at.session_state["hist_tab"] = tab
+    return rerun(at)
+
+
 def rerun(at: AppTest) -> AppTest:
     at.run()
     assert not at.exception, [e.value for e in at.exception]
@@ -210,9 +216,19 @@ def test_evolve_with_an_endpoint_shows_measured_scores(db, monkeypatch):
         at.radio(key="evo_mode").set_value("programmatic")
         at.number_input(key="evo_rounds").set_value(2)
         at.number_input(key="evo_limit").set_value(2)
+        assert not at.multiselect  # the search settings are built only when opened
+        at.session_state["evo_more"] = True
+        rerun(at)
         at.multiselect(key="evo_ops").set_value(["insert", "prompt"])
+        at.number_input(key="evo_alpha").set_value(0.5)
+        rerun(at)
+        at.session_state["evo_more"] = False  # closed again: what was set there still goes to the run
+        rerun(at)
+        assert not at.multiselect
         click(at, "evo_launch")
         job = job_of(at)
+        config = History(Workspace(db)).run(job.meta["run_id"]).config
+        assert config["operators"] == ["insert", "prompt"] and config["alpha"] == 0.5 and config["lam"] == 0.3
         bar = at.get("progress")[0].proto  # the live panel while the run goes on
         assert bar.text.startswith(f"Run #{job.meta['run_id']} · ") and " of 2 rounds done" in bar.text
         assert at.button(key="evo_cancel").label == "Cancel run"
@@ -260,13 +276,18 @@ def test_edits_read_as_words_on_evolve_and_history_not_internal_names(db):
                          "detail": "Review R1 + Revise V1 on C1 -> RETURN", "parents": [0], "candidates": cands,
                          "chosen": 0, "judge": "rule"})
     ev = page("evolve")
-    shown = _shown(ev)
+    assert not ev.dataframe  # the candidates' grid is built when its box is opened
+    ev.session_state["evo_cands_open_last"] = True
+    shown = _shown(rerun(ev))
     assert "review and revise" in shown and "one more voter: new Custom C6 (solver_2) into E1" in shown
     assert not [n for n in INTERNAL if n in shown], [n for n in INTERNAL if n in shown]
-    hist = page("history")
+    hist = section(page("history"), "Round detail")
     shown = _shown(hist)
     assert "Round #2 · review and revise · structure-only" in [s.value for s in hist.subheader]
     assert not [n for n in INTERNAL if n in shown], [n for n in INTERNAL if n in shown]
+    section(hist, "Rounds")
+    shown = _shown(hist)
+    assert "review and revise" in shown and not [n for n in INTERNAL if n in shown]
     assert set(hist.multiselect(key="hist_ops").options) >= {"review and revise", "seed"}
     # the names stay for developers: the Edit filter's and the columns' tooltip
     assert "review and revise = review_revise" in hist.multiselect(key="hist_ops").help
@@ -275,7 +296,7 @@ def test_edits_read_as_words_on_evolve_and_history_not_internal_names(db):
 def test_history_table_filters_pin_note_and_fork(db):
     run_id = offline_run(db)
     rows = History(Workspace(db)).rounds(run_id)
-    at = page("history")
+    at = section(page("history"), "Rounds")
     assert any("**Structure-only run**" in i.value for i in at.info)
     table = at.dataframe[0].value
     assert list(table["round"]) == [0, 1, 2, 3] and "score" not in table.columns  # nothing was measured
@@ -287,8 +308,8 @@ def test_history_table_filters_pin_note_and_fork(db):
     rerun(at)
     # the last round is selected: lineage, parent/child drawings, diff and sampling
     assert at.selectbox(key=f"hist_round_{run_id}").value == 3
-    codes = [a["code"] for a in mermaid_args(at)]
-    assert len(codes) == 2  # parent, child (the lineage is a chart)
+    section(at, "Lineage")
+    assert not mermaid_args(at)  # the lineage is a chart
     lineage = next(f for f in figures(at) if f["layers"][0].mark["type"] == "rule")  # edges, then the nodes
     dots = lineage["layers"][1].data
     names = next(la.data for la in lineage["layers"] if la.mark["type"] == "text")
@@ -297,6 +318,8 @@ def test_history_table_filters_pin_note_and_fork(db):
     color = lineage["layers"][1].encoding["color"]["scale"]
     assert dict(zip(color["domain"], color["range"]))["selected"] == "#2e7d32"
     assert any("Lineage (parents → children" in c.value and "all 4 rounds" in c.value for c in at.caption)
+    section(at, "Round detail")
+    assert len(mermaid_args(at)) == 2  # parent, child
     diff = html.unescape(re.sub(r"<[^>]+>", "", next(e.proto.body for e in at.get("html") if "mf-diff" in e.proto.body)))
     assert diff.startswith(f"--- round {rows[3]['parents'][0]}+++ round 3") and "\n+" in diff
     assert any("Parent selection probabilities" in (f["title"] or "") for f in figures(at))
@@ -310,15 +333,36 @@ def test_history_table_filters_pin_note_and_fork(db):
     at.text_input(key=f"hist_note_{run_id}_2").input("worth keeping")
     click(at, "hist_note_save")
     assert History(Workspace(db)).get_round(run_id, 2)["note"] == "worth keeping"
+    section(at, "Rounds")
     at.checkbox(key="hist_pinned").check()
     rerun(at)
     view = at.dataframe[0].value
     assert list(view["round"]) == [2] and list(view["note"]) == ["worth keeping"]
 
+    section(at, "Round detail")
     click(at, "hist_fork")
     assert [t.value for t in at.title] == ["Editor"]
     assert at.session_state["mf_text"] == rows[2]["workflow_text"]
     assert at.session_state["mf_task"] == "math" and at.session_state["mf_name"] == f"gsm8k_run{run_id}_round2"
+
+
+def test_history_builds_only_the_open_section_and_keeps_it_across_page_switches(db):
+    """issue #30 first paint: the closed sections' grids, charts and drawings are not built at all."""
+    run_id = offline_run(db)
+    at = page("history")
+    assert [t.label for t in at.tabs] == ["Score curves", "Rounds", "Lineage", "Round detail"]  # no scores: no test
+    assert [f["title"] for f in figures(at)] == ["Judge total per round (structure only)"]
+    assert not at.dataframe and not mermaid_args(at) and not at.get("html")
+    section(at, "Round detail")
+    assert len(mermaid_args(at)) == 2 and len(figures(at)) == 1 and not any(
+        "rounds shown" in c.value for c in at.caption)  # the buffer table's caption belongs to Rounds
+    at.switch_page("pages/evolve.py").run()
+    at.switch_page("pages/history.py").run()
+    assert not at.exception and at.session_state["hist_tab"] == "Round detail"
+    assert at.selectbox(key=f"hist_round_{run_id}").value == 3 and len(mermaid_args(at)) == 2
+    at.session_state["hist_tab"] = "Validation → test"  # kept from a measured run: this one has no such section
+    rerun(at)
+    assert [f["title"] for f in figures(at)] == ["Judge total per round (structure only)"]  # the first section
 
 
 def test_history_measured_run_filters_by_score_and_reevaluates(db, monkeypatch):
@@ -327,12 +371,17 @@ def test_history_measured_run_filters_by_score_and_reevaluates(db, monkeypatch):
         cfg = EvolutionConfig(benchmark="gsm8k", rounds=2, limit=2, mode="programmatic", operators=["insert"])
         run_id = Evolution(Workspace(db), cfg).run()["run_id"]
         at = page("history")
-        m = metrics(at)
-        assert m["Score"] == "100.0%" and "–" in m["95% interval"]
-        assert len(figures(at)) == 4  # score curve, cost vs score, lineage, sampling
+        assert len(figures(at)) == 2  # the first section: score curve, cost vs score
+        section(at, "Lineage")
+        assert len(figures(at)) == 1
+        section(at, "Rounds")
         at.number_input(key="hist_min").set_value(50.0)
         rerun(at)
         assert list(at.dataframe[0].value["round"]) == [0, 1, 2]
+        section(at, "Round detail")
+        m = metrics(at)
+        assert m["Score"] == "100.0%" and "–" in m["95% interval"]
+        assert len(figures(at)) == 1  # the parent sampling
         click(at, "hist_reeval")
         job = jobs.get(at.session_state["hist_reeval_job"])
         assert job is not None and job.wait(30) and job.status == "done", job.error
@@ -346,7 +395,7 @@ def test_history_measured_run_filters_by_score_and_reevaluates(db, monkeypatch):
         assert len(srv.requests) > asked
     done = evs.reevaluations(Workspace(db), run_id, 2)
     assert len(done) == 2 and all(d.score == 1.0 and d.n == 2 for d in done)
-    table = at.dataframe[1].value
+    table = next(d.value for d in at.dataframe if "answers" in d.value.columns)
     assert list(table["status"]) == ["done", "done"] and list(table["score"]) == [1.0, 1.0]
     answers = list(table["answers"])  # newest first: the fresh one, then the one the cache answered
     assert answers[0].startswith("All") and "fresh" in answers[0] and "came from the cache ($0)" in answers[1]
