@@ -99,14 +99,17 @@ _SYNCED = "mf_synced"
 
 def browser_id() -> str:
     """This browser's id: from its cookie (set by the server with the page: flowcore.ui.browser_cookie), else a
-    new one for this session (a browser that refuses cookies, or no request: AppTest)."""
+    new one for this session (a browser that refuses cookies, or no request: AppTest). A signed-in team member's
+    is their own within it, so a planted cookie shares nothing with whoever planted it."""
     if "mf_browser" not in st.session_state:
         try:
-            cookie = st.context.cookies.get(browser_cookie.COOKIE)
+            cookie = browser_cookie.from_cookies(st.context.cookies)
         except Exception:  # noqa: BLE001 - no request context (AppTest): one id per session
             cookie = None
-        st.session_state["mf_browser"] = cookie if drafts.valid_browser_id(cookie) else drafts.new_browser_id()
-    return st.session_state["mf_browser"]
+        st.session_state["mf_browser"] = cookie or drafts.new_browser_id()
+    browser = st.session_state["mf_browser"]
+    member = st.session_state.get("mf_user")
+    return drafts.member_browser_id(member, browser) if member else browser
 
 
 def tab_id() -> str:

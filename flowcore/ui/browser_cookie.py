@@ -9,23 +9,51 @@ page ever needs to read it. ASGI middleware (no Streamlit import); ``app.py`` ha
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from flowcore.workspace.drafts import new_browser_id, valid_browser_id
 
 COOKIE = "mf_browser"
+# Over https the id is a __Host- cookie: a browser takes it only from this origin (Secure, Path=/, no Domain), so
+# another site on the same host or a sibling subdomain cannot plant an id it knows (it can plant a plain one).
+HOST_COOKIE = "__Host-mf_browser"
 MAX_AGE = 365 * 24 * 3600
 
 
-def browser_cookie(header: bytes | None) -> str | None:
+def cookie_name(secure: bool) -> str:
+    return HOST_COOKIE if secure else COOKIE
+
+
+def from_cookies(cookies: Mapping[str, str]) -> str | None:
+    """The browser id the page's request carries (``st.context.cookies``): the __Host- one when there is one."""
+    for name in (HOST_COOKIE, COOKIE):
+        if valid_browser_id(value := cookies.get(name)):
+            return value
+    return None
+
+
+def is_https(scope: dict, headers: Mapping[bytes, bytes]) -> bool:
+    """Whether the browser reached this app over https: directly, or through a proxy that says so in the first
+    entry of ``X-Forwarded-Proto`` (``https, http`` from a chain) or of ``Forwarded`` (``for=…;proto=https``)."""
+    if scope.get("scheme") in ("https", "wss"):
+        return True
+    proto = headers.get(b"x-forwarded-proto", b"").split(b",")[0].strip().lower()
+    if proto == b"https":
+        return True
+    first = headers.get(b"forwarded", b"").split(b",")[0]
+    return any(k.strip().lower() == b"proto" and v.strip().strip(b'"').lower() == b"https"
+               for k, _, v in (pair.partition(b"=") for pair in first.split(b";")))
+
+
+def browser_cookie(header: bytes | None, name: str = COOKIE) -> str | None:
     """The valid browser id in a Cookie request header, else None. Split by hand, in one pass: the standard
     library's SimpleCookie takes quadratic time on some headers (CVE-2024-7592, unfixed in this Python), and every
     request of every visitor passes here. Read as the page will read it (Starlette's ``cookie_parser``, behind
     ``st.context.cookies``): the last ``mf_browser`` in the header wins."""
     found: bytes | None = None
     for part in (header or b"").split(b";"):
-        name, _, value = part.partition(b"=")
-        if name.strip() == COOKIE.encode():
+        key, _, value = part.partition(b"=")
+        if key.strip() == name.encode():
             found = value.strip()
     if found is None:
         return None
@@ -44,7 +72,8 @@ def defused(header: bytes) -> bytes:
 
 
 def set_cookie_header(browser: str, secure: bool) -> tuple[bytes, bytes]:
-    attrs = f"{COOKIE}={browser}; Path=/; Max-Age={MAX_AGE}; HttpOnly; SameSite=Lax" + ("; Secure" if secure else "")
+    attrs = (f"{cookie_name(secure)}={browser}; Path=/; Max-Age={MAX_AGE}; HttpOnly; SameSite=Lax"
+             + ("; Secure" if secure else ""))
     return b"set-cookie", attrs.encode("ascii")
 
 
@@ -68,9 +97,9 @@ class BrowserCookie:
             return
         sent = dict((k.lower(), v) for k, v in reversed(raw))  # the first of each, as Starlette's Headers.get
         # a browser's own id is sent back as it is: HttpOnly (a cookie an older version set from a script was not),
-        # and its year counts from this visit
-        browser = browser_cookie(sent.get(b"cookie")) or new_browser_id()
-        secure = scope.get("scheme") == "https" or sent.get(b"x-forwarded-proto") == b"https"
+        # and its year counts from this visit. Over https only the __Host- id counts: a plain one may be planted.
+        secure = is_https(scope, sent)
+        browser = browser_cookie(sent.get(b"cookie"), cookie_name(secure)) or new_browser_id()
 
         async def patched(message: dict) -> None:
             if message["type"] == "http.response.start" and message.get("status") == 200:

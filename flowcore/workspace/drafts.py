@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import hashlib
 import json
 import re
 import time
@@ -222,6 +223,12 @@ def from_params(ws: Workspace, params: dict[str, str]) -> OpenWorkflow | None:
 
 def new_browser_id() -> str:
     return uuid.uuid4().hex
+
+
+def member_browser_id(member: str, browser: str) -> str:
+    """The id a signed-in team member's drafts and page state are kept under in this browser: its cookie id
+    alone would let whoever planted the cookie (another site on the same host) read them under that id."""
+    return hashlib.sha256(f"{member}\0{browser}".encode()).hexdigest()[:32]
 
 
 def valid_browser_id(value: object) -> bool:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from flowcore.ui.browser_cookie import COOKIE, BrowserCookie, browser_cookie
-from flowcore.workspace.drafts import new_browser_id, valid_browser_id
+from flowcore.ui.browser_cookie import COOKIE, HOST_COOKIE, BrowserCookie, browser_cookie, from_cookies
+from flowcore.workspace.drafts import member_browser_id, new_browser_id, valid_browser_id
 
 
 def _serve(kind: bytes = b"text/html", status: int = 200, method: str = "GET", cookie: bytes | None = None,
@@ -125,3 +125,86 @@ def test_the_id_it_keeps_is_the_one_the_page_reads():
     assert not fresh.startswith(f"{COOKIE}={mine};")  # the page would read "broken": a new id
     (kept,) = _set_cookies(_serve(cookie=f"{COOKIE}=broken; {COOKIE}={mine}".encode()))
     assert kept.startswith(f"{COOKIE}={mine};")  # the page reads this one: it is sent back
+
+
+# -- over https: a __Host- cookie, which no other site on this host can plant --------------------------------------
+
+def _serve_headers(headers: list[tuple[bytes, bytes]], scheme: str = "http") -> list[str]:
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html")]})
+        await send({"type": "http.response.body", "body": b"<html></html>"})
+
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(BrowserCookie(app)({"type": "http", "method": "GET", "path": "/", "scheme": scheme,
+                                    "headers": headers}, None, send))
+    return _set_cookies(sent)
+
+
+def test_over_https_the_id_is_a_host_only_secure_cookie():
+    ways = [([], "https"), ([(b"x-forwarded-proto", b"https")], "http"),
+            ([(b"x-forwarded-proto", b"HTTPS, http")], "http"),  # a chain of proxies: the first is the browser's
+            ([(b"forwarded", b'for=192.0.2.1;proto="https";by=10.0.0.1, for=10.0.0.2;proto=http')], "http")]
+    for headers, scheme in ways:
+        (header,) = _serve_headers(headers, scheme)
+        name, value = header.split(";")[0].split("=")
+        assert name == HOST_COOKIE and valid_browser_id(value), (headers, header)
+        attrs = [a.strip() for a in header.split(";")[1:]]
+        assert "Secure" in attrs and "Path=/" in attrs and not any(a.startswith("Domain") for a in attrs)
+    for headers in ([(b"x-forwarded-proto", b"http, https")], [(b"forwarded", b"for=1.2.3.4;proto=http")],
+                    [(b"x-forwarded-proto", b"httpsx")]):
+        (header,) = _serve_headers(headers)
+        assert header.startswith(f"{COOKIE}=") and "Secure" not in header, headers
+
+
+def test_over_https_a_planted_plain_id_is_not_taken_and_the_host_id_is_kept():
+    planted, mine = new_browser_id(), new_browser_id()
+    (header,) = _serve_headers([(b"cookie", f"{COOKIE}={planted}".encode())], "https")
+    assert header.startswith(f"{HOST_COOKIE}=") and planted not in header  # a new id, not the planted one
+    (header,) = _serve_headers([(b"cookie", f"{COOKIE}={planted}; {HOST_COOKIE}={mine}".encode())], "https")
+    assert header.startswith(f"{HOST_COOKIE}={mine};")
+    assert from_cookies({COOKIE: planted, HOST_COOKIE: mine}) == mine  # the page reads the same one
+    assert from_cookies({COOKIE: planted}) == planted and from_cookies({COOKIE: "x"}) is None
+
+
+def test_a_signed_in_member_keeps_drafts_under_an_id_of_their_own():
+    planted = new_browser_id()
+    alice, mallory = member_browser_id("alice@example.com", planted), member_browser_id("mallory@example.com", planted)
+    assert valid_browser_id(alice) and valid_browser_id(mallory)
+    assert len({alice, mallory, planted}) == 3 and alice == member_browser_id("alice@example.com", planted)
+
+
+def test_the_page_keys_a_members_drafts_by_member_and_browser(tmp_path, monkeypatch):
+    """The same planted cookie in two members' sessions: what one stores, the other does not read."""
+    from streamlit.testing.v1 import AppTest
+
+    from flowcore.workspace import drafts
+    from flowcore.workspace.store import Workspace
+
+    def script() -> None:
+        import streamlit as st
+
+        from pages import common
+
+        st.session_state["mf_browser"] = st.session_state["cookie"]  # what the cookie said
+        st.write(common.browser_id())
+
+    monkeypatch.setenv("MERMAIDFLOW_DB", str(tmp_path / "ws.db"))
+    planted = new_browser_id()
+    ids = []
+    for member in ("alice@example.com", "mallory@example.com", None):
+        at = AppTest.from_function(script)
+        at.session_state["cookie"] = planted
+        if member:
+            at.session_state["mf_user"] = member
+        at.run()
+        assert not at.exception, at.exception
+        ids.append(at.markdown[0].value)
+    assert ids[2] == planted and len(set(ids)) == 3
+    ws = Workspace(tmp_path / "ws.db")
+    drafts.save_page_state(ws, ids[0], "history", {"hist_run": 7})
+    assert drafts.load_page_state(ws, ids[0]) == {"history": {"hist_run": 7}}
+    assert drafts.load_page_state(ws, ids[1]) == {} and drafts.load_page_state(ws, planted) == {}
