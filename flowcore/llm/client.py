@@ -294,6 +294,8 @@ def _parse_prices(prices: Any, where: str) -> dict[str, tuple[float, float]]:
         except (TypeError, ValueError):
             raise ValueError(f"{where}: price of {model!r} must be [input, output] USD per 1M tokens, "
                              f"got {pair!r}") from None
+        if not (math.isfinite(pin) and math.isfinite(pout)):  # NaN passed every check: the budget never tripped
+            raise ValueError(f"{where}: price of {model!r} must be finite numbers of USD per 1M tokens, got {pair!r}")
         if pin < 0 or pout < 0:
             raise ValueError(f"{where}: price of {model!r} is negative")
         out[str(model)] = (pin, pout)
@@ -1017,10 +1019,10 @@ def _extract(resp: Any, msgs: list[dict], counted: int | None = None) -> tuple[s
     reason = getattr(choices[0], "finish_reason", None)
     refusal = getattr(message, "refusal", None)
     usage = getattr(resp, "usage", None)
+    pt, ct = _tokens(getattr(usage, "prompt_tokens", None)), _tokens(getattr(usage, "completion_tokens", None))
     if (refusal or reason == "content_filter") and not text:
-        pt, ct = getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
         why = f"the model refused: {str(refusal)[:300]}" if refusal else "the provider's content filter stopped it"
-        return "", pt if isinstance(pt, int) else 0, ct if isinstance(ct, int) else 0, _Refusal(why)
+        return "", pt if pt is not None else 0, ct if ct is not None else 0, _Refusal(why)
     if message is None:
         return "", 0, 0, "malformed reply: a choice without a message"
     if text is None:  # a well-formed reply that says nothing (a reasoning model past its token cap): the model's
@@ -1028,13 +1030,21 @@ def _extract(resp: Any, msgs: list[dict], counted: int | None = None) -> tuple[s
     if not isinstance(text, str):
         return "", 0, 0, f"malformed reply: message content is {type(text).__name__} (finish_reason={reason})"
     text = text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate (a JSON escape) cannot be stored
-    pt = getattr(usage, "prompt_tokens", None)
-    ct = getattr(usage, "completion_tokens", None)
-    if not isinstance(pt, int):
+    if pt is None:
         pt = counted if counted is not None else _estimate_tokens("\n".join(str(m.get("content", "")) for m in msgs))
-    if not isinstance(ct, int):
+    if ct is None:
         ct = _estimate_tokens(text)
     return text, pt, ct, None
+
+
+MAX_TOKENS_CLAIM = 2 ** 31  # more tokens than any model reads or writes in one call (and past it SQLite cannot store)
+
+
+def _tokens(n: Any) -> int | None:
+    """A token count a reply reports, or None when it is none a call can have (then estimated as when missing): a
+    negative count would make the call's cost negative and move the run's budget away with every call, and an
+    absurd one is no bill either (past SQLite's integers it made the call log unwritable)."""
+    return n if isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_TOKENS_CLAIM else None
 
 
 def _status_detail(e: openai.APIStatusError) -> str:

@@ -53,6 +53,7 @@ class Fault:
     huge: int = 0  # a completion of this many characters ("x"), written a chunk at a time (never built whole)
     gzip: bool = False  # with ``huge``: the body gzip-compressed (Content-Encoding: gzip), a few KB on the wire
     garbled: bool = False  # a completion of ``body`` whose bytes break on the wire (not UTF-8: a broken proxy)
+    usage: dict | None = None  # a reply of ``body`` reporting this usage instead of its true count (a lying server)
 
 
 def message_text(request: dict) -> str:
@@ -491,7 +492,10 @@ class _Handler(BaseHTTPRequestHandler):
             elif item.garbled:
                 self._send(200, garbled_body(fake.completion(request, _MARK), item.body.encode() + b"\xc3\x28"))
             else:
-                self._send(200, json.dumps(fake.completion(request, item.body)))
+                done = fake.completion(request, item.body)
+                if item.usage is not None:
+                    done["usage"] = item.usage
+                self._send(200, json.dumps(done))
             return
         if request.get("stream"):
             self._stream(request, str(item))
