@@ -34,6 +34,7 @@ class _Evolver:
 
     def run(self, workspace: str, run_id: int, settings: dict | None, api_key: str | None) -> dict:
         import time
+        from dataclasses import replace
 
         from flowcore.evolution.history import run_tag
         from flowcore.evolution.lease import STALE_AFTER, RunBusy
@@ -57,6 +58,9 @@ class _Evolver:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(1.0)
+            if llm is not None and evo.config.budget is not None:  # as the foreground run's client: capped call
+                # by call by what is left of the run's budget (read under its lease, after any earlier actor's calls)
+                llm.settings = replace(llm.settings, budget_usd=max(0.0, evo.config.budget - evo.history.spent(run_id)))
             out = evo.run()
         finally:
             ws.close_all()

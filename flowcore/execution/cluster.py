@@ -139,7 +139,10 @@ async def evaluate(workflow_text: str, benchmark: str, problems: list, *, llm: A
     cancelled = False
     while nxt < total or pending:
         while nxt < total and len(pending) < concurrency and not (cancel is not None and cancel.is_set()):
-            ref = task.remote(workflow_text, benchmark, problems[nxt], settings, llm.settings.api_key, target,
+            # Each task's client gets what is left of the budget now (its own usage starts at 0): given the settings
+            # the run started with, every task had the whole budget and a round paid for all its problems past it.
+            left = {**settings, "budget_usd": _budget_left(llm)}
+            ref = task.remote(workflow_text, benchmark, problems[nxt], left, llm.settings.api_key, target,
                               timeout, str(getattr(llm, "salt", "") or ""), getattr(llm, "run_id", None))
             pending[ref] = nxt
             nxt += 1
@@ -176,6 +179,14 @@ async def evaluate(workflow_text: str, benchmark: str, problems: list, *, llm: A
                 progress(len(results), total, res)
     return report_of(problems[0].benchmark if problems else benchmark, [results[i] for i in sorted(results)],
                      cancelled=cancelled)
+
+
+def _budget_left(llm: Any) -> float | None:
+    """The least any of ``llm``'s budgets has left (its own, and those of the clients it counts under), or None."""
+    accounts = llm._accounts() if hasattr(llm, "_accounts") else [llm]
+    with getattr(getattr(llm, "_shared", None), "lock", None) or threading.Lock():
+        left = [a.settings.budget_usd - a.usage.cost for a in accounts if a.settings.budget_usd is not None]
+    return max(0.0, min(left)) if left else None
 
 
 def _account(llm: Any, cost: float) -> None:
