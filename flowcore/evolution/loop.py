@@ -50,6 +50,14 @@ Evaluator = Callable[[Workflow, list], Awaitable[Any]]  # (workflow, problems) -
 OUTAGE_WAITS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 
 
+def run_budget(config: EvolutionConfig, settings: Any) -> float | None:
+    """The run's budget in USD: its own (``--budget``, the Evolve page), else the LLM settings' budget per run
+    (the Settings page, MERMAIDFLOW_BUDGET_USD). Either is the whole run's, across every resume and every process
+    that evolves it: a client's cap is what is left of it (a client is made per process, so its own cap alone
+    gave each resume the whole budget again)."""
+    return config.budget if config.budget is not None else getattr(settings, "budget_usd", None)
+
+
 class Cancelled(Exception):
     pass
 
@@ -319,8 +327,9 @@ class Evolution:
             settings = self._settings
             if self.config.validation_rounds > 1:  # every repeat must reach the endpoint
                 settings = replace(settings, cache=False)
-            if self.config.budget is not None:
-                settings = replace(settings, budget_usd=max(0.0, self.config.budget - spent))
+            budget = run_budget(self.config, settings)
+            if budget is not None:
+                settings = replace(settings, budget_usd=max(0.0, budget - spent))
             self.llm = LLM(settings, self.ws, run_id=run_tag(self.run_id))
             self.llm.guard = self._lease.verify if self._lease is not None else None
         self._started = True
@@ -455,8 +464,9 @@ class Evolution:
         cfg = self.config
         if self.cancel.is_set():
             raise Cancelled
-        if self._budget_left() is not None and self._budget_left() <= 0:
-            return "stopped", f"budget of ${cfg.budget:g} used up"
+        left = self._budget_left()
+        if left is not None and left <= 0:
+            return "stopped", f"budget of ${run_budget(cfg, self._settings):g} used up"
         spent0 = self._spent()
         try:
             rec = await self._attempts(nxt)
@@ -655,9 +665,8 @@ class Evolution:
         return float(getattr(usage, "cost", 0.0) or 0.0)
 
     def _budget_left(self) -> float | None:
-        if self.config.budget is None:
-            return None
-        return self.config.budget - self._buffer().spent
+        budget = run_budget(self.config, self._settings)
+        return None if budget is None else budget - self._buffer().spent
 
     async def _seed_round(self) -> dict:
         w = parse(self.config.workflow or "")

@@ -38,7 +38,7 @@ class _Evolver:
 
         from flowcore.evolution.history import run_tag
         from flowcore.evolution.lease import STALE_AFTER, RunBusy
-        from flowcore.evolution.loop import Evolution
+        from flowcore.evolution.loop import Evolution, run_budget
         from flowcore.llm.client import LLM, LLMSettings
         from flowcore.workspace.store import Workspace
 
@@ -58,9 +58,10 @@ class _Evolver:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(1.0)
-            if llm is not None and evo.config.budget is not None:  # as the foreground run's client: capped call
-                # by call by what is left of the run's budget (read under its lease, after any earlier actor's calls)
-                llm.settings = replace(llm.settings, budget_usd=max(0.0, evo.config.budget - evo.history.spent(run_id)))
+            budget = None if llm is None else run_budget(evo.config, llm.settings)
+            if budget is not None:  # as the foreground run's client: capped call by call by what is left of the
+                # run's budget (read under its lease, after any earlier actor's calls)
+                llm.settings = replace(llm.settings, budget_usd=max(0.0, budget - evo.history.spent(run_id)))
             out = evo.run()
         finally:
             ws.close_all()

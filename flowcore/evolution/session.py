@@ -22,7 +22,7 @@ from flowcore.evaluation import store as es
 from flowcore.evolution.history import History, RunInfo, run_tag
 from flowcore.evolution.judge import CRITERIA, Candidate, Verdict
 from flowcore.evolution.lease import holder as lease_holder
-from flowcore.evolution.loop import Cancelled, Evolution, EvolutionConfig, Review
+from flowcore.evolution.loop import Cancelled, Evolution, EvolutionConfig, Review, run_budget
 from flowcore.llm.client import LLM, LLMSettings
 from flowcore.tasks import kind_of, load
 from flowcore.workspace import jobs
@@ -126,8 +126,9 @@ def _llm(ws: Workspace, settings: LLMSettings, cfg: EvolutionConfig, spent: floa
     s = replace(settings, concurrency=max(settings.concurrency, cfg.concurrency))
     if cfg.validation_rounds > 1:  # repeats must reach the endpoint, never the cache
         s = replace(s, cache=False)
-    if cfg.budget is not None:  # what is left of the run's budget caps every call
-        s = replace(s, budget_usd=max(0.0, cfg.budget - spent))
+    budget = run_budget(cfg, settings)
+    if budget is not None:  # what is left of the run's budget caps every call
+        s = replace(s, budget_usd=max(0.0, budget - spent))
     llm = LLM(s, ws)
     llm.salt = cache_salt  # every call of the run (and of the clients it derives) is cached under it
     return llm.under(parent) if parent is not None else llm

@@ -94,3 +94,24 @@ def test_a_servers_false_token_count_neither_lifts_the_budget_nor_breaks_the_run
     assert spent >= bill.usd - 1e-9, f"the run counts ${spent:g}; the server billed ${bill.usd:g}"
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT MIN(completion_tokens) FROM llm_calls WHERE run_id = 'evo-1'").fetchone()[0] >= 0
+
+
+def test_the_settings_budget_per_run_holds_across_resumes_of_an_evolution_run(tmp_path):
+    """No ``--budget``; the settings' "budget per run" (``MERMAIDFLOW_BUDGET_USD``, the Settings page) is $60. Before,
+    each process evolving the run got a client with the whole $60 (it is the client's cap, and a client is made per
+    process): the run stopped at $60, and the same command again resumed it and spent another $60, and so on. The cap
+    is the run's: what is left of it after what the run has spent (the call log's count), however often it resumes."""
+    budget, bill = 6 * WORDS, Bill()
+    data, db = _data(tmp_path), tmp_path / "w.db"
+    cmd = [c for c in _evolve(db, data, 1.0, rounds=8)]
+    cmd = cmd[:cmd.index("--budget")]  # no budget of the run's own
+    with FakeLLMServer(bill) as srv:
+        env = {**_env(srv), "MERMAIDFLOW_BUDGET_USD": str(budget)}
+        for _ in range(3):  # the run stops at its budget; the same command again resumes it
+            done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+            assert "Traceback" not in done.stderr, done.stderr
+    info, spent = History(Workspace(db)).run(1), History(Workspace(db)).spent(1)
+    assert len(History(Workspace(db)).runs()) == 1  # one run, resumed
+    assert bill.usd <= budget, f"the server billed ${bill.usd:g} for a run under a ${budget:g} budget per run"
+    assert info.status == "stopped" and "budget" in (info.reason or "").lower(), (info.status, info.reason)
+    assert abs(spent - bill.usd) < 1e-9, f"the run counts ${spent:g}; the server billed ${bill.usd:g}"
