@@ -615,6 +615,7 @@ class LLM:
             if guard is not None:
                 guard()
         where = f"{role}, model {model!r} at {public_url(s.base_url)}"
+        self._recorded_first(where)
         sent, cap, counted = await self._fit(msgs, model, role, max_tokens, where, trim)
         rejected: Reply | None = None
         refits = 0
@@ -841,7 +842,7 @@ class LLM:
             else:
                 self._persist(reply if error is None and not reply.cached else None)
 
-    def _persist(self, paid: Reply | None = None) -> None:
+    def _persist(self, paid: Reply | None = None) -> bool:
         """Write the replies and call-log rows still in memory. While the database is away (an outage) they stay
         in memory, served from there, and go out with the next write that succeeds. Any other storage failure
         (a full disk, a damaged or read-only file) of a paid call is ResultNotStored: the call was made and paid
@@ -852,7 +853,7 @@ class LLM:
         with sh.lock:
             cache, logs = dict(sh.pending), list(sh.unlogged)
         if not cache and not logs:
-            return
+            return True
         try:
             with self.workspace.transaction() as conn:  # type: ignore[union-attr]
                 for key, (model, data) in cache.items():
@@ -866,7 +867,7 @@ class LLM:
             if kind is None:
                 raise
             if kind == "outage" or paid is None:
-                return  # kept in memory: written with the next write that succeeds
+                return False  # kept in memory: written with the next write that succeeds
             where = self.workspace.path  # type: ignore[union-attr]
             err = ResultNotStored(f"an LLM call ({paid.model}, {paid.prompt_tokens}+{paid.completion_tokens} tokens, "
                                   f"${paid.cost:.6f}) was made and paid for, but its result could not be stored: "
@@ -878,6 +879,20 @@ class LLM:
                 if sh.pending.get(key) == cache[key]:
                     del sh.pending[key]
             del sh.unlogged[:len(logs)]
+        return True
+
+    def _recorded_first(self, where: str) -> None:
+        """Before a paid call: the call-log rows a database outage left in memory are written first, and while they
+        cannot be, no more money is spent (a transient LLMError: the caller waits the outage out as an endpoint's).
+        The log is what a run's budget counts after a SIGKILL (History.logged): calls paid meanwhile were recorded
+        nowhere that outlives the process, and the resume paid them again. A server's writer thread
+        (``persist_later``) writes its own rows, so its calls go on."""
+        if self.workspace is None or self._shared.persist_later is not None or not self._shared.unlogged:
+            return
+        if not self._persist():
+            raise LLMError(f"LLM call not made ({where}): the workspace database cannot record what the calls "
+                           "before it cost (it is away, locked or refusing writes), and a paid call must be on record first",
+                           transient=True)
 
     def write_pending(self) -> Exception | None:
         """Write the replies and log rows in memory now, for ``persist_later``'s thread. What cannot be written

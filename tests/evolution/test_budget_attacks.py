@@ -115,3 +115,83 @@ def test_the_settings_budget_per_run_holds_across_resumes_of_an_evolution_run(tm
     assert bill.usd <= budget, f"the server billed ${bill.usd:g} for a run under a ${budget:g} budget per run"
     assert info.status == "stopped" and "budget" in (info.reason or "").lower(), (info.status, info.reason)
     assert abs(spent - bill.usd) < 1e-9, f"the run counts ${spent:g}; the server billed ${bill.usd:g}"
+
+
+class LockingBiller:
+    """Answers the seed's calls; at the first call after them another process takes the workspace's write lock
+    (its call-log rows can no longer be written); answers ``then`` more calls and holds every later one until
+    ``go_on``, as test_budget_recovery.Biller does."""
+
+    def __init__(self, db: Path, seed_calls: int, then: int) -> None:
+        self.db, self.seed_calls, self.then = db, seed_calls, then
+        self.lock, self.released, self.unlock = threading.Lock(), threading.Event(), threading.Event()
+        self.answered, self.held, self.free = 0, 0, False
+        self.locked = threading.Event()
+
+    def _hold_the_lock(self) -> None:
+        other = sqlite3.connect(self.db, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process's write transaction
+        self.locked.set()
+        self.unlock.wait(120)
+        other.execute("ROLLBACK")
+        other.close()
+
+    def __call__(self, request: dict):
+        with self.lock:
+            if self.answered == self.seed_calls and not self.locked.is_set() and not self.free:
+                threading.Thread(target=self._hold_the_lock, daemon=True).start()
+                self.locked.wait(10)
+            if self.free or self.answered < self.seed_calls + self.then:
+                self.answered += 1
+                return REPLY
+            self.held += 1
+        self.released.wait(120)
+        return Fault(status=503, body="held until its client was gone")  # nobody is left to read it: not billed
+
+    def go_on(self) -> None:
+        with self.lock:
+            self.free = True
+        self.unlock.set()
+        self.released.set()
+
+    @property
+    def usd(self) -> float:
+        with self.lock:
+            return float(self.answered * WORDS)
+
+
+def test_calls_paid_while_the_workspace_is_write_locked_count_after_a_sigkill(tmp_path):
+    """The seed (4 calls) is stored; then another process holds the workspace's write lock, so round 1's paid calls
+    are logged only in memory, and the process is SIGKILLed 2 s later. Before, the calls went on (3 answered while
+    the lock was held, the 4th then kept waiting): recorded nowhere, the resume made them again (they were not cached
+    either) and the $100 budget let the server bill $130. Now no paid call is made while an earlier one is
+    unrecorded (the round waits the workspace out as an outage): only the call in flight when the lock came, one
+    here (at most the concurrency), is lost with the process."""
+    import os
+    import signal
+    import time
+
+    budget, seed_calls = 10 * WORDS, 4
+    data, db = _data(tmp_path), tmp_path / "w.db"
+    biller = LockingBiller(db, seed_calls, then=3)
+    cmd = _evolve(db, data, budget, rounds=12)
+    with FakeLLMServer(biller) as srv:
+        env = {**_env(srv), "MERMAIDFLOW_DB_BUSY_TIMEOUT": "0.3"}
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            end = time.monotonic() + 60
+            while biller.answered <= seed_calls and proc.poll() is None and time.monotonic() < end:
+                time.sleep(0.05)
+            time.sleep(2.0)  # what the process does meanwhile: before, 2 more paid calls and a 3rd held
+            assert proc.poll() is None and biller.locked.is_set(), proc.stderr.read()
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        biller.go_on()
+        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert "Traceback" not in done.stderr, done.stderr
+    info, spent = History(Workspace(db)).run(1), History(Workspace(db)).spent(1)
+    lost = WORDS  # the one call in flight when the lock came
+    assert biller.usd <= budget + lost, f"the server billed ${biller.usd:g} for a run with a ${budget:g} budget"
+    assert info.status == "stopped" and "budget" in (info.reason or "").lower(), (info.status, info.reason)
+    assert spent >= biller.usd - lost - 1e-9, f"the run counts ${spent:g}; the server billed ${biller.usd:g}"
