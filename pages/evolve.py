@@ -30,7 +30,7 @@ from pages.common import md
 from pages.protocol_parts import after_run, run_options
 
 ss = st.session_state
-JOB_KEY, LAST_KEY = "evo_job_id", "evo_last_run"
+JOB_KEY, LAST_KEY, TAB_KEY = "evo_job_id", "evo_last_run", "evo_tab"
 MODES = {"llm": "LLM optimizer", "programmatic": "Programmatic operators"}
 OFFLINE_NOTE = ("**Structure-only run**: it has no LLM endpoint, so candidates come from the programmatic "
                 "operators, the rule-based judge picks one, and **no benchmark score is measured**. The curve "
@@ -109,7 +109,6 @@ def search_settings(shown: bool) -> tuple:
 
 
 def new_run(settings, configured: bool, busy: bool) -> None:
-    st.subheader("New run")
     text, task, name = widgets.pick_workflow("evo_pick_seed")
     valid = is_valid(check(text, task))
     if not valid:
@@ -150,7 +149,7 @@ def new_run(settings, configured: bool, busy: bool) -> None:
         except ValueError as e:  # bad settings or data file, named
             st.error(f"Not started: {md(e)}", icon=":material/error:")
             return
-        ss[JOB_KEY], ss[LAST_KEY], ss["evo_scroll_top"] = job.id, job.meta["run_id"], True
+        ss[JOB_KEY], ss[LAST_KEY], ss["evo_show_run"] = job.id, job.meta["run_id"], True
         st.rerun()
 
 
@@ -159,7 +158,11 @@ def resume(settings, busy: bool) -> None:
             if o["status"] in ("interrupted", "cancelled", "stopped")]
     if not todo:
         return
-    with st.expander(f"Resume an unfinished run ({len(todo)})", icon=":material/replay:"):
+    box = st.expander(f"Resume an unfinished run ({len(todo)})", icon=":material/replay:", key="evo_resume_open",
+                      on_change="rerun")
+    if not box.open:
+        return
+    with box:
         labels = {o["id"]: evs.run_label(o) for o in todo}
         run_id = st.selectbox("Run", list(labels), format_func=labels.get, key="evo_resume_run")
         review = st.toggle("Review its rounds", key="evo_resume_review")
@@ -169,7 +172,7 @@ def resume(settings, busy: bool) -> None:
             except ValueError as e:
                 st.error(f"Cannot resume: {md(e)}", icon=":material/error:")
                 return
-            ss[JOB_KEY], ss[LAST_KEY], ss["evo_scroll_top"] = job.id, run_id, True
+            ss[JOB_KEY], ss[LAST_KEY], ss["evo_show_run"] = job.id, run_id, True
             st.rerun()
 
 
@@ -177,8 +180,6 @@ def main() -> None:
     common.app_shell()
     common.header("Evolve", "Each round samples parents from the history buffer, makes K valid candidates, "
                   "lets a judge pick one and evaluates it on the validation split.")
-    if ss.pop("evo_scroll_top", False):  # Launch is at the bottom: the run's progress is at the top
-        widgets.scroll_to_top()
     settings = common.llm_settings()
     configured = common.llm_banner(settings)
     common.sandbox_banner()
@@ -194,11 +195,29 @@ def main() -> None:
     pending = gate.pending if gate is not None else None
     if pending is None and (left := review.take_message(None)):  # a review decided elsewhere meanwhile
         st.error(left, icon=":material/error:")
+    # Two sections, only the open one built: the run (live, waiting for a review, or the last one) and the form
+    # for a new one. A launch or a resume opens the run's.
+    names = (["Run"] if busy or ss.get(LAST_KEY) is not None else []) + ["New run"]
+    if ss.pop("evo_show_run", False):
+        ss[TAB_KEY] = "Run"
+    if ss.get(TAB_KEY) not in (None, *names):
+        del ss[TAB_KEY]
+    tabs = dict(zip(names, st.tabs(names, key=TAB_KEY, on_change="rerun"), strict=True))
+    if "Run" in tabs and tabs["Run"].open:
+        with tabs["Run"]:
+            run_section(settings, job, busy, pending)
+    if tabs["New run"].open:
+        with tabs["New run"]:
+            new_run(settings, configured, busy)
+            resume(settings, busy)
+
+
+def run_section(settings, job, busy: bool, pending) -> None:  # noqa: ANN001 - a job, a pending review
     if pending is not None:
         review.review_panel(job, pending, run_view)
     elif busy:
         live(job.id)
-    elif ss.get(LAST_KEY) is not None:
+    else:
         run_id = ss[LAST_KEY]
         try:
             info = History(common.workspace()).run(run_id)
@@ -216,9 +235,5 @@ def main() -> None:
         if st.button("Open in History", icon=":material/history:", key="evo_to_history"):
             ss["hist_run"] = run_id
             st.switch_page("pages/history.py")
-    st.divider()
-    new_run(settings, configured, busy)
-    resume(settings, busy)
-
 
 main()

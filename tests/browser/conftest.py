@@ -261,6 +261,14 @@ def runs_sent(page) -> int:
     return page.evaluate("() => window.__mfRuns ? window.__mfRuns.sent : 0")
 
 
+def open_tab(page, name: str) -> None:
+    """Open a page's section (History's, Evolve's: each is built only when open) and wait for its run to end."""
+    tab = page.get_by_role("tab", name=name, exact=True)
+    tab.click()
+    expect(tab).to_have_attribute("aria-selected", "true")
+    wait_for_app(page)
+
+
 def wait_for_app(page, timeout_ms: int = DEFAULT_TIMEOUT_MS, since: int = 0) -> None:
     """Wait until every script run the page asked for (the first one, or the rerun a click or keystroke just
     asked for) has finished, Streamlit is connected and idle, and no element is left stale from an earlier run.

@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 from flowcore.evolution import History
 from flowcore.workspace.store import Workspace
 
-from .conftest import goto_page, no_exceptions, save_screenshot, wait_for_app, wait_for_still
+from .conftest import goto_page, no_exceptions, open_tab, save_screenshot, wait_for_app, wait_for_still
 
 pytestmark = pytest.mark.browser
 
@@ -32,13 +32,6 @@ def _number(page, label: str, value: str) -> None:
         box.press("Enter")
         wait_for_app(page)
         expect(box).to_have_value(value)  # the rerun it started kept it (not a stale box redrawn over it)
-
-
-def _section(page, name: str) -> None:
-    """Open one of History's sections (each is built when opened) and wait for its run to end."""
-    page.get_by_role("tab", name=name).click()
-    expect(page.get_by_role("tab", name=name)).to_have_attribute("aria-selected", "true")
-    wait_for_app(page)
 
 
 def _drawn(page, count: int) -> None:
@@ -64,6 +57,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     page.on("pageerror", lambda exc: js_errors.append(str(exc)))
     goto_page(page, streamlit_app, "/evolve")
     expect(page.get_by_role("heading", name="Evolve")).to_be_visible()
+    open_tab(page, "New run")  # another test's run may be open in the Run section
     _number(page, "Rounds", str(ROUNDS))
     _number(page, "Validation problems (0 = all)", "2")  # only enabled with an endpoint
     programmatic = page.get_by_text("Programmatic operators")
@@ -127,7 +121,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     expect(page.locator('[data-testid="stVegaLiteChart"]').first).to_be_visible(timeout=20_000)
     wait_for_app(page)
     expect(page.locator("pre.mf-diff")).to_have_count(0)  # the round's detail is built only when opened
-    _section(page, "Round detail")
+    open_tab(page, "Round detail")
     expect(page.locator("pre.mf-diff").filter(has_text=f"+++ round {ROUNDS}")).to_be_visible()
     picker = page.get_by_role("combobox", name="Round", exact=True)  # not "Run", whose labels say "rounds"
     expect(picker).to_have_value(re.compile(rf"^#{ROUNDS} · "))  # the last round is picked
@@ -142,12 +136,12 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     _whole(page, 2)
     diff = page.locator("pre.mf-diff").filter(has_text="+++ round 2")
     expect(diff).to_be_visible()
-    _section(page, "Lineage")
+    open_tab(page, "Lineage")
     expect(page.get_by_text(re.compile(r"Lineage \(parents → children.*all \d+ rounds"))).to_be_visible()
     lineage = page.locator('[data-testid="stVegaLiteChart"]').filter(has_text="selected")  # its legend
     expect(lineage.locator("g.role-mark text", has_text="#2").first).to_be_visible()  # the tree, its rounds named
     assert no_exceptions(page) == [] and js_errors == []
-    _section(page, "Round detail")
+    open_tab(page, "Round detail")
     expect(diff).to_be_visible()
     page.set_viewport_size({"width": 1400, "height": 2000})
     wait_for_app(page)
