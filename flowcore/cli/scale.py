@@ -59,7 +59,9 @@ def _settings(ws, offline: bool):  # noqa: ANN001, ANN202
 
     if offline:
         return None
-    settings, _ = effective_llm_settings(ws)
+    settings, problems = effective_llm_settings(ws)
+    if not settings.configured and problems:  # set, but unreadable: say which and why
+        raise CliError("; ".join(problems) + " (fix it, or add --offline for a structure-only run)")
     if not settings.configured:
         raise CliError("this run needs an LLM and none is configured: set OPENAI_BASE_URL (and OPENAI_API_KEY) "
                        "here and for the workers, or save the endpoint on the Settings page of this workspace; "

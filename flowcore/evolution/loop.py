@@ -256,9 +256,11 @@ class Evolution:
             # the environment overlaid by the workspace's saved settings, which never hold the key.
             from flowcore.workspace.settings import effective_llm_settings
 
-            settings, _ = effective_llm_settings(workspace)
+            settings, problems = effective_llm_settings(workspace)
             if settings.configured:
                 self._settings = settings
+            elif problems:  # an endpoint was set but could not be read: never a silent structure-only run
+                raise ValueError("; ".join(problems) + " (fix it, or ask for a structure-only run: --offline)")
         self.llm = llm
         if self.llm is None and self._settings is None and evaluator is None:
             cfg.offline = True  # nothing could evaluate a workflow: structure-only
