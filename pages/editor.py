@@ -121,21 +121,24 @@ if ss.get("ed_example_rev") != rev:  # another workflow opened: the box names it
     ss["ed_example_rev"], ss["ed_example"] = rev, wf["name"] if wf["name"] in names else None
 bar[1].selectbox("Example", names, key="ed_example", placeholder="Choose an example…")
 bar[2].button("Load example", on_click=load_example, key="ed_load")
-with bar[3].popover("Open", icon=":material/folder_open:"):
-    if saved:
-        oname = st.selectbox("Workflow", [s.name for s in saved], key="ed_open_name",
-                             format_func=lambda n: next(f"{s.name} · {s.task} · v{s.version}"
-                                                        + ("" if s.valid else " · has errors")
-                                                        for s in saved if s.name == n))
-        by = library.authors(ws, oname)
-        st.selectbox("Version", [v for v, _, _ in library.versions(ws, oname)], key="ed_open_version",
-                     format_func=lambda v: f"v{v} · by {by.get(v, 'local')}")
-        st.button("Open", on_click=open_saved, key="ed_open", type="primary")
-    else:
-        st.caption("Nothing saved in this workspace yet.")
-with bar[4].popover("Save", icon=":material/save:"):
-    st.text_input("Name", value=wf["name"], key=name_key(), max_chars=80)
-    st.button("Save version", on_click=save, key="ed_save", type="primary")
+# the popovers' contents are built when opened (a closed one costs the page's first paint nothing)
+if (pop := bar[3].popover("Open", icon=":material/folder_open:", key="ed_open_pop", on_change="rerun")).open:
+    with pop:
+        if saved:
+            oname = st.selectbox("Workflow", [s.name for s in saved], key="ed_open_name",
+                                 format_func=lambda n: next(f"{s.name} · {s.task} · v{s.version}"
+                                                            + ("" if s.valid else " · has errors")
+                                                            for s in saved if s.name == n))
+            by = library.authors(ws, oname)
+            st.selectbox("Version", [v for v, _, _ in library.versions(ws, oname)], key="ed_open_version",
+                         format_func=lambda v: f"v{v} · by {by.get(v, 'local')}")
+            st.button("Open", on_click=open_saved, key="ed_open", type="primary")
+        else:
+            st.caption("Nothing saved in this workspace yet.")
+if (pop := bar[4].popover("Save", icon=":material/save:", key="ed_save_pop", on_change="rerun")).open:
+    with pop:
+        st.text_input("Name", value=wf["name"], key=name_key(), max_chars=80)
+        st.button("Save version", on_click=save, key="ed_save", type="primary")
 bar[5].download_button(".mmd", live_text(), file_name=f"{file_stem(wf['name'])}.mmd",
                        mime="text/plain", icon=":material/download:", key="ed_download",
                        on_click="ignore")

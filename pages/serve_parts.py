@@ -23,7 +23,10 @@ def user() -> str:
 def publish_popover(where: Any, text: str, task: str, name: str, *, key: str, run_id: int | None = None,
                     rnd: int | None = None) -> None:
     """A Publish popover in ``where`` (a column): name, note, and the button; says what was published."""
-    with where.popover("Publish", icon=":material/rocket_launch:"):
+    pop = where.popover("Publish", icon=":material/rocket_launch:", key=f"{key}_pop", on_change="rerun")
+    if not pop.open:  # built when opened: its versions are read from the workspace then
+        return
+    with pop:
         st.caption("Publish this workflow as the next immutable version NAME@vN, served by "
                    "`python -m flowcore serve`.")
         pub_name = st.text_input("Name", value=name or "", key=f"{key}_name", max_chars=80)

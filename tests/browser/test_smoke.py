@@ -32,3 +32,28 @@ def test_nothing_leaves_127_0_0_1_on_any_page(page, streamlit_app):
         page.wait_for_load_state("networkidle")  # every request the page makes has been sent
         assert no_exceptions(page) == [], path
     assert off_host == [], f"requests to other hosts: {sorted(set(off_host))}"
+
+
+def test_the_editors_popovers_build_their_contents_when_opened_and_save(page, streamlit_app):
+    """Issue 30 first paint: Open, Save and Publish are built only when opened; opened, they work as before."""
+    import re
+
+    from playwright.sync_api import expect
+
+    from .conftest import wait_for_app
+
+    goto_page(page, streamlit_app, "/editor")
+    expect(page.get_by_role("heading", name="Editor", level=1)).to_be_visible()
+    wait_for_app(page)
+    expect(page.get_by_role("button", name="Save version")).to_have_count(0)  # not built while closed
+    page.get_by_role("button", name="Save", exact=True).click()
+    wait_for_app(page)
+    name = page.get_by_role("textbox", name="Name")
+    expect(name).to_be_visible()
+    name.fill("smoke popover")
+    name.press("Enter")
+    wait_for_app(page)
+    page.get_by_role("button", name="Save version").click()
+    wait_for_app(page)
+    expect(page.get_by_text(re.compile(r"Saved smoke popover as version \d+"))).to_be_visible()
+    assert no_exceptions(page) == []

@@ -40,6 +40,14 @@ def editor(db):
     return at
 
 
+def open_popovers(at) -> None:
+    """Open the Editor's Open and Save popovers (their contents are built only when open)."""
+    at.session_state["ed_open_pop"] = True
+    at.session_state["ed_save_pop"] = True
+    at.run()
+    assert not at.exception, at.exception
+
+
 def component(at, name: str) -> dict:
     found = [c for c in at.get("component_instance") if c.proto.component_name.endswith(name)]
     assert len(found) == 1, [c.proto.component_name for c in at.get("component_instance")]
@@ -138,6 +146,8 @@ def test_switching_the_task_flags_operators_the_task_does_not_allow(editor):
 
 
 def test_save_versions_then_open_an_older_one(editor, db):
+    assert not [b for b in editor.button if b.key in ("ed_save", "ed_open")]  # closed popovers: nothing built
+    open_popovers(editor)
     editor.text_input(key=f"ed_save_name_{editor.session_state['mf_rev']}").set_value("my flow")
     editor.button(key="ed_save").click().run()
     assert any("Saved my flow as version 1" in s for s in texts(editor.success))
@@ -156,6 +166,7 @@ def test_save_versions_then_open_an_older_one(editor, db):
 
 
 def test_a_bad_name_is_refused_plainly(editor):
+    open_popovers(editor)
     editor.text_input(key=f"ed_save_name_{editor.session_state['mf_rev']}").set_value("../etc")
     editor.button(key="ed_save").click().run()
     assert any(e.startswith("Not saved: workflow name '../etc' is not allowed") for e in texts(editor.error))
@@ -323,6 +334,7 @@ def _editor_session(db, browser: str | None = None) -> AppTest:
     at.run()
     at.switch_page("pages/editor.py").run()
     assert not at.exception, at.exception
+    open_popovers(at)
     return at
 
 

@@ -52,6 +52,9 @@ def test_a_key_made_on_settings_is_shown_once_and_can_be_revoked(db):
 
 def test_publish_on_the_editor_adds_a_version(db):
     at = page("editor")
+    assert not [t for t in at.text_input if t.key == "ed_publish_name"]  # built when the popover is opened
+    at.session_state["ed_publish_pop"] = True
+    at.run()
     at.text_input(key="ed_publish_name").input("served-solver").run()
     at.text_input(key="ed_publish_note").input("from the editor").run()
     click(at, "ed_publish_go")
