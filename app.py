@@ -162,9 +162,15 @@ def main() -> None:
         st.warning(f"Read-only: {common.workspace().read_only}.", icon=":material/database:")
     keep.restore_page_state()  # a reload: each page as this browser left it
     keep.keep_form_values()
+    keep.dropped_note()
     try:
         nav.run()
-    except sqlite3.DatabaseError as e:  # the workspace failed mid-page (damaged, full, away): a panel, no traceback
+    except Exception as e:
+        if keep.forget_restored(e):  # it may have failed on a value kept from an earlier visit: again without them
+            st.rerun()
+        if not isinstance(e, sqlite3.DatabaseError):
+            raise
+        # the workspace failed mid-page (damaged, full, away): a panel, no traceback
         st.error(f"{health.describe(e, common.db_path()).capitalize()}.", icon=":material/database:")
         return
     common.sidebar_status()

@@ -39,6 +39,8 @@ KEPT_KEYS = re.compile(r"^(run_(one_result|show_eval)|hist_(run|round_\d+)|cmp_s
 PAGE_OF = {"run": "run", "evo": "evolve", "hist": "history", "cmp": "compare", "aov": "aov", "ed": "editor",
            "ex": "export"}
 _STATE_SYNCED = "mf_page_synced"
+_RESTORED = "mf_page_restored"  # the values restore_page_state set, by key, until a page fails on one
+_DROPPED = "mf_page_dropped"  # why they were dropped, for the note on the next run
 
 
 def _encode(value: object) -> object:
@@ -92,6 +94,7 @@ def restore_page_state() -> None:
         stored = drafts.load_page_state(workspace(), browser_id())
     except Exception:  # noqa: BLE001 - a busy or damaged workspace: the pages open as new
         return
+    restored: dict[str, object] = {}
     for page in stored.values():
         for k, v in page.items():
             if not isinstance(k, str) or k in ss or not (FORM_KEYS.match(k) or KEPT_KEYS.match(k)):
@@ -102,8 +105,48 @@ def restore_page_state() -> None:
 
                 value = candidates_from_state(value)
                 ss["aov_gen"] = ss.get("aov_gen", 0) + 1
-            ss[k] = value
+            ss[k] = restored[k] = value
     ss[_STATE_SYNCED] = stored
+    ss[_RESTORED] = restored
+
+
+def forget_restored(error: Exception) -> bool:
+    """A page failed with ``error``: whether a value :func:`restore_page_state` set is still unchanged (the page
+    may have failed on it: an older app's value, a run since deleted, a hand-edited row). Those values are then
+    dropped, from this session and from what is kept for this browser, for the page to rerun without them. The
+    workspace is a store like any other: what comes back from it is not trusted to fit a widget or a page."""
+    ss = st.session_state
+    restored = ss.pop(_RESTORED, None) or {}
+    unfit = {k for k, v in restored.items() if k in ss and _same(ss[k], v)}
+    if not unfit:
+        return False
+    for k in unfit:
+        del ss[k]
+    stored = ss.get(_STATE_SYNCED) or {}
+    for page, state in stored.items():
+        if unfit & set(state):
+            stored[page] = {k: v for k, v in state.items() if k not in unfit}
+            try:
+                drafts.save_page_state(workspace(), browser_id(), page, stored[page])
+            except Exception:  # noqa: BLE001 - a busy workspace: the next reload drops them again
+                pass
+    ss[_DROPPED] = f"{type(error).__name__}: {error}"
+    return True
+
+
+def _same(current: object, restored: object) -> bool:
+    try:
+        return bool(current is restored or current == restored)
+    except Exception:  # noqa: BLE001 - a value whose comparison fails is not known to be unchanged
+        return False
+
+
+def dropped_note() -> None:
+    """Say once that the state kept of the pages was set aside (after :func:`forget_restored`)."""
+    why = st.session_state.pop(_DROPPED, None)
+    if why:
+        st.warning(f"The state this browser kept of its pages (from an earlier visit) could not be used, so they "
+                   f"open as new: {md(why)}", icon=":material/restart_alt:")
 
 
 def sync_page_state() -> None:
