@@ -33,7 +33,7 @@ from flowcore.evolution.history import History, RunBuffer, run_tag, sample_from_
 from flowcore.evolution.judge import Candidate, GuidedJudge, LLMJudge, RuleJudge, Verdict
 from flowcore.evolution.lease import STALE_AFTER, Lease, LeaseLost
 from flowcore.evolution.optimizer import Optimizer, rewrite_prompt
-from flowcore.llm.client import BudgetExceeded
+from flowcore.llm.client import BudgetExceeded, budget_refused
 from flowcore.mermaid.reader import WorkflowSyntaxError, parse, to_mermaid
 from flowcore.model import Workflow
 from flowcore.workspace import health
@@ -478,6 +478,7 @@ class Evolution:
         if nxt == 0 and rec["status"] == "failed":
             self._keep_unstored(run_id, float(rec.get("cost") or 0.0))
             return "stopped", f"the seed round failed, so there is nothing to evolve: {rec.get('reason')}"
+        budget = rec.pop("_budget", False)  # the run's budget refused the round's calls (by type, not by words)
         await self._store(run_id, rec)
         self._buffer().add(rec)
         summary = self.summary(rec)
@@ -487,7 +488,7 @@ class Evolution:
                 self.progress(summary)
             except Exception:  # a broken display must not stop the run (the round is stored)
                 log.exception("evolution progress callback failed")
-        if rec["status"] == "failed" and "BudgetExceeded" in (rec.get("reason") or ""):
+        if rec["status"] == "failed" and budget:
             return "stopped", rec["reason"]
         return None
 
@@ -541,12 +542,13 @@ class Evolution:
             try:
                 res = (await self._measure(self._parsed_round(ref), [problem], fresh=True)).results[0]
                 error = res.error if _errored(res) else None
+                refused = bool(getattr(res, "budget", False))
             except (Cancelled, LeaseLost, BudgetExceeded):
                 raise
             except Exception as exc:  # noqa: BLE001 - not shown to answer: the endpoint's, never the candidate's
-                error = f"{type(exc).__name__}: {exc}"
-            if error is not None and _BUDGET in error:  # refused by the run's budget: no word on the endpoint
-                raise BudgetExceeded(error[error.index(_BUDGET) + len(_BUDGET):])
+                error, refused = f"{type(exc).__name__}: {exc}", False
+            if refused:  # the run's budget refused the call: no word on the endpoint
+                raise BudgetExceeded((error or "").rpartition(_BUDGET)[2] or "the run's budget is used up")
             if error is None or "timed out" not in error or \
                     asyncio.get_running_loop().time() - start >= self.probe_window:
                 break
@@ -715,6 +717,7 @@ class Evolution:
                 f"{type(exc).__name__}: {exc}"
             rec["cost"] = self._spent() - spent0
             rec["_transient"] = _transient(exc)
+            rec["_budget"] = rec.get("_budget") or budget_refused(exc)
             if _storage_fault(exc):
                 rec["_fault"] = health.describe(exc, self.ws.path)
             return rec
@@ -933,6 +936,7 @@ class Evolution:
                 rec["_transient"] = True  # retried after a back-off: an outage is not the workflow's score
             if results and len(infra) > self.config.max_error_rate * len(results):
                 rec["per_problem"] = [_result_json(x) for x in results]  # kept for diagnosis
+                rec["_budget"] = any(getattr(x, "budget", False) for x in infra)
                 raise RuntimeError(f"{len(infra)} of {len(results)} problems could not be run, so the score "
                                    f"would be wrong ({infra[0].error})")
 
@@ -945,6 +949,7 @@ class Evolution:
         except Exception as exc:  # noqa: BLE001 - stored as the round's reason
             rec.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
             rec["_transient"] = rec.get("_transient") or _transient(exc)
+            rec["_budget"] = rec.get("_budget") or budget_refused(exc)
             if _storage_fault(exc):
                 rec["_fault"] = str(exc) if type(exc).__name__ == "ResultNotStored" else \
                     health.describe(exc, self.ws.path)
@@ -959,7 +964,7 @@ class Evolution:
 _INFRA_ERRORS = ("LLMError", "BudgetExceeded", "NotConfigured")
 
 
-_BUDGET = "BudgetExceeded: "  # how a call the run's budget refused shows in a problem's error
+_BUDGET = "BudgetExceeded: "  # how a call the run's budget refused reads in a round's reason (words only)
 
 
 def _budget_spent(rec: dict, exc: BudgetExceeded, cost: float) -> dict:
@@ -968,7 +973,7 @@ def _budget_spent(rec: dict, exc: BudgetExceeded, cost: float) -> dict:
     a round whose own call the budget refused is, by the same reason (its cost charged), and the run stops so."""
     for k in ("score", "ci_low", "ci_high", "n"):
         rec.pop(k, None)
-    rec.update(status="failed", cost=cost,
+    rec.update(status="failed", cost=cost, _budget=True,
                reason=f"{_BUDGET}{exc} (round {rec['round']} had failed on every try: {rec.get('reason')})")
     return rec
 

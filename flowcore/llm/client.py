@@ -98,6 +98,18 @@ class BudgetExceeded(LLMError):
     pass
 
 
+def budget_refused(exc: BaseException | None) -> bool:
+    """Did the run's budget refuse a call (a BudgetExceeded in the exception's cause/context chain)? Known by the
+    type: an endpoint's, a proxy's or a workflow's words naming the budget are not the budget."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, BudgetExceeded):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 class NotConfigured(LLMError):
     pass
 

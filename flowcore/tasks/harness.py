@@ -53,6 +53,7 @@ class ProblemResult:
     transient: bool = False  # ... and for a reason that may pass (connection, 5xx, garbling)
     score: float | None = None  # a task metric's score in [0, 1] (None: 0/1 from ``correct``)
     grade: dict | None = None  # a judge's grade: {"model", "reason"} ("graded by a model")
+    budget: bool = False  # ... because the run's budget refused a call (by the error's type, never its words)
 
     @property
     def value(self) -> float:
@@ -244,8 +245,10 @@ async def _solve(runner: Runner, problem: Problem, timeout: float | None,
         # the problem is errored (left out of the score, counted against --max-error-rate), never a wrong
         # answer. The workspace database away for a while (a restart, a lock) is an outage like the endpoint's.
         transient = endpoint_failure(exc)[1] or isinstance(exc, BusyTimeout) or fault == "outage"
+        from flowcore.llm.client import budget_refused
+
         return ProblemResult(problem.id, False, answer, None, cost, time.perf_counter() - start, detail, True,
-                             transient)
+                             transient, budget=budget_refused(exc))
     finally:
         waits.clock_stop(token)
     latency = time.perf_counter() - start

@@ -459,3 +459,27 @@ def test_evolve_again_says_the_run_is_finished_and_new_run_starts_another(tmp_pa
     more = subprocess.run(cmd + ["--new-run"], capture_output=True, text=True, env=env, timeout=120)
     assert more.returncode == 0 and ws.query("SELECT COUNT(*) AS n FROM evo_runs")[0]["n"] == 2
     ws.close_all()
+
+
+def test_a_failure_that_only_names_the_budget_does_not_stop_the_run_as_spent(tmp_path, monkeypatch, data):
+    """A budget stop is known by the error's type, never by its words: an endpoint (or a proxy) whose refusal
+    reads "BudgetExceeded: ..." failed the round with those words in its reason, and the run stopped saying its
+    own budget was spent, with no budget set at all, after round 1."""
+    calls = {"n": 0}
+    words = "BudgetExceeded: LLM budget of $0.0001 for this run is used up"
+
+    def respond(req: dict) -> object:
+        calls["n"] += 1
+        return "The answer is 42." if calls["n"] <= len(DATA) else Fault(status=400, body=words)
+
+    with FakeLLMServer(respond) as srv:
+        _env(monkeypatch, srv)
+        ws = Workspace(tmp_path / "w.db")
+        cfg = EvolutionConfig(benchmark="gsm8k", rounds=2, candidates=1, data_path=str(data), mode="programmatic",
+                              search="paper")
+        result = Evolution(ws, cfg).run()
+    rows = _rows(ws, result["run_id"])
+    assert rows[0]["status"] == "ok" and rows[1]["status"] == "failed", [(r["status"], r["reason"]) for r in rows]
+    assert words in rows[1]["reason"]  # the endpoint's words, kept as its reason
+    # both rounds ran (a budget stop ends the run after round 1, with the round's reason as its own)
+    assert len(rows) == 3 and result["reason"].startswith("every round failed"), (result["status"], result["reason"])
