@@ -103,7 +103,8 @@ def browser_id() -> str:
     is their own within it, so a planted cookie shares nothing with whoever planted it."""
     if "mf_browser" not in st.session_state:
         try:
-            cookie = browser_cookie.from_cookies(st.context.cookies)
+            secure = browser_cookie.page_is_https(dict(st.context.headers), bool(st.get_option("server.sslCertFile")))
+            cookie = browser_cookie.from_cookies(st.context.cookies, secure)
         except Exception:  # noqa: BLE001 - no request context (AppTest): one id per session
             cookie = None
         st.session_state["mf_browser"] = cookie or drafts.new_browser_id()

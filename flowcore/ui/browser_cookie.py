@@ -24,12 +24,19 @@ def cookie_name(secure: bool) -> str:
     return HOST_COOKIE if secure else COOKIE
 
 
-def from_cookies(cookies: Mapping[str, str]) -> str | None:
-    """The browser id the page's request carries (``st.context.cookies``): the __Host- one when there is one."""
-    for name in (HOST_COOKIE, COOKIE):
-        if valid_browser_id(value := cookies.get(name)):
-            return value
-    return None
+def from_cookies(cookies: Mapping[str, str], secure: bool) -> str | None:
+    """The browser id the page's request carries (``st.context.cookies``), read as the server's cookie step reads
+    it: over https only the __Host- one (a plain one may be planted), over http only the plain one (a __Host- one
+    set by an https site on another port of this host reaches http://localhost too)."""
+    value = cookies.get(cookie_name(secure))
+    return value if valid_browser_id(value) else None
+
+
+def page_is_https(headers: Mapping[str, str], tls: bool) -> bool:
+    """:func:`is_https` for a page's session: ``tls`` when this server terminates TLS itself (its requests'
+    scheme is https), else what the proxy's headers on the session's request say."""
+    raw = {k.lower().encode("latin-1"): str(v).encode("latin-1", "replace") for k, v in headers.items()}
+    return is_https({"scheme": "https" if tls else "http"}, raw)
 
 
 def is_https(scope: dict, headers: Mapping[bytes, bytes]) -> bool:

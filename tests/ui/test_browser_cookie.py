@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from flowcore.ui.browser_cookie import COOKIE, HOST_COOKIE, BrowserCookie, browser_cookie, from_cookies
+from flowcore.ui.browser_cookie import (
+    COOKIE,
+    HOST_COOKIE,
+    BrowserCookie,
+    browser_cookie,
+    from_cookies,
+    page_is_https,
+)
 from flowcore.workspace.drafts import member_browser_id, new_browser_id, valid_browser_id
 
 
@@ -166,8 +173,14 @@ def test_over_https_a_planted_plain_id_is_not_taken_and_the_host_id_is_kept():
     assert header.startswith(f"{HOST_COOKIE}=") and planted not in header  # a new id, not the planted one
     (header,) = _serve_headers([(b"cookie", f"{COOKIE}={planted}; {HOST_COOKIE}={mine}".encode())], "https")
     assert header.startswith(f"{HOST_COOKIE}={mine};")
-    assert from_cookies({COOKIE: planted, HOST_COOKIE: mine}) == mine  # the page reads the same one
-    assert from_cookies({COOKIE: planted}) == planted and from_cookies({COOKIE: "x"}) is None
+    # the page reads the one the server's step reads: over https only __Host-, over http only the plain one
+    assert from_cookies({COOKIE: planted, HOST_COOKIE: mine}, secure=True) == mine
+    assert from_cookies({COOKIE: planted}, secure=True) is None
+    assert from_cookies({COOKIE: mine, HOST_COOKIE: planted}, secure=False) == mine  # another port's https site
+    assert from_cookies({HOST_COOKIE: planted}, secure=False) is None and from_cookies({COOKIE: "x"}, False) is None
+    assert page_is_https({"X-Forwarded-Proto": "https, http"}, tls=False)
+    assert page_is_https({}, tls=True) and not page_is_https({"Forwarded": "for=1.2.3.4;proto=http"}, tls=False)
+    assert not page_is_https({"X-Forwarded-Proto": "http"}, tls=False)
 
 
 def test_a_signed_in_member_keeps_drafts_under_an_id_of_their_own():
