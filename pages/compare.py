@@ -1,7 +1,11 @@
 """Compare page (the stakeholder view): pick workflows (baselines, examples, saved ones, evolved rounds), a
 benchmark and a split; measure them on the same problems in the background; see the table with intervals and
 paired tests against the best, score vs cost with the Pareto front, and which problems each one solves.
-The work is done by flowcore.evaluation.compare and flowcore.ui.compare."""
+The work is done by flowcore.evaluation.compare and flowcore.ui.compare.
+
+First paint (issue 30): the browser's cost is each element drawn and each element type's first script, so only
+the open tab of a result is built (the table first), and the new-comparison form folds away once comparisons
+exist. Which tab and whether the form is open survive a page switch (plain session keys, :func:`kept`)."""
 
 from __future__ import annotations
 
@@ -27,6 +31,8 @@ from pages import common, widgets
 common.app_shell()  # a link to this page on a fresh server: run inside the app (menu, workspace memory)
 ss = st.session_state
 JOB_KEY, SHOW_KEY = "cmp_job_id", "cmp_show"
+VIEW_KEY, NEW_KEY = "cmp_view", "cmp_new_open"  # the result tab shown; whether the new-comparison form is open
+VIEWS = ("Table", "Score vs cost", "Per problem")
 NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."
 PCT = st.column_config.NumberColumn(format="%.1f")
 
@@ -39,6 +45,20 @@ def _split_file(upload) -> str | None:
     path = folder / Path(upload.name).name
     path.write_bytes(upload.getvalue())
     return str(path)
+
+
+def kept(key: str) -> dict:
+    """A lazy container's ``key`` and an ``on_change`` that copy its state to a plain session key: Streamlit
+    forgets a widget's state while its page is not shown, a plain key it keeps. Written back before the
+    container is drawn again (a container's state may be set from session state; its default is not touched)."""
+    memory = f"{key}_kept"
+    if key not in ss and memory in ss:
+        ss[key] = ss[memory]
+
+    def remember() -> None:
+        ss[memory] = ss[key]
+
+    return {"key": key, "on_change": remember}
 
 
 def form(settings, configured: bool, busy: bool) -> None:
@@ -121,24 +141,37 @@ def show(stored) -> None:
                     "would be if they were equally good.")
     for note in cv.evolved_notes(c, common.workspace()):  # an evolved round: its validation beside this score
         st.caption(note)
-    st.dataframe(cv.table_frame(c, common.workspace()), hide_index=True,
-                 placeholder="—", width="stretch", key=f"cmp_table_{stored.id}",
-                 column_config={"score %": PCT, "validation %": PCT,
-                                "cost/problem $": st.column_config.NumberColumn(format="$%.6f"),
-                                "tokens": st.column_config.NumberColumn(format="localized"),
-                                "calls": st.column_config.NumberColumn(format="localized")})
-    if cv.graded_note(c):
-        st.caption(f":material/gavel: {cv.graded_note(c)}")
-    widgets.chart(cv.pareto_figure(c), key=f"cmp_pareto_{stored.id}")
+    table, pareto, per_problem = st.tabs(VIEWS, **kept(VIEW_KEY))
+    if table.open:  # only the open tab is built: a grid or a chart costs the browser even when hidden
+        with table:
+            st.dataframe(cv.table_frame(c, common.workspace()), hide_index=True,
+                         placeholder="—", width="stretch", key=f"cmp_table_{stored.id}",
+                         column_config={"score %": PCT, "validation %": PCT,
+                                        "cost/problem $": st.column_config.NumberColumn(format="$%.6f"),
+                                        "tokens": st.column_config.NumberColumn(format="localized"),
+                                        "calls": st.column_config.NumberColumn(format="localized")})
+            if cv.graded_note(c):
+                st.caption(f":material/gavel: {cv.graded_note(c)}")
+            st.download_button("Download the comparison (.json)", json.dumps(c.to_json(), indent=1).encode(),
+                               f"comparison_{stored.id}.json", mime="application/json", on_click="ignore",
+                               icon=":material/download:", key=f"cmp_dl_{stored.id}")
+    if pareto.open:
+        with pareto:
+            widgets.chart(cv.pareto_figure(c), key=f"cmp_pareto_{stored.id}")
+    if per_problem.open:
+        with per_problem:
+            agreement(c, stored.id)
+
+
+def agreement(c, cid: int) -> None:
     agree = cv.agreement_frame(c)
-    if not agree.empty:
-        n_dis = int((~agree["agree"]).sum())
-        st.markdown(f"**Per-problem agreement**: the workflows disagree on {n_dis} of {len(agree)} problems "
-                    "(listed first; 1 = solved, with repeats the solve rate).")
-        st.dataframe(agree, hide_index=True, placeholder="—", width="stretch", key=f"cmp_agree_{stored.id}")
-    st.download_button("Download the comparison (.json)", json.dumps(c.to_json(), indent=1).encode(),
-                       f"comparison_{stored.id}.json", mime="application/json", on_click="ignore",
-                       icon=":material/download:", key=f"cmp_dl_{stored.id}")
+    if agree.empty:
+        st.caption("No problem was measured for every workflow: nothing to line up.")
+        return
+    n_dis = int((~agree["agree"]).sum())
+    st.markdown(f"**Per-problem agreement**: the workflows disagree on {n_dis} of {len(agree)} problems "
+                "(listed first; 1 = solved, with repeats the solve rate).")
+    st.dataframe(agree, hide_index=True, placeholder="—", width="stretch", key=f"cmp_agree_{cid}")
 
 
 def main() -> None:
@@ -152,7 +185,13 @@ def main() -> None:
     if job is None:  # a reloaded page finds a comparison still running in this server
         job = next((j for p in past if p.status == "running" and (j := jobs.get(p.job_id))), None)
     busy = job is not None and job.snapshot().active
-    form(settings, configured, busy)
+    if past:  # folded once there are comparisons to look at (its values are kept while folded: pages/keep.py)
+        new = st.expander("New comparison", expanded=False, icon=":material/add:", **kept(NEW_KEY))
+        if new.open:
+            with new:
+                form(settings, configured, busy)
+    else:
+        form(settings, configured, busy)
     if busy:
         live(job.id)
     if not past:

@@ -1,4 +1,9 @@
-"""Settings: the LLM endpoint, the API key (this session only), a model per role, prices and limits."""
+"""Settings: the LLM endpoint, the API key (this session only), a model per role, prices and limits.
+
+The token prices are a section of their own, outside the endpoint form and built only while it is open (issue 30:
+the editable grid was the page's most expensive element for the browser; a container inside a form cannot rerun
+the page, so it cannot be lazy there). Each section saves its own fields and leaves the other's stored values as
+they are (the merge of flowcore.workspace.settings keeps another save's change of a field this one did not touch)."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from pages import common, serve_parts
 
 common.app_shell()
 ss = st.session_state
+PRICES_OPEN = "set_show_prices"  # not a FORM_KEYS prefix: the section stays open after its save
 FORM_KEYS = ("set_url", "set_model_", "set_prices", "set_budget", "set_concurrency", "set_timeout", "set_retries",
              "set_cache", "set_cap_", "set_context", "set_stream", "set_base")
 
@@ -48,15 +54,48 @@ def resolve(prefer: str | None) -> None:
 
 
 def form_settings(values: dict) -> dict:
-    """The public settings from the form (ValueError with a readable message when a value is wrong)."""
-    prices = settings_store.prices_from_rows(values["prices"].to_dict("records"))
-    public = {"base_url": values["base_url"].strip() or None, "models": values["models"], "prices": prices,
+    """The public settings from the endpoint form, the prices as ``values["prices"]`` (the stored ones: the
+    prices have their own section); ValueError with a readable message when a value is wrong."""
+    public = {"base_url": values["base_url"].strip() or None, "models": values["models"], "prices": values["prices"],
               "timeout": values["timeout"], "max_retries": values["max_retries"],
               "concurrency": values["concurrency"],
               "budget_usd": values["budget"] if values["budget"] > 0 else None, "cache": values["cache"],
               "max_tokens": values.get("max_tokens") or {}, "stream": values.get("stream", False),
               "context_tokens": values.get("context") or None}
     return LLMSettings.from_public_dict(public).to_public_dict()  # every value checked where it was typed
+
+
+def price_settings(base: dict, table: pd.DataFrame) -> dict:
+    """The public settings ``base`` with the prices of the edited grid (SettingsError naming the row)."""
+    prices = settings_store.prices_from_rows(table.to_dict("records"))
+    return LLMSettings.from_public_dict({**base, "prices": prices}).to_public_dict()
+
+
+def save_or_test(make_public, save: bool, role: str | None = None) -> None:  # noqa: ANN001 - () -> dict
+    """Save (or test, with ``role``) the public settings ``make_public()`` builds from a section's values:
+    a conflict with a newer save is kept for the merge buttons, a refused or wrong value is told."""
+    version, base = ss["set_base"]
+    try:
+        public = make_public()
+        if save:
+            done = endpoints.save(common.workspace(), viewer, ss, public, base=base, version=version)
+        else:
+            chosen = endpoints.for_test(common.workspace(), viewer, ss, public)
+    except settings_store.SettingsConflict as e:  # someone saved the same fields meanwhile: never overwritten
+        ss["set_conflict"] = (str(e), public)
+    except EndpointRefused as e:
+        st.error(f"Not sent: {safe.markdown(e)}", icon=":material/block:")
+    except (ValueError, settings_store.SettingsError) as e:
+        st.error(f"Not applied: {safe.markdown(e)}")
+    else:
+        if save:
+            ss["set_flash"] = f"{done} ({common.db_label()}); the API key was not saved."
+            ss["set_reload"] = True
+            st.rerun()
+        elif not chosen.configured:
+            st.warning("No endpoint to test: enter an endpoint URL or an API key first.")
+        else:
+            test_connection(chosen, role)
 
 
 def test_connection(settings: LLMSettings, role: str) -> None:
@@ -110,16 +149,6 @@ with st.form("llm_settings_form", enter_to_submit=False):  # Enter in a box must
     cols = st.columns(len(ROLES))
     models = {r: cols[i].text_input(f"Model for the {r}", value=current.model_for(r), key=f"set_model_{r}")
               for i, r in enumerate(ROLES)}
-    st.markdown("**Token prices** (USD per 1M tokens; a model not listed shows \"price unknown\"; a dated model name uses "
-                "the longest listed prefix)")
-    table = pd.DataFrame([{"model": m, "input": p[0], "output": p[1]} for m, p in current.prices.items()],
-                         columns=["model", "input", "output"])
-    money = st.column_config.NumberColumn
-    prices = st.data_editor(table, num_rows="dynamic", hide_index=True,
-                            placeholder="—", key="set_prices", width="stretch",
-                            column_config={"model": st.column_config.TextColumn("model", required=True),
-                                           "input": money("input $/1M", min_value=0.0),
-                                           "output": money("output $/1M", min_value=0.0)})
     c1, c2, c3, c4 = st.columns(4)
     budget = c1.number_input("Budget per run (USD, 0 = no cap)", min_value=0.0, step=0.5, format="%.2f",
                              value=float(current.budget_usd or 0.0), key="set_budget")
@@ -147,32 +176,32 @@ with st.form("llm_settings_form", enter_to_submit=False):  # Enter in a box must
     test = b2.form_submit_button("Test connection")
 
 if save or test:
-    values = {"base_url": base_url, "models": models, "prices": prices, "budget": budget,
+    values = {"base_url": base_url, "models": models, "prices": ss["set_base"][1]["prices"], "budget": budget,
               "concurrency": int(concurrency), "timeout": float(timeout), "max_retries": int(retries),
               "cache": cache, "max_tokens": {r: int(v) for r, v in caps.items()}, "stream": stream,
               "context": int(context)}
-    version, base = ss["set_base"]
-    try:
-        public = form_settings(values)
-        if save:
-            done = endpoints.save(common.workspace(), viewer, ss, public, base=base, version=version)
-        else:
-            chosen = endpoints.for_test(common.workspace(), viewer, ss, public)
-    except settings_store.SettingsConflict as e:  # someone saved the same fields meanwhile: never overwritten
-        ss["set_conflict"] = (str(e), public)
-    except EndpointRefused as e:
-        st.error(f"Not sent: {safe.markdown(e)}", icon=":material/block:")
-    except (ValueError, settings_store.SettingsError) as e:
-        st.error(f"Not applied: {safe.markdown(e)}")
-    else:
-        if save:
-            ss["set_flash"] = f"{done} ({common.db_label()}); the API key was not saved."
-            ss["set_reload"] = True
-            st.rerun()
-        elif not chosen.configured:
-            st.warning("No endpoint to test: enter an endpoint URL or an API key first.")
-        else:
-            test_connection(chosen, role)
+    save_or_test(lambda: form_settings(values), save, role)
+
+n_prices = len(current.prices)
+prices_box = st.expander(f"Token prices · {n_prices} model{'s' * (n_prices != 1)} (USD per 1M tokens)",
+                         key=PRICES_OPEN, on_change="rerun", icon=":material/sell:")
+if prices_box.open:  # the editable grid is built only when asked for
+    with prices_box:
+        with st.form("llm_prices_form", enter_to_submit=False, border=False):
+            st.caption("A model not listed shows \"price unknown\"; a dated model name uses the longest listed "
+                       "prefix. Saved on their own: the endpoint, models and limits above keep their stored values.")
+            table = pd.DataFrame([{"model": m, "input": p[0], "output": p[1]} for m, p in current.prices.items()],
+                                 columns=["model", "input", "output"])
+            money = st.column_config.NumberColumn
+            prices = st.data_editor(table, num_rows="dynamic", hide_index=True,
+                                    placeholder="—", key="set_prices", width="stretch",
+                                    column_config={"model": st.column_config.TextColumn("model", required=True),
+                                                   "input": money("input $/1M", min_value=0.0),
+                                                   "output": money("output $/1M", min_value=0.0)})
+            save_prices = st.form_submit_button("Save prices" if shared_ok else "Use these prices for my session",
+                                                type="primary")
+        if save_prices:
+            save_or_test(lambda: price_settings(ss["set_base"][1], prices), True)
 
 if "set_conflict" in ss:
     st.warning(ss["set_conflict"][0].capitalize() + ".", icon=":material/group:")

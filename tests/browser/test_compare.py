@@ -70,7 +70,17 @@ def test_compare_page_shows_table_pareto_plot_and_agreement(page, streamlit_app)
     names = table.locator('td[role="gridcell"][aria-colindex="1"]').all_inner_texts()
     # the command line's baseline:io, as the pages name baselines
     assert names == ["IO (math)", "CoT (math)", "CoT-SC (5 samples) (math)", "Self-Refine (math)", "math_seed"]
-    plot = page.locator('[data-testid="stVegaLiteChart"]').filter(has_text="Score vs cost per problem")
+    plots = page.locator('[data-testid="stVegaLiteChart"]')
+    expect(plots).to_have_count(0)  # the plot's tab is closed: not built, not drawn
+    expect(page.locator('[data-testid="stDataFrame"]')).to_have_count(1)  # nor is the agreement grid
+    expect(page.get_by_role("button", name="Compare", exact=True)).to_have_count(0)  # the form is folded
+    page.get_by_text("Results", exact=True).scroll_into_view_if_needed()
+    wait_for_app(page)
+    save_screenshot(page, "compare.png")
+
+    page.get_by_role("tab", name="Score vs cost").click()
+    wait_for_app(page)
+    plot = plots.filter(has_text="Score vs cost per problem")
     expect(plot).to_be_visible()  # a Vega-Lite chart, drawn as SVG
     expect(plot.locator("g.role-legend-label").get_by_text("Pareto front", exact=True)).to_be_visible()  # the front
     # names drawn on the plot: the Pareto points only (the others are on hover)
@@ -80,13 +90,26 @@ def test_compare_page_shows_table_pareto_plot_and_agreement(page, streamlit_app)
     ticks = plot.locator("g.role-axis-label text").all_text_contents()  # percent on one axis, dollars on the other
     assert any(t.endswith("%") for t in ticks) and any(t.startswith("$") for t in ticks)
     assert all(t.endswith("%") or t.startswith("$") for t in ticks), ticks
-    expect(page.get_by_text(re.compile(r"the workflows disagree on \d+ of 12 problems"))).to_be_visible()
-    assert no_exceptions(page) == [] and js_errors == []
-    page.get_by_text("Results", exact=True).scroll_into_view_if_needed()
-    wait_for_app(page)
-    save_screenshot(page, "compare.png")
+    expect(page.locator('[data-testid="stDataFrame"]')).to_have_count(0)  # the table's tab is closed now
 
+    page.get_by_role("tab", name="Per problem").click()
+    wait_for_app(page)
+    expect(page.get_by_text(re.compile(r"the workflows disagree on \d+ of 12 problems"))).to_be_visible()
+    expect(plots).to_have_count(0)
+    # a page switch and back: the same tab is open
+    page.get_by_role("link", name="Run").click()
+    expect(page.get_by_role("heading", name="Run")).to_be_visible()
+    wait_for_app(page)
+    page.get_by_role("link", name="Compare").click()
+    expect(page.get_by_role("tab", name="Per problem")).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_text(re.compile(r"the workflows disagree on \d+ of 12 problems"))).to_be_visible()
+    wait_for_app(page)
+    assert no_exceptions(page) == [] and js_errors == []
+
+    page.get_by_text("New comparison", exact=True).click()  # unfold the form
+    wait_for_app(page)
     start = page.get_by_role("button", name="Compare", exact=True)
+    expect(start).to_be_visible()
     if not start.is_enabled():  # no endpoint in this app: launching is covered by the page's AppTest
         return
     limit = page.get_by_role("spinbutton", name="Problems (0 = the whole split)")
@@ -99,12 +122,17 @@ def test_compare_page_shows_table_pareto_plot_and_agreement(page, streamlit_app)
     expect(page.get_by_text(re.compile(r"#2 · gsm8k · 2 problems × 1 repeat · status done"))).to_be_visible(
         timeout=60_000)  # the page follows the job and then shows the new comparison
     expect(page.get_by_text(re.compile(r"Best: IO \(math\)"))).to_be_visible()
-    expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
+    expect(page.get_by_text(re.compile(r"the workflows disagree on \d+ of 2 problems"))).to_be_visible()  # same tab
     assert no_exceptions(page) == []
 
 
 def test_the_compare_form_keeps_its_values_across_a_page_switch(page, streamlit_app):
     goto_page(page, streamlit_app, "/compare", timeout_ms=60_000)
+    expect(page.get_by_role("heading", name="Compare")).to_be_visible()
+    fold = page.get_by_text("New comparison", exact=True)
+    if fold.count():  # comparisons exist (another test stored one): the form is folded
+        fold.click()
+        wait_for_app(page)
     box = page.get_by_role("spinbutton", name="Problems (0 = the whole split)")
     box.fill("7")
     box.press("Enter")
@@ -116,6 +144,7 @@ def test_the_compare_form_keeps_its_values_across_a_page_switch(page, streamlit_
     expect(page.get_by_role("heading", name="Run")).to_be_visible()
     page.get_by_role("link", name="Compare").click()
     wait_for_app(page)
+    # an unfolded form stays unfolded, with its values
     expect(page.get_by_role("spinbutton", name="Problems (0 = the whole split)")).to_have_value("7")
     expect(page.get_by_role("radio", name="validation")).to_be_checked()
     assert no_exceptions(page) == []

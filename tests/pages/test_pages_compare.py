@@ -77,18 +77,39 @@ def test_a_comparison_runs_and_shows_table_plot_and_agreement(db, monkeypatch):
     (stored,) = list_comparisons(ws)
     assert stored.status == "done" and stored.names == ["mark-a v1", "mark-b v1"]
     assert stored.split["split"] == "test" and stored.split["limit"] == len(PROBLEMS)
-    table = at.dataframe[0].value  # the stakeholder table, then the agreement
+    # the result opens on its table; the plot and the agreement are built only when their tab is open
+    assert [t.label for t in at.tabs] == ["Table", "Score vs cost", "Per problem"]
+    (grid,) = at.dataframe  # the stakeholder table alone: the agreement grid is not built
+    assert not app_charts(at) and not any("Per-problem agreement" in m.value for m in at.markdown)
+    table = grid.value
     assert list(table["workflow"]) == ["mark-a v1", "mark-b v1"] and list(table["best"]) == ["★", ""]
     assert table["score %"].tolist() == pytest.approx([100 * 10 / 12, 100 * 6 / 12])
     assert table["McNemar p"].iloc[1] == f"{hand_mcnemar(6, 2):.3f}"  # 6 solved only by A, 2 only by B
     assert table["McNemar p"].iloc[0] == "—" and table["Δ vs best (pts)"].iloc[0] == "— (the best)"  # no None
-    assert [df.proto.placeholder for df in at.dataframe[:2]] == ["—", "—"]  # a missing cell reads "—", not None
-    agree = at.dataframe[1].value
-    assert len(agree) == len(PROBLEMS) and int((~agree["agree"]).sum()) == 8
+    assert grid.proto.placeholder == "—"  # a missing cell reads "—", not None
     assert any("1055 test" in c.value for c in at.caption)
+    assert any(m.value.startswith("**Best: mark-a v1**") for m in at.markdown)  # the headline above the tabs
+
+    at.session_state["cmp_view"] = "Per problem"
+    at.run()
+    (agree_grid,) = at.dataframe  # now the agreement only
+    agree = agree_grid.value
+    assert len(agree) == len(PROBLEMS) and int((~agree["agree"]).sum()) == 8 and agree_grid.proto.placeholder == "—"
+    assert any("disagree on 8 of 12 problems" in m.value for m in at.markdown) and not app_charts(at)
+
+    at.session_state["cmp_view"] = "Score vs cost"
+    at.run()
+    assert not at.dataframe
     (chart,) = app_charts(at)  # the score-vs-cost figure, every scored workflow on it
     points = [la.data for la in chart["layers"] if la.mark["type"] == "point"]
     assert "Score vs cost" in chart["title"] and sum(len(d) for d in points) == 2
+
+    # the new-comparison form folds once a comparison exists, and opens on request with its values
+    assert not any(b.key == "cmp_start" for b in at.button) and [e.label for e in at.expander] == ["New comparison"]
+    at.session_state["cmp_new_open"] = True
+    at.run()
+    assert button(at, "cmp_start") and at.number_input(key="cmp_limit").value == len(PROBLEMS)
+    assert not at.exception, [e.value for e in at.exception]
 
 
 def test_engine_helpers_of_the_page(db):

@@ -227,3 +227,38 @@ def test_two_sessions_saving_different_fields_both_keep_theirs_and_the_same_fiel
     submit(b, "Save settings")
     submit(b, "Reload (drop my changes)")
     assert store.load_llm_settings(Workspace(db))["concurrency"] == 7 and b.number_input(key="set_concurrency").value == 7
+
+
+def test_the_price_grid_is_built_only_when_its_section_is_open(db):
+    """Issue 30: the editable grid was the page's most expensive element in the browser; it is now a section of
+    its own, outside the endpoint form (a container in a form cannot rerun the page), built when opened."""
+    at = settings_page()
+    (prices,) = [e for e in at.expander if e.label.startswith("Token prices")]
+    assert "Token prices · " in prices.label and not at.dataframe  # folded: no grid in the page
+    assert not any(b.label == "Save prices" for b in at.button)
+    at.session_state["set_show_prices"] = True
+    at.run()
+    (grid,) = at.dataframe
+    assert set(grid.value["model"]) >= {"gpt-4o-mini"} and list(grid.value.columns) == ["model", "input", "output"]
+    assert any(b.label == "Save prices" for b in at.button)
+
+
+def test_each_section_saves_its_own_fields_and_keeps_the_others_stored_values(db):
+    """The prices' Save does not send the endpoint form's unsaved values, nor undo another session's save of a
+    field it does not show; the endpoint form's Save keeps the stored prices."""
+    other, at = settings_page(), settings_page()
+    other.number_input(key="set_timeout").set_value(33.0)
+    submit(other, "Save settings")  # another session saves a limit after this one opened the page
+    at.session_state["set_show_prices"] = True
+    at.run()
+    at.number_input(key="set_concurrency").set_value(5)  # typed in the endpoint form, not saved
+    submit(at, "Save prices")
+    assert any("Saved to the workspace" in s for s in texts(at.success)), texts(at.error) + texts(at.warning)
+    saved = store.load_llm_settings(Workspace(db))
+    assert saved["timeout"] == 33.0 and saved["concurrency"] == LLMSettings().concurrency
+    assert saved["prices"]["gpt-4o-mini"] == list(LLMSettings().prices["gpt-4o-mini"])
+    assert at.dataframe, "the price section stays open after its save"
+    at.number_input(key="set_retries").set_value(4)
+    submit(at, "Save settings")
+    saved = store.load_llm_settings(Workspace(db))
+    assert (saved["max_retries"], saved["timeout"]) == (4, 33.0) and "gpt-4o-mini" in saved["prices"]

@@ -1,0 +1,58 @@
+"""The Settings page's token prices in a real browser (issue 30): folded on the first view (no grid drawn),
+opened on request, and a price typed into the grid is saved by the section's own Save while the endpoint form's
+unsaved values are not. A server of its own: the save changes its workspace's settings."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from flowcore.workspace import settings as store
+from flowcore.workspace.store import Workspace
+
+from .conftest import _stop, goto_page, no_exceptions, start_app, wait_for_app
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    app = start_app(tmp_path_factory.mktemp("prices"))
+    try:
+        yield app
+    finally:
+        _stop(app.process)
+
+
+def test_a_price_typed_in_the_opened_section_is_saved_on_its_own(served, page):
+    goto_page(page, served, "/settings")
+    expect(page.get_by_role("button", name="Save settings")).to_be_visible()
+    grids = page.locator('[data-testid="stDataFrame"]')
+    expect(grids).to_have_count(0)
+    timeout = page.get_by_role("spinbutton", name="Timeout per call (s)")
+    timeout.fill("77")  # typed in the endpoint form, never saved
+    page.get_by_text(re.compile(r"^Token prices · \d+ models")).click()
+    wait_for_app(page)
+    grid = grids.first
+    expect(grid).to_be_visible()
+    cell = grid.locator('td[role="gridcell"][aria-colindex="2"]').first  # the first model's input price
+    expect(cell).to_be_attached()
+    model = grid.locator('td[role="gridcell"][aria-colindex="1"]').first.inner_text()
+    box = grid.locator("canvas").first.bounding_box()  # the grid's canvas: a 36 px header, then 35 px rows
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + 36 + 35 / 2)  # the first model's input price
+    page.keyboard.press("Enter")  # opens the cell's editor (glide-data-grid's overlay, outside the grid)
+    editor = page.locator("#portal input, #portal textarea").first
+    expect(editor).to_be_focused()
+    editor.fill("12.5")
+    editor.press("Enter")
+    expect(editor).to_have_count(0)
+    expect(cell).to_have_text("12.5")  # the grid holds the edit
+    page.get_by_role("button", name="Save prices").click()
+    expect(page.get_by_text(re.compile("Saved to the workspace"))).to_be_visible()
+    saved = store.load_llm_settings(Workspace(served.db_path))
+    assert saved["prices"][model][0] == 12.5, (model, saved["prices"])
+    assert saved["timeout"] != 77  # the other section's unsaved value stayed out
+    expect(cell).to_have_text("12.5")  # the section stays open on the stored prices
+    assert no_exceptions(page) == []
