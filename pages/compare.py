@@ -5,7 +5,7 @@ The work is done by flowcore.evaluation.compare and flowcore.ui.compare.
 
 First paint (issue 30): the browser's cost is each element drawn and each element type's first script, so only
 the open tab of a result is built (the table first), and the new-comparison form folds away once comparisons
-exist. Which tab and whether the form is open survive a page switch (plain session keys, :func:`kept`)."""
+exist. Which tab and whether the form is open are kept across page switches and reloads (pages/keep.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from pages import common, widgets
 common.app_shell()  # a link to this page on a fresh server: run inside the app (menu, workspace memory)
 ss = st.session_state
 JOB_KEY, SHOW_KEY = "cmp_job_id", "cmp_show"
-VIEW_KEY, NEW_KEY = "cmp_view", "cmp_new_open"  # the result tab shown; whether the new-comparison form is open
+VIEW_KEY, NEW_KEY = "cmp_view", "cmp_new_open"  # the result tab shown, the form unfolded: kept (pages/keep.py)
 VIEWS = ("Table", "Score vs cost", "Per problem")
 NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."
 PCT = st.column_config.NumberColumn(format="%.1f")
@@ -45,20 +45,6 @@ def _split_file(upload) -> str | None:
     path = folder / Path(upload.name).name
     path.write_bytes(upload.getvalue())
     return str(path)
-
-
-def kept(key: str) -> dict:
-    """A lazy container's ``key`` and an ``on_change`` that copy its state to a plain session key: Streamlit
-    forgets a widget's state while its page is not shown, a plain key it keeps. Written back before the
-    container is drawn again (a container's state may be set from session state; its default is not touched)."""
-    memory = f"{key}_kept"
-    if key not in ss and memory in ss:
-        ss[key] = ss[memory]
-
-    def remember() -> None:
-        ss[memory] = ss[key]
-
-    return {"key": key, "on_change": remember}
 
 
 def form(settings, configured: bool, busy: bool) -> None:
@@ -141,7 +127,7 @@ def show(stored) -> None:
                     "would be if they were equally good.")
     for note in cv.evolved_notes(c, common.workspace()):  # an evolved round: its validation beside this score
         st.caption(note)
-    table, pareto, per_problem = st.tabs(VIEWS, **kept(VIEW_KEY))
+    table, pareto, per_problem = st.tabs(VIEWS, key=VIEW_KEY, on_change="rerun")
     if table.open:  # only the open tab is built: a grid or a chart costs the browser even when hidden
         with table:
             st.dataframe(cv.table_frame(c, common.workspace()), hide_index=True,
@@ -186,7 +172,8 @@ def main() -> None:
         job = next((j for p in past if p.status == "running" and (j := jobs.get(p.job_id))), None)
     busy = job is not None and job.snapshot().active
     if past:  # folded once there are comparisons to look at (its values are kept while folded: pages/keep.py)
-        new = st.expander("New comparison", expanded=False, icon=":material/add:", **kept(NEW_KEY))
+        new = st.expander("New comparison", expanded=False, icon=":material/add:", key=NEW_KEY,
+                          on_change="rerun")
         if new.open:
             with new:
                 form(settings, configured, busy)

@@ -104,6 +104,10 @@ def test_compare_page_shows_table_pareto_plot_and_agreement(page, streamlit_app)
     expect(page.get_by_role("tab", name="Per problem")).to_have_attribute("aria-selected", "true")
     expect(page.get_by_text(re.compile(r"the workflows disagree on \d+ of 12 problems"))).to_be_visible()
     wait_for_app(page)
+    page.reload(wait_until="domcontentloaded")  # and a reload (a new session of the same browser)
+    wait_for_app(page)
+    expect(page.get_by_role("tab", name="Per problem")).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_text(re.compile(r"the workflows disagree on \d+ of 12 problems"))).to_be_visible()
     assert no_exceptions(page) == [] and js_errors == []
 
     page.get_by_text("New comparison", exact=True).click()  # unfold the form
