@@ -246,10 +246,6 @@ RUN_COUNTER_JS = """(() => {
 
 _SETTLED = """(since) => { const r = window.__mfRuns;
   return !!r && r.sent > since && r.lastFinished > r.lastSent; }"""
-# All of it at once, on every animation frame: Playwright's wait_for_selector retries on a back-off (then every
-# 500 ms), so each wait used to return up to half a second after the app was settled.
-_READY = f"""(since) => ({_SETTLED})(since)
-  && !!document.querySelector('{_APP_IDLE}') && !document.querySelector('[data-stale="true"]')"""
 
 
 def new_context(browser, **kwargs):
@@ -278,7 +274,10 @@ def wait_for_app(page, timeout_ms: int = DEFAULT_TIMEOUT_MS, since: int = 0) -> 
     asked for) has finished, Streamlit is connected and idle, and no element is left stale from an earlier run.
 
     ``since``: also wait for a run asked for after that many (see :func:`runs_sent`)."""
-    page.wait_for_function(_READY, arg=since, timeout=timeout_ms, polling="raf")
+    page.wait_for_selector('[data-testid="stApp"]', state="attached", timeout=timeout_ms)
+    page.wait_for_function(_SETTLED, arg=since, timeout=timeout_ms)
+    page.wait_for_selector(_APP_IDLE, state="attached", timeout=timeout_ms)
+    page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=timeout_ms)
 
 
 # Resolves once the page has not moved for 5 animation frames in a row: scroll positions, height, drawings.
