@@ -198,11 +198,14 @@ def main() -> None:
     # Two sections, only the open one built: the run (live, waiting for a review, or the last one) and the form
     # for a new one. A launch or a resume opens the run's.
     names = (["Run"] if busy or ss.get(LAST_KEY) is not None else []) + ["New run"]
-    if ss.pop("evo_show_run", False):
-        ss[TAB_KEY] = "Run"
-    if ss.get(TAB_KEY) not in (None, *names):
-        del ss[TAB_KEY]
-    tabs = dict(zip(names, st.tabs(names, key=TAB_KEY, on_change="rerun"), strict=True))
+    # A tab bar already drawn does not follow a value set from here: a launch draws a new one (a new key) that
+    # opens on Run.
+    gen = ss.get("evo_tab_gen", 0) + (1 if ss.pop("evo_show_run", False) else 0)
+    ss["evo_tab_gen"], key = gen, f"{TAB_KEY}_{gen}"
+    if ss.get(key) not in (None, *names):
+        del ss[key]
+    tabs = dict(zip(names, st.tabs(names, key=key, on_change="rerun", default="Run" if "Run" in names else None),
+                    strict=True))
     if "Run" in tabs and tabs["Run"].open:
         with tabs["Run"]:
             run_section(settings, job, busy, pending)

@@ -199,7 +199,7 @@ def test_evolve_cancel_during_review_then_resume(db):
     assert History(Workspace(db)).run(run_id).status == "cancelled"
     rerun(at)
     assert [t.label for t in at.tabs] == ["Run", "New run"] and not at.expander  # the run's section is open
-    at.session_state["evo_tab"] = "New run"
+    at.session_state[f"evo_tab_{at.session_state['evo_tab_gen']}"] = "New run"  # a launch drew a new tab bar
     rerun(at)
     assert [e.label for e in at.expander if e.label.startswith("Resume")] == ["Resume an unfinished run (1)"]
     assert not at.selectbox(key="evo_pick_seed").disabled and not any(

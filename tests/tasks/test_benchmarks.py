@@ -341,7 +341,7 @@ def test_harness_records_exceptions_and_bounds_concurrency():
     doc = report.to_json()
     assert set(doc) >= {"score", "n", "cost", "ci", "results"} and not doc["cancelled"]
     assert set(doc["results"][0]) == {"id", "correct", "prediction", "extracted", "cost", "latency", "error",
-                                      "errored", "transient", "score", "grade"}  # score/grade: a task's metric
+                                      "errored", "transient", "score", "grade", "budget"}  # score/grade: a task's metric
     assert doc["errors"] == 4  # an exception in the engine or a node leaves no answer: errored, never wrong
     assert all(r.errored for r in report.results if r.error)
     json.dumps(doc)
