@@ -30,7 +30,7 @@ from pages.common import md
 from pages.protocol_parts import after_run, run_options
 
 ss = st.session_state
-JOB_KEY, LAST_KEY, TAB_KEY = "evo_job_id", "evo_last_run", "evo_tab"
+JOB_KEY, LAST_KEY = "evo_job_id", "evo_last_run"
 MODES = {"llm": "LLM optimizer", "programmatic": "Programmatic operators"}
 OFFLINE_NOTE = ("**Structure-only run**: it has no LLM endpoint, so candidates come from the programmatic "
                 "operators, the rule-based judge picks one, and **no benchmark score is measured**. The curve "
@@ -149,7 +149,7 @@ def new_run(settings, configured: bool, busy: bool) -> None:
         except ValueError as e:  # bad settings or data file, named
             st.error(f"Not started: {md(e)}", icon=":material/error:")
             return
-        ss[JOB_KEY], ss[LAST_KEY], ss["evo_show_run"] = job.id, job.meta["run_id"], True
+        ss[JOB_KEY], ss[LAST_KEY], ss["evo_scroll_top"] = job.id, job.meta["run_id"], True
         st.rerun()
 
 
@@ -172,7 +172,7 @@ def resume(settings, busy: bool) -> None:
             except ValueError as e:
                 st.error(f"Cannot resume: {md(e)}", icon=":material/error:")
                 return
-            ss[JOB_KEY], ss[LAST_KEY], ss["evo_show_run"] = job.id, run_id, True
+            ss[JOB_KEY], ss[LAST_KEY], ss["evo_scroll_top"] = job.id, run_id, True
             st.rerun()
 
 
@@ -180,6 +180,8 @@ def main() -> None:
     common.app_shell()
     common.header("Evolve", "Each round samples parents from the history buffer, makes K valid candidates, "
                   "lets a judge pick one and evaluates it on the validation split.")
+    if ss.pop("evo_scroll_top", False):  # Launch is at the bottom: the run's progress is at the top
+        widgets.scroll_to_top()
     settings = common.llm_settings()
     configured = common.llm_banner(settings)
     common.sandbox_banner()
@@ -195,24 +197,18 @@ def main() -> None:
     pending = gate.pending if gate is not None else None
     if pending is None and (left := review.take_message(None)):  # a review decided elsewhere meanwhile
         st.error(left, icon=":material/error:")
-    # Two sections, only the open one built: the run (live, waiting for a review, or the last one) and the form
-    # for a new one. A launch or a resume opens the run's.
-    names = (["Run"] if busy or ss.get(LAST_KEY) is not None else []) + ["New run"]
-    # A tab bar already drawn does not follow a value set from here: a launch draws a new one (a new key) that
-    # opens on Run.
-    gen = ss.get("evo_tab_gen", 0) + (1 if ss.pop("evo_show_run", False) else 0)
-    ss["evo_tab_gen"], key = gen, f"{TAB_KEY}_{gen}"
-    if ss.get(key) not in (None, *names):
-        del ss[key]
-    tabs = dict(zip(names, st.tabs(names, key=key, on_change="rerun", default="Run" if "Run" in names else None),
-                    strict=True))
-    if "Run" in tabs and tabs["Run"].open:
-        with tabs["Run"]:
-            run_section(settings, job, busy, pending)
-    if tabs["New run"].open:
-        with tabs["New run"]:
+    # The run (live, waiting for a review, or the last one) on top; the form for a new one in a box built only when
+    # open, open by itself while there is no run to show.
+    show_run = busy or ss.get(LAST_KEY) is not None
+    if show_run:
+        run_section(settings, job, busy, pending)
+        st.divider()
+    box = st.expander("New run", expanded=not show_run, key="evo_new_open", on_change="rerun",
+                      icon=":material/rocket_launch:")
+    if box.open:
+        with box:
             new_run(settings, configured, busy)
-            resume(settings, busy)
+    resume(settings, busy)
 
 
 def run_section(settings, job, busy: bool, pending) -> None:  # noqa: ANN001 - a job, a pending review

@@ -261,6 +261,15 @@ def runs_sent(page) -> int:
     return page.evaluate("() => window.__mfRuns ? window.__mfRuns.sent : 0")
 
 
+def open_box(page, label: str) -> None:
+    """Open a page's folded box (Evolve's New run, built only when open) unless it is open already."""
+    box = page.locator('[data-testid="stExpander"]').filter(has=page.get_by_text(label, exact=True)).first
+    if box.locator("details").first.get_attribute("open") is None:
+        box.locator("summary").first.click()
+        expect(box.locator("details").first).to_have_attribute("open", "")
+    wait_for_app(page)
+
+
 def open_tab(page, name: str) -> None:
     """Open a page's section (History's, Evolve's: each is built only when open) and wait for its run to end."""
     tab = page.get_by_role("tab", name=name, exact=True)

@@ -17,7 +17,15 @@ from playwright.sync_api import expect
 from flowcore.evolution import History
 from flowcore.workspace.store import Workspace
 
-from .conftest import goto_page, no_exceptions, open_tab, save_screenshot, wait_for_app, wait_for_still
+from .conftest import (
+    goto_page,
+    no_exceptions,
+    open_box,
+    open_tab,
+    save_screenshot,
+    wait_for_app,
+    wait_for_still,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -57,7 +65,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     page.on("pageerror", lambda exc: js_errors.append(str(exc)))
     goto_page(page, streamlit_app, "/evolve")
     expect(page.get_by_role("heading", name="Evolve")).to_be_visible()
-    open_tab(page, "New run")  # another test's run may be open in the Run section
+    open_box(page, "New run")  # another test's run may be open in the Run section
     _number(page, "Rounds", str(ROUNDS))
     _number(page, "Validation problems (0 = all)", "2")  # only enabled with an endpoint
     programmatic = page.get_by_text("Programmatic operators")

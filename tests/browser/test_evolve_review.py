@@ -18,7 +18,7 @@ from flowcore.mermaid.reader import parse
 from flowcore.workspace import library
 from tests.helpers.fakellm import FakeLLMServer, message_text
 
-from .conftest import _stop, new_context, no_exceptions, open_tab, start_app, wait_for_app
+from .conftest import _stop, new_context, no_exceptions, open_box, start_app, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -74,7 +74,7 @@ def test_review_shows_all_k_candidates_and_says_where_the_action_was(served, bro
     try:
         page.goto(f"{served.url}/evolve", wait_until="domcontentloaded")
         wait_for_app(page)
-        open_tab(page, "New run")
+        open_box(page, "New run")
         _number(page, "Rounds", "1")
         _number(page, "Candidates per round (K)", "3")
         _number(page, "Validation problems (0 = all)", "1")

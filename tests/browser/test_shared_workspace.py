@@ -21,7 +21,7 @@ from .conftest import (
     goto_page,
     new_context,
     no_exceptions,
-    open_tab,
+    open_box,
     wait_for_app,
 )
 
@@ -61,7 +61,7 @@ def test_run_launched_in_one_app_appears_live_in_the_other(browser, pg_server, t
         for p in (a, b):
             p.set_default_timeout(30_000)
         goto_page(a, type("App", (), {"url": apps[0][0]}), "/evolve")
-        open_tab(a, "New run")
+        open_box(a, "New run")
         for label, value in (("Rounds", "200"), ("Candidates per round (K)", "16")):  # a run that lasts a while
             box = a.get_by_role("spinbutton", name=label, exact=True)
             box.fill(value)

@@ -22,7 +22,7 @@ from .conftest import (
     choose,
     goto_page,
     no_exceptions,
-    open_tab,
+    open_box,
     save_screenshot,
     scroll_under_header,
     wait_for_app,
@@ -79,7 +79,7 @@ def test_upload_map_metric_save_evolve_and_compare(page, streamlit_app):
     # 4. evolve the text seed on it: two rounds, programmatic operators, measured on 4 validation rows
     goto_page(page, streamlit_app, "/evolve?wf=text_seed&task=text", timeout_ms=60_000)
     expect(page.get_by_role("heading", name="Evolve")).to_be_visible()
-    open_tab(page, "New run")  # another test's run may be open in the Run section
+    open_box(page, "New run")  # another test's run may be open in the Run section
     bench = page.get_by_role("combobox", name="Benchmark or task")
     expect(bench).to_have_value("capitals")
     _number(page, "Rounds", "2")
