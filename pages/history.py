@@ -32,15 +32,8 @@ ss = st.session_state
 RUN_KEY, REEVAL_KEY = "hist_run", "hist_reeval_job"
 PCT = st.column_config.NumberColumn(format="percent")
 TAB_KEY = "hist_tab"  # kept across page switches and reloads (pages/keep.py)
-SECTIONS = ("Score curves", "Rounds", "Lineage", "Round detail", "Validation → test")
 NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."
 
-
-def diagram(text: str, key: str, height: str) -> None:
-    widgets.diagram(text, key, height=int(height.removesuffix("px")))  # labels that load nothing remote
-
-
-# -- callbacks -----------------------------------------------------------------------------------------------------
 
 def _pin(run_id: int, rnd: int, pinned: bool) -> None:
     History(common.workspace()).pin(run_id, rnd, pinned)
@@ -154,19 +147,19 @@ def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None
                      placeholder="—", key="hist_reevals", column_config={"score": PCT, "cost": st.column_config.NumberColumn(format="$%.5f")})
 
     texts = (row["workflow_text"] or "", parent["workflow_text"] if parent else "")
-    height = f"{view.texts_height(*texts)}px"
+    height = view.texts_height(*texts)
     # side by side while both fit half the page with readable text; else one above the other, nothing cut
     left, right = st.columns(2) if view.side_by_side(*texts) else (st.container(), st.container())
     with left:
         if parent is not None and parent["workflow_text"]:
             st.markdown(f"**Parent #{parent['round']}** · {hv.score_text(parent['score'])}")
-            diagram(parent["workflow_text"], "hist_parent_mermaid", height)
+            widgets.diagram(parent["workflow_text"], "hist_parent_mermaid", height=height)
         else:
             st.markdown("**No parent**: this is the seed workflow." if rnd == 0 else "**Parent not stored.**")
     with right:
         st.markdown(f"**Round #{rnd}** · {hv.score_text(row['score'], row.get('per_problem'))}")
         if has_text:
-            diagram(row["workflow_text"], "hist_child_mermaid", height)
+            widgets.diagram(row["workflow_text"], "hist_child_mermaid", height=height)
         else:
             st.info("This round produced no workflow.")
     if parent is not None and parent["workflow_text"] and has_text:
@@ -223,12 +216,12 @@ def main() -> None:
     if not cols["round"]:
         st.caption("No round stored yet.")
         return
-    labels = view.labels
-    rounds = list(labels)
-    pick = st.selectbox("Round", rounds, index=len(rounds) - 1, key=f"hist_round_{run_id}", format_func=labels.get)
+    rounds = list(view.labels)
+    pick = st.selectbox("Round", rounds, index=len(rounds) - 1, key=f"hist_round_{run_id}",
+                        format_func=view.labels.get)
     # One section at a time, built only when open: the page paints its first view without the grids, charts and
     # drawings of the others (each costs the browser a few hundred ms of rendering).
-    names = list(SECTIONS[:-1] if info.offline else SECTIONS)  # no test split without scores
+    names = hv.sections(info.offline)
     if ss.get(TAB_KEY) not in (None, *names):  # kept from a measured run, now showing a structure-only one
         del ss[TAB_KEY]
     tabs = dict(zip(names, st.tabs(names, key=TAB_KEY, on_change="rerun"), strict=True))
@@ -245,9 +238,7 @@ def main() -> None:
             st.caption(caption)
     if tabs["Round detail"].open:
         with tabs["Round detail"]:
-            row = h.get_round(run_id, pick)  # the one round shown in detail is the only one read in full
-            first_parent = (row["parents"] or [None])[0] if row else None
-            parent = h.get_round(run_id, first_parent) if first_parent is not None else None
+            row, parent = hv.round_and_parent(h, run_id, pick)  # the only round read in full
             if row is not None:
                 round_detail(info, row, parent, settings.configured)
     if "Validation → test" in tabs and tabs["Validation → test"].open:

@@ -560,3 +560,18 @@ def diff_html(diff: str) -> str:
         rows.append(f'<span style="display:block;{style}">{text}</span>' if style else f"<span>{text}</span>\n")
     return ('<pre class="mf-diff" style="font-size:13px;line-height:1.45;padding:12px 16px;border-radius:8px;'
             'background:#f6f8fa;overflow-x:auto;white-space:pre;margin:0">' + "".join(rows) + "</pre>")
+
+
+SECTIONS = ("Score curves", "Rounds", "Lineage", "Round detail", "Validation → test")
+
+
+def sections(offline: bool) -> list[str]:
+    """The History page's sections for a run: a structure-only run has no test split to show."""
+    return list(SECTIONS[:-1] if offline else SECTIONS)
+
+
+def round_and_parent(history: Any, run_id: int, rnd: int) -> tuple[dict | None, dict | None]:
+    """Round ``rnd`` read in full and its first parent (None for the seed or a parent not stored)."""
+    row = history.get_round(run_id, rnd)
+    first = (row["parents"] or [None])[0] if row else None
+    return row, history.get_round(run_id, first) if first is not None else None
