@@ -185,7 +185,7 @@ else:  # `streamlit run app.py` finds `app` below and serves it: every request p
     from starlette.middleware import Middleware
     from streamlit.starlette import App
 
-    from flowcore.serve import slow
+    from flowcore.serve import nodelay, slow
     from flowcore.ui import warm
     from flowcore.ui.browser_cookie import BrowserCookie
     from flowcore.ui.deeplinks import PageBase
@@ -200,4 +200,5 @@ else:  # `streamlit run app.py` finds `app` below and serves it: every request p
                                                Middleware(PageBase, pages=[u for _, _, u, _ in PAGES]),
                                                Middleware(BrowserCookie)])
     slow.install()  # a request head that never ends closes its connection (slowloris), as `flowcore serve` does
+    nodelay.install()  # small answers without a 40 ms wait for the browser's ACK (Streamlit's socket kept Nagle on)
     warm.start(ROOT / "pages")  # the first view of each page as quick as the second
