@@ -28,6 +28,7 @@ from flowcore.ui import access, webguard
 if __name__ == "__main__":  # a page view. Not when `streamlit run` imports this module to serve it (below): a
     # component declared then, before the app runs, is never registered and its files are not served (404)
     from flowcore import check, is_valid, parse_lenient
+    from flowcore.mermaid import safe
     from flowcore.ui import warm
     from flowcore.workspace import health, library
     from flowcore.workspace.health import WorkspaceDamaged
@@ -75,7 +76,7 @@ def home() -> None:
     if not rows:
         st.warning(f"No examples found in {library.EXAMPLES_DIR}.")
     else:
-        st.table(rows, hide_index=True)  # a few static rows: a plain table draws at once, the grid does not
+        st.markdown(safe.table(rows))  # a few static rows: markdown draws at once; a table or grid loads Arrow
         names = [r["name"] for r in rows]
         pick = st.selectbox("Preview", names, index=names.index(common.DEFAULT_EXAMPLE)
                             if common.DEFAULT_EXAMPLE in names else 0, key="home_example")

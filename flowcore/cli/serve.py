@@ -146,9 +146,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
           f"{'required' if require else 'not required (--no-keys: loopback only)'}", file=sys.stderr, flush=True)
     for noisy in ("httpx", "httpx2", "mcp"):  # one line per LLM call otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from flowcore.serve import slow
+    from flowcore.serve import nodelay, slow
 
     slow.install()  # a request head that never ends closes its connection (slowloris)
+    nodelay.install()  # small answers at once (uvicorn binds with IPPROTO_TCP here; a socket handed in may not)
     http = slow.protocol() if args.http == "auto" else args.http  # both are bounded by slow.install
     if http == "httptools" and slow.HttpToolsProtocol is None:
         raise CliError("--http httptools: the httptools package is not installed (pip install -r requirements.txt)")

@@ -121,6 +121,22 @@ def plain(text: object) -> str:
     return "".join("\\" + c if c in _SPECIAL else c for c in _AUTOLINK.sub(_JOIN, str(text)))
 
 
+def table(rows: list[dict]) -> str:
+    """``rows`` (dicts with the same keys) as a markdown table whose header and cells are :func:`plain` text on
+    one line each: a few static rows drawn with the page's markdown, not with the data grid's 1.2 MB of scripts
+    (Arrow, its formatters) that ``st.table`` loads."""
+    if not rows:
+        return ""
+    cols = list(rows[0])
+
+    def cell(v: object) -> str:
+        return plain(" ".join(str("" if v is None else v).split())) or " "
+
+    lines = ["| " + " | ".join(cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows]
+    return "\n".join(lines)
+
+
 def markdown(text: object) -> str:
     """``text`` for st.markdown with its formatting but nothing that loads or runs: images, raw HTML and LaTeX
     are shown as typed. Brackets and dollars become entities and an image's ``[`` is escaped, so no backslash

@@ -141,3 +141,20 @@ def test_first_load_of_a_fresh_server_under_load(browser, tmp_path):
         log.close()
         for b in burners:
             b.terminate()
+
+
+def test_home_lists_the_examples_as_a_plain_table_without_loading_the_data_grid(page, streamlit_app):
+    """Home's examples are a markdown table (flowcore.mermaid.safe.table): drawn with the page's markdown, no
+    Arrow scripts (st.table and the grid load 1.2 MB of them, ~0.2 s of the first paint)."""
+    from flowcore.workspace import library
+
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url))
+    goto_page(page, streamlit_app, "/")
+    table = page.locator('[data-testid="stMarkdownContainer"] table').first
+    expect(table).to_be_visible()
+    assert table.locator("th").all_inner_texts() == ["name", "task", "nodes", "edges", "prompts", "valid"]
+    names = [n for n, _, _ in library.examples()]
+    assert table.locator("tbody tr td:first-child").all_inner_texts() == names
+    assert set(table.locator("tbody tr td:last-child").all_inner_texts()) == {"yes"}  # every example is valid
+    assert not [u for u in asked if "/static/js/Quiver." in u or "/static/js/arrowFormatUtils." in u]
