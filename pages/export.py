@@ -122,13 +122,13 @@ def main() -> None:
                    f"it (independent nodes run at the same time) below; then {len(support.splitlines()):,} lines of operator and "
                    "sandbox code pasted from flowcore (in the download).")
         shown = own if len(own) < 400_000 else "\n".join(own.splitlines()[:3000]) + "\n# … (see the .py)"
-        st.code(shown, language="python", line_numbers=True, height=560)
+        widgets.code(shown, "python", line_numbers=True, height=560)
         if marker and st.toggle("Show the pasted support code too", key="ex_support"):
-            st.code(support, language="python", height=560)  # highlighting it all at once blocked the tab
+            widgets.code(support, "python", height=560)
     with tab_mmd:
-        st.code(mmd, language="text", line_numbers=True)
+        widgets.code(mmd, None, line_numbers=True)
     with tab_json:
-        st.code(data, language="json", height=560)
+        widgets.code(data, "json", height=560)
     with tab_png:
         if draw_err:
             st.info("No drawing (see the warning above).")

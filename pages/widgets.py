@@ -10,13 +10,20 @@ import streamlit as st
 
 from flowcore import parse_lenient
 from flowcore.model import Workflow
-from flowcore.ui import view
+from flowcore.ui import code_view, view
 from flowcore.workspace import jobs, library
 from pages import common
 from pages.common import md
 from pages.drawing import drawing
 
 ss = st.session_state
+
+
+def code(text: str, language: str | None = None, *, line_numbers: bool = False, height: int | None = None,
+         where: Any = None) -> None:
+    """A highlighted code box, drawn as HTML highlighted on the server (flowcore.ui.code_view): st.code would
+    load Streamlit's 1.5 MB highlighter before the page paints."""
+    (where or st).html(code_view.html(text, language, line_numbers=line_numbers, height=height))
 
 
 def chart(fig: Any, *, key: str, where: Any = None) -> None:

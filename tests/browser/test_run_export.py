@@ -131,10 +131,15 @@ def test_run_page_evaluates_gsm8k_with_progress_and_scores(page, streamlit_app):
 def test_export_page_shows_code_and_downloads(page, streamlit_app):
     js_errors: list[str] = []
     page.on("pageerror", lambda exc: js_errors.append(str(exc)))
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url))
     goto_page(page, streamlit_app, "/export")
-    code = page.locator('[data-testid="stCode"]').first
+    code = page.locator(".mf-code").first  # highlighted on the server: keywords in their own colour
     expect(code).to_contain_text("class Workflow")
     expect(code).to_contain_text("async def __call__")
+    assert code.locator("span.k", has_text="class").first.evaluate("e => getComputedStyle(e).color") \
+        != code.evaluate("e => getComputedStyle(e).color")
+    assert not [u for u in asked if "/StreamlitSyntaxHighlighter." in u]  # 1.5 MB of scripts not loaded
     labels = ["Python (.py)", "Mermaid (.mmd)", "Drawing (.svg)", "Drawing (.png)", "JSON (.json)"]
     for label in labels:
         expect(page.get_by_role("button", name=label)).to_be_enabled()

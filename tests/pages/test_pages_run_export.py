@@ -4,10 +4,15 @@ export code view with its download buttons."""
 
 from __future__ import annotations
 
+import html
+import json
+import re
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from flowcore.tasks import load
+from flowcore.ui import code_view
 from flowcore.workspace import jobs
 from tests.helpers.fakellm import FakeLLMServer, Fault, message_text
 
@@ -22,6 +27,12 @@ def app(path: str) -> AppTest:
     at = AppTest.from_file(path, default_timeout=60).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def code_boxes(at: AppTest) -> list[str]:
+    """The text of each code box the page drew (pages/widgets.code: HTML highlighted on the server)."""
+    return [html.unescape(re.sub(r"<[^>]+>", "", h.value.split("</style>", 1)[1]))
+            for h in at.html if f'class="{code_view.BOX}"' in h.value]
 
 
 def with_workflow(path: str, text: str, name: str) -> AppTest:
@@ -205,8 +216,9 @@ def test_run_invalid_workflow_shows_diagnostics_and_disables_running(monkeypatch
 
 def test_export_shows_code_and_downloads():
     at = app(EXPORT)
-    py = [c for c in at.code if c.language == "python"]
-    assert len(py) == 1 and py[0].proto.show_line_numbers and "class Workflow" in py[0].value
+    boxes = code_boxes(at)  # Python (numbered lines), Mermaid, JSON
+    assert len(boxes) == 3 and "class Workflow" in boxes[0] and boxes[0].lstrip().startswith("1")
+    assert boxes[1].split("\n", 1)[0].endswith("flowchart TD") and json.loads(boxes[2])
     downloads = {b.proto.label: b.proto for b in at.get("download_button")}
     assert list(downloads) == ["Python (.py)", "Mermaid (.mmd)", "Drawing (.svg)", "Drawing (.png)",
                                "JSON (.json)"]
@@ -216,7 +228,7 @@ def test_export_shows_code_and_downloads():
     # a bundled example instead of the current workflow
     at.selectbox(key="ex_pick").set_value(("example", "code_seed")).run()
     assert not at.exception
-    assert "CustomCodeGenerate" in next(c.value for c in at.code if c.language == "python")
+    assert "CustomCodeGenerate" in code_boxes(at)[0]
 
 
 def test_export_shows_an_odd_workflow_name_as_written_not_as_markdown():
@@ -234,7 +246,7 @@ def test_export_invalid_workflow_shows_diagnostics_not_code():
     at = with_workflow(EXPORT, BROKEN, "broken")
     assert not at.exception
     assert any("invalid" in e.value for e in at.error)
-    assert not [c for c in at.code if c.language == "python"]
+    assert not code_boxes(at)
     assert "M004" in set(at.dataframe[0].value["code"])
     assert [b.proto.label for b in at.get("download_button")] == ["Download the text as .mmd anyway"]
 
@@ -248,7 +260,7 @@ def test_export_refuses_a_workflow_carrying_the_key(monkeypatch):
     at = with_workflow(EXPORT, text, "leaky")
     assert not at.exception
     assert any("API key" in e.value for e in at.error)
-    assert not at.get("download_button") and not at.code
+    assert not at.get("download_button") and not at.code and not code_boxes(at)
 
 
 def test_forms_keep_their_values_across_pages():
