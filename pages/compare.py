@@ -22,6 +22,7 @@ if str(ROOT) not in sys.path:  # run as a page of app.py or on its own (AppTest)
 
 from flowcore.evaluation import store as es
 from flowcore.evaluation.compare import list_comparisons, load_comparison, start_comparison
+from flowcore.mermaid import safe
 from flowcore.tasks import DataError, load, split_info
 from flowcore.ui import compare as cv
 from flowcore.ui.words import count
@@ -34,7 +35,6 @@ JOB_KEY, SHOW_KEY = "cmp_job_id", "cmp_show"
 VIEW_KEY, NEW_KEY = "cmp_view", "cmp_new_open"  # the result tab shown, the form unfolded: kept (pages/keep.py)
 VIEWS = ("Table", "Score vs cost", "Per problem")
 NO_LLM = "No LLM endpoint configured — set OPENAI_BASE_URL/OPENAI_API_KEY or open Settings."
-PCT = st.column_config.NumberColumn(format="%.1f")
 
 
 def _split_file(upload) -> str | None:
@@ -130,12 +130,8 @@ def show(stored) -> None:
     table, pareto, per_problem = st.tabs(VIEWS, key=VIEW_KEY, on_change="rerun")
     if table.open:  # only the open tab is built: a grid or a chart costs the browser even when hidden
         with table:
-            st.dataframe(cv.table_frame(c, common.workspace()), hide_index=True,
-                         placeholder="—", width="stretch", key=f"cmp_table_{stored.id}",
-                         column_config={"score %": PCT, "validation %": PCT,
-                                        "cost/problem $": st.column_config.NumberColumn(format="$%.6f"),
-                                        "tokens": st.column_config.NumberColumn(format="localized"),
-                                        "calls": st.column_config.NumberColumn(format="localized")})
+            # a few rows: markdown draws them with the page (the grid's scripts were a quarter of its first paint)
+            st.markdown(safe.table(cv.table_rows(cv.table_frame(c, common.workspace()))))
             if cv.graded_note(c):
                 st.caption(f":material/gavel: {cv.graded_note(c)}")
             st.download_button("Download the comparison (.json)", json.dumps(c.to_json(), indent=1).encode(),

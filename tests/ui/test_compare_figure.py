@@ -87,3 +87,19 @@ def test_baselines_are_named_as_the_pages_name_them():
     assert list(table_frame(for_people(c))["workflow"]) == ["IO (math)", "CoT (math)", "CoT-SC (5 samples) (math)",
                                                            "Self-Refine (math)", "math_seed"]
     assert [m.name for m in c.measurements][0] == "baseline:io"  # the stored comparison is left as it was
+
+
+def test_the_table_prints_every_cell_for_people():
+    import pandas as pd
+
+    from flowcore.ui.compare import table_rows
+
+    frame = pd.DataFrame([{"workflow": "a|b", "score %": 62.5, "validation %": None, "cost/problem $": 0.0004275000000000001,
+                           "tokens": 12345, "calls": 7.0, "errors": 0, "McNemar p": "0.125"},
+                          {"workflow": "c", "score %": float("nan"), "validation %": 40.0, "cost/problem $": None,
+                           "tokens": 0, "calls": 1, "errors": 3, "McNemar p": "—"}])
+    assert table_rows(frame) == [
+        {"workflow": "a|b", "score %": "62.5", "validation %": "—", "cost/problem $": "$0.000428", "tokens": "12,345",
+         "calls": "7", "errors": "0", "McNemar p": "0.125"},
+        {"workflow": "c", "score %": "—", "validation %": "40.0", "cost/problem $": "—", "tokens": "0", "calls": "1",
+         "errors": "3", "McNemar p": "—"}]
