@@ -67,11 +67,15 @@ def test_an_honest_cpu_heavy_answer_passes_with_both_cores_busy():
     tests = [f"assert work({n}) == {sum(i * i for i in range(n))}"]
     quiet = sandbox.run_untrusted(HEAVY, tests=tests, entry_point="work", timeout=2.0)
     assert quiet.ok, quiet.error
-    with burning(2 * CORES):
-        busy = sandbox.run_untrusted(HEAVY, tests=tests, entry_point="work", timeout=2.0)
     # 1.2 s of CPU in a 2 s timeout beside twice as many burners as cores: it gets about 2/5 of a CPU, so its
-    # wall time is past 2 s, and it still passes because it is judged on its own time.
-    assert busy.ok and not busy.timed_out, (busy.error, busy.duration)
+    # wall time is past 2 s, and it still passes because it is judged on its own time. When the machine gave it
+    # more than that (CI once read 1.995 s), the load was not real yet: again beside twice as many burners.
+    for burners in (2 * CORES, 4 * CORES):
+        with burning(burners):
+            busy = sandbox.run_untrusted(HEAVY, tests=tests, entry_point="work", timeout=2.0)
+        assert busy.ok and not busy.timed_out, (burners, busy.error, busy.duration)
+        if busy.duration > 2.0:
+            break
     assert busy.duration > 2.0, busy.duration  # the load was real: without the time given back it timed out
 
 
