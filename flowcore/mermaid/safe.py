@@ -110,15 +110,21 @@ def display_copy(w: Workflow) -> Workflow:
 
 # -- markdown on pages -------------------------------------------------------------------------------------------
 
-_SPECIAL = frozenset("\\`*_[]<>$~#|!")
+_SPECIAL = frozenset("\\`*_[]<>$~#|!&")  # `&`: an entity would be read (``&lt;`` shown as ``<``)
+# a colon before a name starts a Streamlit directive (``:red`` vanishes, ``:red[x]`` colours) or an emoji
+# shortcode (``:smile:``, found by both its colons); escaped, it is a colon
+_NAME_COLON = re.compile(r":(?=[\w+\-])")
+_SHORTCODE_END = re.compile(r"(\\:[\w+\-]+):")
 _JOIN = "\u2060"  # WORD JOINER: invisible, and it stops a renderer from finding a URL or address in the text
-_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)", re.I)  # (an address stays: mailto loads nothing)
+# (an address stays: mailto loads nothing); Streamlit finds ``:material/icon:`` in the text, escaped or not
+_AUTOLINK = re.compile(r"(?<=:)(?=//|material/)|(?<=www)(?=\.)", re.I)
 
 
 def plain(text: object) -> str:
     """``text`` for st.markdown shown exactly as it is: every markdown character escaped, and no URL or ``www.``
     name made into a link (GitHub-flavoured markdown links them in plain text, escapes or not)."""
-    return "".join("\\" + c if c in _SPECIAL else c for c in _AUTOLINK.sub(_JOIN, str(text)))
+    escaped = "".join("\\" + c if c in _SPECIAL else c for c in _AUTOLINK.sub(_JOIN, str(text)))
+    return _SHORTCODE_END.sub(r"\1\\:", _NAME_COLON.sub(r"\\:", escaped))
 
 
 def table(rows: list[dict]) -> str:
