@@ -35,13 +35,21 @@ START_TIMEOUT = 60.0  # importing sympy on a busy machine
 _SCRIPT = Path(__file__).with_name("_symbolic_worker.py")
 
 
+def _readable(sock: socket.socket, timeout: float) -> bool:
+    """Whether ``sock`` has something to read (or was closed) within ``timeout`` seconds. poll, not select:
+    select refuses a descriptor numbered 1024 or more, which a busy process (a test run, a server) reaches."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
+
+
 class _Worker:
     def __init__(self, pid: int, sock: socket.socket) -> None:
         self.pid, self.sock, self.buf = pid, sock, b""
 
     def alive(self) -> bool:
         """An idle worker's socket has nothing to read; a dead one's reads as closed."""
-        return not select.select([self.sock], [], [], 0)[0]
+        return not _readable(self.sock, 0)
 
     def ask(self, req: dict, wall: float) -> dict | None:
         """One comparison; None (and the worker killed) when it is not answered within ``wall`` seconds.
@@ -97,7 +105,7 @@ class _Pool:
         self.control, self.lock = ours, threading.Lock()
         self.idle: list[_Worker] = []
         self.slots = threading.Semaphore(WORKERS)
-        self.ok = bool(select.select([ours], [], [], START_TIMEOUT)[0]) and ours.recv(1) == b"R"
+        self.ok = _readable(ours, START_TIMEOUT) and ours.recv(1) == b"R"
 
     def take(self) -> _Worker | None:
         with self.lock:
@@ -108,7 +116,7 @@ class _Pool:
                 worker.kill()
             try:
                 self.control.sendall(b"F")
-                if not select.select([self.control], [], [], START_TIMEOUT)[0]:
+                if not _readable(self.control, START_TIMEOUT):
                     return None
                 data, fds, _, _ = socket.recv_fds(self.control, 4, 1)
             except OSError:

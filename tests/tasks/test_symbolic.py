@@ -102,3 +102,17 @@ def test_killed_workers_and_a_killed_zygote_are_replaced():
 def test_scoring_a_bomb_in_this_process_gives_the_same_verdict_every_time():
     verdicts = {score("math", BOMB, r"\boxed{1}").correct for _ in range(2)}
     assert verdicts == {False}
+
+
+def test_comparisons_work_in_a_process_holding_over_a_thousand_descriptors():
+    """A test run's worker once held over 1,024 descriptors: select() refused the zygote's socket and every math
+    answer read as wrong. The pool waits with poll, which has no such bound."""
+    code = ("import resource, sys\n"
+            "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))\n"
+            "held = [open('/dev/null') for _ in range(1100)]\n"
+            "from flowcore.tasks import symbolic\n"
+            "print(symbolic.equal('x+1', '1+x'), symbolic.equal('x+1', 'x+2'), held[-1].fileno() > 1024)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=ROOT)
+    assert out.stdout.split() == ["True", "False", "True"], out.stderr[-2000:]
