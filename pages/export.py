@@ -21,7 +21,7 @@ from flowcore.checker.bounded import check
 from flowcore.execution.compiler import compile_workflow
 from flowcore.export import bundle as fx
 from flowcore.mermaid.engines import js as mermaid_js
-from flowcore.ui import view
+from flowcore.ui import code_view, view
 from pages import common, widgets
 
 # -- cached work (keyed by the text; never by a key or a secret) ------------------------------------------------
@@ -121,14 +121,14 @@ def main() -> None:
         st.caption(f"{len(source.splitlines()):,} lines: the prompts, the graph and the function that runs "
                    f"it (independent nodes run at the same time) below; then {len(support.splitlines()):,} lines of operator and "
                    "sandbox code pasted from flowcore (in the download).")
-        shown = own if len(own) < 400_000 else "\n".join(own.splitlines()[:3000]) + "\n# … (see the .py)"
-        widgets.code(shown, "python", line_numbers=True, height=560)
+        widgets.code(code_view.head(own, "# … (the rest is in the .py download)"), "python", line_numbers=True,
+                     height=560)
         if marker and st.toggle("Show the pasted support code too", key="ex_support"):
             widgets.code(support, "python", height=560)
     with tab_mmd:
-        widgets.code(mmd, None, line_numbers=True)
+        widgets.code(code_view.head(mmd, "%% … (the rest is in the .mmd download)"), None, line_numbers=True)
     with tab_json:
-        widgets.code(data, "json", height=560)
+        widgets.code(code_view.head(data, "… (the rest is in the .json download)"), "json", height=560)
     with tab_png:
         if draw_err:
             st.info("No drawing (see the warning above).")

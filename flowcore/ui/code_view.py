@@ -62,5 +62,24 @@ def html(text: str, language: str | None = None, *, line_numbers: bool = False, 
     return f'<style>{stylesheet()}</style><div class="{BOX}"{tall}>{body.rstrip()}</div>'
 
 
+SHOWN_CHARS, SHOWN_LINES = 400_000, 3_000  # past these a view shows the start: the file is in the download
+
+
+def head(text: str, note: str) -> str:
+    """``text`` whole when it is at most :data:`SHOWN_CHARS`, else its start (at most :data:`SHOWN_LINES` lines
+    and :data:`SHOWN_CHARS` characters) and ``note`` on a line of its own. A 10,000-node workflow's JSON is
+    4 MB, 24 MB once highlighted: too much for a page to hold for a look."""
+    if len(text) <= SHOWN_CHARS:
+        return text
+    kept, size = [], 0
+    for line in text.splitlines()[:SHOWN_LINES]:
+        if size + len(line) > SHOWN_CHARS:
+            kept.append(line[:SHOWN_CHARS - size])
+            break
+        kept.append(line)
+        size += len(line) + 1
+    return "\n".join(kept) + "\n" + note
+
+
 def _mark(m: re.Match) -> str:
     return f'<span class="mf-hidden" data-u="{ord(m[0]):04X}">{m[0]}</span>'

@@ -41,3 +41,15 @@ def test_every_style_rule_is_scoped_to_the_box():
     css = re.sub(r"/\*.*?\*/", "", code_view.stylesheet())  # Pygments names each rule in a comment
     rules = [r.strip() for r in re.split(r"(?<=\})", css) if r.strip()]
     assert rules and all(r.startswith(f".{code_view.BOX}") for r in rules), rules
+
+
+def test_a_view_shows_the_start_of_a_big_text_and_says_where_the_rest_is():
+    small = "x = 1\n" * 10
+    assert code_view.head(small, "# more") == small  # a text under the bound is shown whole
+    many = "".join(f"line {i}\n" for i in range(100_000))  # 100,000 short lines
+    shown = code_view.head(many, "# … (the rest is in the download)")
+    assert shown.splitlines()[:2] == ["line 0", "line 1"] and shown.endswith("\n# … (the rest is in the download)")
+    assert len(shown.splitlines()) == code_view.SHOWN_LINES + 1
+    one = "p" * (3 * code_view.SHOWN_CHARS)  # one huge line (a 1.9M-character prompt in the JSON)
+    shown = code_view.head(one, "…")
+    assert len(shown) <= code_view.SHOWN_CHARS + 2 and shown.startswith("ppp") and shown.endswith("\n…")
