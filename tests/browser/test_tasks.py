@@ -123,7 +123,7 @@ def test_upload_map_metric_save_evolve_and_compare(page, streamlit_app):
     stored = list_comparisons(Workspace(streamlit_app.db_path))[0]
     assert stored.benchmark == "capitals" and stored.status == "done"
     assert "IO (text)" in stored.names and any(n.startswith(f"run #{run_id} · round") for n in stored.names)
-    table = page.locator('[data-testid="stDataFrame"]').first
+    table = page.locator('[data-testid="stMarkdownContainer"] table').first  # Compare's plain table
     expect(table).to_contain_text("IO (text)")
     assert no_exceptions(page) == [] and js_errors == []
     save_screenshot(page, "compare_task.png")
