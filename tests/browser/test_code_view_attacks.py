@@ -5,6 +5,10 @@ or shows other text than the file the download button serves."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 from urllib.parse import urlencode, urlparse
 
@@ -13,7 +17,7 @@ from playwright.sync_api import expect
 
 from flowcore.workspace.drafts import encode_text
 
-from .conftest import goto_page, no_exceptions, wait_for_app
+from .conftest import REPO, _free_port, _healthy, _stop, goto_page, no_exceptions, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -106,23 +110,20 @@ st.markdown(safe.table(rows))
 
 
 def test_a_hostile_cell_stays_one_plain_cell_of_its_row(browser, tmp_path):
-    from .conftest import REPO, _free_port, _healthy, _stop
-
     rows = [{"name": c, "task": c[::-1], "n": i} for i, c in enumerate(CELLS)]
     script = tmp_path / "table.py"
-    script.write_text(TABLE_SCRIPT.format(repo=str(REPO), rows=__import__("json").dumps(rows)))
+    script.write_text(TABLE_SCRIPT.format(repo=str(REPO), rows=json.dumps(rows)))
     port = _free_port()
-    import subprocess
-    import sys
-    import time
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(script), "--server.headless", "true",
                              "--server.address", "127.0.0.1", "--server.port", str(port),
                              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    context = browser.new_context()
     try:
+        deadline = time.monotonic() + 90
         while not _healthy(f"http://127.0.0.1:{port}"):
+            assert proc.poll() is None and time.monotonic() < deadline, "the table's Streamlit did not start"
             time.sleep(0.2)
-        context = browser.new_context()
         page = context.new_page()
         asked: list[str] = []
         page.on("request", lambda r: asked.append(r.url))
@@ -135,6 +136,6 @@ def test_a_hostile_cell_stays_one_plain_cell_of_its_row(browser, tmp_path):
             assert [t.replace("\u2060", "") for t in got] == [" ".join(str(v).split()) for v in row.values()]
         assert table.locator("img, a, svg, span, code, strong, del").count() == 0
         assert [u for u in asked if urlparse(u).hostname != "127.0.0.1"] == []
-        context.close()
     finally:
+        context.close()
         _stop(proc)
