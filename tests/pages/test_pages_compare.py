@@ -6,7 +6,6 @@ Pareto plot and the agreement; the Evolve page's protocol options reach the run'
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 from tests.evaluation.test_compare import PROBLEMS, hand_mcnemar, scripted, seed_variant
 from tests.helpers.fakellm import FakeLLMServer
+from tests.helpers.markdown import read_table
 from tests.helpers.vega import app_charts
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -57,14 +57,6 @@ def test_without_an_endpoint_compare_is_disabled_and_says_why(db):
     assert "No comparisons yet" in " ".join(c.value for c in at.caption)
 
 
-def markdown_table(text: str) -> list[dict[str, str]]:
-    """A markdown table the page printed (flowcore.mermaid.safe.table), read back: its rows as dicts of what a
-    reader sees in each cell (escapes undone)."""
-    lines = [re.split(r"(?<!\\)\|", line)[1:-1] for line in text.splitlines()]
-    cells = [[re.sub(r"\\(.)", r"\1", c.strip()) for c in line] for line in lines]
-    return [dict(zip(cells[0], row)) for row in cells[2:]]
-
-
 def test_a_comparison_runs_and_shows_table_plot_and_agreement(db, monkeypatch):
     with FakeLLMServer(scripted) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
@@ -90,7 +82,7 @@ def test_a_comparison_runs_and_shows_table_plot_and_agreement(db, monkeypatch):
     assert [t.label for t in at.tabs] == ["Table", "Score vs cost", "Per problem"]
     assert not at.dataframe  # the stakeholder table is markdown; the agreement grid is not built
     assert not app_charts(at) and not any("Per-problem agreement" in m.value for m in at.markdown)
-    table = markdown_table(next(m.value for m in at.markdown if m.value.startswith("| workflow |")))
+    table = read_table(next(m.value for m in at.markdown if m.value.startswith("| workflow |")))
     assert [r["workflow"] for r in table] == ["mark-a v1", "mark-b v1"] and [r["best"] for r in table] == ["★", ""]
     assert [r["score %"] for r in table] == [f"{100 * 10 / 12:.1f}", f"{100 * 6 / 12:.1f}"]
     assert table[1]["McNemar p"] == f"{hand_mcnemar(6, 2):.3f}"  # 6 solved only by A, 2 only by B

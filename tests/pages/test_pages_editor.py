@@ -11,9 +11,9 @@ from streamlit.testing.v1 import AppTest
 
 from flowcore import parse
 from flowcore.mermaid import live as mermaid_live
-from flowcore.mermaid.safe import plain
 from flowcore.workspace.library import examples, list_workflows, save_workflow, versions
 from flowcore.workspace.store import Workspace
+from tests.helpers.markdown import read_table
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 BROKEN = 'flowchart TD\n    PROBLEM(["Problem"])\n    C1["Custom"]\n    PROBLEM --> C1 -->\n'
@@ -98,9 +98,9 @@ def test_home_lists_examples_and_opens_one_in_the_editor(db):
     assert "MermaidFlow Studio" in texts(at.title)
     assert any("No LLM endpoint is configured" in i for i in texts(at.info))
     table = next(m.value for m in at.markdown if m.value.startswith("| name | task |"))  # markdown: no Arrow
-    rows = [line.split(" | ") for line in table.splitlines()[2:]]
-    assert sorted(r[0].strip("| ") for r in rows) == sorted(plain(n) for n, _, _ in examples())
-    assert {r[-1].strip("| ") for r in rows} == {"yes"}
+    rows = read_table(table)
+    assert sorted(r["name"] for r in rows) == sorted(n for n, _, _ in examples())
+    assert {r["valid"] for r in rows} == {"yes"}
     assert component(at, "mermaid_drawing")["code"].split("\n", 1)[1].startswith("flowchart TD")
     at.selectbox(key="home_example").set_value("humaneval_case_study").run()
     at.button(key="home_open").click().run()
