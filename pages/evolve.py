@@ -48,7 +48,7 @@ def run_view(run_id: int, key: str) -> None:
     figures = story.run_summary(info, rows, curve)
     for col, (label, value, why) in zip(st.columns(len(figures)), figures):
         col.metric(label, value, help=why or None)
-    widgets.chart(hv.score_figure(curve, info.offline), key=f"evo_curve_{key}")  # as History draws it
+    widgets.plot(hv.score_figure(curve, info.offline, width=1100))  # as History draws it
     st.caption(tv.graded_caption(tv.run_graded_by(common.workspace(), run_id)) or "")  # a judge's scores say so
     if rows and rows[-1]["round"] > 0:
         last = rows[-1]

@@ -98,10 +98,10 @@ def buffer_table(view: hv.RunView, offline: bool) -> None:
 
 def charts(view: hv.RunView, run_id: int) -> None:
     c = st.columns(2)
-    widgets.chart(view.score_figure(), key="hist_curve", where=c[0])
+    widgets.plot(view.score_figure(), where=c[0])
     picked = ss.get(f"hist_round_{run_id}", view.cols["round"][-1])  # the Round box below: its name is drawn
     if (cost := view.cost_figure(picked)) is not None:
-        widgets.chart(cost, key="hist_cost", where=c[1])
+        widgets.plot(cost, where=c[1])
     else:
         c[1].info("Cost vs score needs measured rounds; this run has none.", icon=":material/info:")
 

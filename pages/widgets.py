@@ -10,7 +10,7 @@ import streamlit as st
 
 from flowcore import parse_lenient
 from flowcore.model import Workflow
-from flowcore.ui import code_view, view
+from flowcore.ui import code_view, svgplot, view
 from flowcore.workspace import jobs, library
 from pages import common
 from pages.common import md
@@ -24,6 +24,15 @@ def code(text: str, language: str | None = None, *, line_numbers: bool = False, 
     """A highlighted code box, drawn as HTML highlighted on the server (flowcore.ui.code_view): st.code would
     load Streamlit's 1.5 MB highlighter before the page paints."""
     (where or st).html(code_view.html(text, language, line_numbers=line_numbers, height=height))
+
+
+def plot(drawn: svgplot.Drawn, where: Any = None) -> None:
+    """A chart drawn on the server (flowcore.ui.svgplot): it paints with the page, no chart library loaded.
+    st.html would drop the SVG (its sanitiser keeps HTML only), so it is a raw HTML block of markdown: only
+    svgplot's own output, every text in it escaped there, is ever drawn this way."""
+    if not isinstance(drawn, svgplot.Drawn):
+        raise TypeError("widgets.plot draws svgplot.svg() output only")
+    (where or st).markdown(drawn, unsafe_allow_html=True)
 
 
 def chart(fig: Any, *, key: str, where: Any = None) -> None:

@@ -23,6 +23,7 @@ import pandas as pd
 
 from flowcore.mermaid.safe import markdown, plain
 from flowcore.tasks.harness import not_run_text
+from flowcore.ui import svgplot
 from flowcore.ui.words import count, edit_detail, edit_name
 
 ROUND_COLUMNS = ["round", "status", "score", "ci_low", "ci_high", "n", "cost", "operator", "parents", "judge",
@@ -73,8 +74,7 @@ def curve_frame(df: pd.DataFrame) -> pd.DataFrame:
                          "cost": df["cost"], "total_cost": df["cost"].cumsum()})
 
 
-PERCENT = "datum.value + '%'"  # a percent axis's tick labels: '40%', not '40'
-CROSS = "M-1,-1L1,1M-1,1L1,-1"  # a ✖ drawn by its strokes
+FAILED = "failed round (vetoed or not evaluated)"
 
 
 def _series(domain: list[str], colors: list[str], shapes: list[str] | None = None) -> dict[str, Any]:
@@ -89,48 +89,36 @@ def _series(domain: list[str], colors: list[str], shapes: list[str] | None = Non
     return out
 
 
-def score_figure(curve: pd.DataFrame, offline: bool) -> Any:
+def score_figure(curve: pd.DataFrame, offline: bool, width: int = 640) -> str:
     """Score per round and best so far (failed rounds marked ✖ on the axis, never scored); for a structure-only
-    run the judge's total. A Vega-Lite chart (Streamlit's own chart bundle, ~6x lighter than plotly's): layers
-    in order: the per-round line, best so far (measured runs), the rounds' points (up to ``DENSE`` rounds), the
-    failed rounds."""
-    import altair as alt
-
+    run the judge's total. Drawn on the server (``svgplot``): the per-round line and its points (up to ``DENSE``
+    rounds), best so far as a dashed step line, the failed rounds; each point's values on hover."""
     dense = len(curve) > DENSE
     failed = curve[curve["status"] == "failed"]
     if offline:  # a failed (e.g. vetoed) round's judge total is not a result: it is marked like any failed round
         judged = curve[curve["judge_total"].notna() & (curve["status"] != "failed")]
-        lines = [("judge total (structure only)", judged["round"], judged["judge_total"], judged["operator"])]
-        title, ytitle, domain, labels = "Judge total per round (structure only)", "judge total (0-50)", [-2.5, 52.5], None
+        name, xs, ys, ops = "judge total (structure only)", judged["round"], judged["judge_total"], judged["operator"]
+        title, ytitle = "Judge total per round (structure only)", "judge total (0-50)"
+        y = svgplot.Axis(ytitle, -2.5, 52.5, fmt=svgplot.num, ticks=range(0, 51, 10))
     else:
         measured = curve[curve["score"].notna()]
-        lines = [("score per round", measured["round"], measured["score"], measured["operator"])]
-        title, ytitle, domain, labels = "Validation score per round", "score", [-5, 105], PERCENT
-    series = [(lines[0][0], "#1565c0", "circle")] + ([] if offline else [("best so far", "#00897b", "stroke")]) + \
-        ([("failed round (vetoed or not evaluated)", "#c62828", CROSS)] if len(failed) else [])
-    names = [n for n, _, _ in series]
-    lined = _series(names, [c for _, c, _ in series])  # a line has no shape channel; points have
-    pointed = _series(names, [c for _, c, _ in series], [m for _, _, m in series])
+        name, xs, ys, ops = "score per round", measured["round"], measured["score"], measured["operator"]
+        title, ytitle = "Validation score per round", "score"
+        y = svgplot.Axis(ytitle, -5, 105, fmt=lambda v: f"{v:.0f}%", ticks=range(0, 101, 20))
     last = float(curve["round"].max()) if len(curve) else 1.0
-    x = alt.X("round:Q", title="round", scale=alt.Scale(domain=[-0.3, last + 0.3], nice=False, zero=False),
-              axis=alt.Axis(tickMinStep=1, format="d"))
-    y = alt.Y("value:Q", title=ytitle, scale=alt.Scale(domain=domain, nice=False),
-              axis=alt.Axis(labelExpr=labels) if labels else alt.Axis())
-    tip = [alt.Tooltip("round:Q"), alt.Tooltip("value:Q", title=ytitle, format=".1f"), alt.Tooltip("edit:N")]
-    name, xs, ys, ops = lines[0]
-    line = alt.Chart(pd.DataFrame({"round": _arr(xs), "value": _arr(ys), "edit": _words(ops), "series": name}))
-    layers = [line.mark_line().encode(x=x, y=y, **lined, tooltip=tip)]
-    if not dense:  # the rounds' points, above the lines
-        layers.append(line.mark_point(filled=True, size=45, opacity=1).encode(x=x, y=y, **pointed, tooltip=tip))
+    x = svgplot.Axis("round", -0.3, last + 0.3, fmt=lambda v: f"{v:.0f}", integer=True, count=10)
+    unit = "" if offline else "%"
+    tips = [f"round {r} · {ytitle} {v:.1f}{unit} · {w}" for r, v, w in zip(_arr(xs), _arr(ys), _words(ops),
+                                                                              strict=True)]
+    series = [svgplot.Series(name, "#1565c0", _arr(xs), _arr(ys), shape=None if dense else "circle", tips=tips)]
     if not offline:
         bx, by = _steps(measured["round"], measured["best"])
-        layers.insert(1, alt.Chart(pd.DataFrame({"round": bx, "value": by, "series": "best so far"}))
-                      .mark_line(interpolate="step-after", strokeDash=[6, 4]).encode(x=x, y=y, **lined))
+        series.append(svgplot.Series("best so far", "#00897b", bx, by, line="step"))
     if len(failed):  # one drawing of a failed round (vetoed, no candidate, an error), measured run or not
-        layers.append(alt.Chart(pd.DataFrame({"round": _arr(failed["round"]), "value": 0.0, "series": names[-1]}))
-                      .mark_point(filled=False, size=70, strokeWidth=2.5, opacity=1)
-                      .encode(x=x, y=y, **pointed, tooltip=[alt.Tooltip("round:Q", title="failed round")]))
-    return alt.layer(*layers).properties(title=title, height=340)
+        rounds = _arr(failed["round"])
+        series.append(svgplot.Series(FAILED, "#c62828", rounds, [0.0] * len(rounds), line=None, shape="cross",
+                                     tips=[f"round {r}: failed (vetoed or not evaluated)" for r in rounds]))
+    return svgplot.svg(svgplot.Plot(title, x, y, series, width=width))
 
 
 def _steps(x: pd.Series, y: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -167,36 +155,35 @@ def cost_front(costs: list[float], scores: list[float]) -> set[int]:
     return front
 
 
-def cost_figure(curve: pd.DataFrame, selected: int | None = None) -> Any | None:
-    """Cost of each measured round against its score (None when no round was measured): only the rounds on the
-    cost/score front and the ``selected`` one are named, the rest on hover. Layers: the points, then the names
-    (none past ``DENSE`` rounds)."""
-    import altair as alt
-
+def cost_figure(curve: pd.DataFrame, selected: int | None = None, width: int = 640) -> str | None:
+    """Cost of each measured round against its score (None when no round was measured), drawn on the server:
+    only the rounds on the cost/score front and the ``selected`` one are named (none past ``DENSE`` rounds), the
+    rest on hover; the score range padded around the data, the cost in dollars."""
     measured = curve[curve["score"].notna()]
     if measured.empty:
         return None
     rounds = [int(r) for r in measured["round"]]
-    front = cost_front([float(c) for c in measured["cost"]], [float(s) for s in measured["score"]])
-    data = pd.DataFrame({"round": rounds, "cost": _arr(measured["cost"]).astype(float),
-                         "score": _arr(measured["score"]).astype(float),
-                         "name": [f"#{r}" if i in front or r == selected else "" for i, r in enumerate(rounds)]})
-    lo, hi = float(data["score"].min()), float(data["score"].max())
+    costs, scores = _arr(measured["cost"]).astype(float), _arr(measured["score"]).astype(float)
+    front = cost_front(list(costs), list(scores))
+    named = len(measured) <= DENSE
+    lo, hi = float(scores.min()), float(scores.max())
     pad = max((hi - lo) * 0.15, 5.0)  # every point at 33.3% is a band around 33.3%, not 32.5–34
-    costs = data["cost"]
     cpad = float(costs.max() - costs.min()) * 0.12 or float(costs.max()) * 0.2 or 1e-6
-    x = alt.X("cost:Q", title="cost of the round", axis=alt.Axis(format="$,.5~f", labelOverlap=True, tickCount=6),  # never '100μ … 500μ'
-              scale=alt.Scale(domain=[max(0.0, float(costs.min()) - cpad), float(costs.max()) + cpad], nice=False))
-    y = alt.Y("score:Q", title="score", axis=alt.Axis(labelExpr=PERCENT),
-              scale=alt.Scale(domain=[max(-2.0, lo - pad), min(102.0, hi + pad)], nice=False, zero=False))
-    points = alt.Chart(data).mark_circle(size=70, color="#1565c0", opacity=0.9).encode(
-        x=x, y=y, tooltip=[alt.Tooltip("round:Q"), alt.Tooltip("score:Q", format=".1f", title="score %"),
-                           alt.Tooltip("cost:Q", format="$.5f")])
-    layers = [points]
-    if len(measured) <= DENSE:
-        layers.append(alt.Chart(data[data["name"] != ""]).mark_text(dy=-11, fontSize=12).encode(x=x, y=y, text="name"))
-    return alt.layer(*layers).properties(title="Cost vs score (named: the cheapest per score, the chosen round)",
-                                         height=340)
+    x = svgplot.Axis("cost of the round", max(0.0, float(costs.min()) - cpad), float(costs.max()) + cpad,
+                     fmt=dollars, count=5)  # never '100μ … 500μ'
+    y = svgplot.Axis("score", max(-2.0, lo - pad), min(102.0, hi + pad), fmt=lambda v: f"{v:g}%")
+    series = svgplot.Series(
+        "rounds", "#1565c0", costs, scores, line=None, shape="circle", in_legend=False,
+        tips=[f"round {r} · score {s:.1f}% · {dollars(c, 5)}" for r, s, c in zip(rounds, scores, costs, strict=True)],
+        labels=[f"#{r}" if named and (i in front or r == selected) else "" for i, r in enumerate(rounds)])
+    return svgplot.svg(svgplot.Plot("Cost vs score (named: the cheapest per score, the chosen round)", x, y,
+                                    [series], width=width))
+
+
+def dollars(v: float, places: int | None = None) -> str:
+    """'$0.0003', '$1.25', '$12,000': as many decimals as the value needs (at most ``places``, default 5)."""
+    text = f"${v:,.{places or 5}f}"
+    return text if places else (text.rstrip("0").rstrip(".") if "." in text else text)
 
 
 def round_labels(cols: dict[str, list]) -> dict[int, str]:

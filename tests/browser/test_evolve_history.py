@@ -88,7 +88,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
         expect(progress).to_contain_text(f"round {rnd} of {ROUNDS}: waiting for your review · {rnd - 1} of "
                                          f"{ROUNDS} rounds done")
         seen.append(progress.inner_text())
-        expect(page.locator('[data-testid="stVegaLiteChart"]').first).to_be_visible()  # the curve so far
+        expect(page.locator("svg.mf-plot").first).to_be_visible()  # the curve so far
         expect(page.locator('[data-testid="stMetric"]').filter(has_text="Rounds done")) \
             .to_contain_text(f"{rnd - 1} / {ROUNDS}")
         if rnd == 1:
@@ -107,7 +107,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     rows = History(Workspace(streamlit_app.db_path)).rounds(run_id)
     assert [r["round"] for r in rows] == list(range(ROUNDS + 1))
     offline = rows[0]["status"] == "structure-only"
-    chart = page.locator('[data-testid="stVegaLiteChart"]').first
+    chart = page.locator("svg.mf-plot").first
     expect(chart).to_be_visible()
     expect(chart).to_contain_text("Judge total per round" if offline else "Validation score per round")
     expect(page.locator('[data-testid="stMetric"]').filter(has_text="Rounds done")) \
@@ -126,7 +126,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     # Interact only once the page's first run is over (its first section, the score curves, is drawn, and
     # then the script is idle): waiting a fixed moment for a rerun to start, then for "not running", can
     # return before the run has even begun on a loaded machine.
-    expect(page.locator('[data-testid="stVegaLiteChart"]').first).to_be_visible(timeout=20_000)
+    expect(page.locator("svg.mf-plot").first).to_be_visible(timeout=20_000)
     wait_for_app(page)
     expect(page.locator("pre.mf-diff")).to_have_count(0)  # the round's detail is built only when opened
     open_tab(page, "Round detail")

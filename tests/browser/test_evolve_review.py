@@ -107,7 +107,7 @@ def test_review_shows_all_k_candidates_and_says_where_the_action_was(served, bro
         page.get_by_role("button", name="Veto round").click()
         expect(page.get_by_role("heading", name=re.compile(r"Run #\d+: stopped"))).to_be_visible(timeout=60_000)  # its one round vetoed
         wait_for_app(page)
-        curve = page.locator('[data-testid="stVegaLiteChart"]').filter(has_text="Validation score per round")
+        curve = page.locator("svg.mf-plot").filter(has_text="Validation score per round")
         expect(curve).to_contain_text("failed round (vetoed or not evaluated)")
         assert no_exceptions(page) == [] and errors == []
     finally:

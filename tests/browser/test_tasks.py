@@ -93,7 +93,7 @@ def test_upload_map_metric_save_evolve_and_compare(page, streamlit_app):
     expect(heading).to_be_visible(timeout=120_000)
     rows = History(Workspace(streamlit_app.db_path)).rounds(run_id)
     assert [r["round"] for r in rows] == [0, 1, 2] and rows[0]["status"] == "ok" and 0 <= rows[0]["score"] <= 1
-    expect(page.locator('[data-testid="stVegaLiteChart"]').first).to_contain_text("Validation score per round")
+    expect(page.locator("svg.mf-plot").first).to_contain_text("Validation score per round")
     heading.scroll_into_view_if_needed()
     wait_for_app(page)
     assert no_exceptions(page) == [] and js_errors == []

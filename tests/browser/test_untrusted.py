@@ -18,6 +18,7 @@ import pytest
 from playwright.sync_api import expect
 
 from flowcore.evolution import History
+from flowcore.ui.words import edit_name
 from flowcore.workspace.drafts import encode_text
 from flowcore.workspace.store import Workspace
 
@@ -35,6 +36,9 @@ ATTACK = f"""flowchart TD
     class P,R Interface
     class C1 CustomOp
 """
+# an edit's name as a model may write it: on the score curve, drawn as SVG by the server, it is hover text only
+EDIT = (f"</title></g><img src='http://{EVIL}/edit.png'><script>window.__pwned=1</script>"
+        f"**bold** [l](http://{EVIL}/l)")
 RATIONALE = (f"**Why**: fewer calls. ![tracker](http://{EVIL}/rationale.png) "
              f"<img src='http://{EVIL}/rationale-tag.png'>")
 
@@ -45,7 +49,8 @@ def app(tmp_path_factory):
     run = h.create_run({"mode": "llm", "candidates": 2}, "untrusted", ATTACK, "gsm8k", "math", offline=True)
     h.add_round(run, {"round": 0, "workflow_text": ATTACK, "status": "structure-only", "operator": "seed"})
     h.add_round(run, {"round": 1, "workflow_text": ATTACK.replace("title", "child title"), "parents": [0],
-                      "status": "structure-only", "operator": "llm", "detail": RATIONALE})
+                      "status": "structure-only", "operator": EDIT, "detail": RATIONALE,
+                      "candidates": [{"scores": {"total": 31}}], "chosen": 0})
     h.set_status(run, "finished")
     yield served
     _stop(served.process)
@@ -90,6 +95,13 @@ def test_no_untrusted_text_makes_any_page_load_anything(browser, app):
         # the optimizer's rationale on Evolve (latest run) and History (its round, drawn beside its parent)
         for path in ("/evolve", "/history"):
             _visit(page, app.url + path)
+            curve = page.locator("svg.mf-plot").first  # the judge's total per round, its edit named on hover
+            expect(curve).to_contain_text("Judge total per round")
+            tip = curve.locator("g.mf-point title")
+            expect(tip).to_have_count(1)
+            assert tip.text_content() == "round 1 · judge total (0-50) 31.0 · " + " ".join(edit_name(EDIT).split())
+            assert curve.locator("img, script, a, foreignObject").count() == 0
+            assert page.evaluate("window.__pwned === undefined")
             if path == "/history":  # the round's detail is a section of its own, built when opened
                 page.get_by_role("tab", name="Round detail").click()
                 expect(page.get_by_role("tab", name="Round detail")).to_have_attribute("aria-selected", "true")

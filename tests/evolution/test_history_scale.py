@@ -9,6 +9,7 @@ import random
 from flowcore.evolution.history import History, RunBuffer, sample_from_pool, sample_parents, top_k
 from flowcore.ui import history as hv
 from flowcore.workspace.store import Workspace
+from tests.helpers.plots import read as read_plot
 from tests.helpers.vega import layers, legend
 
 OPS = ["insert", "delete", "prompt", "crossover"]
@@ -185,10 +186,10 @@ def test_best_so_far_is_drawn_by_its_corners_only():
     curve = hv.curve_frame(pd.DataFrame({"round": rounds, "status": ["ok"] * 12, "operator": ["x"] * 12,
                                          "score": [s / 100 for s in scores], "judge_total": [None] * 12,
                                          "cost": [0.0] * 12}))
-    best = layers(hv.score_figure(curve, offline=False))[1]
-    assert best.mark["interpolate"] == "step-after"
-    xs, ys = list(best.data["round"]), list(best.data["value"])
+    xs, ys = (list(a) for a in hv._steps(curve["round"], curve["best"]))
     assert xs == [0, 2, 5, 11] and ys == [10.0, 20.0, 30.0, 30.0]
+    fig = read_plot(hv.score_figure(curve, offline=False))
+    assert len(fig.lines["best so far"]) == 2 * len(xs) - 1 and "best so far" in fig.dashed  # a step per corner
     # the step line through the corners is the running maximum at every round
     for r, running in zip(rounds, curve["best"]):
         assert ys[max(i for i, x in enumerate(xs) if x <= r)] == running

@@ -30,7 +30,9 @@ from flowcore.ui.words import edit_name
 from flowcore.workspace import jobs
 from flowcore.workspace.store import Workspace
 from tests.helpers.fakellm import FakeLLMServer, message_text
-from tests.helpers.vega import app_charts, layers, series_names
+from tests.helpers.plots import app_plots
+from tests.helpers.plots import read as read_plot
+from tests.helpers.vega import app_charts
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 PROBLEMS = load("gsm8k", "validation", limit=2)
@@ -111,7 +113,9 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 
 def figures(at: AppTest) -> list[dict]:
-    return app_charts(at)
+    """The page's charts in order of kind: the server-drawn ones ({"title", "legend", "plot"}), then Vega-Lite's
+    ({"title", "layers"})."""
+    return [{"title": p.title, "legend": p.legend, "plot": p} for p in app_plots(at)] + app_charts(at)
 
 
 def mermaid_args(at: AppTest) -> list[dict]:
@@ -140,7 +144,7 @@ def test_evolve_offline_run_completes_and_says_structure_only(db):
     m = metrics(at)
     assert m["Rounds done"] == "3 / 3" and m["Best score"] == "not measured"
     fig = figures(at)[0]
-    assert series_names(fig) == ["judge total (structure only)"]
+    assert fig["legend"] == ["judge total (structure only)"]
     assert "structure only" in fig["title"]
     rows = History(Workspace(db)).rounds(1)
     assert [r["status"] for r in rows] == ["structure-only"] * 4 and all(r["score"] is None for r in rows)
@@ -242,7 +246,7 @@ def test_evolve_with_an_endpoint_shows_measured_scores(db, monkeypatch):
     assert [r["status"] for r in rows] == ["ok"] * 3 and rows[0]["score"] == 1.0 and rows[0]["n"] == 2
     assert metrics(at)["Best score"] == "100.0%"
     assert not any("Structure-only" in i.value for i in at.info)
-    assert series_names(figures(at)[0]) == ["score per round", "best so far"]
+    assert figures(at)[0]["legend"] == ["score per round", "best so far"]
     assert any(e[1].startswith("round 2 of 2 stored") for e in job.snapshot().events)
     assert any("evaluated 2/2 problems" in e[1] for e in job.snapshot().events)  # per-problem progress
 
@@ -314,7 +318,7 @@ def test_history_table_filters_pin_note_and_fork(db):
     assert at.selectbox(key=f"hist_round_{run_id}").value == 3
     section(at, "Lineage")
     assert not mermaid_args(at)  # the lineage is a chart
-    lineage = next(f for f in figures(at) if f["layers"][0].mark["type"] == "rule")  # edges, then the nodes
+    lineage = next(f for f in figures(at) if "layers" in f and f["layers"][0].mark["type"] == "rule")  # edges, then the nodes
     dots = lineage["layers"][1].data
     names = next(la.data for la in lineage["layers"] if la.mark["type"] == "text")
     assert sorted(names["name"]) == sorted(f"#{r['round']}" for r in rows)  # a small run: the whole tree, named
@@ -461,14 +465,15 @@ def test_curves_never_score_a_failed_round_and_lineage_parses_in_mermaid():
     assert curve["score"].tolist()[0] == 50.0 and curve["score"].isna().tolist() == [False, True, False, False]
     assert curve["best"].tolist() == [50.0, 50.0, 75.0, 75.0]
     assert curve["total_cost"].tolist() == pytest.approx([0.0, 0.01, 0.03, 0.05])
-    fig = layers(hv.score_figure(curve, offline=False))  # the Evolve and History pages draw the same figure
-    # per round, best so far, the rounds' points, the failed round: marked on the axis, not scored
-    assert [list(la.data["round"]) for la in fig] == [[0, 2, 3], [0, 2, 3], [0, 2, 3], [1]]
-    assert list(fig[3].data["value"]) == [0] and fig[3].encoding["shape"]["scale"]["range"][-1] == hv.CROSS
-    offline = layers(hv.score_figure(curve, offline=True))  # a structure-only run: its vetoed round drawn the same
-    assert [list(la.data["round"]) for la in offline] == [[2, 3], [2, 3], [1]]  # the seed: unjudged
-    assert list(offline[2].data["series"]) == list(fig[3].data["series"])
-    assert offline[2].encoding["shape"]["scale"]["range"][-1] == hv.CROSS
+    fig = read_plot(hv.score_figure(curve, offline=False))  # the Evolve and History pages draw the same figure
+    # per round (a line and its points), best so far, the failed round: marked on the axis, not scored
+    assert [x for x, _ in fig.points["score per round"]] == [0, 2, 3] and len(fig.lines["score per round"]) == 3
+    assert "best so far" in fig.lines and "best so far" in fig.dashed
+    assert fig.points[hv.FAILED] == [(1, 0)] and fig.shapes[hv.FAILED] == {"cross"}
+    assert fig.legend == ["score per round", "best so far", hv.FAILED]
+    offline = read_plot(hv.score_figure(curve, offline=True))  # a structure-only run: its vetoed round drawn the same
+    assert [x for x, _ in offline.points["judge total (structure only)"]] == [2, 3]  # the seed: unjudged
+    assert offline.points[hv.FAILED] == [(1, 0)] and offline.shapes[hv.FAILED] == {"cross"}
     df = evs.rounds_frame(rows)
     assert evs.filter_rounds(df, min_score=0.5)["round"].tolist() == [0, 2]
     assert evs.filter_rounds(df, statuses=["failed"])["round"].tolist() == [1]
