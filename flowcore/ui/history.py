@@ -108,8 +108,8 @@ def score_figure(curve: pd.DataFrame, offline: bool, width: int = 640) -> str:
     last = float(curve["round"].max()) if len(curve) else 1.0
     x = svgplot.Axis("round", -0.3, last + 0.3, fmt=lambda v: f"{v:.0f}", integer=True, count=10)
     unit = "" if offline else "%"
-    tips = [f"round {r} · {ytitle} {v:.1f}{unit} · {w}" for r, v, w in zip(_arr(xs), _arr(ys), _words(ops),
-                                                                              strict=True)]
+    tips = None if dense else [f"round {r} · {ytitle} {v:.1f}{unit} · {w}"
+                               for r, v, w in zip(_arr(xs), _arr(ys), _words(ops), strict=True)]
     series = [svgplot.Series(name, "#1565c0", _arr(xs), _arr(ys), shape=None if dense else "circle", tips=tips)]
     if not offline:
         bx, by = _steps(measured["round"], measured["best"])
@@ -165,19 +165,24 @@ def cost_figure(curve: pd.DataFrame, selected: int | None = None, width: int = 6
     rounds = [int(r) for r in measured["round"]]
     costs, scores = _arr(measured["cost"]).astype(float), _arr(measured["score"]).astype(float)
     front = cost_front(list(costs), list(scores))
-    named = len(measured) <= DENSE
     lo, hi = float(scores.min()), float(scores.max())
     pad = max((hi - lo) * 0.15, 5.0)  # every point at 33.3% is a band around 33.3%, not 32.5–34
     cpad = float(costs.max() - costs.min()) * 0.12 or float(costs.max()) * 0.2 or 1e-6
     x = svgplot.Axis("cost of the round", max(0.0, float(costs.min()) - cpad), float(costs.max()) + cpad,
                      fmt=dollars, count=5)  # never '100μ … 500μ'
     y = svgplot.Axis("score", max(-2.0, lo - pad), min(102.0, hi + pad), fmt=lambda v: f"{v:g}%")
-    series = svgplot.Series(
-        "rounds", "#1565c0", costs, scores, line=None, shape="circle", in_legend=False,
-        tips=[f"round {r} · score {s:.1f}% · {dollars(c, 5)}" for r, s, c in zip(rounds, scores, costs, strict=True)],
-        labels=[f"#{r}" if named and (i in front or r == selected) else "" for i, r in enumerate(rounds)])
+    named = [i for i, r in enumerate(rounds) if i in front or r == selected]
+    tips = [f"round {r} · score {s:.1f}% · {dollars(c, 5)}" for r, s, c in zip(rounds, scores, costs, strict=True)]
+    if len(measured) <= DENSE:
+        series = [svgplot.Series("rounds", "#1565c0", costs, scores, line=None, shape="circle", in_legend=False,
+                                 tips=tips, labels=[f"#{r}" if i in named else "" for i, r in enumerate(rounds)])]
+    else:  # thousands of rounds: one path of dots; only the front and the chosen round keep their hover text
+        series = [svgplot.Series("rounds", "#1565c0", costs, scores, line=None, shape="circle", in_legend=False,
+                                 compact=True),
+                  svgplot.Series("cheapest per score", "#0d47a1", costs[named], scores[named], line=None,
+                                 shape="circle", in_legend=False, tips=[tips[i] for i in named])]
     return svgplot.svg(svgplot.Plot("Cost vs score (named: the cheapest per score, the chosen round)", x, y,
-                                    [series], width=width))
+                                    series, width=width))
 
 
 def dollars(v: float, places: int | None = None) -> str:

@@ -18,6 +18,7 @@ class Plot:
     shapes: dict[str, set[str]] = field(default_factory=dict)  # series -> {"circle", "cross"}
     lines: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # series -> polyline corners (px)
     dashed: set[str] = field(default_factory=set)
+    dots: dict[str, int] = field(default_factory=dict)  # series -> points drawn as one path (no hover each)
     names: dict[str, list[str]] = field(default_factory=dict)
     xticks: list[str] = field(default_factory=list)
     yticks: list[str] = field(default_factory=list)
@@ -38,6 +39,9 @@ def read(svg: str) -> Plot:
             p.shapes.setdefault(s, set()).add("cross" if g.find(f"{NS}path") is not None else "circle")
         elif cls == "mf-legend":
             p.legend.append(s)
+    for path in root.iter(f"{NS}path"):
+        if path.get("class") == "mf-dots":
+            p.dots[path.get("data-series")] = path.get("d").count("M")
     for line in root.iter(f"{NS}polyline"):
         s = line.get("data-series")
         p.lines[s] = [tuple(map(float, xy.split(","))) for xy in line.get("points").split()]

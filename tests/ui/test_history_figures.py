@@ -88,7 +88,13 @@ def test_a_long_run_drops_per_point_marks_and_labels_its_rounds_sparsely():
     fig = read(score_figure(curve, offline=False))
     assert "score per round" not in fig.points and len(fig.lines["score per round"]) == n  # the line, no dots
     assert 3 <= len(fig.xticks) <= 12 and fig.xticks[0] == "0"
-    assert not read(cost_figure(curve, selected=5)).names  # past DENSE rounds, hover only
+    cost = cost_figure(curve, selected=5)
+    fig = read(cost)
+    assert not fig.names and fig.dots["rounds"] == n  # past DENSE rounds: every round a dot, no names
+    front = cost_front(list(curve["cost"]), list(curve["score"]))
+    hovered = [int(t.split()[1]) for t in fig.tips["cheapest per score"]]
+    assert hovered == sorted({i for i in front} | {5})  # the front and the chosen round keep their hover text
+    assert len(cost) < 40 * n  # ~20 bytes a round, not a <g> and a <title> each (2 MB at 10,000 rounds)
 
 
 def test_parent_sampling_bars_mark_the_drawn_parents():
