@@ -279,14 +279,18 @@ def _stop_on_signals(cancel: threading.Event) -> Iterator[None]:
 def _tokens(llm: Any) -> dict:
     u = llm.usage
     return {"prompt": u.prompt_tokens, "completion": u.completion_tokens, "calls": u.calls, "cached": u.cached,
-            "errors": u.errors}
+            "errors": u.errors, "estimated": u.estimated}
 
 
 def _cost_text(llm: Any, cost: float) -> str:
     model = llm.settings.model_for("executor")
-    if llm.settings.price_known(model):
-        return f"cost ${cost:.6f}"
-    return f"cost: price unknown for {model!r} (set it in Settings or MERMAIDFLOW_PRICES)"
+    if not llm.settings.price_known(model):
+        return f"cost: price unknown for {model!r} (set it in Settings or MERMAIDFLOW_PRICES)"
+    guessed = llm.usage.estimated
+    if guessed:  # the endpoint did not say what it billed for these (flowcore.llm.client._billed)
+        return (f"cost ~${cost:.6f} (estimated: the endpoint reported no token counts for {guessed} "
+                f"call{'s' * (guessed != 1)})")
+    return f"cost ${cost:.6f}"
 
 
 def _evaluate_repeated(args: argparse.Namespace, w: Any, problems: list, llm: Any, info: dict, show: Any) -> int:

@@ -9,6 +9,12 @@ Replies are checked before anyone sees them: a body that is not JSON, a reply wi
 garbled text (invalid UTF-8 decoded as U+FFFD, lone surrogates) is retried like a 5xx; a caller may add
 its own check (``accept``: the judge wants its JSON, a Programmer a code block) and a rejected reply is
 retried too. Only a reply that passed every check is cached, so a fault is never replayed.
+
+Every attempt the endpoint answered is charged, a failed one too (``_billed``): what its usage says, or when it
+says none (a streamed reply from a server that leaves usage out, a garbled body, a stream that broke after some
+tokens) an estimate, flagged ``estimated``: the prompt's tokens counted by the server's tokenizer where it has one,
+else ~4 characters a token of the messages; the reply's ~4 characters a token of the text received (streamed: at
+least a token a chunk). So the budget is never undercounted by a server that does not say what it billed.
 """
 
 from __future__ import annotations
@@ -365,6 +371,7 @@ class Reply:
     # a cache hit: what the call cost and took when it was first made (None: not recorded, an older cache row)
     first_cost: float | None = None
     first_latency: float | None = None
+    estimated: bool = False  # the server reported no (usable) token counts: they and the cost are estimates
 
 
 @dataclass
@@ -380,6 +387,7 @@ class Usage:
     cached: int = 0
     errors: int = 0
     gen_latency: float = 0.0  # seconds spent on calls that produced completion tokens (not cache hits)
+    estimated: int = 0  # paid attempts (failed ones too) whose cost is an estimate: the server said no usage
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -387,18 +395,31 @@ class Usage:
         return self.completion_tokens / self.gen_latency if self.gen_latency > 0 else None
 
 
+def _ensure_log(workspace: Workspace) -> bool:
+    """The call log's tables, with the ``estimated`` column added to an older workspace's. False when the column is
+    not there (an older workspace opened read-only): nothing is written then, and reads go without it."""
+    workspace.ensure_schema("llm", _DDL)
+    if "llm-estimated" not in workspace._schemas:
+        if workspace.read_only:
+            return "estimated" in workspace.columns("llm_calls")
+        workspace.add_columns("llm_calls", {"estimated": "INTEGER NOT NULL DEFAULT 0"})
+        workspace.ensure_schema("llm-estimated", "")
+    return True
+
+
 def run_usage(workspace: Workspace, run_id: str) -> Usage:
     """Totals of one run from the call log."""
-    workspace.ensure_schema("llm", _DDL)
+    flagged = "SUM(estimated)" if _ensure_log(workspace) else "0"
     row = workspace.query(
         "SELECT COUNT(*) AS n, SUM(CASE WHEN cached=0 AND error IS NULL THEN prompt_tokens ELSE 0 END) AS pt,"
         " SUM(CASE WHEN cached=0 AND error IS NULL THEN completion_tokens ELSE 0 END) AS ct,"
         " SUM(cost) AS cost, SUM(latency) AS lat, SUM(cached) AS hits,"
-        " SUM(CASE WHEN error IS NULL THEN 0 ELSE 1 END) AS errs"
+        f" SUM(CASE WHEN error IS NULL THEN 0 ELSE 1 END) AS errs, {flagged} AS est"
         " FROM llm_calls WHERE run_id = ?", (run_id,))[0]
     errs = row["errs"] or 0
     return Usage(calls=(row["n"] or 0) - errs, prompt_tokens=row["pt"] or 0, completion_tokens=row["ct"] or 0,
-                 cost=row["cost"] or 0.0, latency=row["lat"] or 0.0, cached=row["hits"] or 0, errors=errs)
+                 cost=row["cost"] or 0.0, latency=row["lat"] or 0.0, cached=row["hits"] or 0, errors=errs,
+                 estimated=row["est"] or 0)
 
 
 # -- the client ---------------------------------------------------------------------------------------------
@@ -426,6 +447,7 @@ async def _attempt_answered(response: Any) -> None:
     call = _ATTEMPTS.get()
     if call is None or call["state"] != "sent":
         return
+    call["response"] = response  # its body, should it prove to be no completion (_salvage)
     failed = response.status_code in TRANSIENT_STATUS or response.status_code >= 500
     waits.clock_pending(call["key"], False, give=failed)
     if failed:
@@ -540,7 +562,7 @@ class LLM:
         self.salt = ""  # prefixed to every cache salt (see salted)
         self.tenant: str | None = None  # whose calls these are, for a fair share of the slots (share_slots)
         if workspace is not None:
-            workspace.ensure_schema("llm", _DDL)
+            _ensure_log(workspace)
 
     def share_slots(self, share: int) -> None:
         """From now on one tenant's calls (``tenant``, a server's key owner) hold at most ``share`` of the
@@ -655,14 +677,14 @@ class LLM:
                     self._shared.json_ok = False  # e.g. a server without JSON mode: the prompt asks for JSON
                     continue
                 message = self._redact(f"LLM call failed ({where}): {error.message}")
-                self._record(role, Reply("", model, 0, 0, 0.0, latency, False), message)
+                self._record(role, self._charge(model, error.got, sent, counted, latency), message)
                 kind = ContextOverflow if error.overflow else Refused if error.refused else LLMError
                 raise kind(message, transient=error.transient, timed_out=error.timed_out)
             attempt += 1
-            text, pt, ct, problem = _extract(resp, sent, counted)
-            paid = Reply(text, model, pt, ct, s.cost(model, pt, ct) if problem is None else 0.0, latency, False)
+            text, pt, ct, problem, guessed = _extract(resp, sent, counted)
+            # charged even when unusable (garbled, no choices): the endpoint billed it (or, saying nothing, may have)
+            paid = Reply(text, model, pt, ct, s.cost(model, pt, ct), latency, False, estimated=guessed)
             if isinstance(problem, _Refusal):  # a well-formed answer that refuses: the prompt's, not a glitch
-                paid = replace(paid, cost=s.cost(model, pt, ct))
                 message = self._redact(f"LLM call refused ({where}): {problem}")
                 self._record(role, paid, message)
                 raise Refused(message)
@@ -706,11 +728,12 @@ class LLM:
         start = time.perf_counter()
         error: _Failure | None = None
         resp = None
-        call = {"key": object(), "state": None, "timeout": s.timeout}
+        call: dict[str, Any] = {"key": object(), "state": None, "timeout": s.timeout}
+        got = _Received()  # a streamed reply's chunks so far: what a stream that breaks off still delivered
         token = _ATTEMPTS.set(call)
         try:
             if s.stream:
-                resp = await _streamed(client, kwargs)
+                resp = await _streamed(client, kwargs, got)
             else:
                 async with asyncio.timeout(s.timeout * (s.max_retries + 1) + 8.0 * s.max_retries):
                     resp = await client.chat.completions.create(**kwargs)
@@ -739,7 +762,7 @@ class LLM:
         except openai.OpenAIError as e:
             error = _Failure(f"{type(e).__name__}: {e}", False)
         except ValueError as e:  # json.JSONDecodeError from a body that is not JSON: a garbled transfer
-            resp = _Malformed(f"body is not JSON: {e}")
+            resp = _Malformed(f"body is not JSON: {e}", got if s.stream else _salvage(call.get("response")))
         finally:
             _ATTEMPTS.reset(token)
             # No response at all: the endpoint's time, unless the problem's own time ran out while it was asked
@@ -747,6 +770,8 @@ class LLM:
             waits.clock_pending(call["key"], False,
                                 give=error is not None and not (error.timed_out and waits.clock_overdue()))
             waits.clock_blocked(call["key"], False)
+        if error is not None:
+            error.got = got  # tokens that came before the failure (an error event, a hang-up, silence) were made
         return resp, time.perf_counter() - start, error
 
     async def _window(self, model: str) -> int | None:
@@ -806,6 +831,14 @@ class LLM:
         return asyncio.run_coroutine_threadsafe(self.chat(*args, **kw), loop).result()
 
     # -- internals ----------------------------------------------------------------------------------------
+    def _charge(self, model: str, got: _Received, sent: list[dict], counted: int | None, latency: float) -> Reply:
+        """A failed attempt: free when nothing came (a refused connection, an error status), else charged for the
+        tokens that came before it failed (its usage, or estimated: ``_billed``)."""
+        if not got.parts and got.usage is None:
+            return Reply("", model, 0, 0, 0.0, latency, False)
+        pt, ct, guessed = _billed(got.usage, sent, counted, got.text, len(got.parts))
+        return Reply("", model, pt, ct, self.settings.cost(model, pt, ct), latency, False, estimated=guessed)
+
     def _check_budget(self) -> None:
         for i, account in enumerate(self._accounts()):
             budget, spent = account.settings.budget_usd, account.usage.cost
@@ -822,13 +855,14 @@ class LLM:
         adds its cost, since the endpoint charged for it. Counted in memory first, then written (``_persist``)."""
         rec = {"role": role, "model": reply.model, "prompt_tokens": reply.prompt_tokens,
                "completion_tokens": reply.completion_tokens, "cost": reply.cost, "latency": reply.latency,
-               "cached": reply.cached, "error": error}
+               "cached": reply.cached, "error": error, "estimated": reply.estimated}
         if not reply.cached:
             waits.clock_spend(reply.cost)  # the problem's spend, should it end by a timeout
         with self._shared.lock, _usage_lock:  # (a client put under another counts in another's usage too)
             node: LLM | None = self
             while node is not None:
                 u = node.usage
+                u.estimated += reply.estimated and not reply.cached
                 if error is not None:
                     u.errors += 1
                     u.cost += reply.cost
@@ -846,7 +880,7 @@ class LLM:
             if self.workspace is not None:
                 self._shared.unlogged.append((self.run_id, time.time(), role, reply.model, reply.prompt_tokens,
                                               reply.completion_tokens, reply.cost, reply.latency, int(reply.cached),
-                                              error))
+                                              error, int(reply.estimated)))
         if self.workspace is not None:
             later = self._shared.persist_later
             if later is not None:
@@ -872,8 +906,8 @@ class LLM:
                     conn.execute("INSERT OR REPLACE INTO llm_cache(key, model, response_json, created)"
                                  " VALUES (?,?,?,?)", (key, model, json.dumps(data), time.time()))
                 for row in logs:
-                    conn.execute("INSERT INTO llm_calls(run_id, ts, role, model, prompt_tokens,"
-                                 " completion_tokens, cost, latency, cached, error) VALUES (?,?,?,?,?,?,?,?,?,?)", row)
+                    conn.execute("INSERT INTO llm_calls(run_id, ts, role, model, prompt_tokens, completion_tokens,"
+                                 " cost, latency, cached, error, estimated) VALUES (?,?,?,?,?,?,?,?,?,?,?)", row)
         except Exception as exc:
             kind = health.fault_of(exc)
             if kind is None:
@@ -976,7 +1010,40 @@ def _cache_key(model: str, msgs: list[dict], temperature: float, json_mode: bool
 
 
 def _estimate_tokens(text: str) -> int:
-    return max(1, len(text) // 4) if text else 0
+    """The token count of a text the server did not count: ~4 characters a token (English text with OpenAI's and
+    Llama's tokenizers), rounded up (never 0 for a text that is there)."""
+    return -(-len(text) // 4)
+
+
+def _billed(usage: Any, msgs: list[dict], counted: int | None, text: str, chunks: int = 0) -> tuple[int, int, bool]:
+    """(prompt tokens, completion tokens, estimated) of one answered attempt, usable or not: the counts its usage
+    reports, else estimated: the prompt as the server's tokenizer ``counted`` it, else ~4 characters a token of the
+    messages; the reply ~4 characters a token of the ``text`` received, and at least a token for each of its
+    ``chunks`` (a streamed reply). A count no call can have (``_tokens``), or 0 for text that is there, is no report
+    either: a server or proxy that sends zeros (or no usage at all when streaming) would otherwise make calls free."""
+    prompt = "\n".join(str(m.get("content", "")) for m in msgs)
+    pt, ct = _tokens(getattr(usage, "prompt_tokens", None)), _tokens(getattr(usage, "completion_tokens", None))
+    pt = None if pt == 0 and prompt else pt
+    ct = None if ct == 0 and text else ct
+    estimated = pt is None or ct is None
+    if pt is None:
+        pt = counted if counted is not None else _estimate_tokens(prompt)
+    if ct is None:
+        ct = max(chunks, _estimate_tokens(text))
+    return pt, ct, estimated
+
+
+@dataclass
+class _Received:
+    """What an attempt delivered before it failed: the text (a streamed reply's chunks, or what a body that is no
+    completion holds) and the usage it reported, if any. The tokens in it were made, and are charged."""
+
+    parts: list[str] = field(default_factory=list)
+    usage: Any = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
 
 
 @dataclass
@@ -987,38 +1054,66 @@ class _Failure:
     refuses_json: bool = False
     refused: bool = False
     timed_out: bool = False
+    got: _Received = field(default_factory=_Received)
 
 
-async def _streamed(client: openai.AsyncOpenAI, kwargs: dict) -> Any:
-    """A streamed completion gathered into the shape of a plain one. The client's timeout is then a read
-    timeout: it fires on ``timeout`` seconds of silence, not on a long answer that keeps coming."""
+async def _streamed(client: openai.AsyncOpenAI, kwargs: dict, got: _Received) -> Any:
+    """A streamed completion gathered into the shape of a plain one (``got`` holds it as it comes, so that a
+    stream that breaks off is charged for what it delivered). The client's timeout is then a read timeout: it
+    fires on ``timeout`` seconds of silence, not on a long answer that keeps coming."""
     from types import SimpleNamespace
 
     stream = await client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True})
-    parts: list[str] = []
-    usage, finish, seen = None, None, False
+    finish, seen = None, False
     async with stream:
         async for chunk in stream:
-            usage = getattr(chunk, "usage", None) or usage
+            got.usage = getattr(chunk, "usage", None) or got.usage
             for choice in getattr(chunk, "choices", None) or []:
                 seen = True
                 delta = getattr(choice, "delta", None)
                 if delta is not None and isinstance(getattr(delta, "content", None), str) and delta.content:
-                    parts.append(delta.content)
+                    got.parts.append(delta.content)
                 finish = getattr(choice, "finish_reason", None) or finish
-    if usage is None:  # a server that does not report usage when streaming (llama-cpp-python): a chunk is a token
-        usage = SimpleNamespace(prompt_tokens=None, completion_tokens=len(parts))
+    # no usage (a server may leave it out even when asked): _extract estimates it, at least a token a chunk
+    chunks = len(got.parts)
     if not seen:
-        return SimpleNamespace(choices=[], usage=usage)
-    message = SimpleNamespace(content="".join(parts), refusal=None)
-    return SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason=finish)], usage=usage)
+        return SimpleNamespace(choices=[], usage=got.usage, chunks=chunks)
+    message = SimpleNamespace(content=got.text, refusal=None)
+    return SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason=finish)], usage=got.usage,
+                           chunks=chunks)
 
 
 @dataclass
 class _Malformed:
-    """A 200 whose body could not be read as a completion."""
+    """A 200 whose body could not be read as a completion, and what could still be read of it."""
 
     problem: str
+    got: _Received = field(default_factory=_Received)
+
+
+def _salvage(response: Any) -> _Received:
+    """What a plain (not streamed) body the client could not parse still says: the usage and text of a body that is
+    JSON once its bytes that are not UTF-8 are replaced, else the whole body as the text received (an upper bound:
+    a cut-off completion's text is in it)."""
+    from types import SimpleNamespace
+
+    try:
+        raw = response.content.decode("utf-8", "replace")
+    except Exception:  # noqa: BLE001 - no response, or its body was never read: nothing to salvage
+        return _Received()
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return _Received([raw] if raw else [])
+    if not isinstance(doc, dict):
+        return _Received([raw] if raw else [])
+    usage = doc.get("usage")
+    usage = SimpleNamespace(**{k: usage.get(k) for k in ("prompt_tokens", "completion_tokens")}) \
+        if isinstance(usage, dict) else None
+    choices = doc.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    text = first.get("message", {}).get("content") if isinstance(first.get("message"), dict) else None
+    return _Received([text] if isinstance(text, str) and text else [], usage)
 
 
 class _Refusal(str):
@@ -1034,34 +1129,38 @@ def _refused_status(code: Any, detail: str) -> bool:
         r"content (management )?policy|content_filter|usage polic|flagged as potentially", detail, re.I) is not None
 
 
-def _extract(resp: Any, msgs: list[dict], counted: int | None = None) -> tuple[str, int, int, str | None]:
-    """(text, prompt_tokens, completion_tokens, error)."""
+def _extract(resp: Any, msgs: list[dict], counted: int | None = None) -> tuple[str, int, int, str | None, bool]:
+    """(text, prompt_tokens, completion_tokens, error, estimated). The tokens are those of the attempt whether its
+    reply is usable or not (``_billed``): an unusable one was billed too."""
     if isinstance(resp, _Malformed):
-        return "", 0, 0, resp.problem
+        pt, ct, guessed = _billed(resp.got.usage, msgs, counted, resp.got.text, len(resp.got.parts))
+        return "", pt, ct, resp.problem, guessed
+    usage, chunks = getattr(resp, "usage", None), getattr(resp, "chunks", 0)
+
+    def failed(problem: str, received: str = "") -> tuple[str, int, int, str | None, bool]:
+        pt, ct, guessed = _billed(usage, msgs, counted, received, chunks)
+        return "", pt, ct, problem, guessed
+
     choices = getattr(resp, "choices", None)
     if not isinstance(choices, list) or not choices:
-        return "", 0, 0, "malformed reply: no choices"
+        return failed("malformed reply: no choices")
     message = getattr(choices[0], "message", None)
     text = getattr(message, "content", None)
     reason = getattr(choices[0], "finish_reason", None)
     refusal = getattr(message, "refusal", None)
-    usage = getattr(resp, "usage", None)
-    pt, ct = _tokens(getattr(usage, "prompt_tokens", None)), _tokens(getattr(usage, "completion_tokens", None))
     if (refusal or reason == "content_filter") and not text:
         why = f"the model refused: {str(refusal)[:300]}" if refusal else "the provider's content filter stopped it"
-        return "", pt if pt is not None else 0, ct if ct is not None else 0, _Refusal(why)
+        return failed(_Refusal(why), str(refusal or ""))
     if message is None:
-        return "", 0, 0, "malformed reply: a choice without a message"
+        return failed("malformed reply: a choice without a message")
     if text is None:  # a well-formed reply that says nothing (a reasoning model past its token cap): the model's
         text = ""
     if not isinstance(text, str):
-        return "", 0, 0, f"malformed reply: message content is {type(text).__name__} (finish_reason={reason})"
+        return failed(f"malformed reply: message content is {type(text).__name__} (finish_reason={reason})",
+                      str(text))
     text = text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate (a JSON escape) cannot be stored
-    if pt is None:
-        pt = counted if counted is not None else _estimate_tokens("\n".join(str(m.get("content", "")) for m in msgs))
-    if ct is None:
-        ct = _estimate_tokens(text)
-    return text, pt, ct, None
+    pt, ct, guessed = _billed(usage, msgs, counted, text, chunks)
+    return text, pt, ct, None, guessed
 
 
 MAX_TOKENS_CLAIM = 2 ** 31  # more tokens than any model reads or writes in one call (and past it SQLite cannot store)

@@ -316,6 +316,17 @@ def test_an_unknown_models_cost_says_price_unknown(endpoint, capsys, monkeypatch
     assert json.loads(out)["price_known"] is False
 
 
+def test_a_cost_the_endpoint_did_not_report_is_said_to_be_an_estimate(endpoint, capsys, monkeypatch):
+    endpoint([Fault(body="6*7 = 42, so \\boxed{42}", no_usage=True), "6*7 = 42, so \\boxed{42}"])
+    monkeypatch.setenv("MERMAIDFLOW_STREAM", "1")  # a streamed reply whose server leaves its usage out
+    code, out, err = cli(capsys, "run", MATH_SEED, "--problem", "What is 6*7?")
+    assert code == 0 and "cost ~$" in err and "estimated: the endpoint reported no token counts for 1 call" in err
+    code, out, err = cli(capsys, "run", MATH_SEED, "--problem", "What is 6*8?")  # this reply says its usage
+    assert code == 0 and "cost $" in err and "estimated" not in err
+    code, out, err = cli(capsys, "run", MATH_SEED, "--problem", "What is 6*9?", "--json")
+    assert code == 0 and json.loads(out)["tokens"]["estimated"] == 0 and json.loads(out)["cost"] > 0
+
+
 def test_score_humaneval_with_the_problem_prompt(no_endpoint, capsys, tmp_path):
     prompt = tmp_path / "prompt.py"
     prompt.write_text('from typing import List\n\n\ndef total(xs: List[int]) -> int:\n    """Sum."""\n')

@@ -44,7 +44,8 @@ FAULT_KINDS = ("garbled", "truncated", "empty", "status")
 class Fault:
     """A scripted misbehaviour. ``status``: answer with that HTTP error (``body`` = error message);
     ``malformed``: answer 200 with ``body`` (default: not JSON) instead of a completion; otherwise a normal
-    reply whose text is ``body``. ``delay`` (seconds) applies before any of these."""
+    reply whose text is ``body`` (streamed when the request asks for a stream). ``delay`` (seconds) applies before
+    any of these."""
 
     status: int = 0
     delay: float = 0.0
@@ -54,6 +55,12 @@ class Fault:
     gzip: bool = False  # with ``huge``: the body gzip-compressed (Content-Encoding: gzip), a few KB on the wire
     garbled: bool = False  # a completion of ``body`` whose bytes break on the wire (not UTF-8: a broken proxy)
     usage: dict | None = None  # a reply of ``body`` reporting this usage instead of its true count (a lying server)
+    # a reply of ``body`` with no usage at all: no ``usage`` field, or streamed, no usage chunk even when asked with
+    # stream_options={"include_usage": true} (OpenAI-compatible servers may leave it out)
+    no_usage: bool = False
+    # streamed: after this many words of ``body`` the stream fails: an error event (vLLM's {"error": ...} chunk),
+    # or with ``garbled`` a chunk that is not JSON; plain: ``garbled`` alone breaks the body (see above)
+    fail_after: int | None = None
 
 
 def message_text(request: dict) -> str:
@@ -288,7 +295,10 @@ _MARK = "\x00garbled\x00"
 
 
 def garbled_body(completion: dict, broken: bytes) -> bytes:
-    """The completion's JSON with its text replaced by ``broken`` raw bytes."""
+    """The completion's JSON with its text replaced by ``broken`` raw bytes (its usage still the text's count: what
+    the server generated, and billed, before the bytes broke on their way)."""
+    completion = {**completion, "choices": [{**c, "message": {**c["message"], "content": _MARK}}
+                                            for c in completion["choices"]]}
     return json.dumps(completion).encode().replace(json.dumps(_MARK)[1:-1].encode(), broken)
 
 
@@ -371,7 +381,7 @@ class _Handler(BaseHTTPRequestHandler):
         if item.kind == "garbled":
             with fake._lock:
                 broken = garble(item.text, fake._rng)
-            self._send(200, garbled_body(fake.completion(request, _MARK), broken))
+            self._send(200, garbled_body(fake.completion(request, item.text), broken))
         elif item.kind == "empty":
             body = fake.completion(request, item.text)
             body["choices"] = []
@@ -489,12 +499,17 @@ class _Handler(BaseHTTPRequestHandler):
                 self._error(item.status, item.body or f"scripted HTTP {item.status}")
             elif item.malformed:
                 self._send(200, item.body or "this is {not json")
+            elif request.get("stream"):
+                self._stream(request, item.body, usage=None if item.no_usage else (item.usage or True),
+                             fail_after=item.fail_after, garbled=item.garbled)
             elif item.garbled:
-                self._send(200, garbled_body(fake.completion(request, _MARK), item.body.encode() + b"\xc3\x28"))
+                self._send(200, garbled_body(fake.completion(request, item.body), item.body.encode() + b"\xc3\x28"))
             else:
                 done = fake.completion(request, item.body)
                 if item.usage is not None:
                     done["usage"] = item.usage
+                if item.no_usage:
+                    del done["usage"]
                 self._send(200, json.dumps(done))
             return
         if request.get("stream"):
@@ -538,8 +553,11 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client refused the rest: what a capped client does
         self.close_connection = True
 
-    def _stream(self, request: dict, text: str) -> None:
-        """Server-sent events, one word per chunk, ``token_delay`` apart; the last chunk carries usage."""
+    def _stream(self, request: dict, text: str, *, usage: dict | None | bool = True, fail_after: int | None = None,
+                garbled: bool = False) -> None:
+        """Server-sent events, one word per chunk, ``token_delay`` apart; the last chunk carries usage (the true
+        count, ``usage`` when a dict, none when None). ``fail_after``: after that many words an error event, or
+        with ``garbled`` a chunk that is not JSON, and the stream ends there (no usage)."""
         fake = self.fake
         done = fake.completion(request, text)
         base = {"id": done["id"], "object": "chat.completion.chunk", "created": done["created"],
@@ -551,16 +569,29 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
             self.end_headers()
             for i, w in enumerate(words):
+                if i == fail_after:
+                    break
                 if i and fake.token_delay and not self._wait(fake.token_delay):
                     return
                 piece = w if i == 0 else " " + w
                 chunk = {**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
+            if fail_after is not None and fail_after < len(words):
+                if garbled:
+                    self.wfile.write(b'data: {"id": "' + garble(text, fake._rng) + b'\n\n')
+                else:
+                    error = {"error": {"message": "generation failed", "type": "server_error", "code": 500}}
+                    self.wfile.write(f"data: {json.dumps(error)}\n\n".encode())
+                self.wfile.flush()
+                self.close_connection = True
+                return
             end = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
             self.wfile.write(f"data: {json.dumps(end)}\n\n".encode())
-            usage = {**base, "choices": [], "usage": done["usage"]}
-            self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+            if usage is not None:
+                last = {**base, "choices": [], "usage": usage if isinstance(usage, dict) else done["usage"]}
+                self.wfile.write(f"data: {json.dumps(last)}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
         except OSError:
             pass
