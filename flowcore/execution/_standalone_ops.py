@@ -629,6 +629,20 @@ class ChatReply:
     cost: float
     latency: float
     cached: bool = False
+    estimated: bool = False  # the endpoint reported no token counts: they and the cost are estimates
+
+
+def estimate_tokens(text: str) -> int:
+    """A token count the endpoint did not report: ~4 characters a token, rounded up (as flowcore's client)."""
+    return -(-len(text) // 4)
+
+
+def _reported(n: Any, text: str) -> int | None:
+    """A token count a reply reports, else None (to be estimated): missing, not a count a call can have, or 0 for a
+    text that is there (a server that leaves usage out, or sends zeros, must not make calls free)."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 2 ** 31 or (n == 0 and text):
+        return None
+    return n
 
 
 def openai_installed() -> bool:
@@ -857,13 +871,17 @@ class OpenAIChat:
         if text is None:
             raise RuntimeError(f"LLM call failed (model {model!r}): the reply has no message content")
         usage = resp.usage
-        pt = getattr(usage, "prompt_tokens", 0) or 0
-        ct = getattr(usage, "completion_tokens", 0) or 0
+        prompt = "\n".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
+        pt = _reported(getattr(usage, "prompt_tokens", None), prompt)
+        ct = _reported(getattr(usage, "completion_tokens", None), text)
+        estimated = pt is None or ct is None
+        pt = estimate_tokens(prompt) if pt is None else pt
+        ct = estimate_tokens(text) if ct is None else ct
         pin, pout = self._price(model)
         cost = (pt * pin + ct * pout) / 1_000_000
         self.calls += 1
         self.cost += cost
-        return ChatReply(text, model, pt, ct, cost, latency)
+        return ChatReply(text, model, pt, ct, cost, latency, estimated=estimated)
 
     def _post(self, body: dict) -> dict:
         """POST /chat/completions with urllib (no ``openai`` installed): retries on timeouts, connection
@@ -911,5 +929,5 @@ def _as_reply(d: dict) -> Any:
     choices = [NS(message=NS(content=(c.get("message") or {}).get("content")))
                for c in d.get("choices") or [] if isinstance(c, dict)]
     u = d.get("usage") if isinstance(d.get("usage"), dict) else {}
-    return NS(choices=choices, usage=NS(prompt_tokens=u.get("prompt_tokens") or 0,
-                                        completion_tokens=u.get("completion_tokens") or 0))
+    return NS(choices=choices, usage=NS(prompt_tokens=u.get("prompt_tokens"),  # None: not reported, estimated
+                                        completion_tokens=u.get("completion_tokens")))

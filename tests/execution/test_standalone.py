@@ -118,6 +118,23 @@ def test_urllib_can_be_chosen_in_process(monkeypatch):
     assert reply.cost == pytest.approx((reply.prompt_tokens * 1 + reply.completion_tokens * 2) / 1e6)
 
 
+@pytest.mark.parametrize("http", ["openai", "urllib"])
+def test_an_exported_workflows_cost_is_estimated_when_the_endpoint_reports_no_usage(http):
+    """A reply without usage was counted 0 tokens, $0: now ~4 characters a token of the prompt and of the reply,
+    flagged ``estimated``; a reply with usage keeps the endpoint's counts."""
+    from flowcore.execution._standalone_ops import OpenAIChat
+
+    text = "The sum of one and one is two."
+    with FakeLLMServer([Fault(body=text, no_usage=True), text]) as srv:
+        chat = OpenAIChat(prices={"m": (1.0, 2.0)}, env={"OPENAI_BASE_URL": srv.base_url, "OPENAI_MODEL": "m",
+                                                         "MERMAIDFLOW_HTTP": http})
+        guessed, told = asyncio.run(chat.chat("What is 1+1?")), asyncio.run(chat.chat("And 1+1?"))
+    assert guessed.estimated and (guessed.prompt_tokens, guessed.completion_tokens) == (3, 8)  # 12 and 30 characters
+    assert guessed.cost == pytest.approx((3 * 1 + 8 * 2) / 1e6)
+    assert not told.estimated and (told.prompt_tokens, told.completion_tokens) == (2, 8)  # the server's: a word a token
+    assert chat.cost == pytest.approx(guessed.cost + told.cost)
+
+
 @pytest.mark.parametrize("var, value", [("MERMAIDFLOW_TIMEOUT", "abc"), ("MERMAIDFLOW_TIMEOUT", "nan"),
                                         ("MERMAIDFLOW_TIMEOUT", "-1"), ("MERMAIDFLOW_MAX_RETRIES", "1.5"),
                                         ("MERMAIDFLOW_CONCURRENCY", "0"), ("MERMAIDFLOW_PRICES", "{bad")])
