@@ -20,6 +20,7 @@ from flowcore import catalogue as cat
 from flowcore.mermaid.compiled import load
 from flowcore.mermaid.grammar import FlowDB, MermaidParseError, parse_flowchart
 from flowcore.mermaid.text import JS_SPACE, LazyRegex, decode_entities, humanize, to_error
+from flowcore.mermaid.text import lines as text_lines
 from flowcore.mermaid.unclosed import relocate
 from flowcore.model import SHAPE_OPENER, SHAPES, Diagnostic, Edge, Node, Subgraph, Workflow
 
@@ -65,6 +66,10 @@ def _unescape(text: str) -> str:
 
 
 def _escape(text: str) -> str:
+    """The prompt as one comment line: a line break is written \\n ('\\r\\n' and '\\r' too: Mermaid ends the line at
+    each of them, and the rest of the prompt would be read as statements)."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     return re.sub(r"\\(?=[\\n]|$)", r"\\\\", text).replace("\n", "\\n")
 
 
@@ -79,7 +84,7 @@ def mermaid_error(text: str, err: MermaidParseError) -> Diagnostic:
         return Diagnostic("M001", "error", f"line {line}: {msg[:1].lower() + msg[1:]}", line, col)
     column = me.column
     if column is None and me.line is not None:  # Mermaid names only the line: point at what is wrong on it
-        rows = text.splitlines() or [""]
+        rows = text_lines(text) or [""]  # (the lines the diagnostic counts: a U+2028 in a comment ends none)
         row = rows[me.line - 1] if me.line <= len(rows) else ""
         column = len(row) - len(row.lstrip()) + 1
         if err.kind == "lexical":
@@ -167,12 +172,14 @@ def parse(text: str) -> Workflow:
 
 
 def _comment_lines(text: str) -> list[str]:
-    """The lines of ``text`` (as ``str.splitlines`` cuts them) that hold '%%', in order. A large workflow has
-    thousands of other lines: when '\n' is the only line break, each '%%' is found with str.find and its line cut
-    around it, without making a string of every line."""
-    if not text.isascii() or any(b in text for b in _OTHER_BREAKS):
-        lines = text.splitlines()
-        return list(compress(lines, map(str.__contains__, lines, repeat("%%"))))
+    """The lines of ``text`` that hold '%%', in order, cut where Mermaid 11 ends a line (``text.lines``: at '\\r\\n',
+    '\\r', '\\n'). A '%%' comment runs to the '\\n' there: a U+2028 (or U+2029, U+0085, '\\v', '\\f', '\\x1c'-'\\x1e')
+    is part of it, and str.splitlines cut a '%% @prompt' line there, losing the rest of the prompt. A large
+    workflow has thousands of other lines: without a '\\r' each '%%' is found with str.find and its line cut around
+    it, without making a string of every line."""
+    if "\r" in text:
+        rows = text_lines(text)
+        return list(compress(rows, map(str.__contains__, rows, repeat("%%"))))
     out = []
     at = text.find("%%")
     while at >= 0:
@@ -183,9 +190,6 @@ def _comment_lines(text: str) -> list[str]:
         out.append(text[start:end])
         at = text.find("%%", end)
     return out
-
-
-_OTHER_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e")  # splitlines' ASCII line breaks but '\n'
 
 
 def _read_prompts(text: str, w: Workflow) -> None:

@@ -283,6 +283,24 @@ def _js_trim_start(s: str) -> int:
 
 
 _LINE_BREAK = LazyRegex(r"\r\n|\r|\n")
+_LINE_KEEP = LazyRegex(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+\Z")
+
+
+def lines(text: str, keepends: bool = False) -> list[str]:
+    """The lines of ``text`` as Mermaid 11, the diagnostics and the Editor count them: cut at '\\r\\n', '\\r' and
+    '\\n' only (Mermaid turns the first two into '\\n'; a '%%' comment runs to the '\\n'). Not ``str.splitlines``:
+    it also cuts at U+2028, U+2029, U+0085, '\\v', '\\f' and '\\x1c'-'\\x1e', which are characters of a line here.
+    As ``splitlines``, no empty last line after a final line break."""
+    if "\r" not in text:  # (a large text: split in C)
+        rows = text.split("\n")
+        last = rows.pop()
+        if keepends:
+            rows = [row + "\n" for row in rows]
+        return rows + [last] if last else rows
+    if keepends:
+        return _LINE_KEEP.findall(text)
+    rows = _LINE_BREAK.split(text)
+    return rows[:-1] if rows and not rows[-1] else rows
 
 
 def line_col(text: str, offset: int) -> tuple[int, int]:

@@ -24,6 +24,7 @@ import networkx as nx
 
 from flowcore.mermaid.reader import to_mermaid
 from flowcore.mermaid.safe import display_copy, safe_label
+from flowcore.mermaid.text import lines as text_lines
 from flowcore.model import Workflow
 
 __all__ = ["BIG_GRAPH_NODES", "PREVIEW_NODES", "ZOOMS", "diagram_code", "diagram_height", "texts_height", "is_big",
@@ -169,20 +170,22 @@ def preview(w: Workflow, n: int = PREVIEW_NODES) -> Workflow:
 
 
 def sections(text: str, size: int = SECTION_LINES) -> list[tuple[int, int]]:
-    """(first, last) line numbers (1-based, inclusive) of each section of ``size`` lines."""
-    n = max(1, len(text.splitlines()))
+    """(first, last) line numbers (1-based, inclusive) of each section of ``size`` lines. Lines as the diagnostics
+    number them (``text.lines``: a U+2028 in a comment is no line break), so that line N is in the section that
+    says so."""
+    n = max(1, len(text_lines(text)))
     return [(a + 1, min(a + size, n)) for a in range(0, n, size)]
 
 
 def section(text: str, index: int, size: int = SECTION_LINES) -> str:
     """The text of section ``index`` (lines included with their line ends)."""
-    lines = text.splitlines(keepends=True)
+    lines = text_lines(text, keepends=True)
     return "".join(lines[index * size:(index + 1) * size])
 
 
 def splice(text: str, index: int, new: str, size: int = SECTION_LINES) -> str:
     """``text`` with section ``index`` replaced by ``new`` (which may have more or fewer lines)."""
-    lines = text.splitlines(keepends=True)
+    lines = text_lines(text, keepends=True)
     if not 0 <= index * size <= len(lines):
         raise ValueError(f"section {index} is past the end of a {len(lines)}-line text")
     if new and not new.endswith("\n") and (index + 1) * size < len(lines):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import random
+import re
 import threading
 
 import pytest
@@ -14,6 +15,7 @@ from flowcore import check
 from flowcore.mermaid.grammar import graph_json, parse_flowchart
 from flowcore.mermaid.reader import _comment_lines, gc_paused, parse_lenient
 from flowcore.mermaid.text import _COMMENT, Prepared, _CommentFinder
+from flowcore.mermaid.text import lines as text_lines
 
 # the characters that decide what a '%%' comment line is: '%', '{', line breaks, JS and non-JS blanks
 _PIECES = ["%", "%%", "{", "\n", " ", "\t", "a", "\u00a0", "\u2028", "\r", "\x1c", "%%{", "\n%%", "}%%", "x\n"]
@@ -39,11 +41,23 @@ _LINE_PIECES = ["%", "%%", "a", "\n", "\r", "\r\n", " ", "\u00e9", "\x0b", "\x1d
 
 @settings(max_examples=600, deadline=None)
 @given(st.lists(st.sampled_from(_LINE_PIECES), max_size=14))
-def test_comment_lines_are_the_lines_splitlines_cuts(pieces):
-    # the reader cuts the '%%' lines out with str.find when '\n' is the only line break, else splits every line
+def test_comment_lines_are_the_lines_mermaid_cuts(pieces):
+    # the reader cuts the '%%' lines out with str.find when there is no '\r', else splits every line. Mermaid 11 ends
+    # a line at '\n', '\r\n' and '\r' only: the other breaks of str.splitlines ('\x0b', U+2028...) are in the line
     text = "".join(pieces)
-    lines = text.splitlines()
+    lines = re.split(r"\r\n|\r|\n", text)
     assert _comment_lines(text) == [line for line in lines if "%%" in line]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(_LINE_PIECES), max_size=14))
+def test_lines_are_cut_as_mermaid_cuts_them_with_or_without_a_carriage_return(pieces):
+    text = "".join(pieces)
+    want = re.split(r"\r\n|\r|\n", text)
+    want = want[:-1] if not want[-1] else want  # (as splitlines: no empty line after the last break)
+    assert text_lines(text) == want
+    kept = text_lines(text, keepends=True)
+    assert "".join(kept) == text and [re.sub(r"(\r\n|\r|\n)$", "", k) for k in kept] == want
 
 
 def test_line_starts_with_every_kind_of_line_break():

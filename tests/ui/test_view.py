@@ -74,6 +74,20 @@ def test_a_big_text_is_edited_a_section_at_a_time():
         view.splice(text, 5, "x")
 
 
+def test_a_section_holds_the_lines_the_diagnostics_number():
+    """A U+2028 (or U+0085, '\\v'...) in a comment line ends no line for Mermaid, the diagnostics or Ace: the section
+    that says 'lines 3-4' holds lines 3 and 4 (before, str.splitlines counted one more line per separator)."""
+    import re
+
+    text = "flowchart TD\n    %% @prompt a: one\u2028two\x85three\n    A --> B\r\n    B --> C\rC --> D\n"
+    rows = re.split(r"\r\n|\r|\n", text)[:-1]
+    assert view.sections(text, size=2) == [(1, 2), (3, 4), (5, 5)]
+    for i, (first, last) in enumerate(view.sections(text, size=2)):
+        assert re.split(r"\r\n|\r|\n", view.section(text, i, size=2))[:-1] == rows[first - 1:last]
+    edited = view.splice(text, 0, "flowchart LR\n    %% @prompt a: one\u2028two\n", size=2)
+    assert edited == text.replace("TD", "LR").replace("\x85three", "")
+
+
 def _fan(n: int, direction: str = "TD") -> str:
     """PROBLEM feeding ``n`` parallel Custom nodes, ensembled: as wide as ``n`` nodes side by side."""
     lines = [f"flowchart {direction}", '    PROBLEM(["Problem"])', '    E["ScEnsemble"]', '    RETURN(["Return"])']
