@@ -475,7 +475,15 @@ def load(doc: str, empty: Any = None, *, limit: int = MAX_DATA_CHARS) -> Any:
     loader_cls = _loader()
     import yaml
 
-    loader = loader_cls(doc)
+    try:
+        loader = loader_cls(doc)  # (PyYAML's reader checks every character here, before anything is parsed)
+    except yaml.reader.ReaderError as exc:  # '\v', '\f', '\x1c'... : js-yaml refuses them too; was a traceback
+        at = exc.position if isinstance(exc.position, int) and 0 <= exc.position < len(doc) else None
+        if at is None:
+            raise YamlDataError("the stream contains non-printable characters") from None
+        line = doc.count("\n", 0, at) + 1
+        raise YamlDataError(f"the stream contains non-printable characters (U+{ord(doc[at]):04X})", line,
+                            at - (doc.rfind("\n", 0, at) + 1) + 1) from None
     try:
         node = loader.get_single_node()
         if expanded_size(node) > MAX_NODES:

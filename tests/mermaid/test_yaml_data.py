@@ -113,6 +113,23 @@ def test_a_front_matter_error_names_its_place_in_the_text():
     assert "duplicated mapping key" in d.message and (d.line, d.column) == (3, 1), d
 
 
+@pytest.mark.parametrize("char", ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e"], ids=lambda c: f"U+{ord(c):04X}")
+def test_a_character_yaml_does_not_allow_is_an_error_in_the_text_not_a_traceback(char):
+    """js-yaml refuses '\\v', '\\f', '\\x1c'-'\\x1e' ("the stream contains non-printable characters"), and so does
+    PyYAML, but in its reader's constructor, before the code that turns its errors into diagnostics: the check and
+    the Editor raised a ReaderError (a '%%' line with a separator, pasted into the front matter, was enough)."""
+    from flowcore import check
+    from flowcore.mermaid.engines.js import mermaid_graph
+
+    for text, line, column in ((f"---\ntitle: ok\n%% a note{char} more\n---\nflowchart TD\n  A --> B\n", 3, 10),
+                               (f'flowchart TD\n  A@{{ label: "a{char}b" }}\n  A --> B\n', 2, 3)):
+        assert not mermaid_graph(text)["ok"], text
+        for diags in (parse_lenient(text)[1], check(text)):
+            d = next(d for d in diags if d.code == "M001")
+            assert "non-printable characters" in d.message and f"U+{ord(char):04X}" in d.message, d
+            assert (d.line, d.column) == (line, column), d  # the front matter's: the character itself
+
+
 def test_an_alias_bomb_is_refused_at_once():
     import time
 
