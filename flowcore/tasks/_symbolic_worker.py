@@ -11,7 +11,7 @@ deadline. A worker that has grown by a quarter of its budget says so in its answ
 back to the system.
 
 Worker protocol, one JSON object per line: in ``{"a", "b", "cpu"}`` (acknowledged at once with ``+``) (``a``, ``b``: Python expressions already
-translated from LaTeX and checked by the scorer), out ``{"equal": true|false|null, "why", "leaving"}`` (null: no
+translated from LaTeX and checked by the scorer, and again here: check), out ``{"equal": true|false|null, "why", "leaving"}`` (null: no
 verdict: over its memory, too deep, unparsable). Only the standard library and sympy: this file runs with ``-I``
 and is found by path.
 """
@@ -21,12 +21,17 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import resource
 import signal
 import socket
 import sys
 
 TOL = 1e-6
+# What the scorer's LaTeX translator writes (scoring._latex_to_py): sympy's parser evaluates Python, so any other
+# text (`__import__('os')...`, `eval(chr(95)...)`, `x.name`) would run as code in this process.
+_TEXT = re.compile(r"[0-9A-Za-z+\-*/(). ]*")
+NAMES = {"sqrt", "pi", "oo", "log", "sin", "cos", "tan", "exp", "sec", "csc", "cot"}  # and one-letter symbols
 
 
 def _sympy():
@@ -36,7 +41,17 @@ def _sympy():
     return sympy, sympy_parser
 
 
+def check(py: str) -> None:
+    """ValueError unless ``py`` is arithmetic on one-letter symbols, numbers and NAMES, as the scorer writes it."""
+    if not _TEXT.fullmatch(py):
+        raise ValueError("not arithmetic")
+    for name in re.findall(r"[A-Za-z]+", py):
+        if len(name) > 1 and name not in NAMES:
+            raise ValueError(f"unknown name {name!r}")
+
+
 def _parse(py: str):
+    check(py)
     sympy, sp = _sympy()
     trans = sp.standard_transformations + (sp.implicit_multiplication, sp.convert_xor)
     local = {c: sympy.Symbol(c) for c in "abcdefghijklmnopqrstuvwxyzABCDFGHJKLMNOPQRTUVWXYZ"}
