@@ -6,7 +6,7 @@ error, never a wrong answer."""
 
 from __future__ import annotations
 
-import sys
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -14,8 +14,10 @@ import pytest
 from flowcore.tasks import scoring, symbolic
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "flowcore" / "tasks"))
-import _symbolic_worker as worker_module  # noqa: E402 - found by path, as the zygote runs it
+# found by path, as the zygote runs it (not on sys.path: flowcore/tasks' modules would shadow others)
+_spec = importlib.util.spec_from_file_location("_symbolic_worker", ROOT / "flowcore" / "tasks" / "_symbolic_worker.py")
+worker_module = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(worker_module)
 
 # ---------------------------------------------------------------- code in the compared text
 
