@@ -117,7 +117,9 @@ def _worker(sock: socket.socket, memory_mb: int) -> None:
 
 
 def main() -> None:
-    _die_with_parent()  # end with the scorer's process, even when it is killed
+    # It ends when the scorer's end of ``control`` closes (the scorer exited or was killed: the kernel closes it),
+    # not by PR_SET_PDEATHSIG: that fires when the *thread* that started it ends, and a pool first used from a
+    # short-lived thread (a Streamlit run) lost its zygote, and the comparisons running, with that thread.
     control = socket.socket(fileno=int(sys.argv[1]))
     memory_mb = int(sys.argv[2])
     for a, b in (("x + 1", "1 + x"), ("2*sqrt(2)", "sqrt(8)"), ("((1)/(2))", "0.5"), ("(x+1)**2", "x**2+2*x+1")):

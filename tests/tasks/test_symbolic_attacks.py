@@ -7,6 +7,11 @@ error, never a wrong answer."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -54,3 +59,85 @@ def test_code_in_an_answer_is_a_wrong_answer_through_the_scorer(tmp_path, answer
     flag = tmp_path / "ran"
     res = scoring.score("math", answer.replace("{flag}", str(flag)), r"\boxed{x}")
     assert (res.correct, res.errored) == (False, False) and not flag.exists()
+
+
+# ---------------------------------------------------------------- the pool's processes: who ends them
+
+def _scorer(code: str, *args: str, timeout: float = 120) -> dict:
+    """Run ``code`` in a fresh scorer process (a pool of its own); its last line of output, as JSON."""
+    p = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1])\n" + code, str(ROOT),
+                        *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    assert p.returncode == 0 and p.stdout.strip(), p.stderr[-3000:]
+    return json.loads(p.stdout.splitlines()[-1])
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry))
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _wait_gone(pids: list[int], seconds: float) -> list[int]:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and any(_running(p) for p in pids):
+        time.sleep(0.05)
+    return [p for p in pids if _running(p)]
+
+
+def test_the_zygote_outlives_the_thread_that_started_it():
+    """PR_SET_PDEATHSIG fires when the *thread* that forked ends: a pool first used from a short-lived thread (a
+    Streamlit run, a thread pool's worker) lost its zygote with that thread, and with it every comparison running."""
+    got = _scorer(r'''
+import json, threading, time
+from flowcore.tasks import symbolic
+t = threading.Thread(target=symbolic.equal, args=("x+1", "1+x"))
+t.start()
+t.join()
+zygote = symbolic.worker_pids()[0]
+end = time.monotonic() + 3
+while time.monotonic() < end and symbolic._pool.proc.poll() is None:
+    time.sleep(0.05)
+alive = symbolic._pool.proc.poll() is None
+print(json.dumps({"alive": alive, "verdict": symbolic.equal("x+2", "2+x"), "same": symbolic.worker_pids()[0] == zygote}))
+''')
+    assert got == {"alive": True, "verdict": True, "same": True}
+
+
+def test_a_killed_scorer_leaves_no_zygote_and_no_workers():
+    """The scorer SIGKILLed with a worker idle and another one mid-comparison: all of them end by themselves (the
+    zygote and the idle worker at once, the busy one at its CPU budget at the latest)."""
+    code = r'''
+import json, os, threading, time
+from flowcore.tasks import symbolic
+assert symbolic.equal("x+1", "1+x")
+threading.Thread(target=symbolic.equal, args=("(a+b+c+d+e+f)**500", "1"), kwargs={"cpu_seconds": 2}).start()
+time.sleep(0.3)
+assert symbolic.equal("x+2", "2+x")  # on a second worker, idle after it
+zygote, idle = symbolic.worker_pids()
+print(json.dumps({"zygote": zygote, "idle": idle}), flush=True)
+time.sleep(60)
+'''
+    p = subprocess.Popen([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1])\n" + code, str(ROOT)],
+                         stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        got = json.loads(p.stdout.readline())
+        workers = _children(got["zygote"])
+        assert set(got["idle"]) < set(workers)  # one idle, one busy
+    finally:
+        p.kill()
+        p.wait()
+        p.stdout.close()
+    assert _wait_gone([got["zygote"], *workers], 20) == []
