@@ -18,7 +18,6 @@ and is found by path.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import re
@@ -80,16 +79,19 @@ def _status(key: str) -> int:
     return 0
 
 
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def _worker(sock: socket.socket, memory_mb: int) -> None:
-    """A forked worker: comparisons in, one verdict line out for each, until the scorer closes the socket."""
-    _die_with_parent()
+    """A forked worker: comparisons in, one verdict line out for each, until the scorer closes the socket. It does
+    not die with the zygote: a comparison running when the zygote is killed keeps its verdict; it ends when the
+    scorer closes its socket (at once when idle, after the comparison when busy, bounded by RLIMIT_CPU)."""
+    try:
+        _serve(sock, memory_mb)
+    except OSError:  # the scorer has gone
+        pass
+    finally:
+        os._exit(0)  # never back into the zygote's loop
+
+
+def _serve(sock: socket.socket, memory_mb: int) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     start_rss = _status("VmRSS")
     room = _status("VmSize") + memory_mb * 1024 * 1024
@@ -113,7 +115,6 @@ def _worker(sock: socket.socket, memory_mb: int) -> None:
         sock.sendall((json.dumps({"equal": verdict, "why": why, "leaving": leaving}) + "\n").encode())
         if leaving:
             break
-    os._exit(0)
 
 
 def main() -> None:

@@ -104,11 +104,14 @@ class _Pool:
         theirs.close()
         self.control, self.lock = ours, threading.Lock()
         self.idle: list[_Worker] = []
+        self.closed = False
         self.slots = threading.Semaphore(WORKERS)
         self.ok = _readable(ours, START_TIMEOUT) and ours.recv(1) == b"R"
 
     def take(self) -> _Worker | None:
         with self.lock:
+            if self.closed:
+                return None
             while self.idle:
                 worker = self.idle.pop()
                 if worker.alive():
@@ -127,16 +130,23 @@ class _Pool:
 
     def give_back(self, worker: _Worker) -> None:
         with self.lock:
-            self.idle.append(worker)
+            if not self.closed:
+                self.idle.append(worker)
+                return
+        worker.kill()
 
     def close(self) -> None:
-        for w in self.idle:
+        """End the zygote and the idle workers, once. Not its process group: when a pool is replaced (its zygote
+        died) a worker of it may still be comparing for another thread; that comparison keeps its verdict, and the
+        worker ends when given back."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed, idle, self.idle = True, self.idle, []
+        for w in idle:
             w.kill()
         self.control.close()
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        self.proc.kill()  # a no-op once it is reaped: its pid may be another process's by then
         self.proc.wait()
 
 

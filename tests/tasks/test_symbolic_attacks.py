@@ -7,7 +7,9 @@ error, never a wrong answer."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -141,3 +143,63 @@ time.sleep(60)
         p.wait()
         p.stdout.close()
     assert _wait_gone([got["zygote"], *workers], 20) == []
+
+
+def _expansion(names: str, n: int) -> str:
+    """(a+b+...)**n written out term by term (sympy takes a second or two to see that the two are equal)."""
+    terms = []
+    for ks in itertools.product(range(n + 1), repeat=len(names)):
+        if sum(ks) == n:
+            c = math.factorial(n)
+            for k in ks:
+                c //= math.factorial(k)
+            terms.append(str(c) + "".join(f"*{v}**{k}" for v, k in zip(names, ks) if k))
+    return "+".join(terms)
+
+
+SLOW_TRUE = ("(a+b+c+d)**10", _expansion("abcd", 10))  # about 1.7 s of CPU, equal
+
+_BUSY = r'''
+def cpu(pid):
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError):
+        return 0.0
+
+def busy_worker(zygote, seconds=0.3, wait=60):
+    """The zygote's child that has spent ``seconds`` of CPU: on a slow comparison (an idle one spent milliseconds)."""
+    end = time.monotonic() + wait
+    while time.monotonic() < end:
+        for entry in os.listdir("/proc"):
+            try:
+                if entry.isdigit() and int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1]) == zygote \
+                        and cpu(entry) >= seconds:
+                    return int(entry)
+            except (OSError, IndexError, ValueError):
+                pass
+        time.sleep(0.02)
+    raise AssertionError("no worker got busy")
+'''
+
+
+def test_a_comparison_running_when_the_zygote_is_killed_keeps_its_verdict():
+    """The zygote SIGKILLed while a worker compares a correct answer: the workers died with it (PR_SET_PDEATHSIG),
+    and replacing the pool killed its whole process group, so that answer read as wrong."""
+    got = _scorer(_BUSY + r'''
+import json, os, signal, sys, threading, time
+from flowcore.tasks import symbolic
+assert symbolic.equal("x+1", "1+x")
+zygote = symbolic.worker_pids()[0]
+box = []
+t = threading.Thread(target=lambda: box.append(symbolic.equal(sys.argv[2], sys.argv[3], cpu_seconds=30)))
+t.start()
+busy_worker(zygote)
+os.kill(zygote, signal.SIGKILL)
+while symbolic._pool.proc.poll() is None:
+    time.sleep(0.01)
+meanwhile = symbolic.equal("x+2", "2+x")  # a new pool for it; the busy worker is left to finish
+t.join()
+print(json.dumps({"running": box, "meanwhile": meanwhile, "new_zygote": symbolic.worker_pids()[0] != zygote}))
+''', *SLOW_TRUE)
+    assert got == {"running": [True], "meanwhile": True, "new_zygote": True}
