@@ -2,8 +2,8 @@
 never runs in the scorer's process (flowcore/tasks/symbolic.py starts this file and talks to it).
 
 This process (the *zygote*) imports sympy once, warms it, and then forks *workers* from that warm state whenever
-the scorer asks, over the unix socket ``FD``: each fork sends back the worker's pid and one end of a socket pair
-(SCM_RIGHTS), so the scorer then talks to the worker directly. A worker caps its address space at its start size
+the scorer asks, over the unix socket ``FD``: each fork sends back the worker's pid, one end of a socket pair and
+a pidfd of the worker (SCM_RIGHTS), so the scorer then talks to the worker directly. A worker caps its address space at its start size
 + MEMORY_MB and answers comparisons one after another (reused: sympy's caches stay warm, so a typical comparison
 costs about what it costs in-process); before each one it sets its CPU-time limit to what it has used + that
 comparison's budget (SIGXCPU past it). The scorer kills a worker still busy at the comparison's wall-clock
@@ -141,8 +141,16 @@ def main() -> None:
             theirs.close()
             _worker(mine, memory_mb)
         mine.close()
-        socket.send_fds(control, [pid.to_bytes(4, "big")], [theirs.fileno()])
+        # a pidfd names this process and no other: the scorer signals the worker through it, never by pid (the
+        # kernel reaps a worker that exits at once, and its pid may be another process's by the time it is signalled)
+        try:
+            pidfd = [os.pidfd_open(pid)]
+        except OSError:  # a kernel without pidfds (before 5.3): the scorer then only closes the worker's socket
+            pidfd = []
+        socket.send_fds(control, [pid.to_bytes(4, "big")], [theirs.fileno(), *pidfd])
         theirs.close()
+        for fd in pidfd:
+            os.close(fd)
 
 
 if __name__ == "__main__":

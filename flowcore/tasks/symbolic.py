@@ -44,8 +44,8 @@ def _readable(sock: socket.socket, timeout: float) -> bool:
 
 
 class _Worker:
-    def __init__(self, pid: int, sock: socket.socket) -> None:
-        self.pid, self.sock, self.buf = pid, sock, b""
+    def __init__(self, pid: int, sock: socket.socket, pidfd: int | None) -> None:
+        self.pid, self.sock, self.pidfd, self.buf = pid, sock, pidfd, b""
 
     def alive(self) -> bool:
         """An idle worker's socket has nothing to read; a dead one's reads as closed."""
@@ -84,10 +84,15 @@ class _Worker:
         return json.loads(line)
 
     def kill(self) -> None:
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        """SIGKILL through its pidfd, never by pid: a worker that has exited was reaped at once and its pid may be
+        another process's now. (Without a pidfd, closing its socket ends it, at its CPU budget at the latest.)"""
+        if self.pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.close(self.pidfd)
+            self.pidfd = None
         self.sock.close()
 
 
@@ -121,12 +126,14 @@ class _Pool:
                 self.control.sendall(b"F")
                 if not _readable(self.control, START_TIMEOUT):
                     return None
-                data, fds, _, _ = socket.recv_fds(self.control, 4, 1)
+                data, fds, _, _ = socket.recv_fds(self.control, 4, 2)
             except OSError:
                 return None
-            if len(data) != 4 or len(fds) != 1:
+            if len(data) != 4 or not fds:  # no descriptor left in this process for them: the kernel dropped them
+                for fd in fds:
+                    os.close(fd)
                 return None
-            return _Worker(int.from_bytes(data, "big"), socket.socket(fileno=fds[0]))
+            return _Worker(int.from_bytes(data, "big"), socket.socket(fileno=fds[0]), fds[1] if fds[1:] else None)
 
     def give_back(self, worker: _Worker) -> None:
         with self.lock:
@@ -185,7 +192,7 @@ def equal(a: str, b: str, *, cpu_seconds: float = CPU_SECONDS) -> bool | None:
         if reply is None:
             return None
         if reply.get("leaving"):
-            worker.sock.close()  # it exits by itself; the zygote's kernel reaps it
+            worker.kill()  # it is leaving by itself: this only makes sure
         else:
             pool.give_back(worker)
     return reply.get("equal")
