@@ -10,7 +10,7 @@ comparison's budget (SIGXCPU past it). The scorer kills a worker still busy at t
 deadline. A worker that has grown by a quarter of its budget says so in its answer and exits, so its memory goes
 back to the system.
 
-Worker protocol, one JSON object per line: in ``{"a", "b", "cpu"}`` (acknowledged at once with ``+``) (``a``, ``b``: Python expressions already
+Worker protocol, one JSON object per line: in ``{"a", "b", "cpu"}`` (acknowledged with ``+`` once its CPU limit is set) (``a``, ``b``: Python expressions already
 translated from LaTeX and checked by the scorer, and again here: check), out ``{"equal": true|false|null, "why", "leaving"}`` (null: no
 verdict: over its memory, too deep, unparsable). Only the standard library and sympy: this file runs with ``-I``
 and is found by path.
@@ -98,11 +98,13 @@ def _serve(sock: socket.socket, memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (room, room))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     for line in sock.makefile("rb"):
-        sock.sendall(b"+")  # taken: from here on a death is this comparison's (its CPU or memory budget)
         req = json.loads(line)
         used = resource.getrusage(resource.RUSAGE_SELF)
         cpu = int(used.ru_utime + used.ru_stime + float(req["cpu"])) + 1  # RLIMIT_CPU counts whole seconds
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.RLIM_INFINITY))
+        # taken: from here on a death is this comparison's (its CPU or memory budget). Not before its budget is
+        # set: a SIGXCPU still due for the previous comparison is then no death of this one.
+        sock.sendall(b"+")
         try:
             verdict, why = sympy_equal(req["a"], req["b"]), ""
         except MemoryError:

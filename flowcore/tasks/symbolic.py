@@ -25,13 +25,16 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["CPU_SECONDS", "MEMORY_MB", "WALL_FACTOR", "equal", "worker_pids"]
+__all__ = ["CPU_SECONDS", "MAX_REQUEST", "MEMORY_MB", "WALL_FACTOR", "equal", "worker_pids"]
 
 CPU_SECONDS = 3.0  # CPU time one comparison may use (its worker's RLIMIT_CPU)
 MEMORY_MB = 512  # memory a worker may grow by (its RLIMIT_AS above its start size)
 WALL_FACTOR = 3.0  # wall-clock deadline: the CPU budget times this (a loaded machine slows a comparison down)
 WORKERS = 2  # comparisons at once (two cores); more wait their turn
 START_TIMEOUT = 60.0  # importing sympy on a busy machine
+# A request longer than this is refused unsent (no verdict): the scorer sends at most 400 characters a side, and
+# a worker reading a line of hundreds of MB would die of its memory limit before taking it (read as not its answer's).
+MAX_REQUEST = 1 << 20
 _SCRIPT = Path(__file__).with_name("_symbolic_worker.py")
 
 
@@ -51,37 +54,38 @@ class _Worker:
         """An idle worker's socket has nothing to read; a dead one's reads as closed."""
         return not _readable(self.sock, 0)
 
-    def ask(self, req: dict, wall: float) -> dict | None:
+    def ask(self, req: bytes, wall: float) -> dict | None:
         """One comparison; None (and the worker killed) when it is not answered within ``wall`` seconds.
-        ConnectionError when the worker was gone before it got the request (the caller asks a fresh one)."""
+        ConnectionError (the worker killed) when it never took the request: gone (killed while idle), or not
+        reading it by the deadline (stopped, starved): not the answer's doing, the caller asks another."""
+        end = time.monotonic() + wall
         try:
-            self.sock.sendall((json.dumps(req) + "\n").encode())
+            self.sock.settimeout(wall)  # a worker that does not read would block sendall for ever
+            self.sock.sendall(req)
         except OSError:
             self.kill()
-            raise ConnectionError("the worker had gone") from None
-        try:
-            poller = select.poll()
-            poller.register(self.sock, select.POLLIN)
-            end = time.monotonic() + wall
-            while b"\n" not in self.buf:
-                left = end - time.monotonic()
-                if left <= 0 or not poller.poll(left * 1000):
-                    raise TimeoutError
-                try:
-                    chunk = self.sock.recv(65536)
-                except OSError:
-                    chunk = b""
-                if not chunk:  # it died: before taking the request (killed while idle), or on the comparison
-                    raise ConnectionAbortedError if not self.buf.startswith(b"+") else TimeoutError
-                self.buf += chunk
-        except ConnectionAbortedError:
-            self.kill()
-            raise ConnectionError("the worker had gone") from None
-        except (OSError, TimeoutError):  # SIGXCPU past its CPU budget, the OOM killer, the wall-clock deadline
-            self.kill()
-            return None
-        line, _, self.buf = self.buf[1:].partition(b"\n")
-        return json.loads(line)
+            raise ConnectionError("the worker did not take the request") from None
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        while b"\n" not in self.buf:
+            left = end - time.monotonic()
+            if left <= 0 or not poller.poll(left * 1000):
+                break
+            try:
+                chunk = self.sock.recv(65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            self.buf += chunk
+        else:
+            line, _, self.buf = self.buf[1:].partition(b"\n")
+            return json.loads(line)
+        taken = self.buf.startswith(b"+")  # it acknowledges a request once its CPU budget is set
+        self.kill()
+        if not taken:
+            raise ConnectionError("the worker did not take the request")
+        return None  # SIGXCPU past its CPU budget, the OOM killer, the wall-clock deadline
 
     def kill(self) -> None:
         """SIGKILL through its pidfd, never by pid: a worker that has exited was reaped at once and its pid may be
@@ -173,7 +177,11 @@ def _get() -> _Pool | None:
 
 def equal(a: str, b: str, *, cpu_seconds: float = CPU_SECONDS) -> bool | None:
     """Whether the sympy expressions ``a`` and ``b`` (already translated from LaTeX) are equal; None when the
-    comparison ran out of its budget (``cpu_seconds``, MEMORY_MB, the wall clock) or no worker could run it."""
+    comparison ran out of its budget (``cpu_seconds``, MEMORY_MB, the wall clock), the text is longer than
+    MAX_REQUEST, or no worker could run it."""
+    req = (json.dumps({"a": a, "b": b, "cpu": cpu_seconds}) + "\n").encode()
+    if len(req) > MAX_REQUEST:
+        return None
     pool = _get()
     if pool is None:
         return None
@@ -183,7 +191,7 @@ def equal(a: str, b: str, *, cpu_seconds: float = CPU_SECONDS) -> bool | None:
             if worker is None:
                 return None
             try:
-                reply = worker.ask({"a": a, "b": b, "cpu": cpu_seconds}, cpu_seconds * WALL_FACTOR)
+                reply = worker.ask(req, cpu_seconds * WALL_FACTOR)
                 break
             except ConnectionError:
                 continue  # it was gone before the comparison began: not the answer's doing, ask another

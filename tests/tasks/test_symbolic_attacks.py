@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -239,3 +240,52 @@ def test_no_signal_reaches_a_process_that_took_a_dead_workers_pid():
     finally:
         bystander.kill()
         bystander.wait()
+
+
+# ---------------------------------------------------------------- stopped processes
+
+def _stop_idle_workers() -> list[int]:
+    assert symbolic.equal("x+1", "1+x") is True
+    stopped = symbolic.worker_pids()[1]
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    return stopped
+
+
+def _end(pids: list[int]) -> None:
+    for pid in pids:
+        if _running(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_stopped_idle_worker_is_passed_over_not_read_as_a_wrong_answer():
+    """An idle worker SIGSTOPped: the comparison sent to it waited out its deadline and read as wrong (None). It
+    never acknowledged the request, so another worker takes it, and the stopped one is ended."""
+    stopped = _stop_idle_workers()
+    try:
+        assert symbolic.equal("x+2", "2+x", cpu_seconds=1) is True
+        assert _wait_gone(stopped, 5) == []
+    finally:
+        _end(stopped)
+
+
+def test_a_long_request_to_a_stopped_worker_does_not_hang_the_scorer():
+    """A request longer than the socket's buffer, sent to a stopped worker: sendall blocked for ever."""
+    stopped = _stop_idle_workers()
+    box: list = []
+    t = threading.Thread(target=lambda: box.append(symbolic.equal("x" + " " * 600_000 + "+1", "1+x", cpu_seconds=1)),
+                         daemon=True)
+    try:
+        t.start()
+        t.join(60)
+        assert box == [True]
+    finally:
+        _end(stopped)  # unblocks a hung sendall
+        t.join(10)
+
+
+def test_a_request_over_the_cap_is_no_verdict_and_costs_no_worker():
+    assert symbolic.equal("x+1", "1+x") is True
+    before = symbolic.worker_pids()
+    assert symbolic.equal("x" + " " * symbolic.MAX_REQUEST, "x") is None
+    assert symbolic.worker_pids() == before
