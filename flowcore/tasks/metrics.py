@@ -362,6 +362,8 @@ def grade_text(metric: Metric, prediction: str, reference: str) -> Grade:
         from flowcore.tasks.scoring import score
 
         res = score(name, prediction, reference)
+        if res.errored:  # no verdict could be had (MATH: no symbolic worker could run): not a wrong answer
+            return Grade(None, res.extracted, res.detail, transient=True)
         return Grade(float(res.correct), res.extracted, res.detail)
     answer = final_answer(prediction)
     if name == "exact":

@@ -354,7 +354,8 @@ def _split_top(s: str) -> list[str]:
 def math_equal(pred: str, ref: str, *, timeout: float = SYMPY_TIMEOUT) -> bool:
     """pred == ref as strings after normalisation, else as numbers (|Δ| <= 1e-6), else symbolically
     (sympy.simplify(a - b) == 0 in a child process bounded by `timeout` CPU seconds and symbolic.MEMORY_MB; out
-    of budget is "not shown equal"). Never raises."""
+    of budget is "not shown equal"). Never raises on any answer; symbolic.Unavailable when no worker process could
+    compare them (the machine's failure, not the answer's: no verdict)."""
     try:
         if pred is None or ref is None:
             return False
@@ -386,6 +387,8 @@ def math_equal(pred: str, ref: str, *, timeout: float = SYMPY_TIMEOUT) -> bool:
         if not (_safe_size(pa) and _safe_size(pb)):
             return False
         return symbolic.equal(pa, pb, cpu_seconds=timeout) is True
+    except symbolic.Unavailable:
+        raise
     except Exception:  # noqa: BLE001 - a scorer must never raise on model output
         return False
 
@@ -398,7 +401,10 @@ def _math(prediction: str, reference: str) -> ScoreResult:
     pred = _math_prediction(prediction)
     if pred is None:
         return ScoreResult(False, None, "no answer in the prediction")
-    return ScoreResult(math_equal(pred, ref), pred)
+    try:
+        return ScoreResult(math_equal(pred, ref), pred)
+    except symbolic.Unavailable as e:  # no verdict: an errored row, never a wrong answer
+        return ScoreResult(False, pred, f"no symbolic verdict: {e}", errored=True)
 
 
 # ---------------------------------------------------------------- code

@@ -7,8 +7,9 @@ each with an address-space limit and a per-comparison CPU-time limit, reused whi
 the comparison's wall-clock deadline. The scorer's process never imports sympy and its memory stays where it was
 (tests/tasks/test_symbolic.py); a comparison costs a round trip to a warm worker (benchmarks/math_symbolic.py).
 
-``equal(a, b)`` -> True, False, or None when no verdict could be had in the budget (the scorer reads that as
-"not shown equal": a wrong answer, the same every time).
+``equal(a, b)`` -> True, False, or None when the comparison got no verdict in its budget (the scorer reads that as
+"not shown equal": a wrong answer, the same every time); it raises Unavailable when no worker could run it at all
+(the pool's own failure, not the answer's: the scorer records no verdict, never a wrong answer).
 """
 
 from __future__ import annotations
@@ -25,17 +26,23 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["CPU_SECONDS", "MAX_REQUEST", "MEMORY_MB", "WALL_FACTOR", "equal", "worker_pids"]
+__all__ = ["CPU_SECONDS", "MAX_REQUEST", "MEMORY_MB", "WALL_FACTOR", "Unavailable", "equal", "worker_pids"]
 
 CPU_SECONDS = 3.0  # CPU time one comparison may use (its worker's RLIMIT_CPU)
 MEMORY_MB = 512  # memory a worker may grow by (its RLIMIT_AS above its start size)
 WALL_FACTOR = 3.0  # wall-clock deadline: the CPU budget times this (a loaded machine slows a comparison down)
 WORKERS = 2  # comparisons at once (two cores); more wait their turn
 START_TIMEOUT = 60.0  # importing sympy on a busy machine
+FORK_TIMEOUT = 10.0  # a warm zygote forks in milliseconds: one that has not by then (stopped, dying) is replaced
 # A request longer than this is refused unsent (no verdict): the scorer sends at most 400 characters a side, and
 # a worker reading a line of hundreds of MB would die of its memory limit before taking it (read as not its answer's).
 MAX_REQUEST = 1 << 20
 _SCRIPT = Path(__file__).with_name("_symbolic_worker.py")
+
+
+class Unavailable(RuntimeError):
+    """No worker could run the comparison: its zygote would not start or fork, or this process has no descriptor
+    left. Not the answer's doing, so no verdict on it either way."""
 
 
 def _readable(sock: socket.socket, timeout: float) -> bool:
@@ -106,11 +113,16 @@ class _Pool:
     def __init__(self) -> None:
         self.owner = os.getpid()
         ours, theirs = socket.socketpair()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", str(_SCRIPT), str(theirs.fileno()), str(MEMORY_MB)], pass_fds=[theirs.fileno()],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
-            start_new_session=True)
-        theirs.close()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", str(_SCRIPT), str(theirs.fileno()), str(MEMORY_MB)], pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
+                start_new_session=True)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
         self.control, self.lock = ours, threading.Lock()
         self.idle: list[_Worker] = []
         self.closed = False
@@ -128,7 +140,7 @@ class _Pool:
                 worker.kill()
             try:
                 self.control.sendall(b"F")
-                if not _readable(self.control, START_TIMEOUT):
+                if not _readable(self.control, FORK_TIMEOUT):
                     return None
                 data, fds, _, _ = socket.recv_fds(self.control, 4, 2)
             except OSError:
@@ -165,45 +177,59 @@ _lock = threading.Lock()
 _pool: _Pool | None = None
 
 
-def _get() -> _Pool | None:
+def _get() -> _Pool:
     global _pool
     with _lock:
-        if _pool is None or _pool.proc.poll() is not None or _pool.owner != os.getpid() or not _pool.ok:
+        if _pool is None or _pool.proc.poll() is not None or _pool.owner != os.getpid():
             if _pool is not None and _pool.owner == os.getpid():
                 _pool.close()
-            _pool = _Pool()  # a forked copy of this process gets a zygote of its own
-        return _pool if _pool.ok else None
+            _pool = None
+            try:
+                pool = _Pool()  # a forked copy of this process gets a zygote of its own
+            except OSError as e:  # no descriptor or process left for it
+                raise Unavailable(f"the symbolic worker could not start: {e}") from None
+            if not pool.ok:
+                pool.close()
+                raise Unavailable("the symbolic worker did not start")
+            _pool = pool
+        return _pool
+
+
+def _retire(pool: _Pool) -> None:
+    """``pool``'s zygote did not fork a worker in time (stopped, killed): the next comparison starts a fresh one."""
+    global _pool
+    with _lock:
+        if _pool is pool:
+            _pool = None
+    pool.close()
 
 
 def equal(a: str, b: str, *, cpu_seconds: float = CPU_SECONDS) -> bool | None:
     """Whether the sympy expressions ``a`` and ``b`` (already translated from LaTeX) are equal; None when the
-    comparison ran out of its budget (``cpu_seconds``, MEMORY_MB, the wall clock), the text is longer than
-    MAX_REQUEST, or no worker could run it."""
+    comparison ran out of its budget (``cpu_seconds``, MEMORY_MB, the wall clock) or the text is longer than
+    MAX_REQUEST. Unavailable when no worker could take it (three tries, each with a fresh zygote if need be)."""
     req = (json.dumps({"a": a, "b": b, "cpu": cpu_seconds}) + "\n").encode()
     if len(req) > MAX_REQUEST:
         return None
-    pool = _get()
-    if pool is None:
-        return None
-    with pool.slots:
-        for _ in range(3):
+    for _ in range(3):
+        pool = _get()
+        with pool.slots:
             worker = pool.take()
             if worker is None:
-                return None
+                _retire(pool)
+                continue
             try:
                 reply = worker.ask(req, cpu_seconds * WALL_FACTOR)
-                break
             except ConnectionError:
-                continue  # it was gone before the comparison began: not the answer's doing, ask another
-        else:
-            return None
-        if reply is None:
-            return None
-        if reply.get("leaving"):
-            worker.kill()  # it is leaving by itself: this only makes sure
-        else:
-            pool.give_back(worker)
-    return reply.get("equal")
+                continue  # it never took the request: not the answer's doing, ask another
+            if reply is None:
+                return None
+            if reply.get("leaving"):
+                worker.kill()  # it is leaving by itself: this only makes sure
+            else:
+                pool.give_back(worker)
+            return reply.get("equal")
+    raise Unavailable("no symbolic worker took the comparison")
 
 
 def worker_pids() -> tuple[int | None, list[int]]:

@@ -289,3 +289,59 @@ def test_a_request_over_the_cap_is_no_verdict_and_costs_no_worker():
     before = symbolic.worker_pids()
     assert symbolic.equal("x" + " " * symbolic.MAX_REQUEST, "x") is None
     assert symbolic.worker_pids() == before
+
+
+def test_a_stopped_zygote_is_replaced_not_waited_on_for_every_answer():
+    """The zygote SIGSTOPped: each comparison needing a new worker waited START_TIMEOUT (60 s) holding the pool's
+    lock, then read as wrong, for ever after. Now a zygote that does not fork within FORK_TIMEOUT is replaced."""
+    got = _scorer(r'''
+import json, os, signal, time
+from flowcore.tasks import symbolic
+symbolic.FORK_TIMEOUT = 1.0
+assert symbolic.equal("x+1", "1+x")
+assert symbolic.equal("(", "x") is None  # its worker leaves: none idle, the next comparison needs a fork
+zygote = symbolic.worker_pids()[0]
+os.kill(zygote, signal.SIGSTOP)
+t = time.monotonic()
+verdict = symbolic.equal("x+2", "2+x")
+print(json.dumps({"verdict": verdict, "seconds": time.monotonic() - t, "new": symbolic.worker_pids()[0] != zygote,
+                  "old_reaped": not os.path.exists(f"/proc/{zygote}")}))
+''')
+    assert (got["verdict"], got["new"], got["old_reaped"]) == (True, True, True) and got["seconds"] < 50, got
+
+
+def test_a_zygote_killed_just_before_a_comparison_is_replaced_at_once():
+    """No pause between the kill and the comparison: the pool still looked alive, the fork request got no reply
+    and the answer read as wrong."""
+    assert symbolic.equal("x+1", "1+x") is True
+    assert symbolic.equal(")", "x") is None  # no idle worker left: the next comparison asks the zygote to fork
+    zygote = symbolic.worker_pids()[0]
+    os.kill(zygote, signal.SIGKILL)
+    assert symbolic.equal("x+2", "2+x") is True
+    assert symbolic.worker_pids()[0] != zygote
+
+
+def test_no_descriptor_left_is_an_error_not_a_wrong_answer():
+    """The scorer's process at RLIMIT_NOFILE: the worker's socket could not be received and a correct answer read
+    as wrong. Now the row is errored (no verdict), and once descriptors are free again it is scored right."""
+    got = _scorer(r'''
+import json, os, resource
+from flowcore.tasks.scoring import score
+from flowcore.tasks import symbolic
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
+assert score("math", r"\boxed{2\sqrt{2}}", r"\sqrt{8}").correct
+assert symbolic.equal("(", "x") is None  # its worker leaves: the next comparison needs a new one
+held = []
+try:
+    while True:
+        held.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+full = score("math", r"\boxed{x+1}", r"\boxed{1+x}")
+for fd in held:
+    os.close(fd)
+after = score("math", r"\boxed{x+1}", r"\boxed{1+x}")
+print(json.dumps({"full": [full.correct, full.errored], "after": [after.correct, after.errored]}))
+''')
+    assert got == {"full": [False, True], "after": [True, False]}
