@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 
 __all__ = ["CPU_SECONDS", "MAX_REQUEST", "MEMORY_MB", "WALL_FACTOR", "Unavailable", "equal", "worker_pids"]
@@ -54,8 +55,9 @@ def _readable(sock: socket.socket, timeout: float) -> bool:
 
 
 class _Worker:
-    def __init__(self, pid: int, sock: socket.socket, pidfd: int | None) -> None:
-        self.pid, self.sock, self.pidfd, self.buf = pid, sock, pidfd, b""
+    def __init__(self, pid: int, sock: socket.socket, pidfd: int | None, live: set[_Worker]) -> None:
+        self.pid, self.sock, self.pidfd, self.buf, self.live = pid, sock, pidfd, b"", live
+        live.add(self)
 
     def alive(self) -> bool:
         """An idle worker's socket has nothing to read; a dead one's reads as closed."""
@@ -102,6 +104,12 @@ class _Worker:
                 signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        self.forget()
+
+    def forget(self) -> None:
+        """Close this process's handles on it (no signal)."""
+        self.live.discard(self)
+        if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
         self.sock.close()
@@ -112,22 +120,25 @@ class _Pool:
 
     def __init__(self) -> None:
         self.owner = os.getpid()
-        ours, theirs = socket.socketpair()
+        self.live: set[_Worker] = set()  # every worker this process holds, idle or comparing
+        self.idle: list[_Worker] = []
+        self.closed = False
+        self.control, theirs = socket.socketpair()
+        self.theirs = theirs
+        _pools.add(self)
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", str(_SCRIPT), str(theirs.fileno()), str(MEMORY_MB)], pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
                 start_new_session=True)
         except BaseException:
-            ours.close()
+            self.control.close()
             raise
         finally:
             theirs.close()
-        self.control, self.lock = ours, threading.Lock()
-        self.idle: list[_Worker] = []
-        self.closed = False
+        self.lock = threading.Lock()
         self.slots = threading.Semaphore(WORKERS)
-        self.ok = _readable(ours, START_TIMEOUT) and ours.recv(1) == b"R"
+        self.ok = _readable(self.control, START_TIMEOUT) and self.control.recv(1) == b"R"
 
     def take(self) -> _Worker | None:
         with self.lock:
@@ -149,7 +160,8 @@ class _Pool:
                 for fd in fds:
                     os.close(fd)
                 return None
-            return _Worker(int.from_bytes(data, "big"), socket.socket(fileno=fds[0]), fds[1] if fds[1:] else None)
+            return _Worker(int.from_bytes(data, "big"), socket.socket(fileno=fds[0]), fds[1] if fds[1:] else None,
+                           self.live)
 
     def give_back(self, worker: _Worker) -> None:
         with self.lock:
@@ -172,9 +184,32 @@ class _Pool:
         self.proc.kill()  # a no-op once it is reaped: its pid may be another process's by then
         self.proc.wait()
 
+    def forget(self) -> None:
+        """In a fork of this process: close the inherited sockets and pidfds, signal nothing (they are the parent's),
+        take no lock (a thread of the parent's may have held it: it does not exist here)."""
+        self.closed, self.idle = True, []
+        for w in list(self.live):
+            w.forget()
+        self.control.close()
+        self.theirs.close()
+
 
 _lock = threading.Lock()
 _pool: _Pool | None = None
+_pools: weakref.WeakSet[_Pool] = weakref.WeakSet()  # every pool of this process, the current one and retired ones
+
+
+def _after_fork_in_child() -> None:
+    """A fork of this process (os.fork, multiprocessing) starts afresh. Another thread of the parent may have held
+    _lock (held while a zygote starts): it would never be released here, and the fork's first comparison hung for
+    ever. And the parent's sockets are closed here, so that its zygote and workers still see it end."""
+    global _lock, _pool
+    for pool in list(_pools):  # first: _pool may be the only reference to one
+        pool.forget()
+    _lock, _pool = threading.Lock(), None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _get() -> _Pool:

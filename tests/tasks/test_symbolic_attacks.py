@@ -345,3 +345,52 @@ after = score("math", r"\boxed{x+1}", r"\boxed{1+x}")
 print(json.dumps({"full": [full.correct, full.errored], "after": [after.correct, after.errored]}))
 ''')
     assert got == {"full": [False, True], "after": [True, False]}
+
+
+# ---------------------------------------------------------------- forks of the scoring process
+
+def test_a_fork_made_while_another_thread_starts_the_pool_can_compare():
+    """os.fork (multiprocessing) while a thread held the module's lock (held while a zygote starts): the lock stayed
+    held in the child, whose first comparison waited for ever."""
+    got = _scorer(r'''
+import json, os, signal, threading, time
+from flowcore.tasks import symbolic
+t = threading.Thread(target=symbolic.equal, args=("x+1", "1+x"))
+t.start()
+while not symbolic._lock.locked():
+    time.sleep(0.001)
+pid = os.fork()
+if pid == 0:
+    signal.alarm(30)  # a hang ends the child with SIGALRM
+    os._exit(0 if symbolic.equal("x+2", "2+x") is True else 3)
+t.join()
+_, status = os.waitpid(pid, 0)
+print(json.dumps({"child": os.waitstatus_to_exitcode(status), "parent": symbolic.equal("x+3", "3+x")}))
+''')
+    assert got == {"child": 0, "parent": True}
+
+
+def test_a_killed_scorer_leaves_no_zygote_while_a_fork_of_it_lives_on():
+    """The zygote ends when the scorer's socket closes: a fork of the scorer held a copy of it, so the zygote
+    outlived a SIGKILLed scorer for as long as the fork lived. Forks close the parent's sockets."""
+    code = r'''
+import json, os, time
+from flowcore.tasks import symbolic
+assert symbolic.equal("x+1", "1+x")
+if os.fork() == 0:
+    time.sleep(30)
+    os._exit(0)
+zygote, idle = symbolic.worker_pids()
+print(json.dumps({"zygote": zygote, "idle": idle}), flush=True)
+time.sleep(60)
+'''
+    p = subprocess.Popen([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1])\n" + code, str(ROOT)],
+                         stdout=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True)
+    try:
+        got = json.loads(p.stdout.readline())
+        p.kill()
+        p.wait()
+        assert _wait_gone([got["zygote"], *got["idle"]], 10) == []
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)  # the fork
+        p.stdout.close()
