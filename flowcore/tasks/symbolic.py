@@ -38,6 +38,7 @@ FORK_TIMEOUT = 10.0  # a warm zygote forks in milliseconds: one that has not by 
 # A request longer than this is refused unsent (no verdict): the scorer sends at most 400 characters a side, and
 # a worker reading a line of hundreds of MB would die of its memory limit before taking it (read as not its answer's).
 MAX_REQUEST = 1 << 20
+REPLY_MAX = 1 << 16  # a verdict is under a hundred bytes: a worker saying more is not ours any more
 _SCRIPT = Path(__file__).with_name("_symbolic_worker.py")
 
 
@@ -87,9 +88,18 @@ class _Worker:
             if not chunk:
                 break
             self.buf += chunk
+            if len(self.buf) > REPLY_MAX:
+                break
         else:
             line, _, self.buf = self.buf[1:].partition(b"\n")
-            return json.loads(line)
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                reply = None
+            if isinstance(reply, dict) and any(reply.get("equal") is v for v in (True, False, None)):
+                return reply
+            self.kill()  # it answered something else than a verdict
+            return None
         taken = self.buf.startswith(b"+")  # it acknowledges a request once its CPU budget is set
         self.kill()
         if not taken:

@@ -6,12 +6,14 @@ error, never a wrong answer."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import json
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -394,3 +396,44 @@ time.sleep(60)
     finally:
         os.killpg(p.pid, signal.SIGKILL)  # the fork
         p.stdout.close()
+
+
+# ---------------------------------------------------------------- what a worker says back
+
+def _fake_worker() -> tuple[symbolic._Worker, socket.socket, subprocess.Popen]:
+    """A worker whose side of the socket the test writes (a process stands in for it, to be signalled)."""
+    proc = subprocess.Popen(["sleep", "30"])
+    ours, theirs = socket.socketpair()
+    return symbolic._Worker(proc.pid, ours, os.pidfd_open(proc.pid), set()), theirs, proc
+
+
+def test_a_worker_that_floods_its_reply_does_not_grow_the_scorer():
+    """A reply is under a hundred bytes; one that never ended was read whole, up to the deadline (16 MB here)."""
+    worker, theirs, proc = _fake_worker()
+
+    def send() -> None:
+        with contextlib.suppress(OSError):  # until the scorer closes its end
+            theirs.sendall(b"+" + b"x" * (16 << 20))
+
+    flood = threading.Thread(target=send, daemon=True)
+    try:
+        flood.start()
+        assert worker.ask(b'{"a": "x", "b": "x", "cpu": 1}\n', 5.0) is None
+        assert len(worker.buf) <= symbolic.REPLY_MAX + 65536 and proc.wait(5) == -signal.SIGKILL
+    finally:
+        theirs.close()
+        proc.kill()
+        proc.wait()
+        flood.join(5)
+
+
+@pytest.mark.parametrize("reply", [b"+not json\n", b"+[true]\n", b'+{"equal": "yes"}\n', b'+{"equal": 1}\n'])
+def test_a_reply_that_is_no_verdict_is_none_and_the_worker_ended(reply):
+    worker, theirs, proc = _fake_worker()
+    try:
+        theirs.sendall(reply)
+        assert worker.ask(b'{"a": "x", "b": "x", "cpu": 1}\n', 5.0) is None and proc.wait(5) == -signal.SIGKILL
+    finally:
+        theirs.close()
+        proc.kill()
+        proc.wait()
