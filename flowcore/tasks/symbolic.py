@@ -100,11 +100,23 @@ class _Worker:
                 return reply
             self.kill()  # it answered something else than a verdict
             return None
-        taken = self.buf.startswith(b"+")  # it acknowledges a request once its CPU budget is set
+        # it acknowledges a request once its CPU budget is set; one stopped since missed its deadline through no
+        # doing of the answer's (an answer cannot stop its worker: no terminal, no code of its own)
+        taken = self.buf.startswith(b"+") and not self.stopped()
         self.kill()
         if not taken:
             raise ConnectionError("the worker did not take the request")
         return None  # SIGXCPU past its CPU budget, the OOM killer, the wall-clock deadline
+
+    def stopped(self) -> bool:
+        """Whether it is SIGSTOPped (or held by a debugger)."""
+        try:
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, 0)  # still alive, so that pid was still its own
+        except (OSError, IndexError):
+            return False
+        return state in ("T", "t")
 
     def kill(self) -> None:
         """SIGKILL through its pidfd, never by pid: a worker that has exited was reaped at once and its pid may be

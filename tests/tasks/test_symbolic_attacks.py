@@ -171,6 +171,7 @@ def _expansion(names: str, n: int) -> str:
 
 
 SLOW_TRUE = ("(a+b+c+d)**10", _expansion("abcd", 10))  # about 1.7 s of CPU, equal
+MEDIUM_TRUE = ("(a+b+c+d)**8", _expansion("abcd", 8))  # about 0.9 s
 
 _BUSY = r'''
 def cpu(pid):
@@ -529,3 +530,25 @@ from flowcore.tasks import symbolic
 assert symbolic.equal("x+1", "1+x")
 ''')
     assert got["verdict"] is True and _wait_gone([got["zygote"]], 10) == []
+
+
+def test_a_worker_stopped_mid_comparison_is_passed_over_not_read_as_a_wrong_answer():
+    """A worker SIGSTOPped after taking a correct answer: it met its deadline stopped and the answer read as wrong.
+    An answer cannot stop its own worker (no terminal, no code of its own), so that deadline is not its doing."""
+    got = _scorer(_BUSY + r'''
+import json, os, signal, sys, threading, time
+from flowcore.tasks import symbolic
+assert symbolic.equal("x+1", "1+x")
+zygote = symbolic.worker_pids()[0]
+box = []
+t = threading.Thread(target=lambda: box.append(symbolic.equal(sys.argv[2], sys.argv[3], cpu_seconds=1.5)))
+t.start()
+stopped = busy_worker(zygote)
+os.kill(stopped, signal.SIGSTOP)
+t.join()
+end = time.monotonic() + 5
+while os.path.exists(f"/proc/{stopped}") and time.monotonic() < end:
+    time.sleep(0.05)
+print(json.dumps({"verdict": box, "stopped_ended": not os.path.exists(f"/proc/{stopped}")}))
+''', *MEDIUM_TRUE)
+    assert got == {"verdict": [True], "stopped_ended": True}
