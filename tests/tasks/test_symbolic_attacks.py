@@ -552,3 +552,15 @@ while os.path.exists(f"/proc/{stopped}") and time.monotonic() < end:
 print(json.dumps({"verdict": box, "stopped_ended": not os.path.exists(f"/proc/{stopped}")}))
 ''', *MEDIUM_TRUE)
     assert got == {"verdict": [True], "stopped_ended": True}
+
+
+def test_low_precision_numbers_in_one_answer_do_not_change_a_later_verdict_on_the_same_worker():
+    """sympy caches results on a reused worker; an answer full of one-digit floats (``.n(1)``, which the scorer's
+    text allows) must not leave results a later answer's comparison picks up."""
+    assert symbolic.equal("x+1", "1+x") is True
+    worker = symbolic.worker_pids()[1]
+    for low in ["sqrt((2.0).n(1))", "(2.0).n(1)*pi", "log((2.0).n(1))", "exp((1.5).n(1))", "(0.5).n(1)**(1/3)"]:
+        assert symbolic.equal(low, "0") is False
+    assert [symbolic.equal(a, b) for a, b in [("sqrt(2.0)", "sqrt(2)"), ("2.0*pi", "2*pi"), ("log(2.0)", "log(2)"),
+                                              ("exp(1.5)", "exp(3/2)"), ("0.5**(1/3)", "(1/2)**(1/3)")]] == [True] * 5
+    assert symbolic.worker_pids()[1] == worker
