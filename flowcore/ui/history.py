@@ -96,12 +96,12 @@ def score_figure(curve: pd.DataFrame, offline: bool, width: int = 640) -> str:
     dense = len(curve) > DENSE
     failed = curve[curve["status"] == "failed"]
     if offline:  # a failed (e.g. vetoed) round's judge total is not a result: it is marked like any failed round
-        judged = curve[curve["judge_total"].notna() & (curve["status"] != "failed")]
+        judged = curve[_finite(curve["judge_total"]) & (curve["status"] != "failed")]
         name, xs, ys, ops = "judge total (structure only)", judged["round"], judged["judge_total"], judged["operator"]
         title, ytitle = "Judge total per round (structure only)", "judge total (0-50)"
         y = svgplot.Axis(ytitle, -2.5, 52.5, fmt=svgplot.num, ticks=range(0, 51, 10))
     else:
-        measured = curve[curve["score"].notna()]
+        measured = curve[_finite(curve["score"])]  # a stored NaN or ±inf is no measurement (a team member's row)
         name, xs, ys, ops = "score per round", measured["round"], measured["score"], measured["operator"]
         title, ytitle = "Validation score per round", "score"
         y = svgplot.Axis(ytitle, -5, 105, fmt=lambda v: f"{v:.0f}%", ticks=range(0, 101, 20))
@@ -112,7 +112,7 @@ def score_figure(curve: pd.DataFrame, offline: bool, width: int = 640) -> str:
                                for r, v, w in zip(_arr(xs), _arr(ys), _words(ops), strict=True)]
     series = [svgplot.Series(name, "#1565c0", _arr(xs), _arr(ys), shape=None if dense else "circle", tips=tips)]
     if not offline:
-        bx, by = _steps(measured["round"], measured["best"])
+        bx, by = _steps(measured["round"], measured["score"].astype(float).cummax())  # of these scores only
         series.append(svgplot.Series("best so far", "#00897b", bx, by, line="step"))
     if len(failed):  # one drawing of a failed round (vetoed, no candidate, an error), measured run or not
         rounds = _arr(failed["round"])
@@ -131,6 +131,11 @@ def _steps(x: pd.Series, y: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     keep[1:] = ys[1:] != ys[:-1]
     keep[-1] = True
     return xs[keep], ys[keep]
+
+
+def _finite(column: pd.Series) -> np.ndarray:
+    """Which values of ``column`` are numbers a chart can place (not None, NaN or ±inf)."""
+    return np.isfinite(column.to_numpy(dtype=float, na_value=np.nan))
 
 
 def _words(ops: pd.Series) -> Any:
@@ -159,7 +164,7 @@ def cost_figure(curve: pd.DataFrame, selected: int | None = None, width: int = 6
     """Cost of each measured round against its score (None when no round was measured), drawn on the server:
     only the rounds on the cost/score front and the ``selected`` one are named (none past ``DENSE`` rounds), the
     rest on hover; the score range padded around the data, the cost in dollars."""
-    measured = curve[curve["score"].notna()]
+    measured = curve[_finite(curve["score"]) & _finite(curve["cost"])]  # a NaN or ±inf cost has no place either
     if measured.empty:
         return None
     rounds = [int(r) for r in measured["round"]]
@@ -167,7 +172,7 @@ def cost_figure(curve: pd.DataFrame, selected: int | None = None, width: int = 6
     front = cost_front(list(costs), list(scores))
     lo, hi = float(scores.min()), float(scores.max())
     pad = max((hi - lo) * 0.15, 5.0)  # every point at 33.3% is a band around 33.3%, not 32.5–34
-    cpad = float(costs.max() - costs.min()) * 0.12 or float(costs.max()) * 0.2 or 1e-6
+    cpad = (float(costs.max()) - float(costs.min())) * 0.12 or float(costs.max()) * 0.2 or 1e-6
     x = svgplot.Axis("cost of the round", max(0.0, float(costs.min()) - cpad), float(costs.max()) + cpad,
                      fmt=dollars, count=5)  # never '100μ … 500μ'
     y = svgplot.Axis("score", max(-2.0, lo - pad), min(102.0, hi + pad), fmt=lambda v: f"{v:g}%")

@@ -14,15 +14,21 @@ drawing a :class:`Drawn` string, which ``pages/widgets.plot`` refuses to draw an
 stands on a line of its own and no line inside is blank, so markdown reads all of it as one raw HTML block: no
 emphasis, math, directive or link is looked for in its texts. Each mark carries ``data-series``, ``data-x``,
 ``data-y`` (and ``data-label``): what the tests read back.
+
+What a team member can store is drawn as stored or not at all: a point whose value is NaN or ±inf is left out
+(no ``nan`` coordinate), and an axis widens to hold every other value (a score of 150% is drawn at 150%, not
+clipped out of the picture).
 """
 
 from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import escape
+from typing import Any
 
 COLOR = re.compile("#[0-9a-fA-F]{6}")
 FONT = 'font-family="Source Sans Pro, sans-serif"'  # Streamlit's own face
@@ -77,13 +83,16 @@ def nice_ticks(lo: float, hi: float, count: int = 6, integer: bool = False) -> l
     """About ``count`` round numbers in [lo, hi] (steps of 1, 2 or 5 times a power of ten)."""
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
         return [lo] if math.isfinite(lo) else []
-    raw = (hi - lo) / max(count, 1)
-    mag = 10 ** math.floor(math.log10(raw))
+    raw = hi / max(count, 2) - lo / max(count, 2)  # (hi - lo) / count without overflowing at ±1e308
+    mag = 10.0 ** math.floor(math.log10(raw)) if raw > 0 else 0.0
+    if not mag:  # a span of a few denormals: no round step of its own
+        return [lo, hi]
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
     if integer:
         step = max(1.0, round(step))
     first = math.ceil(lo / step - 1e-9)
-    return [round(i * step, 12) for i in range(first, math.floor(hi / step + 1e-9) + 1)]
+    ticks = (round(i * step, 12) for i in range(first, math.floor(hi / step + 1e-9) + 1))
+    return [t for t in ticks if lo <= t <= hi]
 
 
 def num(v: float) -> str:
@@ -95,18 +104,22 @@ def svg(p: Plot) -> Drawn:
     for s in p.series:
         if not COLOR.fullmatch(s.color):
             raise ValueError(f"series {s.name!r}: colour {s.color!r} is not #rrggbb")
+    series = [_finite(s) for s in p.series]
+    p = replace(p, series=series, x=_fit(p.x, [v for s in series for v in s.xs]),
+                y=_fit(p.y, [v for s in series for v in s.ys]))
     left, right, top = 62, 16, 34
     legend = [s for s in p.series if s.in_legend]
     rows = _legend_rows(legend, p.width - left - right)
     bottom = 50 + 20 * max(1, len(rows))  # a legend row kept: charts side by side keep one plot height
     w, h = p.width - left - right, p.height - top - bottom
-    span_x, span_y = (p.x.hi - p.x.lo) or 1.0, (p.y.hi - p.y.lo) or 1.0
+    # half spans: (v - lo) / (hi - lo) overflows when the axis runs from -1e308 to 1e308
+    half_x, half_y = (p.x.hi / 2 - p.x.lo / 2) or 0.5, (p.y.hi / 2 - p.y.lo / 2) or 0.5
 
     def px(v: float) -> float:
-        return left + (v - p.x.lo) / span_x * w
+        return left + (v / 2 - p.x.lo / 2) / half_x * w
 
     def py(v: float) -> float:
-        return top + h - (v - p.y.lo) / span_y * h
+        return top + h - (v / 2 - p.y.lo / 2) / half_y * h
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {p.width} {p.height}" width="100%" '
            f'style="max-width:{p.width}px;height:auto;display:block" role="img" aria-label="{text(p.title)}" '
@@ -156,6 +169,31 @@ def svg(p: Plot) -> Drawn:
             x += width
     out.append("</svg>")
     return Drawn("\n".join(out))  # the opening tag alone on its first line: a raw HTML block to markdown
+
+
+def _finite(s: Series) -> Series:
+    """``s`` with its values as floats (text that is no number raises), without the points that have no place
+    on a chart (NaN, ±inf: a coordinate ``nan`` breaks the drawing), their hover texts and names with them."""
+    xs, ys = [float(v) for v in s.xs], [float(v) for v in s.ys]
+    if len(xs) != len(ys):
+        raise ValueError(f"series {s.name!r}: {len(xs)} x values, {len(ys)} y values")
+    keep = [i for i, (x, y) in enumerate(zip(xs, ys)) if math.isfinite(x) and math.isfinite(y)]
+
+    def pick(seq: Sequence[Any] | None) -> list[Any] | None:
+        return None if seq is None else [seq[i] for i in keep if i < len(seq)]
+
+    return replace(s, xs=[xs[i] for i in keep], ys=[ys[i] for i in keep], tips=pick(s.tips), labels=pick(s.labels))
+
+
+def _fit(a: Axis, values: list[float]) -> Axis:
+    """``a`` widened to hold every value, with ticks of its own then: a stored score of 150% or -40%, a negative
+    cost or a round numbered -3 is drawn where it is, on the axis, never clipped away outside the picture."""
+    lo, hi = (a.lo, a.hi) if math.isfinite(a.lo) and math.isfinite(a.hi) else (math.inf, -math.inf)
+    if not values or min(values) >= lo and max(values) <= hi:
+        return a if lo <= hi else replace(a, lo=0.0, hi=1.0, ticks=None)
+    lo, hi = min(lo, *values), max(hi, *values)
+    pad = (hi / 2 - lo / 2) / 10  # a twentieth of the span each side: a mark at the edge is drawn whole
+    return replace(a, lo=max(lo - pad, -sys.float_info.max), hi=min(hi + pad, sys.float_info.max), ticks=None)
 
 
 def _legend_rows(series: list[Series], room: float) -> list[list[tuple[Series, float]]]:

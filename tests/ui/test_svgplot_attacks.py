@@ -1,0 +1,169 @@
+"""Attacks on the charts drawn on the server (flowcore/ui/svgplot.py, drawn by pages/widgets.plot as a raw HTML
+block of markdown), from what reaches them: an edit's name (a model's or a team member's words) and the numbers
+a team member with the shared workspace can store (NaN, ±inf, huge, negative, tiny; rounds numbered anything).
+
+A drawing must stay one raw HTML block of svgplot's own elements, never hold a coordinate that is not a number,
+draw every point where its stored value says (inside the picture, on the axis its ticks label), stay small
+whatever the number of rounds or the length of a name, and never raise."""
+
+from __future__ import annotations
+
+import math
+import re
+import xml.etree.ElementTree as ET
+
+import pandas as pd
+import pytest
+
+from flowcore.evolution import session as evs
+from flowcore.ui import svgplot
+from flowcore.ui.history import RunView, cost_figure, curve_frame, score_figure
+from tests.helpers.plots import NS, read
+
+INF, NAN = float("inf"), float("nan")
+GEOMETRY = ("x", "y", "x1", "x2", "y1", "y2", "cx", "cy", "r", "points", "d", "transform", "data-x", "data-y")
+
+
+def _curve(scores, costs, *, rounds=None, status=None, judge=None, ops=None) -> pd.DataFrame:
+    n = len(scores)
+    return curve_frame(pd.DataFrame({"round": rounds or list(range(n)), "status": status or ["ok"] * n,
+                                     "operator": ops or ["x"] * n, "score": scores,
+                                     "judge_total": judge or [None] * n, "cost": costs}))
+
+
+def _view_curve(scores, costs, judge=None) -> pd.DataFrame:
+    """History's own path: the columns as the workspace returns them, through RunView."""
+    n = len(scores)
+    cols = {"round": list(range(n)), "status": ["ok"] * n, "operator": ["x"] * n, "score": scores, "cost": costs,
+            "judge_total": judge or [None] * n, "parents": [[]] * n, "pinned": [False] * n}
+    return RunView(None, None, cols).curve
+
+
+def _evolve_curve(scores, costs) -> pd.DataFrame:
+    """Evolve's path: session.curve_frame over the stored rounds."""
+    return evs.curve_frame([{"round": i, "status": "ok", "operator": "x", "score": s, "cost": c, "candidates": [],
+                             "chosen": None} for i, (s, c) in enumerate(zip(scores, costs, strict=True))])
+
+
+def _geometry_is_numbers(drawn: str) -> None:
+    root = ET.fromstring(drawn)
+    for e in root.iter():
+        for a in GEOMETRY:
+            v = e.get(a)
+            assert v is None or not re.search("nan|inf", v, re.I), (e.tag, a, v)
+
+
+def _ticks(p, axis: str) -> list[tuple[float, float]]:
+    """(value, pixel) of each labelled tick of ``axis`` ("x" or "y")."""
+    out = []
+    for t in p.root.iter(f"{NS}text"):
+        if t.get("class") == f"mf-{axis}tick":
+            out.append((float(t.text.strip("$%").replace(",", "")), float(t.get(axis))))
+    return out
+
+
+def _on_the_axes(drawn: str) -> None:
+    """Every point inside the picture and where the axes' own tick labels put its stored value (within 1 px)."""
+    p = read(drawn)
+    _, _, width, height = map(float, p.root.get("viewBox").split())
+    maps = {}
+    for axis in ("x", "y"):
+        ticks = _ticks(p, axis)
+        assert len(ticks) >= 2, (axis, ticks)
+        (v0, p0), (v1, p1) = ticks[0], ticks[-1]
+        maps[axis] = lambda v, v0=v0, p0=p0, v1=v1, p1=p1: p0 + (v / 2 - v0 / 2) / (v1 / 2 - v0 / 2) * (p1 - p0)
+    for g in p.root.iter(f"{NS}g"):
+        if g.get("class") != "mf-point":
+            continue
+        mark = g.find(f"{NS}circle")
+        cx, cy = float(mark.get("cx")), float(mark.get("cy"))
+        assert 0 <= cx <= width and 0 <= cy <= height, (g.get("data-x"), g.get("data-y"), cx, cy)
+        assert abs(maps["x"](float(g.get("data-x"))) - cx) <= 1, (g.get("data-x"), cx)
+        assert abs(maps["y"](float(g.get("data-y"))) - cy) <= 1, (g.get("data-y"), cy)
+
+
+# -- numbers a team member can store ------------------------------------------------------------------------------
+
+BAD_SCORES = [[0.5, INF, 0.7, NAN], [NAN, 0.5, -INF, 0.7], [0.5, 1e306, 0.7, 0.6], [0.5, 1e307, 0.7, 0.6]]
+
+
+@pytest.mark.parametrize("make", [_curve, _view_curve, _evolve_curve], ids=["curve_frame", "RunView", "Evolve"])
+@pytest.mark.parametrize("scores", BAD_SCORES, ids=["inf", "-inf", "1e306", "1e307"])
+def test_a_nan_or_infinite_score_is_not_measured_and_never_a_coordinate(make, scores):
+    curve = make(scores, [0.1, 0.2, 0.3, 0.4])
+    for drawn in (score_figure(curve, offline=False), cost_figure(curve)):
+        _geometry_is_numbers(drawn)
+        _on_the_axes(drawn)
+    fig = read(score_figure(curve, offline=False))
+    finite = [(r, 100 * s) for r, s in enumerate(scores) if math.isfinite(100 * s)]
+    assert fig.points["score per round"] == finite  # a NaN or ±inf score is not a measurement: not drawn
+    assert all("nan" not in t and "inf" not in t for t in fig.tips["score per round"])
+
+
+@pytest.mark.parametrize("make", [_curve, _view_curve, _evolve_curve], ids=["curve_frame", "RunView", "Evolve"])
+def test_best_so_far_is_the_running_best_of_the_measured_scores_only(make):
+    fig = read(score_figure(make([NAN, 0.5, INF, 0.7], [0.1] * 4), offline=False))
+    ys = [y for _, y in fig.lines["best so far"]]
+    score_ys = dict(zip([x for x, _ in fig.points["score per round"]],
+                        [y for _, y in fig.lines["score per round"]], strict=True))
+    assert ys[0] == score_ys[1] and ys[-1] == score_ys[3]  # 50% from round 1, then 70%: no NaN or inf step
+
+
+@pytest.mark.parametrize("make", [_curve, _view_curve], ids=["curve_frame", "RunView"])
+@pytest.mark.parametrize("cost", [NAN, INF, -INF])
+def test_a_round_whose_cost_is_not_a_number_is_left_off_the_cost_chart_alone(make, cost):
+    drawn = cost_figure(make([0.5, 0.6, 0.7], [0.1, cost, 0.3]))
+    _geometry_is_numbers(drawn)
+    _on_the_axes(drawn)
+    assert read(drawn).points["rounds"] == [(0.1, 50.0), (0.3, 70.0)]
+
+
+@pytest.mark.parametrize("judge", [INF, -INF, NAN, 1e308])
+def test_a_judge_total_that_is_not_a_number_is_not_drawn(judge):
+    curve = _curve([None] * 3, [0.0] * 3, judge=[10, judge, 20], status=["structure-only"] * 3)
+    drawn = score_figure(curve, offline=True)
+    _geometry_is_numbers(drawn)
+    _on_the_axes(drawn)
+    want = [(0, 10.0), (2, 20.0)] + ([(1, judge)] if math.isfinite(judge) else [])
+    assert sorted(read(drawn).points["judge total (structure only)"]) == sorted(want)
+
+
+@pytest.mark.parametrize(("scores", "costs", "rounds"), [
+    ([0.5, -0.4, 0.7], [0.1, 0.2, 0.3], None),  # a score of -40%: below the axis
+    ([0.5, 1.5, 0.7], [0.1, 0.2, 0.3], None),  # 150%: above it
+    ([0.5, 0.6, 0.7], [0.1, -5.0, 0.3], None),  # a negative cost: left of the cost axis
+    ([0.5, 0.6, 0.7], [0.1, 0.2, 0.3], [-30, -20, -10]),  # rounds numbered below zero
+    ([0.5, 0.6, 0.7], [0.1, 0.2, 0.3], [0, 2 ** 62, 2 ** 63 - 1]),  # the largest rounds PostgreSQL stores
+    ([-1e306, 1e306, 0.7], [-1e308, 1e308, 0.3], None),  # values whose span overflows a float
+])
+def test_every_point_is_drawn_where_its_stored_value_is_never_outside_the_picture(scores, costs, rounds):
+    curve = _curve(scores, costs, rounds=rounds)
+    for drawn in (score_figure(curve, offline=False), cost_figure(curve)):
+        _geometry_is_numbers(drawn)
+        _on_the_axes(drawn)
+
+
+@pytest.mark.parametrize("costs", [[0.0, 2e-323, 0.0], [5e-324] * 3, [0.0, 1e-322, 5e-324]])
+def test_denormal_costs_draw_instead_of_raising(costs):
+    drawn = cost_figure(_curve([0.5, 0.6, 0.7], costs))  # StopIteration inside nice_ticks before
+    _geometry_is_numbers(drawn)
+    assert len(read(drawn).points["rounds"]) == 3
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(0.0, 5e-324), (0.0, 2.5e-323), (-1e308, 1e308), (-1.7e308, 1.7e308),
+                                        (1e300, 1e300 * (1 + 1e-15))])
+def test_nice_ticks_of_extreme_ranges_are_numbers_inside_the_range(lo, hi):
+    for integer in (False, True):
+        ticks = svgplot.nice_ticks(lo, hi, 6, integer)
+        assert len(ticks) <= 13 and all(math.isfinite(t) and lo <= t <= hi for t in ticks), (lo, hi, ticks)
+
+
+def test_svgplot_itself_draws_no_point_that_has_no_place():
+    p = svgplot.Plot("t", svgplot.Axis("x", 0, 10), svgplot.Axis("y", 0, 10), [
+        svgplot.Series("s", "#000000", [1, INF, 3, 4, NAN], [1, 2, NAN, -INF, 5], shape="circle", line="solid",
+                       tips=["a", "b", "c", "d", "e"], labels=["A", "B", "C", "D", "E"])])
+    drawn = svgplot.svg(p)
+    _geometry_is_numbers(drawn)
+    fig = read(drawn)
+    assert fig.points["s"] == [(1.0, 1.0)] and fig.tips["s"] == ["a"] and fig.names["s"] == ["A"]
+    assert len(fig.lines["s"]) == 1
