@@ -92,7 +92,8 @@ def _series(domain: list[str], colors: list[str], shapes: list[str] | None = Non
 def score_figure(curve: pd.DataFrame, offline: bool, width: int = 640) -> str:
     """Score per round and best so far (failed rounds marked ✖ on the axis, never scored); for a structure-only
     run the judge's total. Drawn on the server (``svgplot``): the per-round line and its points (up to ``DENSE``
-    rounds), best so far as a dashed step line, the failed rounds; each point's values on hover."""
+    rounds), best so far as a dashed step line, the failed rounds; each point's values on hover (past
+    ``svgplot.MARKS`` failed rounds their ✖ are drawn without)."""
     dense = len(curve) > DENSE
     failed = curve[curve["status"] == "failed"]
     if offline:  # a failed (e.g. vetoed) round's judge total is not a result: it is marked like any failed round
@@ -163,7 +164,8 @@ def cost_front(costs: list[float], scores: list[float]) -> set[int]:
 def cost_figure(curve: pd.DataFrame, selected: int | None = None, width: int = 640) -> str | None:
     """Cost of each measured round against its score (None when no round was measured), drawn on the server:
     only the rounds on the cost/score front and the ``selected`` one are named (none past ``DENSE`` rounds), the
-    rest on hover; the score range padded around the data, the cost in dollars."""
+    rest on hover (past ``DENSE`` rounds only those, up to ``svgplot.MARKS`` of them); the score range padded around
+    the data, the cost in dollars."""
     measured = curve[_finite(curve["score"]) & _finite(curve["cost"])]  # a NaN or ±inf cost has no place either
     if measured.empty:
         return None

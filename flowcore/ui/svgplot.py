@@ -16,8 +16,9 @@ emphasis, math, directive or link is looked for in its texts. Each mark carries 
 ``data-y`` (and ``data-label``): what the tests read back.
 
 What a team member can store is drawn as stored or not at all: a point whose value is NaN or ±inf is left out
-(no ``nan`` coordinate), and an axis widens to hold every other value (a score of 150% is drawn at 150%, not
-clipped out of the picture).
+(no ``nan`` coordinate), an axis widens to hold every other value (a score of 150% is drawn at 150%, not clipped
+out of the picture), and a drawing's size is bounded by its pixels, not by the rounds (``MARKS``) or a name's
+length (``MAX_TEXT``).
 """
 
 from __future__ import annotations
@@ -33,15 +34,20 @@ from typing import Any
 COLOR = re.compile("#[0-9a-fA-F]{6}")
 FONT = 'font-family="Source Sans Pro, sans-serif"'  # Streamlit's own face
 CHAR_W = 0.56  # an average character's width per font pixel (a legend entry's width, estimated)
+MARKS = 300  # a series with more points draws them as one path (``_dots``), without a hover text each
 
 
 class Drawn(str):
     """SVG made by :func:`svg` (and nothing else): the only text a page draws as raw HTML."""
 
 
+MAX_TEXT = 500  # a longer text is cut: no hover text needs more, and a 1 MB edit name was sent once per point
+
+
 def text(value: object) -> str:
-    """``value`` escaped for SVG text or an attribute, on one line."""
-    return escape(" ".join(str(value).split()), quote=True)
+    """``value`` escaped for SVG text or an attribute, on one line (and at most ``MAX_TEXT`` characters)."""
+    s = " ".join(str(value).split())
+    return escape(s[:MAX_TEXT - 1] + "…" if len(s) > MAX_TEXT else s, quote=True)
 
 
 @dataclass
@@ -66,7 +72,7 @@ class Series:
     tips: Sequence[str] | None = None  # each point's hover text
     labels: Sequence[str] | None = None  # a name written above each point ("" for none)
     in_legend: bool = True
-    compact: bool = False  # the points as one path, no hover text each (thousands of rounds: ~12 bytes a point)
+    compact: bool = False  # the points as one path, no hover text each (as every series of more than MARKS)
 
 
 @dataclass
@@ -145,12 +151,10 @@ def svg(p: Plot) -> Drawn:
     # lines first, then points, then names: a point is never hidden by a line, a name never by a point
     for s in p.series:
         if s.line and len(s.xs):
-            out.append(_line(s, px, py))
+            out.append(_line(s, px, py, w))
     for s in p.series:
-        if s.shape and s.compact:
-            d = "".join(f"M{num(px(x))},{num(py(y))}h0" for x, y in zip(s.xs, s.ys, strict=True))
-            out.append(f'<path class="mf-dots" data-series="{text(s.name)}" d="{d}" stroke="{s.color}" '
-                       f'stroke-width="7" stroke-linecap="round" opacity="0.8"/>')
+        if s.shape and (s.compact or len(s.xs) > MARKS):
+            out.append(_dots(s, px, py))
         elif s.shape:
             out += [_point(s, i, px(x), py(y)) for i, (x, y) in enumerate(zip(s.xs, s.ys, strict=True))]
     for s in p.series:
@@ -209,19 +213,52 @@ def _legend_rows(series: list[Series], room: float) -> list[list[tuple[Series, f
     return rows if rows[0] else []
 
 
+def _thin(pts: list[tuple[float, float]], width: float) -> list[tuple[float, float]]:
+    """A line of more than 4 corners a pixel column (100,000 rounds were a 1.1 MB polyline) keeps, of each run of
+    corners in one column, the first, the lowest, the highest and the last: the same line at the picture's
+    resolution, whatever the number of rounds."""
+    if len(pts) <= 4 * width:
+        return pts
+    out: list[tuple[float, float]] = []
+    i = 0
+    while i < len(pts):
+        j, col = i, round(pts[i][0])
+        while j < len(pts) and round(pts[j][0]) == col:
+            j += 1
+        run = range(i, j)
+        keep = {i, min(run, key=lambda k: pts[k][1]), max(run, key=lambda k: pts[k][1]), j - 1}
+        out += [pts[k] for k in sorted(keep)]
+        i = j
+    return out
+
+
 def _dash(s: Series) -> str:
     return ' stroke-dasharray="6 4"' if s.line in ("dashed", "step") else ""
 
 
-def _line(s: Series, px: Callable[[float], float], py: Callable[[float], float]) -> str:
+def _line(s: Series, px: Callable[[float], float], py: Callable[[float], float], width: float) -> str:
     pts: list[tuple[float, float]] = []
     for x, y in zip(s.xs, s.ys, strict=True):
         if s.line == "step" and pts:
             pts.append((px(x), pts[-1][1]))
         pts.append((px(x), py(y)))
-    coords = " ".join(f"{num(a)},{num(b)}" for a, b in pts)
+    coords = " ".join(f"{num(a)},{num(b)}" for a, b in _thin(pts, width))
     return (f'<polyline class="mf-line" data-series="{text(s.name)}" points="{coords}" fill="none" '
             f'stroke="{s.color}" stroke-width="2"{_dash(s)}/>')
+
+
+def _dots(s: Series, px: Callable[[float], float], py: Callable[[float], float]) -> str:
+    """A ``compact`` series, or one of more than ``MARKS`` points, as one path: a dot or ✖ on each 2-pixel spot it
+    covers (at most 1 px off, under a 7 px mark), without a hover text each. 10,000 failed rounds drawn one ``<g>``
+    each were 3.2 MB; a spot drawn once, a drawing is bounded by its pixels, not by the rounds."""
+    spots = dict.fromkeys((2 * round(px(x) / 2), 2 * round(py(y) / 2)) for x, y in zip(s.xs, s.ys, strict=True))
+    if s.shape == "cross":
+        d = "".join(f"M{x - 5},{y - 5}l10,10m-10,0l10,-10" for x, y in spots)
+        paint = 'fill="none" stroke-width="2.5"'
+    else:
+        d = "".join(f"M{x},{y}h0" for x, y in spots)  # a round cap on a line of no length: a dot
+        paint = 'stroke-width="7" stroke-linecap="round" opacity="0.8"'
+    return f'<path class="mf-dots" data-series="{text(s.name)}" d="{d}" stroke="{s.color}" {paint}/>'
 
 
 def _point(s: Series, i: int, x: float, y: float) -> str:

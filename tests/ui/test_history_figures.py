@@ -90,7 +90,8 @@ def test_a_long_run_drops_per_point_marks_and_labels_its_rounds_sparsely():
     assert 3 <= len(fig.xticks) <= 12 and fig.xticks[0] == "0"
     cost = cost_figure(curve, selected=5)
     fig = read(cost)
-    assert not fig.names and fig.dots["rounds"] == n  # past DENSE rounds: every round a dot, no names
+    spots = {(c, s) for c, s in zip(curve["cost"], curve["score"], strict=True)}  # 70 points, each drawn once
+    assert not fig.names and fig.dots["rounds"] == len(spots)  # past DENSE rounds: every round a dot, no names
     front = cost_front(list(curve["cost"]), list(curve["score"]))
     hovered = [int(t.split()[1]) for t in fig.tips["cheapest per score"]]
     assert hovered == sorted({i for i in front} | {5})  # the front and the chosen round keep their hover text

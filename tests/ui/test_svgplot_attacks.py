@@ -8,16 +8,18 @@ whatever the number of rounds or the length of a name, and never raise."""
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import xml.etree.ElementTree as ET
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from flowcore.evolution import session as evs
 from flowcore.ui import svgplot
-from flowcore.ui.history import RunView, cost_figure, curve_frame, score_figure
+from flowcore.ui.history import FAILED, RunView, cost_figure, curve_frame, score_figure
 from tests.helpers.plots import NS, read
 
 INF, NAN = float("inf"), float("nan")
@@ -167,3 +169,80 @@ def test_svgplot_itself_draws_no_point_that_has_no_place():
     fig = read(drawn)
     assert fig.points["s"] == [(1.0, 1.0)] and fig.tips["s"] == ["a"] and fig.names["s"] == ["A"]
     assert len(fig.lines["s"]) == 1
+
+
+# -- many rounds, long names: a drawing's size ----------------------------------------------------------------------
+
+def _spots(drawn: str, series: str) -> list[tuple[float, float]]:
+    """The marks of a dense series, drawn as one path: where each one starts."""
+    root = ET.fromstring(drawn)
+    (path,) = [e for e in root.iter(f"{NS}path") if e.get("class") == "mf-dots" and e.get("data-series") == series]
+    return [tuple(map(float, m)) for m in re.findall(r"M(-?[\d.]+),(-?[\d.]+)", path.get("d"))]
+
+
+def test_ten_thousand_failed_rounds_draw_a_small_score_chart_with_every_one_marked():
+    n = 10_000
+    curve = _curve([0.5] + [None] * (n - 1), [0.01] * n, status=["ok"] + ["failed"] * (n - 1))
+    drawn = score_figure(curve, offline=False)
+    assert len(drawn) < 150_000, len(drawn)  # 3.2 MB before: a <g> with a ✖ and a hover text per round
+    (v0, p0), *_, (v1, p1) = _ticks(read(drawn), "x")
+    marks = sorted({x + 5 for x, _ in _spots(drawn, FAILED)})  # each ✖'s centre
+    assert len(marks) <= 640  # one per pixel at most
+    for r in range(1, n):  # a ✖ on every failed round's pixel
+        at = p0 + (r - v0) / (v1 - v0) * (p1 - p0)
+        i = bisect.bisect_left(marks, at)
+        assert min(abs(m - at) for m in marks[max(0, i - 1):i + 1]) <= 1.1, r  # a 2-pixel grid
+    _geometry_is_numbers(drawn)
+
+
+def test_ten_thousand_measured_rounds_draw_a_small_cost_chart():
+    n = 10_000
+    rng = np.random.default_rng(0)
+    curve = _curve(list(rng.random(n)), list(rng.random(n) * 0.01))
+    drawn = cost_figure(curve)
+    assert len(drawn) < 250_000, len(drawn)  # 2.1 MB before
+    spots = _spots(drawn, "rounds")
+    assert 0.8 * n <= len(spots) <= n  # each point drawn (a few share a pixel)
+    _geometry_is_numbers(drawn)
+    small = read(cost_figure(_curve([0.5, 0.6], [0.1, 0.2])))
+    assert small.tips["rounds"] == ["round 0 · score 50.0% · $0.10000", "round 1 · score 60.0% · $0.20000"]
+
+
+def test_a_hundred_thousand_rounds_draw_a_line_of_a_few_corners_a_pixel():
+    n = 100_000
+    rng = np.random.default_rng(1)
+    scores = list(rng.random(n))
+    drawn = score_figure(_curve(scores, [0.001] * n), offline=False)
+    assert len(drawn) < 60_000, len(drawn)  # 1.1 MB before: a corner per round
+    line = read(drawn).lines["score per round"]
+    assert len(line) <= 4 * 640
+    (v0, p0), *_, (v1, p1) = _ticks(read(drawn), "y")
+    y = [p0 + (100 * v - v0) / (v1 - v0) * (p1 - p0) for v in (min(scores), max(scores), scores[0], scores[-1])]
+    corners = [cy for _, cy in line]
+    assert abs(min(corners) - y[1]) <= 0.2 and abs(max(corners) - y[0]) <= 0.2  # the best and worst rounds kept
+    assert abs(corners[0] - y[2]) <= 0.2 and abs(corners[-1] - y[3]) <= 0.2  # and the first and last
+
+
+def test_a_thinned_line_keeps_each_pixel_columns_first_lowest_highest_and_last_corner():
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        xs = np.sort(rng.uniform(0, 50, rng.integers(1, 600)))
+        pts = [(float(x), float(y)) for x, y in zip(xs, rng.uniform(0, 100, len(xs)), strict=True)]
+        out = svgplot._thin(pts, 50)
+        it = iter(pts)
+        assert all(any(q == p for q in it) for p in out)  # corners of the line, in its order
+        columns = {round(x) for x, _ in pts}
+        assert len(out) <= max(len(pts) if len(pts) <= 200 else 0, 4 * len(columns))
+        for c in columns:
+            run, kept = [p for p in pts if round(p[0]) == c], [p for p in out if round(p[0]) == c]
+            assert kept[0] == run[0] and kept[-1] == run[-1]
+            assert min(y for _, y in kept) == min(y for _, y in run) and max(y for _, y in kept) == max(y for _, y in run)
+
+
+def test_a_megabyte_edit_name_is_cut_short_in_its_hover_text():
+    name = "prompt:" + "A" * 1_000_000
+    drawn = score_figure(_curve([0.5] * 50, [0.01] * 50, ops=[name] * 50), offline=False)
+    assert len(drawn) < 60_000, len(drawn)  # 50 MB before: the whole name in each point's title
+    tip = read(drawn).tips["score per round"][0]
+    assert tip.startswith("round 0 · score 50.0% · rewrite a prompt (AAAA") and tip.endswith("…")
+    assert len(tip) <= svgplot.MAX_TEXT
