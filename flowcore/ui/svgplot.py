@@ -42,12 +42,18 @@ class Drawn(str):
 
 
 MAX_TEXT = 500  # a longer text is cut: no hover text needs more, and a 1 MB edit name was sent once per point
+# what XML 1.0 has no place for (NUL and the other C0 controls, lone surrogates): each shown as U+FFFD
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def text(value: object) -> str:
-    """``value`` escaped for SVG text or an attribute, on one line (and at most ``MAX_TEXT`` characters)."""
+    """``value`` escaped for SVG text or an attribute, on one line. ``:`` and ``$`` are written as character
+    references: Streamlit's frontend runs over the whole markdown source, raw HTML included, before parsing it:
+    it rewrites ``:material/`` to ``:material_`` (an edit named ``a :material/star:`` was shown otherwise) and
+    loads KaTeX for a ``$…$`` anywhere (and the emoji plugin for a ``:word:``)."""
     s = " ".join(str(value).split())
-    return escape(s[:MAX_TEXT - 1] + "…" if len(s) > MAX_TEXT else s, quote=True)
+    s = NOT_XML.sub("\ufffd", s[:MAX_TEXT - 1] + "…" if len(s) > MAX_TEXT else s)
+    return escape(s, quote=True).replace(":", "&#58;").replace("$", "&#36;")
 
 
 @dataclass

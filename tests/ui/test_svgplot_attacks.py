@@ -9,6 +9,7 @@ whatever the number of rounds or the length of a name, and never raise."""
 from __future__ import annotations
 
 import bisect
+import copy
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -20,6 +21,7 @@ import pytest
 from flowcore.evolution import session as evs
 from flowcore.ui import svgplot
 from flowcore.ui.history import FAILED, RunView, cost_figure, curve_frame, score_figure
+from flowcore.ui.words import edit_name
 from tests.helpers.plots import NS, read
 
 INF, NAN = float("inf"), float("nan")
@@ -246,3 +248,49 @@ def test_a_megabyte_edit_name_is_cut_short_in_its_hover_text():
     tip = read(drawn).tips["score per round"][0]
     assert tip.startswith("round 0 · score 50.0% · rewrite a prompt (AAAA") and tip.endswith("…")
     assert len(tip) <= svgplot.MAX_TEXT
+
+
+# -- texts ----------------------------------------------------------------------------------------------------------
+
+# what Streamlit's frontend does to a markdown source before parsing it, raw HTML included (StreamlitMarkdown):
+# `:material/` becomes `:material_`; `$…$` anywhere loads KaTeX; `:word:` anywhere loads the emoji plugin
+FRONTEND_REWRITES = ("prompt:the :material/star: kind", "x:costs $1 to $2 :smile: :red[r]")
+
+
+@pytest.mark.parametrize("name", FRONTEND_REWRITES)
+def test_no_text_in_a_drawing_is_rewritten_or_scanned_by_streamlits_markdown(name):
+    drawn = score_figure(_curve([0.5, 0.6], [0.1, 0.1], ops=["seed", name]), offline=False)
+    body = drawn.split("\n", 1)[1]  # the texts (the opening tag's own style holds a colon)
+    assert ":material/" not in body and "$" not in body and not re.search(r":[\w+-][\w_+-]*:", body)
+    assert read(drawn).tips["score per round"][1] == f"round 1 · score 60.0% · {edit_name(name)}"  # as stored
+
+
+LINE_BREAKS = "a\nb\rc\r\nd\u2028e\u2029f\x85g\x0bh\x0ci\x1cj\x1dk\x1el\x1fm"
+
+
+def test_no_line_break_of_any_kind_and_no_control_character_reaches_the_drawing():
+    name = f"x:{LINE_BREAKS}\x00n\x01o\x1b[31mp\x08q\x7fr"
+    drawn = score_figure(_curve([0.5, 0.6], [0.1, 0.1], ops=["seed", name]), offline=False)
+    first, *rest = drawn.split("\n")
+    assert first.startswith("<svg ") and first.count("<") == 1 and rest[-1] == "</svg>"
+    assert all(line.strip(" \t") for line in rest)  # CommonMark's blank line (spaces, tabs) never: one block
+    assert not re.search("[\r\u2028\u2029\x85\x0b\x0c\x1c-\x1f\x00-\x08\ud800-\udfff]", drawn)
+    tip = read(drawn).tips["score per round"][1]  # well-formed XML: a NUL or ESC used to make it unreadable
+    assert tip == "round 1 · score 60.0% · x (a b c d e f g h i j k l m\ufffdn\ufffdo\ufffd[31mp\ufffdq\x7fr)"
+    assert svgplot.text("a\ud800b") == "a\ufffdb"  # (a lone surrogate: Streamlit could not even send it)
+
+
+def test_a_drawing_changed_by_any_string_operation_is_no_longer_a_drawing():
+    from pages import widgets
+
+    drawn = score_figure(_curve([0.5], [0.1]), offline=False)
+    assert isinstance(drawn, svgplot.Drawn) and isinstance(copy.deepcopy(drawn), svgplot.Drawn)
+    evil = "<img src=http://evil.invalid/x>"
+    changed = [drawn + evil, evil + drawn, drawn[:-6], drawn.replace("</svg>", evil + "</svg>"), drawn * 2,
+               drawn.join(["", evil]), f"{drawn}{evil}", drawn.strip(), drawn.lower(),
+               drawn.removesuffix("</svg>") + evil, svgplot.text(drawn), drawn.format(), drawn.expandtabs(),
+               drawn.translate({ord("<"): "<"}), drawn.center(len(drawn) + 2), str(drawn)]
+    for c in (c for c in changed if c != drawn):  # (an unchanged one may stay the same object)
+        assert not isinstance(c, svgplot.Drawn), c[:40]
+        with pytest.raises(TypeError):
+            widgets.plot(c)
