@@ -294,3 +294,45 @@ def test_a_drawing_changed_by_any_string_operation_is_no_longer_a_drawing():
         assert not isinstance(c, svgplot.Drawn), c[:40]
         with pytest.raises(TypeError):
             widgets.plot(c)
+
+
+# -- the pages, on PostgreSQL (NaN and ±Infinity are values a DOUBLE PRECISION column holds) ------------------------
+
+def test_history_and_evolve_draw_a_shared_workspaces_nan_and_infinite_rows_without_raising(pg_server, monkeypatch):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from flowcore.evolution import History
+    from flowcore.workspace.store import Workspace
+
+    url = pg_server.new_schema()
+    monkeypatch.setenv("MERMAIDFLOW_DB", url)
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    ws, seed = Workspace(url), "flowchart TD\n    P([PROBLEM]) --> R([RETURN])"
+    h = History(ws)
+    run = h.create_run({"mode": "llm", "candidates": 2}, "pg", seed, "gsm8k", "math", offline=False)
+    rows = [(0.5, 0.01), (0.55, 0.02), (0.6, NAN), (INF, 0.01), (0.7, -INF), (-0.5, -3.0), (0.8, 0.05)]
+    for i, (score, cost) in enumerate(rows):
+        h.add_round(run, {"round": i, "workflow_text": seed, "parents": [0] if i else [], "status": "ok",
+                          "operator": "prompt", "score": score, "cost": cost})
+    with ws.transaction() as c:  # as a team member's client writes them
+        c.execute("UPDATE evo_rounds SET score = 'NaN', judge_total = 'NaN' WHERE round = 1")
+    h.set_status(run, "finished")
+    app = str(Path(__file__).resolve().parents[2] / "app.py")
+    for page, count in (("history", 2), ("evolve", 1)):
+        at = AppTest.from_file(app, default_timeout=60)
+        at.run()
+        at.switch_page(f"pages/{page}.py")
+        at.session_state["hist_tab"] = "Score curves"
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        drawn = [m.value for m in at.markdown if m.value.startswith("<svg")]
+        assert len(drawn) == count
+        for d in drawn:
+            _geometry_is_numbers(d)
+            _on_the_axes(d)
+        assert [x for x, _ in read(drawn[0]).points["score per round"]] == [0, 2, 4, 5, 6]  # NaN, inf: unmeasured
+        if page == "history":
+            assert [x for x, _ in read(drawn[1]).points["rounds"]] == [0.01, -3.0, 0.05]  # and no NaN/inf cost
