@@ -210,6 +210,15 @@ def test_ten_thousand_measured_rounds_draw_a_small_cost_chart():
     assert small.tips["rounds"] == ["round 0 · score 50.0% · $0.10000", "round 1 · score 60.0% · $0.20000"]
 
 
+def test_a_run_whose_every_round_is_on_the_cost_front_draws_a_small_cost_chart():
+    n = 10_000  # cost and score rising together: every round is the cheapest for its score
+    drawn = cost_figure(_curve(list(np.linspace(0, 1, n)), list(np.linspace(0.001, 0.01, n))), selected=7)
+    assert len(drawn) < 60_000, len(drawn)  # 2.3 MB before: the front's points kept a <g> and a hover text each
+    fig = read(drawn)
+    assert fig.dots["rounds"] >= 200 and fig.dots["cheapest per score"] >= 200  # drawn, on a 2-pixel grid
+    _geometry_is_numbers(drawn)
+
+
 def test_a_hundred_thousand_rounds_draw_a_line_of_a_few_corners_a_pixel():
     n = 100_000
     rng = np.random.default_rng(1)
