@@ -78,6 +78,10 @@ SUMMARY_COLUMNS = ("round", "status", "score", "ci_low", "ci_high", "n", "cost",
                    "judge_total", "pinned", "note", "detail", "reason")
 STATUSES = ("ok", "structure-only", "failed")
 JUDGE_WINDOW = 256  # the latest rounds the judge compares a candidate with (plus the top-k pool)
+# scores a round stores; one that is not finite (NaN, ±inf: a shared PostgreSQL workspace's row can hold anything)
+# is read as not measured. Every reader goes through _finite, so no best, top-k, curve or outcome sees one. (A cost
+# is read as stored: the cost chart leaves a non-finite one off, and a sum of them says what was stored.)
+NUMBER_COLS = ("score", "ci_low", "ci_high", "judge_total")
 _JSON_COLS = ("prompts_json", "parents_json", "candidates_json", "per_problem_json", "experience_json",
               "sampling_json")
 
@@ -289,6 +293,9 @@ class History:
             cols["parents"] = json.loads("[" + ",".join(p or "[]" for p in cols.pop("parents_json")) + "]")
         if "pinned" in cols:
             cols["pinned"] = [bool(p) for p in cols["pinned"]]
+        for col in NUMBER_COLS:
+            if col in cols:
+                cols[col] = [_number(v) for v in cols[col]]
         return cols
 
     def spent(self, run_id: int) -> float:
@@ -465,7 +472,7 @@ class RunBuffer:
         self.record: dict[str, list[float]] = {}
         for r in history.ws.query("SELECT round, status, score, ci_low, ci_high, cost, operator, detail, parents_json, "
                                   "workflow_text FROM evo_rounds WHERE run_id = ? ORDER BY round", (run_id,)):
-            d = dict(r)
+            d = _finite(dict(r))
             d["parents"] = json.loads(d.pop("parents_json") or "[]")
             self._add(d)
         # Paid calls in the call log that no round or unstored cost holds (a process killed mid-round; see
@@ -525,8 +532,19 @@ class RunBuffer:
         return r["round"] == 0 or r["status"] in ("ok", "structure-only")
 
 
+def _number(v: Any) -> Any:
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def _finite(d: dict) -> dict:
+    for col in NUMBER_COLS:
+        if col in d:
+            d[col] = _number(d[col])
+    return d
+
+
 def _decode(row: Any) -> dict:
-    d = dict(row)
+    d = _finite(dict(row))
     for col in _JSON_COLS:
         try:
             d[col.removesuffix("_json")] = json.loads(d.pop(col) or "null")

@@ -121,3 +121,26 @@ def test_the_cost_of_an_unstored_round_is_spent_until_the_next_stored_round_carr
     assert hist.unstored(run) == 0 and hist.spent(run) == pytest.approx(0.395) and buf.spent == pytest.approx(0.395)
     _add(hist, run, 2, 0.7, [1], "insert")  # charged once: the next round carries nothing
     assert hist.get_round(run, 2)["cost"] == pytest.approx(0.01) and hist.spent(run) == pytest.approx(0.405)
+
+
+def test_a_stored_number_that_is_not_finite_is_read_as_none_by_every_reader(tmp_path):
+    """A shared workspace's row can hold NaN or ±inf (a team member writes what they like): it is not a best
+    score, a top-k parent, a curve point, an outcome or a cost of 'nan' (found by the chart attack, attack16)."""
+    from flowcore.evolution.outcome import outcome_of
+
+    ws = Workspace(tmp_path / "w.db")
+    h = History(ws)
+    run = h.create_run({"rounds": 3}, "k", "flowchart TD\n", "gsm8k", "math", offline=False)
+    for rnd, score in enumerate([0.5, 0.6, 0.7, 0.4]):
+        h.add_round(run, {"round": rnd, "status": "ok", "score": score, "cost": 0.01, "parents": [0] if rnd else [],
+                          "operator": "x" if rnd else "seed", "workflow_text": f"flowchart TD\n  %% {rnd}\n"})
+    with ws.transaction() as c:  # what another member's client could write straight into the table
+        c.execute("UPDATE evo_rounds SET score = ?, ci_low = ? WHERE round = 1", (float("inf"), float("-inf")))
+        c.execute("UPDATE evo_rounds SET score = ? WHERE round = 2", (float("-inf"),))
+    rows = h.rounds(run)
+    assert [r["score"] for r in rows] == [0.5, None, None, 0.4] and rows[1]["ci_low"] is None
+    assert h.get_round(run, 1)["score"] is None and h.summary_columns(run)["score"] == [0.5, None, None, 0.4]
+    buf = RunBuffer(h, run)
+    assert buf.best_score() == 0.5 and [r["round"] for r in buf.top_k(2)] == [0, 3]
+    found = outcome_of(rows, "paper")
+    assert found is not None and found.round == 0 and found.validation == 0.5
