@@ -1,8 +1,8 @@
 """A small chart drawn on the server as SVG: lines, step lines, points and their names, two axes, a legend.
 
-A page's first view draws it with its own HTML (``st.html``): no chart library reaches the browser. The Evolve
-page's score curve as a Vega-Lite chart cost its first paint 0.68 s (1.92 s against 1.24 s without it, medians
-of 4 alternated loads), History's two charts 0.28 s: Vega's 756 KB bundle compiled and run on the page's own
+A page's first view draws it with its own markdown: no chart library reaches the browser. The Evolve page's score
+curve as a Vega-Lite chart cost its first paint 0.68 s (1.92 s against 1.24 s without it, medians of 4 alternated
+loads), History's two charts 0.28 s: Vega's 756 KB bundle compiled and run on the page's own
 thread. What these charts need from a library is little: each point's values on hover (an SVG ``<title>``, the
 browser's own tooltip), nothing clipped, readable axes. The charts a user opens later (lineage, sampling,
 Pareto) stay Vega-Lite.
