@@ -876,7 +876,7 @@ class OpenAIChat:
         ct = _reported(getattr(usage, "completion_tokens", None), text)
         estimated = pt is None or ct is None
         pt = estimate_tokens(prompt) if pt is None else pt
-        ct = estimate_tokens(text) if ct is None else ct
+        ct = min(estimate_tokens(text), max_tokens or 2**31) if ct is None else ct  # no reply passes max_tokens
         pin, pout = self._price(model)
         cost = (pt * pin + ct * pout) / 1_000_000
         self.calls += 1

@@ -677,11 +677,11 @@ class LLM:
                     self._shared.json_ok = False  # e.g. a server without JSON mode: the prompt asks for JSON
                     continue
                 message = self._redact(f"LLM call failed ({where}): {error.message}")
-                self._record(role, self._charge(model, error.got, sent, counted, latency), message)
+                self._record(role, self._charge(model, error.got, sent, counted, latency, cap), message)
                 kind = ContextOverflow if error.overflow else Refused if error.refused else LLMError
                 raise kind(message, transient=error.transient, timed_out=error.timed_out)
             attempt += 1
-            text, pt, ct, problem, guessed = _extract(resp, sent, counted)
+            text, pt, ct, problem, guessed = _extract(resp, sent, counted, cap)
             # charged even when unusable (garbled, no choices): the endpoint billed it (or, saying nothing, may have)
             paid = Reply(text, model, pt, ct, s.cost(model, pt, ct), latency, False, estimated=guessed)
             if isinstance(problem, _Refusal):  # a well-formed answer that refuses: the prompt's, not a glitch
@@ -831,12 +831,13 @@ class LLM:
         return asyncio.run_coroutine_threadsafe(self.chat(*args, **kw), loop).result()
 
     # -- internals ----------------------------------------------------------------------------------------
-    def _charge(self, model: str, got: _Received, sent: list[dict], counted: int | None, latency: float) -> Reply:
+    def _charge(self, model: str, got: _Received, sent: list[dict], counted: int | None, latency: float,
+                cap: int | None = None) -> Reply:
         """A failed attempt: free when nothing came (a refused connection, an error status), else charged for the
         tokens that came before it failed (its usage, or estimated: ``_billed``)."""
         if not got.parts and got.usage is None:
             return Reply("", model, 0, 0, 0.0, latency, False)
-        pt, ct, guessed = _billed(got.usage, sent, counted, got.text, len(got.parts))
+        pt, ct, guessed = _billed(got.usage, sent, counted, got.text, len(got.parts), cap)
         return Reply("", model, pt, ct, self.settings.cost(model, pt, ct), latency, False, estimated=guessed)
 
     def _check_budget(self) -> None:
@@ -1015,12 +1016,15 @@ def _estimate_tokens(text: str) -> int:
     return -(-len(text) // 4)
 
 
-def _billed(usage: Any, msgs: list[dict], counted: int | None, text: str, chunks: int = 0) -> tuple[int, int, bool]:
+def _billed(usage: Any, msgs: list[dict], counted: int | None, text: str, chunks: int = 0,
+            cap: int | None = None) -> tuple[int, int, bool]:
     """(prompt tokens, completion tokens, estimated) of one answered attempt, usable or not: the counts its usage
     reports, else estimated: the prompt as the server's tokenizer ``counted`` it, else ~4 characters a token of the
     messages; the reply ~4 characters a token of the ``text`` received, and at least a token for each of its
     ``chunks`` (a streamed reply). A count no call can have (``_tokens``), or 0 for text that is there, is no report
-    either: a server or proxy that sends zeros (or no usage at all when streaming) would otherwise make calls free."""
+    either: a server or proxy that sends zeros (or no usage at all when streaming) would otherwise make calls free.
+    An estimated reply is never more than ``cap``, the ``max_tokens`` the request sent: no server writes more
+    (4 characters a token is too many for a small model's short tokens: SmolLM2's 64-token replies read as 81)."""
     prompt = "\n".join(str(m.get("content", "")) for m in msgs)
     pt, ct = _tokens(getattr(usage, "prompt_tokens", None)), _tokens(getattr(usage, "completion_tokens", None))
     pt = None if pt == 0 and prompt else pt
@@ -1030,6 +1034,7 @@ def _billed(usage: Any, msgs: list[dict], counted: int | None, text: str, chunks
         pt = counted if counted is not None else _estimate_tokens(prompt)
     if ct is None:
         ct = max(chunks, _estimate_tokens(text))
+        ct = min(ct, cap) if cap else ct
     return pt, ct, estimated
 
 
@@ -1129,16 +1134,17 @@ def _refused_status(code: Any, detail: str) -> bool:
         r"content (management )?policy|content_filter|usage polic|flagged as potentially", detail, re.I) is not None
 
 
-def _extract(resp: Any, msgs: list[dict], counted: int | None = None) -> tuple[str, int, int, str | None, bool]:
+def _extract(resp: Any, msgs: list[dict], counted: int | None = None,
+             cap: int | None = None) -> tuple[str, int, int, str | None, bool]:
     """(text, prompt_tokens, completion_tokens, error, estimated). The tokens are those of the attempt whether its
     reply is usable or not (``_billed``): an unusable one was billed too."""
     if isinstance(resp, _Malformed):
-        pt, ct, guessed = _billed(resp.got.usage, msgs, counted, resp.got.text, len(resp.got.parts))
+        pt, ct, guessed = _billed(resp.got.usage, msgs, counted, resp.got.text, len(resp.got.parts), cap)
         return "", pt, ct, resp.problem, guessed
     usage, chunks = getattr(resp, "usage", None), getattr(resp, "chunks", 0)
 
     def failed(problem: str, received: str = "") -> tuple[str, int, int, str | None, bool]:
-        pt, ct, guessed = _billed(usage, msgs, counted, received, chunks)
+        pt, ct, guessed = _billed(usage, msgs, counted, received, chunks, cap)
         return "", pt, ct, problem, guessed
 
     choices = getattr(resp, "choices", None)
@@ -1159,7 +1165,7 @@ def _extract(resp: Any, msgs: list[dict], counted: int | None = None) -> tuple[s
         return failed(f"malformed reply: message content is {type(text).__name__} (finish_reason={reason})",
                       str(text))
     text = text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate (a JSON escape) cannot be stored
-    pt, ct, guessed = _billed(usage, msgs, counted, text, chunks)
+    pt, ct, guessed = _billed(usage, msgs, counted, text, chunks, cap)
     return text, pt, ct, None, guessed
 
 

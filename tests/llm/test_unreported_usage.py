@@ -141,3 +141,13 @@ def test_an_older_workspaces_call_log_gets_the_estimated_column(any_ws):
     assert "estimated" in any_ws.columns("llm_calls")
     u = run_usage(any_ws, "old")
     assert (u.calls, u.estimated) == (2, 1) and u.cost == pytest.approx(8.0 + reply.cost)
+
+
+def test_an_estimated_reply_is_never_more_tokens_than_the_request_allowed(ws):
+    """A small model's tokens are short (SmolLM2 under `make test-real`: 64-token replies estimated at 81, past
+    the executor's cap): the estimate stops at the max_tokens the request sent, which no server writes past."""
+    with FakeLLMServer([Fault(body=TEXT * 4, no_usage=True)]) as srv:
+        llm = LLM(_settings(srv, stream=True, max_tokens={"executor": 20}), ws, run_id="cap")
+        reply = llm.chat_sync(PROMPT, role="executor")
+    assert srv.requests[0]["max_tokens"] == 20 and _quarter(TEXT * 4) > 20
+    assert reply.estimated and reply.completion_tokens == 20 and reply.cost == pytest.approx(_quarter(PROMPT) + 40)
