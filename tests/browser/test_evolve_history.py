@@ -151,6 +151,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
     assert no_exceptions(page) == [] and js_errors == []
     open_tab(page, "Round detail")
     expect(diff).to_be_visible()
+    _drawn(page, 2)  # the section is built again when reopened: its drawings too (the screenshot showed none)
     page.set_viewport_size({"width": 1400, "height": 2000})
     wait_for_app(page)
     page.get_by_role("tab", name="Round detail").evaluate("e => e.scrollIntoView({block: 'start'})")
