@@ -179,7 +179,7 @@ def cost_figure(curve: pd.DataFrame, selected: int | None = None, width: int = 6
                      fmt=dollars, count=5)  # never '100μ … 500μ'
     y = svgplot.Axis("score", max(-2.0, lo - pad), min(102.0, hi + pad), fmt=lambda v: f"{v:g}%")
     named = [i for i, r in enumerate(rounds) if i in front or r == selected]
-    tips = [f"round {r} · score {s:.1f}% · {dollars(c, 5)}" for r, s, c in zip(rounds, scores, costs, strict=True)]
+    tips = [f"round {r} · score {s:.1f}% · ${c:,.5f}" for r, s, c in zip(rounds, scores, costs, strict=True)]
     if len(measured) <= DENSE:
         series = [svgplot.Series("rounds", "#1565c0", costs, scores, line=None, shape="circle", in_legend=False,
                                  tips=tips, labels=[f"#{r}" if i in named else "" for i, r in enumerate(rounds)])]
@@ -192,10 +192,10 @@ def cost_figure(curve: pd.DataFrame, selected: int | None = None, width: int = 6
                                     series, width=width))
 
 
-def dollars(v: float, places: int | None = None) -> str:
-    """'$0.0003', '$1.25', '$12,000': as many decimals as the value needs (at most ``places``, default 5)."""
-    text = f"${v:,.{places or 5}f}"
-    return text if places else (text.rstrip("0").rstrip(".") if "." in text else text)
+def dollars(v: float) -> str:
+    """A cost axis's tick: '$0.0003', '$1.25', '$12,000' (as many decimals as it needs, at most 5)."""
+    text = f"${v:,.5f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def round_labels(cols: dict[str, list]) -> dict[int, str]:

@@ -111,6 +111,12 @@ def num(v: float) -> str:
     return f"{v:.1f}".rstrip("0").rstrip(".")
 
 
+def _ticks(a: Axis) -> list[float]:
+    """The axis's own ticks, or nice ones, keeping only those within its range."""
+    chosen = a.ticks if a.ticks is not None else nice_ticks(a.lo, a.hi, a.count, a.integer)
+    return [t for t in chosen if a.lo <= t <= a.hi]
+
+
 def svg(p: Plot) -> Drawn:
     """``p`` as one ``<svg>`` element that scales down with its column (never up: its text stays its size)."""
     for s in p.series:
@@ -137,18 +143,16 @@ def svg(p: Plot) -> Drawn:
            f'style="max-width:{p.width}px;height:auto;display:block" role="img" aria-label="{text(p.title)}" '
            f'class="mf-plot" {FONT} font-size="12">',
            f'<text x="{left}" y="18" font-size="14" font-weight="600" fill="#31333f">{text(p.title)}</text>']
-    for t in p.y.ticks if p.y.ticks is not None else nice_ticks(p.y.lo, p.y.hi, p.y.count, p.y.integer):
-        if p.y.lo <= t <= p.y.hi:
-            y = num(py(t))
-            out.append(f'<line x1="{left}" x2="{left + w}" y1="{y}" y2="{y}" stroke="#e6e9ef"/>'
-                       f'<text class="mf-ytick" x="{left - 6}" y="{y}" dy="0.32em" text-anchor="end" '
-                       f'fill="#555">{text(p.y.fmt(t))}</text>')
-    for t in p.x.ticks if p.x.ticks is not None else nice_ticks(p.x.lo, p.x.hi, p.x.count, p.x.integer):
-        if p.x.lo <= t <= p.x.hi:
-            x = num(px(t))
-            out.append(f'<line x1="{x}" x2="{x}" y1="{top + h}" y2="{top + h + 4}" stroke="#888"/>'
-                       f'<text class="mf-xtick" x="{x}" y="{top + h + 16}" text-anchor="middle" '
-                       f'fill="#555">{text(p.x.fmt(t))}</text>')
+    for t in _ticks(p.y):
+        y = num(py(t))
+        out.append(f'<line x1="{left}" x2="{left + w}" y1="{y}" y2="{y}" stroke="#e6e9ef"/>'
+                   f'<text class="mf-ytick" x="{left - 6}" y="{y}" dy="0.32em" text-anchor="end" '
+                   f'fill="#555">{text(p.y.fmt(t))}</text>')
+    for t in _ticks(p.x):
+        x = num(px(t))
+        out.append(f'<line x1="{x}" x2="{x}" y1="{top + h}" y2="{top + h + 4}" stroke="#888"/>'
+                   f'<text class="mf-xtick" x="{x}" y="{top + h + 16}" text-anchor="middle" '
+                   f'fill="#555">{text(p.x.fmt(t))}</text>')
     out.append(f'<line x1="{left}" x2="{left + w}" y1="{top + h}" y2="{top + h}" stroke="#888"/>'
                f'<text x="{left + w / 2:.1f}" y="{top + h + 34}" text-anchor="middle" fill="#31333f">'
                f'{text(p.x.title)}</text>'
