@@ -341,6 +341,26 @@ def choose(page, box, option, attempts: int = 4) -> None:
     wanted.click()
 
 
+def turn_on(page, name: str, role: str = "switch", attempts: int = 4) -> None:
+    """Click the label of the switch (or radio, checkbox) ``name`` until it reads checked, then wait for the run.
+
+    Under load a drawing above it can finish and push the label down between Playwright's stability check and
+    its click, so the click lands elsewhere; the state is waited for and the click repeated, never a fixed time."""
+    control = page.get_by_role(role, name=name)
+    for attempt in range(attempts):
+        wait_for_still(page)
+        if control.is_checked():
+            break
+        page.get_by_text(name, exact=True).click()
+        try:
+            expect(control).to_be_checked(timeout=5_000)
+            break
+        except AssertionError:
+            if attempt == attempts - 1:
+                raise
+    wait_for_app(page)
+
+
 def goto_page(page, app: StreamlitApp, url_path: str = "/", timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
     """Open `url_path` of the app (e.g. "/" or "/Editor") and wait until its script has run."""
     page.goto(app.url + "/" + url_path.lstrip("/"), wait_until="domcontentloaded", timeout=timeout_ms)

@@ -19,6 +19,7 @@ from .conftest import (
     runs_sent,
     save_screenshot,
     scroll_under_header,
+    turn_on,
     wait_for_app,
     wait_for_still,
 )
@@ -135,8 +136,7 @@ def test_the_canvas_node_dialog_is_the_apps_and_writes_the_text(page, streamlit_
     text = ('flowchart TD\n%% @prompt solver: Solve it.\nPROBLEM(["Problem"])\nC1["Custom<br/>(role: solver)"]\n'
             'RETURN(["Return"])\nPROBLEM --> C1\nC1 --> RETURN\n')
     goto_page(page, streamlit_app, f"/editor?{urlencode({'wf': 'dialog', 'task': 'math', 'code': encode_text(text)})}")
-    page.get_by_text("Draw on a canvas").click()
-    wait_for_app(page)
+    turn_on(page, "Draw on a canvas")
     flow = page.frame_locator('iframe[title="pages.flow.streamlit_flow"]')
     flow.locator('.react-flow__node[data-id="C1"]').click()
     wait_for_app(page)
@@ -265,8 +265,7 @@ def test_the_canvas_has_named_ports_and_a_palette_to_drag_operators_from(page, s
     text = ('flowchart TD\n%% @prompt solver: Solve it.\nPROBLEM(["Problem"])\nC1["Custom<br/>(role: solver)"]\n'
             'R1["Review"]\nRETURN(["Return"])\nPROBLEM --> C1\nC1 --> R1\nC1 --> RETURN\n')
     goto_page(page, streamlit_app, f"/editor?{urlencode({'wf': 'ports', 'task': 'math', 'code': encode_text(text)})}")
-    page.get_by_text("Draw on a canvas").click()
-    wait_for_app(page)
+    turn_on(page, "Draw on a canvas")
     flow = page.frame_locator('iframe[title="pages.flow.streamlit_flow"]')
     review = flow.locator('.react-flow__node[data-id="R1"]')
     expect(review).to_be_visible(timeout=20_000)  # the canvas loads on demand
@@ -331,8 +330,7 @@ def test_a_decisions_routes_are_named_handles_and_a_drag_from_one_writes_that_ro
             'D1{"Decision<br/>tests passed?"}\nV1["Revise"]\nRETURN(["Return"])\nPROBLEM --> G1\n'
             'ENTRY_POINT -->|entry_point| G1\nG1 --> T1\nT1 --> D1\nD1 -->|Passed| RETURN\n')
     goto_page(page, streamlit_app, f"/editor?{urlencode({'wf': 'routes', 'task': 'code', 'code': encode_text(text)})}")
-    page.get_by_text("Draw on a canvas").click()
-    wait_for_app(page)
+    turn_on(page, "Draw on a canvas")
     frame = page.locator('iframe[title="pages.flow.streamlit_flow"]')
     flow = page.frame_locator('iframe[title="pages.flow.streamlit_flow"]')
     decision = flow.locator('.react-flow__node[data-id="D1"]')

@@ -23,6 +23,7 @@ from .conftest import (
     open_box,
     open_tab,
     save_screenshot,
+    turn_on,
     wait_for_app,
     wait_for_still,
 )
@@ -73,10 +74,7 @@ def test_evolve_progress_and_curve_then_fork_a_round_from_history(page, streamli
         programmatic.click()
         wait_for_app(page)
     expect(page.get_by_role("radio", name="Programmatic operators")).to_be_checked()
-    review = page.get_by_role("switch", name="Review each round's candidates before evaluation")
-    page.get_by_text("Review each round's candidates before evaluation").click()
-    expect(review).to_be_checked()
-    wait_for_app(page)
+    turn_on(page, "Review each round's candidates before evaluation")
     page.get_by_role("button", name="Launch").click()
 
     progress = page.locator('[data-testid="stProgress"]')

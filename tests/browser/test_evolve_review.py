@@ -18,7 +18,7 @@ from flowcore.mermaid.reader import parse
 from flowcore.workspace import library
 from tests.helpers.fakellm import FakeLLMServer, message_text
 
-from .conftest import _stop, new_context, no_exceptions, open_box, start_app, wait_for_app
+from .conftest import _stop, new_context, no_exceptions, open_box, start_app, turn_on, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -79,8 +79,7 @@ def test_review_shows_all_k_candidates_and_says_where_the_action_was(served, bro
         _number(page, "Candidates per round (K)", "3")
         _number(page, "Validation problems (0 = all)", "1")
         expect(page.get_by_role("radio", name="LLM optimizer")).to_be_checked()
-        page.get_by_text("Review each round's candidates before evaluation").click()
-        wait_for_app(page)
+        turn_on(page, "Review each round's candidates before evaluation")
         page.get_by_role("button", name="Launch").click()
         expect(page.get_by_role("heading", name=re.compile(r"round 1: review before evaluation"))).to_be_visible(
             timeout=60_000)

@@ -25,6 +25,7 @@ from .conftest import (
     open_box,
     save_screenshot,
     scroll_under_header,
+    turn_on,
     wait_for_app,
 )
 
@@ -84,8 +85,7 @@ def test_upload_map_metric_save_evolve_and_compare(page, streamlit_app):
     expect(bench).to_have_value("capitals")
     _number(page, "Rounds", "2")
     _number(page, "Validation problems (0 = all)", "4")
-    page.get_by_text("Programmatic operators").click()
-    wait_for_app(page)
+    turn_on(page, "Programmatic operators", role="radio")
     before = max((r.id for r in History(Workspace(streamlit_app.db_path)).runs()), default=0)
     page.get_by_role("button", name="Launch").click()
     run_id = before + 1  # not the heading of a run another test left finished on this page
