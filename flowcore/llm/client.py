@@ -835,9 +835,9 @@ class LLM:
                 cap: int | None = None) -> Reply:
         """A failed attempt: free when nothing came (a refused connection, an error status), else charged for the
         tokens that came before it failed (its usage, or estimated: ``_billed``)."""
-        if not got.parts and got.usage is None:
+        if not got.billed and got.usage is None:
             return Reply("", model, 0, 0, 0.0, latency, False)
-        pt, ct, guessed = _billed(got.usage, sent, counted, got.text, len(got.parts), cap)
+        pt, ct, guessed = _billed(got.usage, sent, counted, got.billed, got.chunks, cap)
         return Reply("", model, pt, ct, self.settings.cost(model, pt, ct), latency, False, estimated=guessed)
 
     def _check_budget(self) -> None:
@@ -1022,20 +1022,44 @@ def _billed(usage: Any, msgs: list[dict], counted: int | None, text: str, chunks
     reports, else estimated: the prompt as the server's tokenizer ``counted`` it, else ~4 characters a token of the
     messages; the reply ~4 characters a token of the ``text`` received, and at least a token for each of its
     ``chunks`` (a streamed reply). A count no call can have (``_tokens``), or 0 for text that is there, is no report
-    either: a server or proxy that sends zeros (or no usage at all when streaming) would otherwise make calls free.
-    An estimated reply is never more than ``cap``, the ``max_tokens`` the request sent: no server writes more
-    (4 characters a token is too many for a small model's short tokens: SmolLM2's 64-token replies read as 81)."""
+    either: a server or proxy that sends zeros (or no usage at all when streaming) would otherwise make calls free;
+    nor is a count below the ``chunks``. ``text`` is all the reply's text, its reasoning and tool calls too (_hidden).
+    An estimate by characters is never more than ``cap``, the ``max_tokens`` the request sent: no server writes more
+    (4 characters a token is too many for a small model's short tokens: SmolLM2's 64-token replies read as 81); the
+    chunks that came are charged even past it."""
     prompt = "\n".join(str(m.get("content", "")) for m in msgs)
     pt, ct = _tokens(getattr(usage, "prompt_tokens", None)), _tokens(getattr(usage, "completion_tokens", None))
     pt = None if pt == 0 and prompt else pt
-    ct = None if ct == 0 and text else ct
+    # fewer tokens than the chunks of text that came is no count of this reply either: a usage chunk sent before the
+    # text (then none at the end) billed 60 chunks as 1 token
+    ct = None if ct is not None and ((ct == 0 and text) or ct < chunks) else ct
     estimated = pt is None or ct is None
     if pt is None:
         pt = counted if counted is not None else _estimate_tokens(prompt)
     if ct is None:
-        ct = max(chunks, _estimate_tokens(text))
-        ct = min(ct, cap) if cap else ct
+        guess = _estimate_tokens(text)
+        # the cap trims the 4-characters-a-token guess, never the chunks that came (a server streaming past
+        # max_tokens made those tokens: 60 chunks under a cap of 10 were charged 10)
+        ct = max(chunks, min(guess, cap) if cap else guess)
     return pt, ct, estimated
+
+
+def _hidden(message: Any) -> list[str]:
+    """The text a message (or a streamed delta) carries outside ``content``: a reasoning model's thinking
+    (``reasoning_content``, ``reasoning``), tool calls' names and arguments. Not the answer, but tokens the model made
+    and the server bills: counting ``content`` only charged a reasoning model's reply without usage 0 tokens."""
+    if message is None:
+        return []
+
+    def get(obj: Any, key: str) -> Any:
+        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+    out = [t for t in (get(message, k) for k in ("reasoning_content", "reasoning")) if isinstance(t, str) and t]
+    calls = get(message, "tool_calls")
+    for call in calls if isinstance(calls, list) else []:
+        fn = get(call, "function")
+        out += [t for t in (get(fn, "name"), get(fn, "arguments")) if fn is not None and isinstance(t, str) and t]
+    return out
 
 
 @dataclass
@@ -1045,10 +1069,17 @@ class _Received:
 
     parts: list[str] = field(default_factory=list)
     usage: Any = None
+    hidden: list[str] = field(default_factory=list)  # text outside ``content`` (_hidden): billed, not the answer
+    chunks: int = 0  # streamed chunks that brought text (content or hidden): a token each at least
 
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    @property
+    def billed(self) -> str:
+        """All the text the model made: the answer and what came outside it."""
+        return "".join(self.parts + self.hidden)
 
 
 @dataclass
@@ -1076,14 +1107,19 @@ async def _streamed(client: openai.AsyncOpenAI, kwargs: dict, got: _Received) ->
             for choice in getattr(chunk, "choices", None) or []:
                 seen = True
                 delta = getattr(choice, "delta", None)
-                if delta is not None and isinstance(getattr(delta, "content", None), str) and delta.content:
-                    got.parts.append(delta.content)
+                piece = getattr(delta, "content", None)
+                if isinstance(piece, str) and piece:
+                    got.parts.append(piece)
+                hidden = _hidden(delta)
+                got.hidden += hidden
+                got.chunks += bool(isinstance(piece, str) and piece or hidden)
                 finish = getattr(choice, "finish_reason", None) or finish
     # no usage (a server may leave it out even when asked): _extract estimates it, at least a token a chunk
-    chunks = len(got.parts)
+    chunks = got.chunks
     if not seen:
         return SimpleNamespace(choices=[], usage=got.usage, chunks=chunks)
-    message = SimpleNamespace(content=got.text, refusal=None)
+    # the text outside content rides along as reasoning_content, for _extract to charge (_hidden)
+    message = SimpleNamespace(content=got.text, refusal=None, reasoning_content="".join(got.hidden) or None)
     return SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason=finish)], usage=got.usage,
                            chunks=chunks)
 
@@ -1117,8 +1153,9 @@ def _salvage(response: Any) -> _Received:
         if isinstance(usage, dict) else None
     choices = doc.get("choices")
     first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-    text = first.get("message", {}).get("content") if isinstance(first.get("message"), dict) else None
-    return _Received([text] if isinstance(text, str) and text else [], usage)
+    message = first.get("message") if isinstance(first.get("message"), dict) else {}
+    text = message.get("content")
+    return _Received([text] if isinstance(text, str) and text else [], usage, _hidden(message))
 
 
 class _Refusal(str):
@@ -1139,12 +1176,13 @@ def _extract(resp: Any, msgs: list[dict], counted: int | None = None,
     """(text, prompt_tokens, completion_tokens, error, estimated). The tokens are those of the attempt whether its
     reply is usable or not (``_billed``): an unusable one was billed too."""
     if isinstance(resp, _Malformed):
-        pt, ct, guessed = _billed(resp.got.usage, msgs, counted, resp.got.text, len(resp.got.parts), cap)
+        pt, ct, guessed = _billed(resp.got.usage, msgs, counted, resp.got.billed, resp.got.chunks, cap)
         return "", pt, ct, resp.problem, guessed
     usage, chunks = getattr(resp, "usage", None), getattr(resp, "chunks", 0)
+    message = None
 
     def failed(problem: str, received: str = "") -> tuple[str, int, int, str | None, bool]:
-        pt, ct, guessed = _billed(usage, msgs, counted, received, chunks, cap)
+        pt, ct, guessed = _billed(usage, msgs, counted, received + "".join(_hidden(message)), chunks, cap)
         return "", pt, ct, problem, guessed
 
     choices = getattr(resp, "choices", None)
@@ -1165,7 +1203,7 @@ def _extract(resp: Any, msgs: list[dict], counted: int | None = None,
         return failed(f"malformed reply: message content is {type(text).__name__} (finish_reason={reason})",
                       str(text))
     text = text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate (a JSON escape) cannot be stored
-    pt, ct, guessed = _billed(usage, msgs, counted, text, chunks, cap)
+    pt, ct, guessed = _billed(usage, msgs, counted, text + "".join(_hidden(message)), chunks, cap)
     return text, pt, ct, None, guessed
 
 

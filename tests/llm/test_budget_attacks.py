@@ -1,0 +1,84 @@
+"""An outsider's attacks on LLM cost accounting (attack17): a hostile or broken OpenAI-compatible server on 127.0.0.1
+(tests/helpers/fakellm.py) reached through the real ``openai`` client tries to make a call cost less than what it
+generated, to mis-flag an estimate, or to break the accounting. Prices: $1 a prompt token, $2 a reply token."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from flowcore.llm.client import LLM, ROLES, LLMSettings
+from tests.helpers.fakellm import FakeLLMServer, Fault
+
+PROMPT = "Explain photosynthesis in one sentence, please."
+TEXT = "Photosynthesis: chlorophyll-containing organisms transform electromagnetic radiation into carbohydrates"
+LONG = " ".join(f"w{i}" for i in range(60))  # 60 chunks when streamed, ~45 tokens by 4 characters a token
+
+
+def _settings(srv: FakeLLMServer, **kw) -> LLMSettings:
+    base = {"base_url": srv.base_url, "api_key": "k", "models": {r: "m" for r in ROLES},
+            "prices": {"m": (1_000_000.0, 2_000_000.0)}, "max_retries": 0}
+    return LLMSettings(**{**base, **kw})
+
+
+def _quarter(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def _log(ws, run_id: str) -> list[tuple]:
+    return [tuple(r) for r in ws.query("SELECT prompt_tokens, completion_tokens, cost, estimated, error IS NOT NULL"
+                                       " FROM llm_calls WHERE run_id = ? ORDER BY id", (run_id,))]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+@pytest.mark.parametrize("into", ["reasoning_content", "tool_calls"])
+def test_tokens_sent_outside_content_are_charged(ws, stream, into):
+    """A reasoning model's thinking (``reasoning_content``: DeepSeek-R1 behind vLLM) or a tool call's arguments, with
+    no usage, or a usage of 0 completion tokens: the tokens were made and billed. Before, only ``content`` was
+    counted: 0 completion tokens, and the 0 was believed (no text in ``content``) and not flagged."""
+    with FakeLLMServer([Fault(body=LONG, into=into, no_usage=True),
+                        Fault(body=LONG, into=into, usage={"prompt_tokens": 5, "completion_tokens": 0})]) as srv:
+        llm = LLM(_settings(srv, stream=stream), ws, run_id="r")
+        unreported = llm.chat_sync(PROMPT)
+        zero = llm.chat_sync(PROMPT + " Again.")
+    least = len(LONG.split()) if stream else _quarter(LONG)  # streamed: a token a chunk at least
+    for reply in (unreported, zero):
+        assert reply.estimated and reply.completion_tokens >= least, (reply.completion_tokens, least)
+    assert zero.prompt_tokens == 5  # the reported prompt count is kept
+    assert llm.usage.estimated == 2 and all(r[3] == 1 and r[1] >= least for r in _log(ws, "r"))
+
+
+def test_a_usage_sent_before_the_text_is_not_the_replys_count(ws):
+    """A streamed usage chunk that comes first (1 completion token), then 60 chunks of text and no usage at the end.
+    Before, the early usage was the bill: 1 token for 60 chunks, not flagged."""
+    early = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
+    with FakeLLMServer(Fault(body=LONG, early_usage=True, usage=early)) as srv:
+        llm = LLM(_settings(srv, stream=True), ws, run_id="e")
+        reply = llm.chat_sync(PROMPT)
+    assert reply.text == LONG and reply.estimated
+    assert reply.completion_tokens >= len(LONG.split()) and reply.prompt_tokens == 5
+    assert _log(ws, "e")[0][1:4] == (reply.completion_tokens, pytest.approx(reply.cost), 1)
+
+
+def test_a_final_usage_below_the_chunks_received_is_not_believed():
+    """A usage that says 3 completion tokens for a stream of 60 chunks of text (each a token at least)."""
+    with FakeLLMServer(Fault(body=LONG, usage={"prompt_tokens": 5, "completion_tokens": 3})) as srv:
+        reply = LLM(_settings(srv, stream=True)).chat_sync(PROMPT)
+    assert reply.estimated and reply.completion_tokens >= len(LONG.split())
+
+
+def test_a_stream_past_max_tokens_is_charged_every_chunk_it_sent():
+    """max_tokens 10; the server streams 60 chunks and no usage. The estimate is capped at max_tokens (4 characters a
+    token is too many for a small model's short tokens), but never below the chunks that came: before, 10 tokens."""
+    with FakeLLMServer(Fault(body=LONG, no_usage=True)) as srv:
+        reply = LLM(_settings(srv, stream=True, max_tokens={"executor": 10})).chat_sync(PROMPT)
+    assert srv.requests[0]["max_tokens"] == 10
+    assert reply.estimated and reply.completion_tokens == len(LONG.split())
+
+
+def test_a_stream_within_max_tokens_is_still_capped_there():
+    """The cap still bounds an estimate of long words: 4 chunks of ~25 tokens by 4 characters, cap 8: 8 tokens."""
+    with FakeLLMServer(Fault(body=TEXT, no_usage=True)) as srv:
+        reply = LLM(_settings(srv, stream=True, max_tokens={"executor": 8})).chat_sync(PROMPT)
+    assert reply.estimated and reply.completion_tokens == 8
