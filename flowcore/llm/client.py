@@ -455,6 +455,42 @@ async def _attempt_answered(response: Any) -> None:
     call["state"] = "failed" if failed else "answered"
 
 
+class _Body:
+    """A plain attempt's 200 body as it is read (within the reply cap): ``done`` once read whole."""
+
+    def __init__(self) -> None:
+        self.data, self.done, self.refused = bytearray(), False, False
+
+
+class _Recording(httpx.AsyncByteStream):
+    def __init__(self, inner: Any, body: _Body) -> None:
+        self.inner, self.body = inner, body
+
+    async def __aiter__(self):  # type: ignore[override]
+        try:
+            async for chunk in self.inner:
+                self.body.data += chunk
+                yield chunk
+        except reply_too_large():
+            self.body.refused = True  # a flood past the cap: refused, holds no completion to count
+            raise
+        self.body.done = True
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def _attempt_body(response: Any) -> None:
+    """A plain (not streamed) attempt answered 200: its body is kept as it is read. One cut off on its way (a hang-up,
+    silence) is retried by the openai client itself, and was charged $0 although the server made and billed it."""
+    call = _ATTEMPTS.get()
+    if call is None or call["stream"] or response.status_code != 200:
+        return
+    body = _Body()
+    call["bodies"].append(body)
+    response.stream = _Recording(response.stream, body)
+
+
 class _Shared:
     """What an LLM and its children share: per-event-loop clients and semaphores, the totals lock."""
 
@@ -487,7 +523,8 @@ class _Shared:
                     del self.per_loop[old]
                 s = self.settings
                 hooks = reply_cap_hooks(s.max_reply_bytes)
-                hooks = {"request": [_attempt_started], "response": [_attempt_answered, *hooks["response"]]}
+                hooks = {"request": [_attempt_started],
+                         "response": [_attempt_answered, *hooks["response"], _attempt_body]}
                 policy = egress.from_settings(s.egress)
                 http = egress.http_client(policy, _ssl_context(), event_hooks=hooks) if policy.active else \
                     openai.DefaultAsyncHttpxClient(verify=_ssl_context(), event_hooks=hooks)
@@ -667,7 +704,10 @@ class LLM:
                                       "max_tokens": cap}
             if json_mode and self._shared.json_ok:
                 kwargs["response_format"] = {"type": "json_object"}
-            resp, latency, error = await self._request(kwargs)
+            resp, latency, error, cut = await self._request(kwargs)
+            for got in cut:  # a body cut off on its way, asked again by the client: generated, and billed
+                self._record(role, self._charge(model, got, sent, counted, 0.0, cap),
+                             self._redact(f"LLM call failed ({where}): the reply was cut off on its way"))
             if error is not None:  # the client already retried what is worth retrying
                 if error.overflow and refits == 0 and self._learn_window(model, error.message):
                     refits += 1  # the server named its window: fit the prompt to it and ask again
@@ -707,9 +747,9 @@ class LLM:
         message = self._redact(f"LLM call failed ({where}): {last}")
         raise LLMError(message, transient=True)
 
-    async def _request(self, kwargs: dict) -> tuple[Any, float, _Failure | None]:
+    async def _request(self, kwargs: dict) -> tuple[Any, float, _Failure | None, list[_Received]]:
         """One request through the client (which retries connection errors, timeouts, 408/409/429/5xx).
-        Returns (response, latency, failure or None). The whole call, retries included, is bounded: when it
+        Returns (response, latency, failure or None, the bodies of attempts cut off before it). The whole call, retries included, is bounded: when it
         runs out the request is cancelled and its connection closed (the server stops working on it). A
         streamed call is bounded by silence instead (no token for ``timeout`` seconds) and by its token cap."""
         client, sem, pool = await self._shared.for_loop()
@@ -722,13 +762,15 @@ class LLM:
         finally:
             sem.release(tenant)
 
-    async def _send(self, client: openai.AsyncOpenAI, kwargs: dict) -> tuple[Any, float, _Failure | None]:
+    async def _send(self, client: openai.AsyncOpenAI, kwargs: dict) -> tuple[Any, float, _Failure | None,
+                                                                        list[_Received]]:
         s = self.settings
         self._check_budget()  # others may have spent while this call waited for a slot
         start = time.perf_counter()
         error: _Failure | None = None
         resp = None
-        call: dict[str, Any] = {"key": object(), "state": None, "timeout": s.timeout}
+        call: dict[str, Any] = {"key": object(), "state": None, "timeout": s.timeout, "stream": s.stream,
+                                "bodies": []}
         got = _Received()  # a streamed reply's chunks so far: what a stream that breaks off still delivered
         token = _ATTEMPTS.set(call)
         try:
@@ -770,9 +812,14 @@ class LLM:
             waits.clock_pending(call["key"], False,
                                 give=error is not None and not (error.timed_out and waits.clock_overdue()))
             waits.clock_blocked(call["key"], False)
+        # plain bodies cut off on their way (each retried by the client, or the last one failed): made and billed
+        cut = [_Received([b.data.decode("utf-8", "replace")]) for b in call["bodies"]
+               if not b.done and not b.refused and b.data]
         if error is not None:
             error.got = got  # tokens that came before the failure (an error event, a hang-up, silence) were made
-        return resp, time.perf_counter() - start, error
+            if cut and not got.billed and got.usage is None:
+                error.got = cut.pop()  # the last attempt's, charged as the call's failure
+        return resp, time.perf_counter() - start, error, cut
 
     async def _window(self, model: str) -> int | None:
         """The model's context window: the server's metadata, else the setting, else what an error said."""

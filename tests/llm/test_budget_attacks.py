@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from flowcore.llm.client import LLM, ROLES, LLMSettings
+from flowcore.llm.client import LLM, ROLES, BudgetExceeded, LLMError, LLMSettings, run_usage
 from tests.helpers.fakellm import FakeLLMServer, Fault
 
 PROMPT = "Explain photosynthesis in one sentence, please."
@@ -82,3 +82,43 @@ def test_a_stream_within_max_tokens_is_still_capped_there():
     with FakeLLMServer(Fault(body=TEXT, no_usage=True)) as srv:
         reply = LLM(_settings(srv, stream=True, max_tokens={"executor": 8})).chat_sync(PROMPT)
     assert reply.estimated and reply.completion_tokens == 8
+
+
+def test_a_plain_body_cut_off_on_its_way_is_charged_each_time(ws):
+    """Every reply's body stops halfway (Content-Length promised, a hang-up): the openai client asks again by itself
+    (max_retries 2) and the call fails. The server made (and billed) three completions; before, the call was $0, so
+    a run whose replies kept breaking never reached its budget. Now each cut body is charged, estimated."""
+    with FakeLLMServer([Fault(body=LONG, cut=True)]) as srv:
+        llm = LLM(_settings(srv, max_retries=2), ws, run_id="cut")
+        with pytest.raises(LLMError, match="cannot connect|cut off"):
+            llm.chat_sync(PROMPT)
+    assert len(srv.requests) == 3
+    rows = _log(ws, "cut")
+    assert len(rows) == 3 and all(r[1] > 0 and r[2] > 0 and r[3] == 1 and r[4] == 1 for r in rows), rows
+    assert llm.usage.errors == 3 and llm.usage.estimated == 3
+    assert llm.usage.cost == pytest.approx(sum(r[2] for r in rows)) == pytest.approx(run_usage(ws, "cut").cost)
+
+
+def test_a_cut_body_then_a_whole_one_charges_both():
+    """The first body is cut off, the client's retry gets a whole reply: the call succeeds, and costs both."""
+    with FakeLLMServer([Fault(body=LONG, cut=True), LONG]) as srv:
+        llm = LLM(_settings(srv, max_retries=1))
+        reply = llm.chat_sync(PROMPT)
+    assert reply.text == LONG and not reply.estimated and len(srv.requests) == 2
+    assert llm.usage.errors == 1 and llm.usage.estimated == 1 and llm.usage.cost > reply.cost > 0
+
+
+def test_the_budget_stops_a_run_of_cut_off_bodies():
+    """A $300 budget, every body cut off: the budget is reached (before: every call free, for ever)."""
+    with FakeLLMServer([Fault(body=LONG * 3, cut=True)]) as srv:
+        llm = LLM(_settings(srv, max_retries=0, budget_usd=300.0))
+        for i in range(20):
+            try:
+                llm.chat_sync(f"{PROMPT} {i}")
+            except BudgetExceeded:
+                break
+            except LLMError:
+                pass
+        else:
+            pytest.fail(f"20 cut-off replies and the budget never stopped them (spent ${llm.usage.cost:g})")
+    assert llm.usage.cost >= 300.0
