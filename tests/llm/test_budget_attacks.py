@@ -122,3 +122,37 @@ def test_the_budget_stops_a_run_of_cut_off_bodies():
         else:
             pytest.fail(f"20 cut-off replies and the budget never stopped them (spent ${llm.usage.cost:g})")
     assert llm.usage.cost >= 300.0
+
+
+JUNK = {  # usage a broken server sends -> whether its completion count stands (else estimated from the text)
+    "nan": ({"prompt_tokens": float("nan"), "completion_tokens": float("nan")}, False),
+    "inf": ({"prompt_tokens": float("inf"), "completion_tokens": float("-inf")}, False),
+    "negative": ({"prompt_tokens": -5, "completion_tokens": -10**9}, False),
+    "huge": ({"prompt_tokens": 10**30, "completion_tokens": 10**30}, False),
+    "bool": ({"prompt_tokens": True, "completion_tokens": True}, False),
+    "string": ({"prompt_tokens": "9", "completion_tokens": "100"}, False),
+    "float": ({"prompt_tokens": 9.0, "completion_tokens": 100.5}, False),
+    "no-completion": ({"prompt_tokens": 9}, False),
+    "details": ({"prompt_tokens": 9, "completion_tokens": 100,
+                 "completion_tokens_details": {"reasoning_tokens": "lots"}, "prompt_tokens_details": None}, True),
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+@pytest.mark.parametrize("kind", list(JUNK))
+def test_a_usage_no_call_can_have_is_estimated_never_a_crash_or_a_credit(ws, kind, stream):
+    """Withstood: each junk count is no bill (estimated, flagged), the cost stays a finite amount above 0 (never a
+    credit, never NaN), the call log takes it and agrees with the run's totals."""
+    usage, stands = JUNK[kind]
+    with FakeLLMServer(Fault(body=LONG, usage=usage)) as srv:
+        llm = LLM(_settings(srv, stream=stream), ws, run_id=kind)
+        reply = llm.chat_sync(PROMPT)
+    assert reply.text == LONG and reply.estimated == (not stands)
+    assert isinstance(reply.completion_tokens, int) and reply.completion_tokens >= len(LONG.split()) * stream
+    assert isinstance(reply.prompt_tokens, int) and 0 < reply.prompt_tokens <= 2**31
+    assert math.isfinite(reply.cost) and reply.cost > 0
+    rows = _log(ws, kind)
+    assert rows == [(reply.prompt_tokens, reply.completion_tokens, pytest.approx(reply.cost), int(reply.estimated), 0)]
+    u = run_usage(ws, kind)
+    assert (u.prompt_tokens, u.completion_tokens, u.estimated) == rows[0][:2] + (rows[0][3],)
+    assert u.cost == pytest.approx(llm.usage.cost)
