@@ -43,6 +43,7 @@ import openai
 
 from flowcore.execution import waits
 from flowcore.execution._standalone_ops import MAX_REPLY_MB, price_lookup, reply_cap_hooks, reply_too_large
+from flowcore.execution._standalone_ops import hidden_text as _hidden
 from flowcore.llm import context as lc
 from flowcore.llm import egress
 from flowcore.llm.slots import FairSlots
@@ -1089,24 +1090,6 @@ def _billed(usage: Any, msgs: list[dict], counted: int | None, text: str, chunks
         # max_tokens made those tokens: 60 chunks under a cap of 10 were charged 10)
         ct = max(chunks, min(guess, cap) if cap else guess)
     return pt, ct, estimated
-
-
-def _hidden(message: Any) -> list[str]:
-    """The text a message (or a streamed delta) carries outside ``content``: a reasoning model's thinking
-    (``reasoning_content``, ``reasoning``), tool calls' names and arguments. Not the answer, but tokens the model made
-    and the server bills: counting ``content`` only charged a reasoning model's reply without usage 0 tokens."""
-    if message is None:
-        return []
-
-    def get(obj: Any, key: str) -> Any:
-        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
-
-    out = [t for t in (get(message, k) for k in ("reasoning_content", "reasoning")) if isinstance(t, str) and t]
-    calls = get(message, "tool_calls")
-    for call in calls if isinstance(calls, list) else []:
-        fn = get(call, "function")
-        out += [t for t in (get(fn, "name"), get(fn, "arguments")) if fn is not None and isinstance(t, str) and t]
-    return out
 
 
 @dataclass
