@@ -645,6 +645,25 @@ def _reported(n: Any, text: str) -> int | None:
     return n
 
 
+def hidden_text(message: Any) -> list[str]:
+    """The text a message (or a streamed delta) carries outside ``content``: a reasoning model's thinking
+    (``reasoning_content``, ``reasoning``), tool calls' names and arguments. Not the answer, but tokens the model made
+    and the server bills: counting ``content`` only charged a reasoning model's reply without usage 0 tokens (flowcore's
+    client reads it too)."""
+    if message is None:
+        return []
+
+    def get(obj: Any, key: str) -> Any:
+        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+    out = [t for t in (get(message, k) for k in ("reasoning_content", "reasoning")) if isinstance(t, str) and t]
+    calls = get(message, "tool_calls")
+    for call in calls if isinstance(calls, list) else []:
+        fn = get(call, "function")
+        out += [t for t in (get(fn, "name"), get(fn, "arguments")) if fn is not None and isinstance(t, str) and t]
+    return out
+
+
 def openai_installed() -> bool:
     try:
         import openai  # noqa: F401
@@ -867,20 +886,27 @@ class OpenAIChat:
                 why = f"{type(exc).__name__}: {msg}"
                 raise RuntimeError(f"LLM call failed (model {model!r}): {why}") from None
             latency = time.perf_counter() - start
-        text = resp.choices[0].message.content if resp.choices else None
-        if text is None:
-            raise RuntimeError(f"LLM call failed (model {model!r}): the reply has no message content")
-        usage = resp.usage
+        choices = getattr(resp, "choices", None)
+        message = getattr(choices[0], "message", None) if isinstance(choices, list) and choices else None
+        text = getattr(message, "content", None)
+        # what the model made is billed, the answer or not: its reasoning and tool calls too, and a reply without
+        # content (charged $0 before, even when its usage said 500 tokens)
+        made = (text if isinstance(text, str) else "") + "".join(hidden_text(message))
+        usage = getattr(resp, "usage", None)
         prompt = "\n".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
         pt = _reported(getattr(usage, "prompt_tokens", None), prompt)
-        ct = _reported(getattr(usage, "completion_tokens", None), text)
+        ct = _reported(getattr(usage, "completion_tokens", None), made)
         estimated = pt is None or ct is None
         pt = estimate_tokens(prompt) if pt is None else pt
-        ct = min(estimate_tokens(text), max_tokens or 2**31) if ct is None else ct  # no reply passes max_tokens
+        ct = min(estimate_tokens(made), max_tokens or 2**31) if ct is None else ct  # no reply passes max_tokens
         pin, pout = self._price(model)
         cost = (pt * pin + ct * pout) / 1_000_000
         self.calls += 1
         self.cost += cost
+        text = text if isinstance(text, str) else None  # (a number or a list in content is no text either)
+        if text is None:
+            raise RuntimeError(f"LLM call failed (model {model!r}): the reply has no message content "
+                               f"(it was charged ${cost:.6f})")
         return ChatReply(text, model, pt, ct, cost, latency, estimated=estimated)
 
     def _post(self, body: dict) -> dict:
@@ -926,8 +952,11 @@ def _as_reply(d: dict) -> Any:
     """An OpenAI-style reply object (``.choices[0].message.content``, ``.usage``) from its JSON."""
     from types import SimpleNamespace as NS
 
-    choices = [NS(message=NS(content=(c.get("message") or {}).get("content")))
+    choices = [NS(message=c["message"] if isinstance(c.get("message"), dict) else {})
                for c in d.get("choices") or [] if isinstance(c, dict)]
+    for c in choices:  # the message as sent (hidden_text reads its reasoning and tool calls), its content an attribute
+        c.message = NS(content=c.message.get("content"), **{k: c.message.get(k) for k in
+                                                            ("reasoning_content", "reasoning", "tool_calls")})
     u = d.get("usage") if isinstance(d.get("usage"), dict) else {}
     return NS(choices=choices, usage=NS(prompt_tokens=u.get("prompt_tokens"),  # None: not reported, estimated
                                         completion_tokens=u.get("completion_tokens")))

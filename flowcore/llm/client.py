@@ -43,6 +43,7 @@ import openai
 
 from flowcore.execution import waits
 from flowcore.execution._standalone_ops import MAX_REPLY_MB, price_lookup, reply_cap_hooks, reply_too_large
+from flowcore.execution._standalone_ops import hidden_text as _hidden
 from flowcore.llm import context as lc
 from flowcore.llm import egress
 from flowcore.llm.slots import FairSlots
@@ -455,6 +456,42 @@ async def _attempt_answered(response: Any) -> None:
     call["state"] = "failed" if failed else "answered"
 
 
+class _Body:
+    """A plain attempt's 200 body as it is read (within the reply cap): ``done`` once read whole."""
+
+    def __init__(self) -> None:
+        self.data, self.done, self.refused = bytearray(), False, False
+
+
+class _Recording(httpx.AsyncByteStream):
+    def __init__(self, inner: Any, body: _Body) -> None:
+        self.inner, self.body = inner, body
+
+    async def __aiter__(self):  # type: ignore[override]
+        try:
+            async for chunk in self.inner:
+                self.body.data += chunk
+                yield chunk
+        except reply_too_large():
+            self.body.refused = True  # a flood past the cap: refused, holds no completion to count
+            raise
+        self.body.done = True
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def _attempt_body(response: Any) -> None:
+    """A plain (not streamed) attempt answered 200: its body is kept as it is read. One cut off on its way (a hang-up,
+    silence) is retried by the openai client itself, and was charged $0 although the server made and billed it."""
+    call = _ATTEMPTS.get()
+    if call is None or call["stream"] or response.status_code != 200:
+        return
+    body = _Body()
+    call["bodies"].append(body)
+    response.stream = _Recording(response.stream, body)
+
+
 class _Shared:
     """What an LLM and its children share: per-event-loop clients and semaphores, the totals lock."""
 
@@ -487,7 +524,8 @@ class _Shared:
                     del self.per_loop[old]
                 s = self.settings
                 hooks = reply_cap_hooks(s.max_reply_bytes)
-                hooks = {"request": [_attempt_started], "response": [_attempt_answered, *hooks["response"]]}
+                hooks = {"request": [_attempt_started],
+                         "response": [_attempt_answered, *hooks["response"], _attempt_body]}
                 policy = egress.from_settings(s.egress)
                 http = egress.http_client(policy, _ssl_context(), event_hooks=hooks) if policy.active else \
                     openai.DefaultAsyncHttpxClient(verify=_ssl_context(), event_hooks=hooks)
@@ -667,7 +705,10 @@ class LLM:
                                       "max_tokens": cap}
             if json_mode and self._shared.json_ok:
                 kwargs["response_format"] = {"type": "json_object"}
-            resp, latency, error = await self._request(kwargs)
+            resp, latency, error, cut = await self._request(kwargs)
+            for got in cut:  # a body cut off on its way, asked again by the client: generated, and billed
+                self._record(role, self._charge(model, got, sent, counted, 0.0, cap),
+                             self._redact(f"LLM call failed ({where}): the reply was cut off on its way"))
             if error is not None:  # the client already retried what is worth retrying
                 if error.overflow and refits == 0 and self._learn_window(model, error.message):
                     refits += 1  # the server named its window: fit the prompt to it and ask again
@@ -707,9 +748,9 @@ class LLM:
         message = self._redact(f"LLM call failed ({where}): {last}")
         raise LLMError(message, transient=True)
 
-    async def _request(self, kwargs: dict) -> tuple[Any, float, _Failure | None]:
+    async def _request(self, kwargs: dict) -> tuple[Any, float, _Failure | None, list[_Received]]:
         """One request through the client (which retries connection errors, timeouts, 408/409/429/5xx).
-        Returns (response, latency, failure or None). The whole call, retries included, is bounded: when it
+        Returns (response, latency, failure or None, the bodies of attempts cut off before it). The whole call, retries included, is bounded: when it
         runs out the request is cancelled and its connection closed (the server stops working on it). A
         streamed call is bounded by silence instead (no token for ``timeout`` seconds) and by its token cap."""
         client, sem, pool = await self._shared.for_loop()
@@ -722,13 +763,15 @@ class LLM:
         finally:
             sem.release(tenant)
 
-    async def _send(self, client: openai.AsyncOpenAI, kwargs: dict) -> tuple[Any, float, _Failure | None]:
+    async def _send(self, client: openai.AsyncOpenAI, kwargs: dict) -> tuple[Any, float, _Failure | None,
+                                                                        list[_Received]]:
         s = self.settings
         self._check_budget()  # others may have spent while this call waited for a slot
         start = time.perf_counter()
         error: _Failure | None = None
         resp = None
-        call: dict[str, Any] = {"key": object(), "state": None, "timeout": s.timeout}
+        call: dict[str, Any] = {"key": object(), "state": None, "timeout": s.timeout, "stream": s.stream,
+                                "bodies": []}
         got = _Received()  # a streamed reply's chunks so far: what a stream that breaks off still delivered
         token = _ATTEMPTS.set(call)
         try:
@@ -770,9 +813,14 @@ class LLM:
             waits.clock_pending(call["key"], False,
                                 give=error is not None and not (error.timed_out and waits.clock_overdue()))
             waits.clock_blocked(call["key"], False)
+        # plain bodies cut off on their way (each retried by the client, or the last one failed): made and billed
+        cut = [_Received([b.data.decode("utf-8", "replace")]) for b in call["bodies"]
+               if not b.done and not b.refused and b.data]
         if error is not None:
             error.got = got  # tokens that came before the failure (an error event, a hang-up, silence) were made
-        return resp, time.perf_counter() - start, error
+            if cut and not got.billed and got.usage is None:
+                error.got = cut.pop()  # the last attempt's, charged as the call's failure
+        return resp, time.perf_counter() - start, error, cut
 
     async def _window(self, model: str) -> int | None:
         """The model's context window: the server's metadata, else the setting, else what an error said."""
@@ -835,9 +883,9 @@ class LLM:
                 cap: int | None = None) -> Reply:
         """A failed attempt: free when nothing came (a refused connection, an error status), else charged for the
         tokens that came before it failed (its usage, or estimated: ``_billed``)."""
-        if not got.parts and got.usage is None:
+        if not got.billed and got.usage is None:
             return Reply("", model, 0, 0, 0.0, latency, False)
-        pt, ct, guessed = _billed(got.usage, sent, counted, got.text, len(got.parts), cap)
+        pt, ct, guessed = _billed(got.usage, sent, counted, got.billed, got.chunks, cap)
         return Reply("", model, pt, ct, self.settings.cost(model, pt, ct), latency, False, estimated=guessed)
 
     def _check_budget(self) -> None:
@@ -1022,19 +1070,25 @@ def _billed(usage: Any, msgs: list[dict], counted: int | None, text: str, chunks
     reports, else estimated: the prompt as the server's tokenizer ``counted`` it, else ~4 characters a token of the
     messages; the reply ~4 characters a token of the ``text`` received, and at least a token for each of its
     ``chunks`` (a streamed reply). A count no call can have (``_tokens``), or 0 for text that is there, is no report
-    either: a server or proxy that sends zeros (or no usage at all when streaming) would otherwise make calls free.
-    An estimated reply is never more than ``cap``, the ``max_tokens`` the request sent: no server writes more
-    (4 characters a token is too many for a small model's short tokens: SmolLM2's 64-token replies read as 81)."""
+    either: a server or proxy that sends zeros (or no usage at all when streaming) would otherwise make calls free;
+    nor is a count below the ``chunks``. ``text`` is all the reply's text, its reasoning and tool calls too (_hidden).
+    An estimate by characters is never more than ``cap``, the ``max_tokens`` the request sent: no server writes more
+    (4 characters a token is too many for a small model's short tokens: SmolLM2's 64-token replies read as 81); the
+    chunks that came are charged even past it."""
     prompt = "\n".join(str(m.get("content", "")) for m in msgs)
     pt, ct = _tokens(getattr(usage, "prompt_tokens", None)), _tokens(getattr(usage, "completion_tokens", None))
     pt = None if pt == 0 and prompt else pt
-    ct = None if ct == 0 and text else ct
+    # fewer tokens than the chunks of text that came is no count of this reply either: a usage chunk sent before the
+    # text (then none at the end) billed 60 chunks as 1 token
+    ct = None if ct is not None and ((ct == 0 and text) or ct < chunks) else ct
     estimated = pt is None or ct is None
     if pt is None:
         pt = counted if counted is not None else _estimate_tokens(prompt)
     if ct is None:
-        ct = max(chunks, _estimate_tokens(text))
-        ct = min(ct, cap) if cap else ct
+        guess = _estimate_tokens(text)
+        # the cap trims the 4-characters-a-token guess, never the chunks that came (a server streaming past
+        # max_tokens made those tokens: 60 chunks under a cap of 10 were charged 10)
+        ct = max(chunks, min(guess, cap) if cap else guess)
     return pt, ct, estimated
 
 
@@ -1045,10 +1099,17 @@ class _Received:
 
     parts: list[str] = field(default_factory=list)
     usage: Any = None
+    hidden: list[str] = field(default_factory=list)  # text outside ``content`` (_hidden): billed, not the answer
+    chunks: int = 0  # streamed chunks that brought text (content or hidden): a token each at least
 
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    @property
+    def billed(self) -> str:
+        """All the text the model made: the answer and what came outside it."""
+        return "".join(self.parts + self.hidden)
 
 
 @dataclass
@@ -1076,14 +1137,19 @@ async def _streamed(client: openai.AsyncOpenAI, kwargs: dict, got: _Received) ->
             for choice in getattr(chunk, "choices", None) or []:
                 seen = True
                 delta = getattr(choice, "delta", None)
-                if delta is not None and isinstance(getattr(delta, "content", None), str) and delta.content:
-                    got.parts.append(delta.content)
+                piece = getattr(delta, "content", None)
+                if isinstance(piece, str) and piece:
+                    got.parts.append(piece)
+                hidden = _hidden(delta)
+                got.hidden += hidden
+                got.chunks += bool(isinstance(piece, str) and piece or hidden)
                 finish = getattr(choice, "finish_reason", None) or finish
     # no usage (a server may leave it out even when asked): _extract estimates it, at least a token a chunk
-    chunks = len(got.parts)
+    chunks = got.chunks
     if not seen:
         return SimpleNamespace(choices=[], usage=got.usage, chunks=chunks)
-    message = SimpleNamespace(content=got.text, refusal=None)
+    # the text outside content rides along as reasoning_content, for _extract to charge (_hidden)
+    message = SimpleNamespace(content=got.text, refusal=None, reasoning_content="".join(got.hidden) or None)
     return SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason=finish)], usage=got.usage,
                            chunks=chunks)
 
@@ -1117,8 +1183,9 @@ def _salvage(response: Any) -> _Received:
         if isinstance(usage, dict) else None
     choices = doc.get("choices")
     first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-    text = first.get("message", {}).get("content") if isinstance(first.get("message"), dict) else None
-    return _Received([text] if isinstance(text, str) and text else [], usage)
+    message = first.get("message") if isinstance(first.get("message"), dict) else {}
+    text = message.get("content")
+    return _Received([text] if isinstance(text, str) and text else [], usage, _hidden(message))
 
 
 class _Refusal(str):
@@ -1139,12 +1206,13 @@ def _extract(resp: Any, msgs: list[dict], counted: int | None = None,
     """(text, prompt_tokens, completion_tokens, error, estimated). The tokens are those of the attempt whether its
     reply is usable or not (``_billed``): an unusable one was billed too."""
     if isinstance(resp, _Malformed):
-        pt, ct, guessed = _billed(resp.got.usage, msgs, counted, resp.got.text, len(resp.got.parts), cap)
+        pt, ct, guessed = _billed(resp.got.usage, msgs, counted, resp.got.billed, resp.got.chunks, cap)
         return "", pt, ct, resp.problem, guessed
     usage, chunks = getattr(resp, "usage", None), getattr(resp, "chunks", 0)
+    message = None
 
     def failed(problem: str, received: str = "") -> tuple[str, int, int, str | None, bool]:
-        pt, ct, guessed = _billed(usage, msgs, counted, received, chunks, cap)
+        pt, ct, guessed = _billed(usage, msgs, counted, received + "".join(_hidden(message)), chunks, cap)
         return "", pt, ct, problem, guessed
 
     choices = getattr(resp, "choices", None)
@@ -1165,7 +1233,7 @@ def _extract(resp: Any, msgs: list[dict], counted: int | None = None,
         return failed(f"malformed reply: message content is {type(text).__name__} (finish_reason={reason})",
                       str(text))
     text = text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate (a JSON escape) cannot be stored
-    pt, ct, guessed = _billed(usage, msgs, counted, text, chunks, cap)
+    pt, ct, guessed = _billed(usage, msgs, counted, text + "".join(_hidden(message)), chunks, cap)
     return text, pt, ct, None, guessed
 
 

@@ -61,6 +61,11 @@ class Fault:
     # streamed: after this many words of ``body`` the stream fails: an error event (vLLM's {"error": ...} chunk),
     # or with ``garbled`` a chunk that is not JSON; plain: ``garbled`` alone breaks the body (see above)
     fail_after: int | None = None
+    # ``body`` is sent in this message field instead of ``content`` (a reasoning model's "reasoning_content", or
+    # "tool_calls": the text as a function call's arguments), content then empty (plain: null)
+    into: str = "content"
+    early_usage: bool = False  # streamed: the usage chunk comes first (before the text), none at the end
+    cut: bool = False  # plain: Content-Length promises the whole body, half of it is sent, then a hang-up
 
 
 def message_text(request: dict) -> str:
@@ -291,6 +296,14 @@ def garble(text: str, rng: random.Random) -> bytes:
     return bytes(data) + b"\xff"
 
 
+def _carried(into: str, text: str) -> dict:
+    """A message (or delta) whose ``text`` is in the field ``into``: content, reasoning_content, or tool_calls."""
+    if into == "tool_calls":
+        return {"tool_calls": [{"index": 0, "id": "call_0", "type": "function",
+                                "function": {"name": "answer", "arguments": text}}]}
+    return {into: text}
+
+
 _MARK = "\x00garbled\x00"
 
 
@@ -339,6 +352,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout); nothing to tell it
+
+    def _cut(self, data: bytes) -> None:
+        """Promise ``data`` (Content-Length), send half of it, hang up: a body cut off on its way."""
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[:len(data) // 2])
+            self.wfile.flush()
+        except OSError:
+            pass
+        self.close_connection = True
 
     def _error(self, status: int, message: str) -> None:
         body = json.dumps({"error": {"message": message, "type": "fake_error", "code": status}})
@@ -501,15 +527,22 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, item.body or "this is {not json")
             elif request.get("stream"):
                 self._stream(request, item.body, usage=None if item.no_usage else (item.usage or True),
-                             fail_after=item.fail_after, garbled=item.garbled)
+                             fail_after=item.fail_after, garbled=item.garbled, into=item.into,
+                             early_usage=item.early_usage)
             elif item.garbled:
                 self._send(200, garbled_body(fake.completion(request, item.body), item.body.encode() + b"\xc3\x28"))
             else:
                 done = fake.completion(request, item.body)
+                if item.into != "content":
+                    done["choices"][0]["message"] = {"role": "assistant", "content": None,
+                                                     **_carried(item.into, item.body)}
                 if item.usage is not None:
                     done["usage"] = item.usage
                 if item.no_usage:
                     del done["usage"]
+                if item.cut:
+                    self._cut(json.dumps(done).encode())
+                    return
                 self._send(200, json.dumps(done))
             return
         if request.get("stream"):
@@ -554,10 +587,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def _stream(self, request: dict, text: str, *, usage: dict | None | bool = True, fail_after: int | None = None,
-                garbled: bool = False) -> None:
+                garbled: bool = False, into: str = "content", early_usage: bool = False) -> None:
         """Server-sent events, one word per chunk, ``token_delay`` apart; the last chunk carries usage (the true
-        count, ``usage`` when a dict, none when None). ``fail_after``: after that many words an error event, or
-        with ``garbled`` a chunk that is not JSON, and the stream ends there (no usage)."""
+        count, ``usage`` when a dict, none when None; with ``early_usage`` the first). ``fail_after``: after that
+        many words an error event, or with ``garbled`` a chunk that is not JSON, and the stream ends there (no
+        usage). ``into``: the message field the words go in (see Fault)."""
         fake = self.fake
         done = fake.completion(request, text)
         base = {"id": done["id"], "object": "chat.completion.chunk", "created": done["created"],
@@ -568,13 +602,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
             self.end_headers()
+            told = usage if isinstance(usage, dict) else done["usage"]
+            if early_usage and usage is not None:
+                self.wfile.write(f"data: {json.dumps({**base, 'choices': [], 'usage': told})}\n\n".encode())
+                usage = None
             for i, w in enumerate(words):
                 if i == fail_after:
                     break
                 if i and fake.token_delay and not self._wait(fake.token_delay):
                     return
                 piece = w if i == 0 else " " + w
-                chunk = {**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                chunk = {**base, "choices": [{"index": 0, "delta": _carried(into, piece), "finish_reason": None}]}
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
             if fail_after is not None and fail_after < len(words):
@@ -589,7 +627,7 @@ class _Handler(BaseHTTPRequestHandler):
             end = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
             self.wfile.write(f"data: {json.dumps(end)}\n\n".encode())
             if usage is not None:
-                last = {**base, "choices": [], "usage": usage if isinstance(usage, dict) else done["usage"]}
+                last = {**base, "choices": [], "usage": told}
                 self.wfile.write(f"data: {json.dumps(last)}\n\n".encode())
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()

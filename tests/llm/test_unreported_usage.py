@@ -145,9 +145,10 @@ def test_an_older_workspaces_call_log_gets_the_estimated_column(any_ws):
 
 def test_an_estimated_reply_is_never_more_tokens_than_the_request_allowed(ws):
     """A small model's tokens are short (SmolLM2 under `make test-real`: 64-token replies estimated at 81, past
-    the executor's cap): the estimate stops at the max_tokens the request sent, which no server writes past."""
+    the executor's cap): the estimate stops at the max_tokens the request sent, which no server writes past. Plain:
+    a stream's chunks are a token each at least, past the cap too (tests/llm/test_budget_attacks.py)."""
     with FakeLLMServer([Fault(body=TEXT * 4, no_usage=True)]) as srv:
-        llm = LLM(_settings(srv, stream=True, max_tokens={"executor": 20}), ws, run_id="cap")
+        llm = LLM(_settings(srv, max_tokens={"executor": 20}), ws, run_id="cap")
         reply = llm.chat_sync(PROMPT, role="executor")
     assert srv.requests[0]["max_tokens"] == 20 and _quarter(TEXT * 4) > 20
     assert reply.estimated and reply.completion_tokens == 20 and reply.cost == pytest.approx(_quarter(PROMPT) + 40)
