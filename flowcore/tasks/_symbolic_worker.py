@@ -25,6 +25,7 @@ import resource
 import signal
 import socket
 import sys
+import time
 
 TOL = 1e-6
 # What the scorer's LaTeX translator writes (scoring._latex_to_py): sympy's parser evaluates Python, so any other
@@ -119,6 +120,28 @@ def _serve(sock: socket.socket, memory_mb: int) -> None:
             break
 
 
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise OSError("the scorer has gone")
+        data += chunk
+    return data
+
+
+def _ended(raw: bytes, ended: dict[int, int], reap) -> bytes:  # noqa: ANN001 - the SIGCHLD handler
+    """How worker ``raw`` (4 bytes, its pid) ended, as 4 bytes: its wait status, or -1 when it is not known (not
+    ended within a second, or not a worker of this zygote). Its socket closed, so it is ending: waited for briefly."""
+    pid = int.from_bytes(raw, "big")
+    for _ in range(100):
+        reap()
+        if pid in ended:
+            return ended.pop(pid).to_bytes(4, "big", signed=True)
+        time.sleep(0.01)
+    return (-1).to_bytes(4, "big", signed=True)
+
+
 def main() -> None:
     # It ends when the scorer's end of ``control`` closes (the scorer exited or was killed: the kernel closes it),
     # not by PR_SET_PDEATHSIG: that fires when the *thread* that started it ends, and a pool first used from a
@@ -127,7 +150,23 @@ def main() -> None:
     memory_mb = int(sys.argv[2])
     for a, b in (("x + 1", "1 + x"), ("2*sqrt(2)", "sqrt(8)"), ("((1)/(2))", "0.5"), ("(x+1)**2", "x**2+2*x+1")):
         sympy_equal(a, b)  # warm: the lazy imports and caches every worker starts with
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
+    # Workers are reaped here as they end, and how each ended is kept: the scorer asks ("S" + pid) when one died
+    # mid-comparison, since its CPU budget (SIGXCPU) is the answer's doing and a SIGKILL from elsewhere is not.
+    ended: dict[int, int] = {}
+
+    def reap(*_: object) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            ended[pid] = status
+            if len(ended) > 1024:
+                ended.pop(next(iter(ended)))
+
+    signal.signal(signal.SIGCHLD, reap)
     control.sendall(b"R")
     while True:
         try:
@@ -136,6 +175,9 @@ def main() -> None:
             continue
         if not ask:  # the scorer has gone
             return
+        if ask == b"S":
+            control.sendall(_ended(_recv_exact(control, 4), ended, reap))
+            continue
         mine, theirs = socket.socketpair()
         pid = os.fork()
         if pid == 0:
@@ -143,6 +185,7 @@ def main() -> None:
             theirs.close()
             _worker(mine, memory_mb)
         mine.close()
+        ended.pop(pid, None)  # a pid used before: that worker's end is not this one's
         # a pidfd names this process and no other: the scorer signals the worker through it, never by pid (the
         # kernel reaps a worker that exits at once, and its pid may be another process's by the time it is signalled)
         try:

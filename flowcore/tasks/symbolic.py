@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["CPU_SECONDS", "MAX_REQUEST", "MEMORY_MB", "WALL_FACTOR", "Unavailable", "equal", "worker_pids"]
@@ -55,9 +56,17 @@ def _readable(sock: socket.socket, timeout: float) -> bool:
     return bool(poller.poll(timeout * 1000))
 
 
+# How a worker that took a comparison may end by the answer's doing: past its CPU budget, or its native code
+# failing at the memory limit (or an exit). A SIGKILL or SIGTERM comes from someone else (an operator, the OOM
+# killer under the machine's memory pressure: the worker's own growth is capped by RLIMIT_AS): no verdict then.
+_ANSWERS_DOING = {0, signal.SIGXCPU, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
+
+
 class _Worker:
-    def __init__(self, pid: int, sock: socket.socket, pidfd: int | None, live: set[_Worker]) -> None:
+    def __init__(self, pid: int, sock: socket.socket, pidfd: int | None, live: set[_Worker],
+                 ended_by: Callable[[int], int | None] = lambda pid: None) -> None:
         self.pid, self.sock, self.pidfd, self.buf, self.live = pid, sock, pidfd, b"", live
+        self.ended_by = ended_by
         live.add(self)
 
     def alive(self) -> bool:
@@ -77,6 +86,7 @@ class _Worker:
             raise ConnectionError("the worker did not take the request") from None
         poller = select.poll()
         poller.register(self.sock, select.POLLIN)
+        closed = False
         while b"\n" not in self.buf:
             left = end - time.monotonic()
             if left <= 0 or not poller.poll(left * 1000):
@@ -86,6 +96,7 @@ class _Worker:
             except OSError:
                 chunk = b""
             if not chunk:
+                closed = True
                 break
             self.buf += chunk
             if len(self.buf) > REPLY_MAX:
@@ -103,10 +114,14 @@ class _Worker:
         # it acknowledges a request once its CPU budget is set; one stopped since missed its deadline through no
         # doing of the answer's (an answer cannot stop its worker: no terminal, no code of its own)
         taken = self.buf.startswith(b"+") and not self.stopped()
+        # it ended before its deadline: by its budget, or killed by someone else (read as wrong before)
+        others = taken and closed and self.ended_by(self.pid) not in _ANSWERS_DOING
         self.kill()
         if not taken:
             raise ConnectionError("the worker did not take the request")
-        return None  # SIGXCPU past its CPU budget, the OOM killer, the wall-clock deadline
+        if others:
+            raise ConnectionError("the worker was ended by another process mid-comparison")
+        return None  # SIGXCPU past its CPU budget, a crash at its memory limit, the wall-clock deadline
 
     def stopped(self) -> bool:
         """Whether it is SIGSTOPped (or held by a debugger)."""
@@ -183,7 +198,31 @@ class _Pool:
                     os.close(fd)
                 return None
             return _Worker(int.from_bytes(data, "big"), socket.socket(fileno=fds[0]), fds[1] if fds[1:] else None,
-                           self.live)
+                           self.live, self.ended_by)
+
+    def ended_by(self, pid: int) -> int | None:
+        """The signal that ended worker ``pid`` (0: it exited), asked of the zygote that reaped it; None when that
+        is not known (the zygote replaced, or not answering: it is then retired, its reply would come late)."""
+        data = b""
+        with self.lock:
+            if self.closed:
+                return None
+            try:
+                self.control.sendall(b"S" + pid.to_bytes(4, "big"))
+                while len(data) < 4 and _readable(self.control, FORK_TIMEOUT):
+                    chunk = self.control.recv(4 - len(data))
+                    if not chunk:
+                        break
+                    data += chunk
+            except OSError:
+                pass
+        if len(data) < 4:
+            _retire(self)
+            return None
+        status = int.from_bytes(data, "big", signed=True)
+        if status < 0:
+            return None
+        return os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
 
     def give_back(self, worker: _Worker) -> None:
         with self.lock:

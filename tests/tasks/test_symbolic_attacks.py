@@ -554,6 +554,55 @@ print(json.dumps({"verdict": box, "stopped_ended": not os.path.exists(f"/proc/{s
     assert got == {"verdict": [True], "stopped_ended": True}
 
 
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_a_worker_killed_by_someone_else_mid_comparison_is_not_a_wrong_answer(sig):
+    """A worker SIGKILLed (an operator, the OOM killer under the machine's memory pressure) after taking a correct
+    answer: it read as wrong, like an answer past its budget. The zygote reaps its workers and says how each
+    ended; only the answer's own death (SIGXCPU, a crash at its memory limit) is no verdict, so the answer is
+    compared again on another worker."""
+    got = _scorer(_BUSY + r'''
+import json, os, signal, sys, threading, time
+from flowcore.tasks import symbolic
+assert symbolic.equal("x+1", "1+x")
+zygote = symbolic.worker_pids()[0]
+box = []
+t = threading.Thread(target=lambda: box.append(symbolic.equal(sys.argv[2], sys.argv[3], cpu_seconds=30)))
+t.start()
+victim = busy_worker(zygote)
+os.kill(victim, getattr(signal, sys.argv[4]))
+t.join()
+bomb = symbolic.equal("(a+b+c+d+e+f)**500", "1", cpu_seconds=1)  # its own budget: still no verdict
+print(json.dumps({"verdict": box, "bomb": bomb, "same_zygote": symbolic.worker_pids()[0] == zygote}))
+''', *MEDIUM_TRUE, sig)
+    assert got == {"verdict": [True], "bomb": None, "same_zygote": True}
+
+
+def test_the_zygote_says_how_each_worker_ended():
+    """What the scorer asks when a worker died mid-comparison: its own budget (SIGXCPU), a kill from elsewhere, an
+    exit; a pid the zygote never forked is not known (-1), and so is one that has not ended."""
+    got = _scorer(r'''
+import json, os, signal, socket, subprocess, sys, time
+from flowcore.tasks import symbolic
+assert symbolic.equal("x+1", "1+x")
+pool = symbolic._pool
+out = {}
+for name, how in (("kill", lambda w: os.kill(w.pid, signal.SIGKILL)), ("xcpu", lambda w: os.kill(w.pid, signal.SIGXCPU)),
+                  ("exit", lambda w: w.sock.close())):
+    w = pool.take()
+    how(w)
+    out[name] = pool.ended_by(w.pid)
+    w.forget()
+out["stranger"] = pool.ended_by(os.getpid())
+w = pool.take()
+out["alive"] = pool.ended_by(w.pid)
+w.kill()
+out["still_answers"] = symbolic.equal("x+2", "2+x")
+print(json.dumps(out))
+''')
+    assert got == {"kill": signal.SIGKILL, "xcpu": signal.SIGXCPU, "exit": 0, "stranger": None, "alive": None,
+                   "still_answers": True}
+
+
 def test_low_precision_numbers_in_one_answer_do_not_change_a_later_verdict_on_the_same_worker():
     """sympy caches results on a reused worker; an answer full of one-digit floats (``.n(1)``, which the scorer's
     text allows) must not leave results a later answer's comparison picks up."""
