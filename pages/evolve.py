@@ -45,7 +45,7 @@ def run_view(run_id: int, key: str) -> None:
     if info.offline:
         st.info(OFFLINE_NOTE, icon=":material/cloud_off:")
     curve = evs.curve_frame(rows)
-    figures = story.run_summary(info, rows, curve)
+    figures = story.run_summary(info, rows, curve, h.estimated_calls(run_id))
     for col, (label, value, why) in zip(st.columns(len(figures)), figures):
         col.metric(label, value, help=why or None)
     widgets.plot(hv.score_figure(curve, info.offline, width=1100))  # as History draws it

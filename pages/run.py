@@ -94,7 +94,9 @@ def one_problem(settings, text: str, task: str, name: str, can_run: bool) -> Non
     _verdict(out)
     st.code(out["answer"] or "(empty)", language="python" if out["task"] == "code" else None, wrap_lines=True)
     c1, c2, c3 = st.columns(3)
-    c1.metric("Cost", _money(out["cost"]) if out.get("priced", True) else "price unknown")
+    guessed = out.get("estimated") or 0
+    c1.metric("Cost", _money(out["cost"], guessed) if out.get("priced", True) else "price unknown",
+              help=rs.estimate_note(guessed) or None)
     c2.metric("LLM calls", out["calls"])
     c3.metric("Tokens/s", "—" if not out.get("tps") else f"{out['tps']:.1f}",
               help="Completion tokens per second of generation (cache hits excluded)")

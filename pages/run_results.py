@@ -61,12 +61,12 @@ def show_evaluation(ws, settings, rec: es.EvalRecord, can_run: bool, busy: bool)
     c[1].metric("Solved", f"{solved} / {rec.n}")
     c[2].metric("95% interval", rs.interval_text(rec).removeprefix("95% interval ").split(" (")[0] or "—",
                 help=rs.interval_text(rec))
-    c[3].metric("Cost", _money(rec.cost))
+    use = rs.cache_use(ws, rec.id)
+    c[3].metric("Cost", _money(rec.cost, use.estimated), help=rs.estimate_note(use.estimated) or None)
     st.caption(rs.interval_text(rec))
     graded = tv.graded_caption(sorted({r["grade"]["model"] for r in rec.results if (r.get("grade") or {}).get("model")}))
     if graded:
         st.caption(graded)
-    use = rs.cache_use(ws, rec.id)
     (st.info if use.all_cached else st.caption)(use.text())
     if use.cached and rec.status == "done" and not split.startswith("file:"):
         if st.button("Measure afresh (bypass the cache)", icon=":material/refresh:", key=f"run_fresh_{rec.id}",

@@ -29,9 +29,19 @@ FILTERS = {"all": "All problems", "failures": "Failures (wrong or error)", "wron
 ALPHA = 0.05
 
 
-def money(x: float | None) -> str:
+def money(x: float | None, estimated: int = 0) -> str:
+    """'$0.0123'; '~$0.0123' when ``estimated`` of the calls behind it had no token counts from the endpoint."""
     x = x or 0.0
-    return f"${x:.6f}" if 0 < x < 0.01 else f"${x:.4f}"  # fractions of a cent still show
+    text = f"${x:.6f}" if 0 < x < 0.01 else f"${x:.4f}"  # fractions of a cent still show
+    return "~" + text if estimated else text
+
+
+def estimate_note(estimated: int) -> str:
+    """What the '~' before a cost means, for its tooltip ('' when nothing was estimated)."""
+    if not estimated:
+        return ""
+    return (f"~: an estimate. The endpoint reported no (usable) token counts for {estimated} paid "
+            f"call{'s' if estimated != 1 else ''}; those are counted about 4 characters a token (docs/settings.md).")
 
 
 def pct(x: float | None) -> str:
@@ -107,6 +117,7 @@ def interval_text(rec: EvalRecord) -> str:
 class CacheUse:
     calls: int
     cached: int
+    estimated: int = 0  # paid calls whose cost is an estimate (the endpoint reported no usage)
 
     @property
     def all_cached(self) -> bool:
@@ -125,7 +136,7 @@ class CacheUse:
 
 def cache_use(ws: Workspace, eval_id: int) -> CacheUse:
     u = run_usage(ws, f"eval-{eval_id}")
-    return CacheUse(int(u.calls), int(u.cached))
+    return CacheUse(int(u.calls), int(u.cached), int(u.estimated))
 
 
 def fresh(settings: LLMSettings) -> LLMSettings:

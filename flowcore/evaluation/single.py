@@ -38,7 +38,8 @@ def run_one(settings: LLMSettings, ws: Workspace | None, text: str, task: str, p
         return {"error": str(e), "text": text}
     return {"answer": res.answer, "cost": res.cost, "calls": res.calls, "trace": res.trace, "task": task,
             "text": text, "benchmark": benchmark, "problem": problem, "reference": reference, "sample": sample,
-            "tps": res.tokens_per_s, "priced": res.price_known, "cached": res.cached_calls}
+            "tps": res.tokens_per_s, "priced": res.price_known, "cached": res.cached_calls,
+            "estimated": res.estimated_calls}
 
 
 def problems_for(benchmark: str, source: str, limit: int, upload_name: str | None = None,

@@ -255,6 +255,7 @@ def run_problem(settings: LLMSettings, ws: Workspace | None, workflow_text: str,
         res.trace_id = traced.trace.id  # type: ignore[attr-defined] - the Traces page opens it
     res.tokens_per_s = llm.usage.tokens_per_s  # type: ignore[attr-defined] - a slow local model shows here
     res.cached_calls = llm.usage.cached  # type: ignore[attr-defined] - answered from the workspace's cache
+    res.estimated_calls = llm.usage.estimated  # type: ignore[attr-defined] - paid without usage: cost estimated
     res.price_known = settings.price_known(settings.model_for("executor"))  # type: ignore[attr-defined]
     return res
 

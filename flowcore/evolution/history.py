@@ -321,6 +321,10 @@ class History:
         charged total. What the log holds past the charged total stays counted for the rest of the run."""
         return float(run_usage(self.ws, run_tag(run_id)).cost or 0.0)
 
+    def estimated_calls(self, run_id: int) -> int:
+        """How many of the run's paid calls had no usage from the endpoint (their cost is an estimate)."""
+        return int(run_usage(self.ws, run_tag(run_id)).estimated or 0)
+
     def unstored(self, run_id: int) -> float:
         """What the run paid for calls of a round it could not store (kept by ``keep_unstored``)."""
         rows = self.ws.query("SELECT unstored_cost FROM evo_runs WHERE id = ?", (run_id,))

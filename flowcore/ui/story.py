@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from flowcore.evaluation.results import money
+from flowcore.evaluation.results import estimate_note, money
 from flowcore.evolution.judge import CRITERIA
 from flowcore.evolution.outcome import outcome_of
 from flowcore.ui.words import edit_detail, edit_name
@@ -51,10 +51,11 @@ def candidate_rows(row: dict) -> list[dict]:
     return out
 
 
-def run_summary(info, rows: list[dict], curve) -> list[tuple[str, str, str]]:  # noqa: ANN001 - RunInfo, DataFrame
-    """The five figures above a run's curve, as (label, value, help): rounds done, the score of the round the run
-    offers, its gain over the seed (saying when that is within noise), failed rounds, cost so far. A
-    structure-only run has no score to show, and says so."""
+def run_summary(info, rows: list[dict], curve, estimated: int = 0) -> list[tuple[str, str, str]]:  # noqa: ANN001
+    """The five figures above a run's curve (``info`` a RunInfo, ``curve`` its DataFrame), as (label, value, help):
+    rounds done, the score of the round the run offers, its gain over the seed (saying when that is within noise),
+    failed rounds, cost so far ('~$' when ``estimated`` of its paid calls had no usage). A structure-only run has
+    no score to show, and says so."""
     found = None if info.offline else outcome_of(rows, info.config.get("search", "paper"))
     best = "not measured" if info.offline else (f"{100 * found.validation:.1f}%" if found else "—")
     gain, why = ("not measured" if info.offline else "—"), ""
@@ -70,7 +71,7 @@ def run_summary(info, rows: list[dict], curve) -> list[tuple[str, str, str]]:  #
          + (f" (round {found.round})" if found else "")),
         ("Gain over the seed", gain, why or "The chosen round's validation gain over the seed, on the same problems"),
         ("Failed rounds", str(int((curve["status"] == "failed").sum())), ""),
-        ("Cost so far", money(curve["total_cost"].iloc[-1] if len(curve) else 0.0), ""),
+        ("Cost so far", money(curve["total_cost"].iloc[-1] if len(curve) else 0.0, estimated), estimate_note(estimated)),
     ]
 
 

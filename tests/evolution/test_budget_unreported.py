@@ -57,3 +57,12 @@ def test_an_evolution_runs_budget_stops_on_costs_the_server_did_not_report(tmp_p
     rows = Workspace(db).query("SELECT estimated, cost, error FROM llm_calls WHERE run_id = 'evo-1' AND cached = 0")
     assert len(rows) == asked and all(r["estimated"] == 1 and r["cost"] > 0 for r in rows)  # every answer charged
     assert sum(1 for r in rows if r["error"]) == len(server.seen)  # the broken ones too
+    # and the run's summary says its cost is an estimate, as its rows are
+    from flowcore.evolution.session import curve_frame
+    from flowcore.ui.story import run_summary
+
+    hist = History(Workspace(db))
+    assert hist.estimated_calls(1) == len(rows)
+    cost = next((value, why) for label, value, why in run_summary(info, hist.rounds(1), curve_frame(hist.rounds(1)),
+                                                                   hist.estimated_calls(1)) if label == "Cost so far")
+    assert cost[0].startswith("~$") and f"for {len(rows)} paid calls;" in cost[1]

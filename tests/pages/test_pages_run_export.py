@@ -76,6 +76,33 @@ def test_run_one_problem_shows_the_scripted_answer_and_trace(monkeypatch):
     assert "What is 6 times 7?" in message_text(srv.requests[0])
 
 
+@pytest.mark.parametrize("no_usage", [True, False])
+def test_a_cost_the_endpoint_gave_no_usage_for_is_shown_as_an_estimate(monkeypatch, no_usage):
+    """A server that leaves usage out is charged an estimate (~4 characters a token); the page said "$0.0000"-like
+    exact figures all the same. Now the cost reads "~$..." with a tooltip saying how many calls were estimated,
+    for one problem and for an evaluation; a server that reports usage gets no "~"."""
+    reply = Fault(body="The answer is \\boxed{42}", no_usage=no_usage)
+    with FakeLLMServer(reply) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        at = app(RUN)
+        at.text_area(key="run_problem_text").input("What is 6 times 7?")
+        at.button(key="run_one").click().run()
+        cost = next(m for m in at.metric if m.label == "Cost")
+        assert cost.value.startswith("~$") is no_usage and cost.value.lstrip("~$") not in ("0.0000", "")
+        assert ("reported no (usable) token counts for 1 paid call;" in cost.proto.help) is no_usage
+
+        at.radio(key="run_mode").set_value("Benchmark").run()
+        at.number_input(key="run_limit").set_value(2).run()
+        at.button(key="run_start").click().run()
+        job = jobs.get(at.session_state["run_job_id"])
+        assert job is not None and job.wait(30) and job.status == "done", job.error
+        at.run()
+    assert not at.exception
+    cost = next(m for m in at.metric if m.label == "Cost")
+    assert cost.value.startswith("~$") is no_usage
+    assert ("for 2 paid calls;" in cost.proto.help) is no_usage
+
+
 def test_run_empty_problem_warns_instead_of_calling(monkeypatch):
     with FakeLLMServer("x") as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)

@@ -47,6 +47,10 @@ def test_run_summary_says_what_a_run_measured():
     offline = SimpleNamespace(offline=True, config={"rounds": 2})
     got = {label: value for label, value, _ in run_summary(offline, rows, curve_frame(rows))}
     assert got["Best score"] == "not measured"
+    exact = {label: (value, why) for label, value, why in run_summary(measured, rows, curve_frame(rows))}
+    guessed = {label: (value, why) for label, value, why in run_summary(measured, rows, curve_frame(rows), 3)}
+    assert exact["Cost so far"] == ("$0.0300", "")  # the server reported every call's usage
+    assert guessed["Cost so far"][0] == "~$0.0300" and "for 3 paid calls;" in guessed["Cost so far"][1]
 
 
 def test_the_judges_pick_reads_as_one_plain_sentence():
