@@ -207,18 +207,18 @@ class Measurement:
 
 
 def _priced(llm: Any) -> tuple[float, int, int, int]:
-    """(priced cost, prompt tokens, completion tokens, cache hits) over every call ``llm`` recorded."""
+    """(priced cost, prompt tokens, completion tokens, cache hits) over every call ``llm`` recorded. The cost prices
+    the attempts that failed too (a body cut off on its way, a garbled one: charged for what came, as ``paid``
+    counts them; an uncached run pays them again); the tokens are the usable replies', as the call log totals."""
     cost, pt, ct, hits = 0.0, 0, 0, 0
     settings = getattr(llm, "settings", None)
     for c in getattr(llm, "calls", []) or []:
+        p, q = int(c.get("prompt_tokens") or 0), int(c.get("completion_tokens") or 0)
+        if settings is not None:
+            cost += settings.cost(c.get("model") or "", p, q)
         if c.get("error"):
             continue
-        pt += int(c.get("prompt_tokens") or 0)
-        ct += int(c.get("completion_tokens") or 0)
-        hits += bool(c.get("cached"))
-        if settings is not None:
-            cost += settings.cost(c.get("model") or "", int(c.get("prompt_tokens") or 0),
-                                  int(c.get("completion_tokens") or 0))
+        pt, ct, hits = pt + p, ct + q, hits + bool(c.get("cached"))
     return cost, pt, ct, hits
 
 

@@ -353,3 +353,29 @@ def test_the_split_note_is_plain_words_without_module_names():
 
     text = split_caption(split_info("gsm8k", "test"))
     assert "flowcore" not in text and "split_ids" not in text and "one problem in five for validation" in text
+
+
+def test_the_priced_cost_counts_the_attempts_that_were_paid_for_and_unusable(endpoint, tmp_path):
+    """'Cost per problem' prices every call an uncached run makes; a reply body cut off on its way is charged (an
+    estimate of what came) and asked again, but the priced figure left those attempts out: it read less than
+    what the same measurement paid, with no cache hit to explain it."""
+    import threading
+
+    from flowcore.workspace.store import Workspace
+
+    seen, lock = set(), threading.Lock()
+
+    def cut_first(request: dict):  # noqa: ANN202 - a reply or a Fault
+        key = message_text(request)
+        with lock:
+            first = key not in seen
+            seen.add(key)
+        reply = scripted(request)
+        return Fault(body=reply, cut=True) if first else reply
+
+    srv = endpoint(cut_first)
+    llm = LLM(LLMSettings(base_url=srv.base_url, api_key="k", max_retries=1), Workspace(tmp_path / "w.db"),
+              run_id="t")
+    got = asyncio.run(measure(parse(seed_variant("MARK-A")), "gsm8k", PROBLEMS[:4], llm=llm))
+    assert len(srv.requests) == 8 and got.cached == 0 and got.calls == 4  # each problem: a cut body, then a whole one
+    assert got.paid > 0 and got.priced == pytest.approx(got.paid)
