@@ -280,6 +280,8 @@ _MAIN = '''def main(argv: list[str] | None = None) -> int:
         answer, cost = asyncio.run(workflow(problem, args.entry_point, args.public_tests))
     except (NodeError, RuntimeError) as exc:  # SandboxUnavailable too: code is never run unconfined
         print(f"error: {exc}", file=sys.stderr)
+        if llm.calls:  # what was paid for before it failed is still paid for
+            print(f"cost so far: ${llm.cost:.6f}, LLM calls: {llm.calls}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps({"answer": answer, "cost": round(cost, 8), "calls": workflow.calls},  # USD, no float noise

@@ -72,6 +72,16 @@ MATH = """flowchart TD
     class PROBLEM,RETURN Interface
     PROBLEM --> C1 --> RETURN
 """
+TWO_CALLS = """flowchart TD
+    %% @prompt solver: Solve it.
+    %% @prompt checker: Check it.
+    PROBLEM([Problem])
+    C1["Custom (role: solver)"]
+    C2["Custom (role: checker)"]
+    RETURN([Return])
+    class PROBLEM,RETURN Interface
+    PROBLEM --> C1 --> C2 --> RETURN
+"""
 
 
 def test_an_exported_module_reports_what_a_reasoning_reply_cost(tmp_path):
@@ -85,3 +95,20 @@ def test_an_exported_module_reports_what_a_reasoning_reply_cost(tmp_path):
                            text=True, env=env, cwd=tmp_path, timeout=120)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["cost"] == pytest.approx(2.0 * -(-len("2" + THOUGHT) // 4))  # the answer and thinking
+
+
+def test_an_exported_run_that_fails_says_what_it_paid_before(tmp_path):
+    """The second call of a two-node workflow fails (HTTP 400): the first was answered and paid for, but the
+    module printed only the error, never the cost."""
+    path = tmp_path / "wf.py"
+    path.write_text(compile_workflow(parse(TWO_CALLS)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MERMAIDFLOW_", "PYTHON"))}
+    answer = {"role": "assistant", "content": "The answer is 2"}
+    with FakeLLMServer([_body(answer, {"prompt_tokens": 10, "completion_tokens": 3}),
+                        Fault(status=400, body="bad request")]) as srv:
+        env.update(OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY="k", OPENAI_MODEL="m",
+                   MERMAIDFLOW_PRICES=json.dumps(PRICES), MERMAIDFLOW_MAX_RETRIES="0")
+        p = subprocess.run([sys.executable, "-I", str(path), "--problem", "1+1"], capture_output=True,
+                           text=True, env=env, cwd=tmp_path, timeout=120)
+    assert p.returncode == 1 and "error: " in p.stderr and "Traceback" not in p.stderr
+    assert "cost so far: $6.000000, LLM calls: 1" in p.stderr  # 3 reply tokens at $2
