@@ -4,7 +4,8 @@ mermaidx package (nothing is loaded from outside 127.0.0.1). The drawing itself 
 
 Content Security Policy it needs: ``script-src 'self'`` (no inline script, no eval), ``style-src 'self'
 'unsafe-inline'`` (Mermaid writes a ``<style>`` into each SVG, as Streamlit's own styles need anyway),
-``img-src 'self' blob: data:`` (Copy PNG rasterises the drawing through a blob: image) and the iframe's
+``img-src 'self' blob: data:`` (Copy PNG rasterises the drawing through a blob: image; a first drawing made on
+the server is shown as a data: image, flowcore/ui/first_drawing.py) and the iframe's
 ``clipboard-write`` permission (Streamlit grants it to component frames).
 """
 
@@ -16,8 +17,10 @@ from functools import cache
 from pathlib import Path
 
 import mermaidx
+import streamlit as st
 import streamlit.components.v1 as components
 
+from flowcore.ui import first_drawing
 from pages.component_dir import built
 
 SOURCE = Path(__file__).resolve().parent / "components" / "mermaid"
@@ -50,7 +53,20 @@ def _component():  # noqa: ANN202 - Streamlit's component function
     return components.declare_component("mermaid_drawing", path=str(build_dir()))
 
 
-def drawing(code: str, key: str, *, max_height: int = 720, zoom: float | None = None, font_px: int = 16) -> None:
+def first_image(code: str, key: str) -> dict | None:
+    """The server's drawing of ``code`` (first_drawing.image) for the drawing ``key``: drawn (within its
+    budget) the first time the key is shown in this session, its page's first paint; afterwards only when
+    cached, so that typing never waits for the server (the browser's Mermaid redraws)."""
+    seen = st.session_state.setdefault("mf_first_drawings", set())
+    first = key not in seen
+    seen.add(key)
+    return first_drawing.image(code) if first else first_drawing.cached(code)
+
+
+def drawing(code: str, key: str, *, max_height: int = 720, zoom: float | None = None, font_px: int = 16,
+            server_first: bool = False) -> None:
     """Draw Mermaid ``code``: Fit (``zoom`` None) or a zoom level to start with; the box grows to
-    ``max_height`` pixels and scrolls past it."""
-    _component()(code=code, max_height=max_height, zoom=zoom, font_px=font_px, key=key, default=None)
+    ``max_height`` pixels and scrolls past it. With ``server_first``, the server's drawing is shown as an image
+    until the browser's Mermaid, loaded after the page's first paint, redraws it (``first_image``)."""
+    image = first_image(code, key) if server_first else None
+    _component()(code=code, max_height=max_height, zoom=zoom, font_px=font_px, image=image, key=key, default=None)

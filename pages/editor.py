@@ -214,7 +214,9 @@ with right:  # fixed slots (list, notice, diagram): the diagram keeps its place,
         if not readable:
             notice.caption("The diagram shows the last readable version of the text.")
         last = ss["ed_last_good"]  # the text read just now within its budget is not read again
-        widgets.diagram(w if last == text else parse_lenient(last)[0], "ed_mermaid")
+        # the first view's drawing comes from the server as an image: the browser's Mermaid (3.5 MB of script)
+        # loads after the page's first paint
+        widgets.diagram(w if last == text else parse_lenient(last)[0], "ed_mermaid", server_first=True)
 
 st.subheader("Draw")
 if not readable:

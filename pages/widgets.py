@@ -52,16 +52,18 @@ def chart(fig: Any, *, key: str, where: Any = None) -> None:
     (where or st).vega_lite_chart(spec=spec, key=key)
 
 
-def diagram(w: Workflow | str, key: str, zoom: float | None = None, height: int | None = None) -> None:
+def diagram(w: Workflow | str, key: str, zoom: float | None = None, height: int | None = None, *,
+            server_first: bool = False) -> None:
     """A Mermaid drawing (the app's own component): labels cannot load anything, a zoom to start with (None fits
     the width, never below 11 px text), wheel and drag pan, Ctrl + wheel zooms, copy link and PNG buttons.
-    A big graph is not drawn here (it would freeze the tab): its overview is shown instead."""
+    A big graph is not drawn here (it would freeze the tab): its overview is shown instead. ``server_first``:
+    the first view shows the server's drawing as an image until the browser's Mermaid has loaded (the Editor)."""
     if isinstance(w, str):
         w = parse_lenient(w)[0]
     if not view.draw_live(w):
         big_graph(w, key)
         return
-    drawing(view.diagram_code(w), key, max_height=height or 720, zoom=zoom)
+    drawing(view.diagram_code(w), key, max_height=height or 720, zoom=zoom, server_first=server_first)
 
 
 def big_graph(w: Workflow, key: str) -> None:

@@ -2,7 +2,8 @@
 second.
 
 Left cold, a page's first view paid for what it is the first to need: Compare 2.5 s of server time (scipy.stats
-for its bootstrap intervals), Export and the Editor 1.5 s (starting the Mermaid engines), History and Settings
+for its bootstrap intervals), Export and the Editor 1.5 s (starting the Mermaid engines; the Editor's first
+drawing of the default workflow is made here too, flowcore/ui/first_drawing.py), History and Settings
 0.7-1.7 s (pandas, altair, the engine's own modules). A background thread started with the server imports what
 the pages import and starts the Mermaid engines, one step at a time and only while the server is quiet: no page
 view in progress and no request in the last second (a browser loading the app's scripts, then drawing a page on
@@ -107,8 +108,16 @@ def steps(pages_dir: Path) -> list[tuple[str, Callable[[], object]]]:
             return js.backend(kind)
         return start
 
+    def first_drawing() -> object:  # what a new session's Editor shows first, drawn (flowcore.ui.first_drawing)
+        from flowcore import parse_lenient
+        from flowcore.ui import first_drawing, view
+        from flowcore.workspace.drafts import default_workflow
+
+        return first_drawing.image(view.diagram_code(parse_lenient(default_workflow().text)[0]), budget_s=60)
+
     imports = [(name, lambda name=name: importlib.import_module(name)) for name in page_modules(pages_dir) + list(LAZY)]
-    return imports + [(f"mermaid {kind} engine", engine(kind)) for kind in ("parse", "render")]
+    return imports + [(f"mermaid {kind} engine", engine(kind)) for kind in ("parse", "render")] \
+        + [("the Editor's first drawing", first_drawing)]
 
 
 def warm(pages_dir: Path, before_each: Callable[[], None] = lambda: None) -> dict[str, str]:

@@ -34,13 +34,15 @@ def test_a_broken_or_missing_import_is_reported_not_raised(tmp_path):
 def test_after_the_warm_up_a_fresh_interpreter_holds_what_the_pages_need():
     code = ("import json, sys; from pathlib import Path; from flowcore.ui.warm import warm, LAZY;"
             f"failed = warm(Path({str(REPO / 'pages')!r}));"
-            "from flowcore.mermaid.engines import js;"
+            "from flowcore.mermaid.engines import js; from flowcore.ui import first_drawing;"
             "print(json.dumps({'failed': failed, 'lazy': [m in sys.modules for m in LAZY],"
-            " 'engines': sorted(js._engines)}))")
+            " 'engines': sorted(js._engines),"
+            " 'drawn': js.started_backend('render') != 'v8' or any(first_drawing._cache.values())}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got == {"failed": {}, "lazy": [True, True, True], "engines": ["parse", "render"]}
+    # with V8, the Editor's first drawing of the default workflow is ready for a new session's first view
+    assert got == {"failed": {}, "lazy": [True, True, True], "engines": ["parse", "render"], "drawn": True}
 
 
 def test_the_warm_up_waits_for_page_views_and_the_quiet_after_them():
@@ -69,7 +71,8 @@ def test_a_step_waits_before_it_runs(tmp_path):
     (pages / "p.py").write_text("from flowcore.ui import warm\n")
     calls: list[str] = []
     assert warm(pages, before_each=lambda: calls.append("wait")) == {}
-    assert len(calls) == 1 + 3 + 2  # flowcore.ui.warm, the three lazy imports, the two engines: a wait before each
+    # flowcore.ui.warm, the three lazy imports, the two engines, the Editor's first drawing: a wait before each
+    assert len(calls) == 1 + 3 + 2 + 1
 
 
 def test_a_request_holds_off_the_warm_up():

@@ -43,7 +43,8 @@ from flowcore.mermaid.text import MermaidError, humanize
 from flowcore.mermaid.text import to_error as _to_error
 
 __all__ = ["MAX_CHECK_CHARS", "MermaidError", "MermaidRenderError", "backend", "flowchart_grammar_tables",
-           "humanize", "mermaid_graph", "parse_check", "render_png", "render_svg"]
+           "humanize", "mermaid_graph", "parse_check", "render_png", "render_svg", "render_svg_with",
+           "started_backend"]
 
 # Above this the check would hold the engine for tens of seconds; refuse with a clear message instead.
 MAX_CHECK_CHARS = 200_000
@@ -163,6 +164,12 @@ def backend(kind: str = "parse") -> str:
     name = _backends.get(kind, "quickjs")
     why = _fallbacks.get(kind)
     return f"{name} (V8 did not start: {why})" if why and name != "v8" else name
+
+
+def started_backend(kind: str = "render") -> str | None:
+    """The engine running ``kind`` ("v8" or "quickjs") if it has been started, else None (never starts it)."""
+    with _lock:
+        return _backends.get(kind) if _engines.get(kind) is not None else None
 
 
 def _start_engine(kind: str):
@@ -299,6 +306,15 @@ def render_svg(text: str) -> str:
         raise MermaidRenderError(f"Mermaid could not draw the diagram: {exc}") from exc
     _cache_put(_svg_cache, text, svg, size=32)
     return svg
+
+
+def render_svg_with(text: str, config: dict, theme: str = "default") -> str:
+    """The diagram as Mermaid 11 draws it with ``config`` (e.g. the browser component's settings); not cached
+    (flowcore.ui.first_drawing caches its images), no hard check first: Mermaid's own error is raised."""
+    try:
+        return _engine("render").render_svg(text, theme, {**MERMAID_CONFIG, **config}, None)
+    except Exception as exc:  # mermaidx raises its own MermaidRenderError or a JS exception
+        raise MermaidRenderError(f"Mermaid could not draw the diagram: {exc}") from exc
 
 
 def render_png(text: str, scale: float = 2.0, background: str | None = "#ffffff") -> bytes:

@@ -2,13 +2,19 @@
 // securityLevel "strict" and SVG text labels (no HTML in a label), zoom that never draws text under
 // MIN_TEXT_PX at Fit (the box scrolls instead), wheel to pan, Ctrl + wheel (or a pinch) to zoom at the
 // cursor, drag to pan, and buttons to copy a link to the workflow and the drawing as a PNG.
+//
+// A first drawing may come with the render (args.image: the same Mermaid 11 drawing made on the server,
+// flowcore/ui/first_drawing.py): it is shown at once as an inert <img> (a data: URL; an SVG in an image runs
+// no script and loads nothing; its text is never markup here), and Mermaid, loaded once the page has painted
+// and is idle, draws the text again and takes its place in the same frame, at the same zoom.
 "use strict";
 
 const MIN_TEXT_PX = 11;
 const ZOOMS = [0.25, 0.33, 0.5, 0.67, 0.75, 0.9, 1, 1.1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4];
 const $ = (id) => document.getElementById(id);
 const view = $("view"), stage = $("stage"), errorBox = $("error");
-const state = { code: null, args: {}, fit: true, scale: 1, natural: null, rendering: Promise.resolve(), n: 0 };
+const state = { code: null, args: {}, fit: true, scale: 1, natural: null, rendering: Promise.resolve(), n: 0,
+  imageOf: null };  // imageOf: the text whose server drawing is shown (an <img>), until Mermaid redraws it
 
 function post(type, extra) {
   window.parent.postMessage(Object.assign({ isStreamlitMessage: true, type }, extra), "*");
@@ -34,9 +40,20 @@ const wanted = new Promise((resolve) => {
   check();
 });
 
+// With the server's image shown, Mermaid waits for the page's first paint and an idle moment instead.
+const painted = new Promise((resolve) => {
+  const check = () => (appPainted() ? resolve() : setTimeout(check, 100));
+  check();
+});
+const idle = () => new Promise((resolve) => (window.requestIdleCallback
+  ? window.requestIdleCallback(() => resolve(), { timeout: 2000 }) : setTimeout(resolve, 200)));
+let loadNow;
+const go = new Promise((resolve) => { loadNow = resolve; });
+
 let loaded = null;
-function loadMermaid() {
-  loaded = loaded || wanted.then(() => new Promise((resolve, reject) => {
+function loadMermaid(later) {
+  (later ? painted.then(idle) : wanted).then(loadNow);
+  loaded = loaded || go.then(() => new Promise((resolve, reject) => {
     const script = document.createElement("script");
     script.src = "mermaid.min.js";  // this folder's own (script-src 'self')
     script.onload = () => {
@@ -66,13 +83,17 @@ function fitScale() {
   return Math.min(1, Math.max(minScale(), room / state.natural.w));
 }
 
+function picture() {  // Mermaid's <svg>, or the server's drawing as an <img>
+  return stage.querySelector(":scope > svg, :scope > img");
+}
+
 function apply(scale, anchor) {
-  const svg = stage.querySelector("svg");
-  if (!svg || !state.natural) return;
+  const pic = picture();
+  if (!pic || !state.natural) return;
   const before = state.scale;
   state.scale = scale;
-  svg.setAttribute("width", String(state.natural.w * scale));
-  svg.setAttribute("height", String(state.natural.h * scale));
+  pic.setAttribute("width", String(state.natural.w * scale));
+  pic.setAttribute("height", String(state.natural.h * scale));
   if (anchor) {  // keep the point under the cursor where it is
     const k = scale / before;
     view.scrollLeft = (view.scrollLeft + anchor.x) * k - anchor.x;
@@ -99,10 +120,38 @@ function showError(message) {
   resize();
 }
 
+function positive(v) {
+  return typeof v === "number" && isFinite(v) && v > 0 && v < 1e6;
+}
+
+async function showImage(code, image) {  // the server's drawing, as an image only
+  const img = new Image();
+  img.alt = "Drawing";
+  img.draggable = false;
+  img.src = image.src;
+  try { await img.decode(); } catch (e) { return; }  // not an image: Mermaid draws the text
+  if (code !== state.code) return;
+  state.natural = positive(image.w) && positive(image.h) ? { w: image.w, h: image.h }
+    : { w: img.naturalWidth || 400, h: img.naturalHeight || 200 };
+  stage.replaceChildren(img);
+  state.imageOf = code;
+  showError("");
+  apply(state.fit ? fitScale() : state.scale);
+  document.body.dataset.drawn = String(state.n);
+  document.body.dataset.source = "server";
+}
+
 async function draw(code) {
+  const later = state.imageOf === code;  // its image is shown: Mermaid can wait for the page to paint
+  try {
+    await loadMermaid(later);
+  } catch (e) {
+    if (!later) showError("Mermaid could not draw this text: " + String((e && e.message) || e).slice(0, 600));
+    return;
+  }
+  if (code !== state.code) return;  // another text came meanwhile: it is drawn next
   const id = "mf-drawing-" + (++state.n);
   try {
-    await loadMermaid();
     const { svg } = await mermaid.render(id, code);
     const doc = new DOMParser().parseFromString(svg, "image/svg+xml");
     const el = doc.documentElement;
@@ -110,10 +159,12 @@ async function draw(code) {
     const box = el.viewBox && el.viewBox.baseVal;
     state.natural = { w: box && box.width ? box.width : 400, h: box && box.height ? box.height : 200 };
     el.removeAttribute("style");  // Mermaid's max-width; the zoom sets the size
-    stage.replaceChildren(document.importNode(el, true));
+    stage.replaceChildren(document.importNode(el, true));  // in one task: no frame without a picture
+    state.imageOf = null;
     showError("");
     apply(state.fit ? fitScale() : state.scale);
     document.body.dataset.drawn = String(state.n);
+    document.body.dataset.source = "browser";
   } catch (e) {
     document.getElementById(id)?.remove();  // Mermaid's scratch element of a failed render
     document.getElementById("d" + id)?.remove();
@@ -129,6 +180,14 @@ window.addEventListener("message", (event) => {
   if (args.code === state.code) { resize(); return; }
   if (state.code === null && typeof args.zoom === "number") { state.fit = false; state.scale = args.zoom; }
   state.code = args.code;
+  const image = args.image;
+  const offered = !!image && typeof image.src === "string" && image.src.startsWith("data:image/svg+xml;base64,");
+  document.body.dataset.offered = offered ? "image" : "none";  // whether the server drew this text (tests)
+  if (offered) {
+    state.rendering = state.rendering.then(() => args.code === state.code ? showImage(args.code, image) : null);
+  } else {
+    loadMermaid(false).catch(() => {});  // needed now: not after a drawing still waiting for the page's idle time
+  }
   state.rendering = state.rendering.then(() => args.code === state.code ? draw(args.code) : null);
 });
 
@@ -187,13 +246,16 @@ $("link").addEventListener("click", async () => {
 });
 
 function pngBlob(scale) {  // the drawing as it is, at twice its natural size, on white
-  const svg = stage.querySelector("svg");
-  const copy = svg.cloneNode(true);
+  const pic = picture();
   const w = Math.ceil(state.natural.w * scale), h = Math.ceil(state.natural.h * scale);
-  copy.setAttribute("width", String(w));
-  copy.setAttribute("height", String(h));
-  copy.setAttribute("xmlns", "http://www.w3.org/2000/svg");
-  const url = URL.createObjectURL(new Blob([new XMLSerializer().serializeToString(copy)], { type: "image/svg+xml" }));
+  let url = pic.src;  // the server's image: drawn as it is
+  if (pic.tagName.toLowerCase() === "svg") {
+    const copy = pic.cloneNode(true);
+    copy.setAttribute("width", String(w));
+    copy.setAttribute("height", String(h));
+    copy.setAttribute("xmlns", "http://www.w3.org/2000/svg");
+    url = URL.createObjectURL(new Blob([new XMLSerializer().serializeToString(copy)], { type: "image/svg+xml" }));
+  }
   return new Promise((resolve, reject) => {
     const img = new Image();
     img.onload = () => {
@@ -210,7 +272,7 @@ function pngBlob(scale) {  // the drawing as it is, at twice its natural size, o
 }
 
 $("png").addEventListener("click", async () => {
-  if (!state.natural) return;
+  if (!state.natural || !picture()) return;
   try {
     const blob = pngBlob(2);  // a promise: the clipboard write starts inside the click
     await navigator.clipboard.write([new ClipboardItem({ "image/png": blob })]);
