@@ -86,8 +86,12 @@ def test_a_sleeper_still_times_out_under_load(both_cores_busy):
 
 
 def test_an_infinite_loop_still_fails_under_load(both_cores_busy):
+    """Beside two burners the loop gets its second of CPU within the 3 s cap and is timed out (wrong). Only when
+    other work on a shared host starves it below that second (a CI run failed so at load 11) is it the machine's
+    fault ("overloaded": no verdict); a loop that had its own second of CPU is never that."""
     res = sandbox.run_untrusted("while True:\n    pass\n", timeout=1.0)
-    assert not res.ok and (res.timed_out or "CPU" in (res.error or "")) and not res.overloaded, res.error
+    assert not res.ok and (res.timed_out or "CPU" in (res.error or "")), res.error
+    assert not res.overloaded or (res.cpu_time is not None and res.cpu_time < 1.0), (res.cpu_time, res.error)
 
 
 STARVED = r'''
