@@ -2,8 +2,8 @@
 never runs in the scorer's process (flowcore/tasks/symbolic.py starts this file and talks to it).
 
 This process (the *zygote*) imports sympy once, warms it, and then forks *workers* from that warm state whenever
-the scorer asks, over the unix socket ``FD``: each fork sends back the worker's pid, one end of a socket pair and
-a pidfd of the worker (SCM_RIGHTS), so the scorer then talks to the worker directly. A worker caps its address space at its start size
+the scorer asks, over the unix socket ``FD``: each fork sends back the worker's pid and serial number, one end of a
+socket pair and a pidfd of the worker (SCM_RIGHTS), so the scorer then talks to the worker directly. A worker caps its address space at its start size
 + MEMORY_MB and answers comparisons one after another (reused: sympy's caches stay warm, so a typical comparison
 costs about what it costs in-process); before each one it sets its CPU-time limit to what it has used + that
 comparison's budget (SIGXCPU past it). The scorer kills a worker still busy at the comparison's wall-clock
@@ -131,13 +131,14 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 
 def _ended(raw: bytes, ended: dict[int, int], reap) -> bytes:  # noqa: ANN001 - the SIGCHLD handler
-    """How worker ``raw`` (4 bytes, its pid) ended, as 4 bytes: its wait status, or -1 when it is not known (not
-    ended within a second, or not a worker of this zygote). Its socket closed, so it is ending: waited for briefly."""
-    pid = int.from_bytes(raw, "big")
+    """How worker ``raw`` (4 bytes, its serial number) ended, as 4 bytes: its wait status, or -1 when it is not known
+    (not ended within a second, or not a worker of this zygote). Its socket closed, so it is ending: waited for
+    briefly. By serial, not pid: a reaped worker's pid may be a newer worker's by the time the scorer asks."""
+    serial = int.from_bytes(raw, "big")
     for _ in range(100):
         reap()
-        if pid in ended:
-            return ended.pop(pid).to_bytes(4, "big", signed=True)
+        if serial in ended:
+            return ended.pop(serial).to_bytes(4, "big", signed=True)
         time.sleep(0.01)
     return (-1).to_bytes(4, "big", signed=True)
 
@@ -150,9 +151,13 @@ def main() -> None:
     memory_mb = int(sys.argv[2])
     for a, b in (("x + 1", "1 + x"), ("2*sqrt(2)", "sqrt(8)"), ("((1)/(2))", "0.5"), ("(x+1)**2", "x**2+2*x+1")):
         sympy_equal(a, b)  # warm: the lazy imports and caches every worker starts with
-    # Workers are reaped here as they end, and how each ended is kept: the scorer asks ("S" + pid) when one died
+    # Workers are reaped here as they end, and how each ended is kept: the scorer asks ("S" + serial) when one died
     # mid-comparison, since its CPU budget (SIGXCPU) is the answer's doing and a SIGKILL from elsewhere is not.
-    ended: dict[int, int] = {}
+    # Kept by each worker's serial number (the scorer is told it with the pid): a pid is the kernel's to hand out
+    # again once reaped, and a worker forked since with that pid, and ended, put its end on the first one's question.
+    ended: dict[int, int] = {}  # serial -> wait status
+    serials: dict[int, int] = {}  # pid -> serial, of the workers not reaped yet
+    forked = 0
 
     def reap(*_: object) -> None:
         while True:
@@ -162,7 +167,10 @@ def main() -> None:
                 return
             if pid == 0:
                 return
-            ended[pid] = status
+            serial = serials.pop(pid, None)
+            if serial is None:
+                continue
+            ended[serial] = status
             if len(ended) > 1024:
                 ended.pop(next(iter(ended)))
 
@@ -179,20 +187,27 @@ def main() -> None:
             control.sendall(_ended(_recv_exact(control, 4), ended, reap))
             continue
         mine, theirs = socket.socketpair()
-        pid = os.fork()
-        if pid == 0:
-            control.close()
-            theirs.close()
-            _worker(mine, memory_mb)
+        forked += 1
+        # SIGCHLD held until the new worker's serial is noted: reaped before, its end would be no one's
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        try:
+            pid = os.fork()
+            if pid == 0:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+                control.close()
+                theirs.close()
+                _worker(mine, memory_mb)
+            serials[pid] = forked
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         mine.close()
-        ended.pop(pid, None)  # a pid used before: that worker's end is not this one's
         # a pidfd names this process and no other: the scorer signals the worker through it, never by pid (the
         # kernel reaps a worker that exits at once, and its pid may be another process's by the time it is signalled)
         try:
             pidfd = [os.pidfd_open(pid)]
         except OSError:  # a kernel without pidfds (before 5.3): the scorer then only closes the worker's socket
             pidfd = []
-        socket.send_fds(control, [pid.to_bytes(4, "big")], [theirs.fileno(), *pidfd])
+        socket.send_fds(control, [pid.to_bytes(4, "big") + forked.to_bytes(4, "big")], [theirs.fileno(), *pidfd])
         theirs.close()
         for fd in pidfd:
             os.close(fd)

@@ -579,7 +579,8 @@ print(json.dumps({"verdict": box, "bomb": bomb, "same_zygote": symbolic.worker_p
 
 def test_the_zygote_says_how_each_worker_ended():
     """What the scorer asks when a worker died mid-comparison: its own budget (SIGXCPU), a kill from elsewhere, an
-    exit; a pid the zygote never forked is not known (-1), and so is one that has not ended."""
+    exit; a worker the zygote never forked is not known (-1), and so is one that has not ended. Workers are named by
+    serial number, not pid (tests/tasks/test_symbolic_status_attacks.py: a pid is handed out again)."""
     got = _scorer(r'''
 import json, os, signal, socket, subprocess, sys, time
 from flowcore.tasks import symbolic
@@ -590,11 +591,11 @@ for name, how in (("kill", lambda w: os.kill(w.pid, signal.SIGKILL)), ("xcpu", l
                   ("exit", lambda w: w.sock.close())):
     w = pool.take()
     how(w)
-    out[name] = pool.ended_by(w.pid)
+    out[name] = pool.ended_by(w.serial)
     w.forget()
-out["stranger"] = pool.ended_by(os.getpid())
+out["stranger"] = pool.ended_by(10**6)  # a worker number it never gave
 w = pool.take()
-out["alive"] = pool.ended_by(w.pid)
+out["alive"] = pool.ended_by(w.serial)
 w.kill()
 out["still_answers"] = symbolic.equal("x+2", "2+x")
 print(json.dumps(out))
