@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from flowcore.tasks import scoring, symbolic
-from tests.tasks.test_symbolic_attacks import SLOW_TRUE, _wait_gone
+from tests.tasks.test_symbolic_attacks import SLOW_TRUE, choosing_pids
 
 BOMB = r"(a+b+c+d+e+f)^{500}"  # text the scorer lets through (an exponent of 500): grows its worker by ~500 MB
 
@@ -101,6 +101,16 @@ def _gate(worker: symbolic._Worker) -> tuple[threading.Event, threading.Event]:
     return asked, go
 
 
+def _reaped(pid: int, seconds: float = 10) -> bool:
+    """Whether ``pid`` ends and is reaped (by the zygote: its pid free again) within ``seconds``."""
+    end = time.monotonic() + seconds
+    while Path(f"/proc/{pid}").exists():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def _fork_with_pid(pool: symbolic._Pool, pid: int) -> symbolic._Worker | None:
     """A new worker of ``pool`` given ``pid`` (freed: the kernel hands it out again once pids wrap)."""
     for _ in range(20):
@@ -139,7 +149,16 @@ def test_a_status_never_lands_on_the_worker_that_took_a_dead_workers_pid(first):
             box.append("retry")
 
     t = threading.Thread(target=compare)
-    t.start()
+    with choosing_pids():
+        t.start()
+        _reuse_the_pid(first, pool, w1, asked, go)
+        t.join(60)
+    assert box == (["retry"] if first == "killed" else [None])
+    assert symbolic.equal("x+1", "1+x") is True
+
+
+def _reuse_the_pid(first: str, pool: symbolic._Pool, w1: symbolic._Worker, asked: threading.Event,
+                   go: threading.Event) -> None:
     try:
         if first == "killed":
             end = time.monotonic() + 30
@@ -147,17 +166,14 @@ def test_a_status_never_lands_on_the_worker_that_took_a_dead_workers_pid(first):
                 time.sleep(0.01)
             os.kill(w1.pid, signal.SIGKILL)
         assert asked.wait(30)
-        assert _wait_gone([w1.pid], 10) == [] and not Path(f"/proc/{w1.pid}").exists()  # reaped by the zygote
+        assert _reaped(w1.pid)
         w2 = _fork_with_pid(pool, w1.pid)
         if w2 is None:
             pytest.skip("cannot hand a chosen pid to a process here")
         if first == "killed":
             w2.forget()  # it exits (0), as a worker leaving after a verdict does
-            assert _wait_gone([w2.pid], 10) == [] and not Path(f"/proc/{w2.pid}").exists()
+            assert _reaped(w2.pid)
         else:
             pool.give_back(w2)  # alive and idle
     finally:
         go.set()
-        t.join(60)
-    assert box == (["retry"] if first == "killed" else [None])
-    assert symbolic.equal("x+1", "1+x") is True
