@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from flowcore.tasks import scoring, symbolic
-from tests.tasks.test_symbolic_attacks import SLOW_TRUE, choosing_pids
+from tests.tasks.test_symbolic_attacks import _BUSY, MEDIUM_TRUE, SLOW_TRUE, _scorer, choosing_pids
 
 BOMB = r"(a+b+c+d+e+f)^{500}"  # text the scorer lets through (an exponent of 500): grows its worker by ~500 MB
 
@@ -177,3 +177,27 @@ def _reuse_the_pid(first: str, pool: symbolic._Pool, w1: symbolic._Worker, asked
             pool.give_back(w2)  # alive and idle
     finally:
         go.set()
+
+
+@pytest.mark.parametrize("zygote_then", ["SIGSTOP", "SIGKILL"])
+def test_a_zygote_stopped_or_killed_before_it_says_how_a_worker_ended_is_an_error_not_a_wrong_answer(zygote_then):
+    """A worker killed by someone else mid-comparison, and its zygote stopped (or killed) before it says so: the
+    question gets no answer (the zygote retired, its late reply never read as a later fork's pid), the answer is
+    compared again on a fresh pool and keeps its verdict. (Withstood: kept as a regression test.)"""
+    got = _scorer(_BUSY + r'''
+import json, os, signal, sys, threading, time
+from flowcore.tasks import symbolic
+symbolic.FORK_TIMEOUT = 1.0
+assert symbolic.equal("x+1", "1+x")
+zygote = symbolic.worker_pids()[0]
+box = []
+t = threading.Thread(target=lambda: box.append(symbolic.equal(sys.argv[2], sys.argv[3], cpu_seconds=30)))
+t.start()
+victim = busy_worker(zygote)
+os.kill(zygote, getattr(signal, sys.argv[4]))
+os.kill(victim, signal.SIGKILL)
+t.join()
+print(json.dumps({"verdict": box, "after": symbolic.equal("x+2", "2+x"), "new_zygote": symbolic.worker_pids()[0] != zygote,
+                  "old_zygote_gone": not os.path.exists(f"/proc/{zygote}")}))
+''', *MEDIUM_TRUE, zygote_then)
+    assert got == {"verdict": [True], "after": True, "new_zygote": True, "old_zygote_gone": True}
