@@ -2,8 +2,8 @@
 never runs in the scorer's process (flowcore/tasks/symbolic.py starts this file and talks to it).
 
 This process (the *zygote*) imports sympy once, warms it, and then forks *workers* from that warm state whenever
-the scorer asks, over the unix socket ``FD``: each fork sends back the worker's pid, one end of a socket pair and
-a pidfd of the worker (SCM_RIGHTS), so the scorer then talks to the worker directly. A worker caps its address space at its start size
+the scorer asks, over the unix socket ``FD``: each fork sends back the worker's pid and serial number, one end of a
+socket pair and a pidfd of the worker (SCM_RIGHTS), so the scorer then talks to the worker directly. A worker caps its address space at its start size
 + MEMORY_MB and answers comparisons one after another (reused: sympy's caches stay warm, so a typical comparison
 costs about what it costs in-process); before each one it sets its CPU-time limit to what it has used + that
 comparison's budget (SIGXCPU past it). The scorer kills a worker still busy at the comparison's wall-clock
@@ -94,7 +94,7 @@ def _worker(sock: socket.socket, memory_mb: int) -> None:
 
 def _serve(sock: socket.socket, memory_mb: int) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    start_rss = _status("VmRSS")
+    start_rss = _status("VmHWM")
     room = _status("VmSize") + memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (room, room))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -114,7 +114,9 @@ def _serve(sock: socket.socket, memory_mb: int) -> None:
             verdict, why = None, type(e).__name__
         # grown by a quarter of its budget (or in doubt): it leaves after this answer and says so, handing its
         # memory back; the scorer gets a fresh worker for the next comparison
-        leaving = verdict is None or _status("VmRSS") - start_rss > memory_mb * 1024 * 1024 // 4
+        # Its peak, not its size now: a worker reused never grew that far before its comparison, so one that did
+        # grew in it (what the scorer takes a SIGKILL of a worker grown that far for: the OOM killer, its doing).
+        leaving = verdict is None or _status("VmHWM") - start_rss > memory_mb * 1024 * 1024 // 4
         sock.sendall((json.dumps({"equal": verdict, "why": why, "leaving": leaving}) + "\n").encode())
         if leaving:
             break
@@ -130,16 +132,19 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return data
 
 
-def _ended(raw: bytes, ended: dict[int, int], reap) -> bytes:  # noqa: ANN001 - the SIGCHLD handler
-    """How worker ``raw`` (4 bytes, its pid) ended, as 4 bytes: its wait status, or -1 when it is not known (not
-    ended within a second, or not a worker of this zygote). Its socket closed, so it is ending: waited for briefly."""
-    pid = int.from_bytes(raw, "big")
+def _ended(raw: bytes, ended: dict[int, tuple[int, int]], reap) -> bytes:  # noqa: ANN001 - the SIGCHLD handler
+    """How worker ``raw`` (4 bytes, its serial number) ended, as 8 bytes: its wait status and how far its peak
+    memory grew above this zygote's (KB), or -1, 0 when that is not known (not ended within a second, or not a
+    worker of this zygote). Its socket closed, so it is ending: waited for briefly. By serial, not pid: a reaped
+    worker's pid may be a newer worker's by the time the scorer asks."""
+    serial = int.from_bytes(raw, "big")
     for _ in range(100):
         reap()
-        if pid in ended:
-            return ended.pop(pid).to_bytes(4, "big", signed=True)
+        if serial in ended:
+            status, grown_kb = ended.pop(serial)
+            return status.to_bytes(4, "big", signed=True) + grown_kb.to_bytes(4, "big", signed=True)
         time.sleep(0.01)
-    return (-1).to_bytes(4, "big", signed=True)
+    return (-1).to_bytes(4, "big", signed=True) + bytes(4)
 
 
 def main() -> None:
@@ -150,19 +155,29 @@ def main() -> None:
     memory_mb = int(sys.argv[2])
     for a, b in (("x + 1", "1 + x"), ("2*sqrt(2)", "sqrt(8)"), ("((1)/(2))", "0.5"), ("(x+1)**2", "x**2+2*x+1")):
         sympy_equal(a, b)  # warm: the lazy imports and caches every worker starts with
-    # Workers are reaped here as they end, and how each ended is kept: the scorer asks ("S" + pid) when one died
+    # Workers are reaped here as they end, and how each ended is kept: the scorer asks ("S" + serial) when one died
     # mid-comparison, since its CPU budget (SIGXCPU) is the answer's doing and a SIGKILL from elsewhere is not.
-    ended: dict[int, int] = {}
+    # Kept by each worker's serial number (the scorer is told it with the pid): a pid is the kernel's to hand out
+    # again once reaped, and a worker forked since with that pid, and ended, put its end on the first one's question.
+    # With its peak memory (wait4's ru_maxrss, KB): the OOM killer's SIGKILL is the answer's doing when its growth
+    # used the memory up (a container with less memory than two workers may grow by), and no one else's.
+    ended: dict[int, tuple[int, int]] = {}  # serial -> (wait status, peak growth above this zygote, KB)
+    base_kb = _status("VmRSS") // 1024  # a worker starts with at most this (its pages shared with the zygote)
+    serials: dict[int, int] = {}  # pid -> serial, of the workers not reaped yet
+    forked = 0
 
     def reap(*_: object) -> None:
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
-            ended[pid] = status
+            serial = serials.pop(pid, None)
+            if serial is None:
+                continue
+            ended[serial] = (status, max(0, min(usage.ru_maxrss - base_kb, 2**31 - 1)))
             if len(ended) > 1024:
                 ended.pop(next(iter(ended)))
 
@@ -179,20 +194,27 @@ def main() -> None:
             control.sendall(_ended(_recv_exact(control, 4), ended, reap))
             continue
         mine, theirs = socket.socketpair()
-        pid = os.fork()
-        if pid == 0:
-            control.close()
-            theirs.close()
-            _worker(mine, memory_mb)
+        forked += 1
+        # SIGCHLD held until the new worker's serial is noted: reaped before, its end would be no one's
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        try:
+            pid = os.fork()
+            if pid == 0:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+                control.close()
+                theirs.close()
+                _worker(mine, memory_mb)
+            serials[pid] = forked
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         mine.close()
-        ended.pop(pid, None)  # a pid used before: that worker's end is not this one's
         # a pidfd names this process and no other: the scorer signals the worker through it, never by pid (the
         # kernel reaps a worker that exits at once, and its pid may be another process's by the time it is signalled)
         try:
             pidfd = [os.pidfd_open(pid)]
         except OSError:  # a kernel without pidfds (before 5.3): the scorer then only closes the worker's socket
             pidfd = []
-        socket.send_fds(control, [pid.to_bytes(4, "big")], [theirs.fileno(), *pidfd])
+        socket.send_fds(control, [pid.to_bytes(4, "big") + forked.to_bytes(4, "big")], [theirs.fileno(), *pidfd])
         theirs.close()
         for fd in pidfd:
             os.close(fd)

@@ -60,13 +60,27 @@ def _readable(sock: socket.socket, timeout: float) -> bool:
 # failing at the memory limit (or an exit). A SIGKILL or SIGTERM comes from someone else (an operator, the OOM
 # killer under the machine's memory pressure: the worker's own growth is capped by RLIMIT_AS): no verdict then.
 _ANSWERS_DOING = {0, signal.SIGXCPU, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
+# And a SIGKILL of a worker whose peak memory grew past a quarter of its budget (a worker leaves once it has, so a
+# reused one had not before its comparison): the OOM killer of a container with less memory than two workers may
+# grow by ends the process whose growth used it up. Read as someone else's, a bomb was asked again three times,
+# then Unavailable: an errored row, left out of the score, so the bomb raised the score instead of lowering it.
+_OOM_GROWTH = MEMORY_MB * 1024 * 1024 // 4
+
+
+def _answers_doing(how: tuple[int, int] | None) -> bool:
+    """Whether a worker that ended mid-comparison (``how``: the signal or 0, its peak growth in bytes; None: not
+    known) ended by the answer's doing."""
+    if how is None:
+        return False
+    sig, grown = how
+    return sig in _ANSWERS_DOING or (sig == signal.SIGKILL and grown > _OOM_GROWTH)
 
 
 class _Worker:
     def __init__(self, pid: int, sock: socket.socket, pidfd: int | None, live: set[_Worker],
-                 ended_by: Callable[[int], int | None] = lambda pid: None) -> None:
+                 ended_by: Callable[[int], tuple[int, int] | None] = lambda serial: None, serial: int = 0) -> None:
         self.pid, self.sock, self.pidfd, self.buf, self.live = pid, sock, pidfd, b"", live
-        self.ended_by = ended_by
+        self.ended_by, self.serial = ended_by, serial
         live.add(self)
 
     def alive(self) -> bool:
@@ -115,7 +129,7 @@ class _Worker:
         # doing of the answer's (an answer cannot stop its worker: no terminal, no code of its own)
         taken = self.buf.startswith(b"+") and not self.stopped()
         # it ended before its deadline: by its budget, or killed by someone else (read as wrong before)
-        others = taken and closed and self.ended_by(self.pid) not in _ANSWERS_DOING
+        others = taken and closed and not _answers_doing(self.ended_by(self.serial))
         self.kill()
         if not taken:
             raise ConnectionError("the worker did not take the request")
@@ -190,39 +204,41 @@ class _Pool:
                 self.control.sendall(b"F")
                 if not _readable(self.control, FORK_TIMEOUT):
                     return None
-                data, fds, _, _ = socket.recv_fds(self.control, 4, 2)
+                data, fds, _, _ = socket.recv_fds(self.control, 8, 2)
             except OSError:
                 return None
-            if len(data) != 4 or not fds:  # no descriptor left in this process for them: the kernel dropped them
+            if len(data) != 8 or not fds:  # no descriptor left in this process for them: the kernel dropped them
                 for fd in fds:
                     os.close(fd)
                 return None
-            return _Worker(int.from_bytes(data, "big"), socket.socket(fileno=fds[0]), fds[1] if fds[1:] else None,
-                           self.live, self.ended_by)
+            # its pid, and its serial number: the zygote's name for it when asked how it ended (a pid is reused)
+            return _Worker(int.from_bytes(data[:4], "big"), socket.socket(fileno=fds[0]), fds[1] if fds[1:] else None,
+                           self.live, self.ended_by, int.from_bytes(data[4:], "big"))
 
-    def ended_by(self, pid: int) -> int | None:
-        """The signal that ended worker ``pid`` (0: it exited), asked of the zygote that reaped it; None when that
-        is not known (the zygote replaced, or not answering: it is then retired, its reply would come late)."""
+    def ended_by(self, serial: int) -> tuple[int, int] | None:
+        """The signal that ended worker number ``serial`` (0: it exited) and how far its peak memory grew (bytes),
+        asked of the zygote that reaped it; None when that is not known (the zygote replaced, or not answering: it
+        is then retired, its reply would come late)."""
         data = b""
         with self.lock:
             if self.closed:
                 return None
             try:
-                self.control.sendall(b"S" + pid.to_bytes(4, "big"))
-                while len(data) < 4 and _readable(self.control, FORK_TIMEOUT):
-                    chunk = self.control.recv(4 - len(data))
+                self.control.sendall(b"S" + serial.to_bytes(4, "big"))
+                while len(data) < 8 and _readable(self.control, FORK_TIMEOUT):
+                    chunk = self.control.recv(8 - len(data))
                     if not chunk:
                         break
                     data += chunk
             except OSError:
                 pass
-        if len(data) < 4:
+        if len(data) < 8:
             _retire(self)
             return None
-        status = int.from_bytes(data, "big", signed=True)
+        status, grown_kb = int.from_bytes(data[:4], "big", signed=True), int.from_bytes(data[4:], "big", signed=True)
         if status < 0:
             return None
-        return os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+        return (os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0), grown_kb * 1024
 
     def give_back(self, worker: _Worker) -> None:
         with self.lock:
