@@ -30,6 +30,13 @@ MAX_CODE_CHARS = 40_000  # larger texts are drawn on demand anyway (view.LIVE_DR
 MAX_SVG_BYTES = 4_000_000
 BUDGET_S = 0.6  # how long a page's script may wait for a drawing it has not cached
 CACHE_SIZE = 64
+# A team server's bounds, whatever its users paste (every drawing of a new text costs the one drawing thread):
+# texts waiting to be drawn (past them the browser draws, nothing queues for hours), the images kept in all
+# (64 images of MAX_SVG_BYTES were 340 MB), and one drawing's time (the engine's own deadline is a minute, and
+# Export waits for the same engine; an Editor drawing takes about a second).
+MAX_PENDING = 8
+MAX_CACHE_BYTES = 24_000_000
+DRAW_TIMEOUT_S = 8.0
 # Mermaid's settings in the browser (pages/components/mermaid/drawing.js), so that both draw the same picture
 CONFIG = {"startOnLoad": False, "securityLevel": "strict", "maxEdges": 2000, "htmlLabels": False,
           "flowchart": {"htmlLabels": False, "useMaxWidth": False}}
@@ -38,6 +45,7 @@ SVG_NS = "{http://www.w3.org/2000/svg}"
 _lock = threading.Lock()
 _cache: OrderedDict[str, dict | None] = OrderedDict()
 _pending: dict[str, Future] = {}
+_cached_bytes = 0  # the size of the images in _cache (their data URLs)
 _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mermaidflow-first-drawing")
 
 
@@ -51,14 +59,15 @@ def engine_ready() -> bool:
 def _draw(code: str) -> str:
     from flowcore.mermaid.engines import js
 
-    return js.render_svg_with(code, CONFIG)
+    return js.render_svg_with(code, CONFIG, timeout_s=DRAW_TIMEOUT_S)
 
 
 def to_image(svg: str) -> dict | None:
     """``{"src": data URL, "w", "h"}`` for an SVG document that parses as XML with an ``<svg>`` root and a
     positive viewBox; else None."""
     data = svg.encode("utf-8")
-    if len(data) > MAX_SVG_BYTES or "<!DOCTYPE" in svg[:2000].upper():  # no DTD: no entities to expand
+    # no DTD (anywhere: a comment before it must not hide it), so no entities to expand
+    if len(data) > MAX_SVG_BYTES or "<!DOCTYPE" in svg.upper() or "<!ENTITY" in svg.upper():
         return None
     try:
         root = ET.fromstring(data)
@@ -71,18 +80,24 @@ def to_image(svg: str) -> dict | None:
     return {"src": "data:image/svg+xml;base64," + base64.b64encode(data).decode("ascii"), "w": box[2], "h": box[3]}
 
 
+def _size(value: dict | None) -> int:
+    return len(value["src"]) if value else 0
+
+
 def _work(code: str) -> dict | None:
     """Draw ``code`` and cache the image (None when it cannot be drawn); in the drawing thread."""
+    global _cached_bytes
     try:
         value = to_image(_draw(code))
     except Exception:  # noqa: BLE001 - Mermaid refused the text, or the engine failed: the browser draws it
         value = None
     with _lock:
         _pending.pop(code, None)
+        _cached_bytes -= _size(_cache.pop(code, None))
         _cache[code] = value
-        _cache.move_to_end(code)
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
+        _cached_bytes += _size(value)
+        while len(_cache) > CACHE_SIZE or (_cached_bytes > MAX_CACHE_BYTES and len(_cache) > 1):
+            _cached_bytes -= _size(_cache.popitem(last=False)[1])
     return value
 
 
@@ -102,6 +117,8 @@ def image(code: str, budget_s: float = BUDGET_S) -> dict | None:
         with _lock:
             fut = _pending.get(code)
             if fut is None:
+                if len(_pending) >= MAX_PENDING:  # the drawing thread has enough to do: the browser draws
+                    return None
                 fut = _pending[code] = _pool.submit(_work, code)
     try:
         return fut.result(timeout=budget_s)
@@ -117,5 +134,7 @@ def cached(code: str) -> dict | None:
 
 def clear() -> None:
     """Forget every drawing (tests)."""
+    global _cached_bytes
     with _lock:
         _cache.clear()
+        _cached_bytes = 0

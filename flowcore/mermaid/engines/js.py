@@ -308,11 +308,14 @@ def render_svg(text: str) -> str:
     return svg
 
 
-def render_svg_with(text: str, config: dict, theme: str = "default") -> str:
+def render_svg_with(text: str, config: dict, theme: str = "default", timeout_s: float | None = None) -> str:
     """The diagram as Mermaid 11 draws it with ``config`` (e.g. the browser component's settings); not cached
-    (flowcore.ui.first_drawing caches its images), no hard check first: Mermaid's own error is raised."""
+    (flowcore.ui.first_drawing caches its images), no hard check first: Mermaid's own error is raised.
+    ``timeout_s``: V8's drawing is stopped (its child killed and replaced) past it, not at the engine's minute."""
     try:
-        return _engine("render").render_svg(text, theme, {**MERMAID_CONFIG, **config}, None)
+        eng = _engine("render")
+        extra = {"timeout_ms": max(1, int(timeout_s * 1000))} if timeout_s and _backends.get("render") == "v8" else {}
+        return eng.render_svg(text, theme, {**MERMAID_CONFIG, **config}, None, **extra)
     except Exception as exc:  # mermaidx raises its own MermaidRenderError or a JS exception
         raise MermaidRenderError(f"Mermaid could not draw the diagram: {exc}") from exc
 

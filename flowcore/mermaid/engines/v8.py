@@ -231,6 +231,10 @@ def render_engine(timeout_ms: int = 60_000):
     from mermaidx.engines import v8_engine
 
     class _Engine(v8_engine.Engine):
+        def __init__(self, render_timeout_ms: int) -> None:
+            super().__init__(render_timeout_ms=render_timeout_ms)
+            self._one_at_a_time = threading.Lock()
+
         def _spawn(self) -> None:  # mermaidx's, with this module's child loop as the target
             parent_conn, child_conn = v8_engine._MP_CONTEXT.Pipe()
             process = v8_engine._MP_CONTEXT.Process(target=_child_main, args=(child_conn,), daemon=True)
@@ -244,5 +248,28 @@ def render_engine(timeout_ms: int = 60_000):
                 process.kill()
                 raise v8_engine.MermaidRenderError(f"the V8 engine failed to start: {payload}")
             self._process, self._parent_conn = process, parent_conn
+
+        def render_svg(self, code: str, theme: str, config: dict | None, css: str | None,
+                       timeout_ms: int | None = None) -> str:
+            # One drawing at a time: mermaidx sends and receives on one pipe without holding its lock, so two
+            # threads (Export and the Editor's first drawing, flowcore/ui/first_drawing.py) took each other's
+            # replies: one user's drawing was shown (and cached) as another's. ``timeout_ms``: this call's
+            # deadline (a first drawing is not worth a minute of the engine), the engine's own otherwise.
+            with self._one_at_a_time:
+                process = self._process
+                if process is not None and not process.is_alive():
+                    # the child died between drawings (killed, out of memory): mermaidx wrote to its closed pipe
+                    # and failed every drawing from then on (Export too); a new child draws
+                    with self._lock:
+                        conn, self._process, self._parent_conn = self._parent_conn, None, None
+                    if conn is not None:
+                        conn.close()
+                    self.start()
+                default = self._render_timeout_ms
+                self._render_timeout_ms = timeout_ms or default
+                try:
+                    return super().render_svg(code, theme, config, css)
+                finally:
+                    self._render_timeout_ms = default
 
     return _Engine(render_timeout_ms=timeout_ms)

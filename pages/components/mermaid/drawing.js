@@ -134,6 +134,7 @@ async function showImage(code, image) {  // the server's drawing, as an image on
   state.natural = positive(image.w) && positive(image.h) ? { w: image.w, h: image.h }
     : { w: img.naturalWidth || 400, h: img.naturalHeight || 200 };
   stage.replaceChildren(img);
+  stage.classList.remove("stale");
   state.imageOf = code;
   showError("");
   apply(state.fit ? fitScale() : state.scale);
@@ -160,6 +161,7 @@ async function draw(code) {
     state.natural = { w: box && box.width ? box.width : 400, h: box && box.height ? box.height : 200 };
     el.removeAttribute("style");  // Mermaid's max-width; the zoom sets the size
     stage.replaceChildren(document.importNode(el, true));  // in one task: no frame without a picture
+    stage.classList.remove("stale");
     state.imageOf = null;
     showError("");
     apply(state.fit ? fitScale() : state.scale);
@@ -180,6 +182,9 @@ window.addEventListener("message", (event) => {
   if (args.code === state.code) { resize(); return; }
   if (state.code === null && typeof args.zoom === "number") { state.fit = false; state.scale = args.zoom; }
   state.code = args.code;
+  // the server's image of an earlier text stays until this one is drawn (Mermaid may still be loading, or never
+  // load): shown dimmed, it is not passed off as this text's drawing
+  stage.classList.toggle("stale", state.imageOf !== null && state.imageOf !== args.code);
   const image = args.image;
   const offered = !!image && typeof image.src === "string" && image.src.startsWith("data:image/svg+xml;base64,");
   document.body.dataset.offered = offered ? "image" : "none";  // whether the server drew this text (tests)
