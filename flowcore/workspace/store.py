@@ -288,10 +288,13 @@ class Workspace:
         if not missing:
             return
         with self.transaction() as c:
+            if not self.is_postgres:  # looked at again under the write lock: another connection (a run's thread,
+                # another session) may have added them since ("duplicate column name" on a page before)
+                have = {r[1] for r in c.execute(f'PRAGMA table_info("{table}")').fetchall()}
             for col, decl in missing.items():
                 if self.is_postgres:
                     c.execute(f'ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS "{col}" {decl}')
-                else:
+                elif col not in have:
                     c.execute(f'ALTER TABLE "{table}" ADD COLUMN "{col}" {decl}')
 
     def columns(self, table: str) -> list[str]:

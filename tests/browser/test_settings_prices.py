@@ -57,6 +57,7 @@ def test_a_price_typed_in_the_opened_section_is_saved_on_its_own(served, page):
     editor.press("Enter")
     expect(editor).to_have_count(0)
     expect(cell).to_have_text("12.5")  # the grid holds the edit
+    wait_for_app(page)  # and the run it asked for has taken it (a Save clicked before then saved the old price)
     page.get_by_role("button", name="Save prices").click()
     expect(page.get_by_text(re.compile("Saved to the workspace"))).to_be_visible()
     saved = store.load_llm_settings(Workspace(served.db_path))

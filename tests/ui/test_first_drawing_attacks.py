@@ -91,6 +91,9 @@ def test_a_killed_drawing_child_is_replaced_and_the_next_text_is_drawn(v8_engine
     out: list = []
     slow = "flowchart TD\n" + "".join(f'  A{i}["node {i}"] --> A{i + 1}\n' for i in range(70))
     threading.Thread(target=lambda: (out.append(fd.image(slow, budget_s=60)), done.set())).start()
+    end = time.monotonic() + 30  # the child drawing it is up (a test before may have left none: started on demand)
+    while (eng._process is None or not eng._process.is_alive()) and time.monotonic() < end:
+        time.sleep(0.01)
     time.sleep(0.3)  # the drawing is under way
     eng._process.kill()
     assert done.wait(60)
@@ -170,3 +173,25 @@ def test_a_huge_or_odd_viewbox_is_not_shown():
     for box in ("0 0 1e9 10", "0 0 inf 10", "0 0 -5 10", "0 0 10", "a b c d"):
         assert fd.to_image(f"<svg {ns} viewBox='{box}'/>") is None, box
     assert fd.to_image(f"<svg {ns} viewBox='0,0,10,20'/>")["h"] == 20  # commas are Mermaid's too
+
+
+def test_a_child_started_after_a_page_has_run_does_not_run_that_page(v8_engine, tmp_path, monkeypatch):
+    """Streamlit installs each page run's script as ``__main__`` (AppTest a generated one), and multiprocessing's
+    spawn re-runs ``__main__``'s file in a new child: a drawing child replaced after a page had run executed that
+    page and died (in a full test run, every later drawing failed). A child now starts with a bare ``__main__``."""
+    import sys
+    import types
+
+    js = v8_engine
+    page = tmp_path / "page.py"
+    flag = tmp_path / "ran"
+    page.write_text(f"open({str(flag)!r}, 'w').close()\nraise SystemExit('a page ran in the drawing child')\n")
+    fake_main = types.ModuleType("__main__")
+    fake_main.__file__ = str(page)
+    monkeypatch.setitem(sys.modules, "__main__", fake_main)
+    eng = js._engine("render")
+    js.render_svg_with('flowchart TD\n  A["before"] --> B\n', fd.CONFIG)  # a child is up
+    eng._process.kill()
+    eng._process.join(10)
+    svg = js.render_svg_with('flowchart TD\n  A["afterpage"] --> B\n', fd.CONFIG)  # a new child draws it
+    assert "afterpage" in svg and not flag.exists() and sys.modules["__main__"] is fake_main

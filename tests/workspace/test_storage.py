@@ -80,6 +80,20 @@ def test_schema_recorded_once_and_columns_added(any_ws, tmp_path):
     again.close_all()
 
 
+def test_a_column_another_connection_added_meanwhile_is_not_added_twice(any_ws, monkeypatch):
+    """Two connections saw the column missing (an evolution's thread and the page that reads its cost); the second
+    to add it failed with "duplicate column name: estimated" on the Evolve page."""
+    any_ws.ensure_schema("m2", "CREATE TABLE IF NOT EXISTS m2(id INTEGER PRIMARY KEY)")
+    before = any_ws.columns("m2")
+    other = Workspace(any_ws.url or any_ws.path)
+    other.add_columns("m2", {"late": "INTEGER NOT NULL DEFAULT 0"})  # meanwhile, on another connection
+    monkeypatch.setattr(any_ws, "columns", lambda table: before)  # this one's look came before that
+    any_ws.add_columns("m2", {"late": "INTEGER NOT NULL DEFAULT 0"})
+    monkeypatch.undo()
+    assert any_ws.columns("m2").count("late") == 1
+    other.close_all()
+
+
 def test_library_versions(any_ws):
     assert library.save_workflow(any_ws, "w1", SEED, "math") == 1
     assert library.save_workflow(any_ws, "w1", SEED.replace("Generate", "Gen"), "math") == 2

@@ -21,7 +21,11 @@ one warm context for every drawing (``render_warm``; state reset, not rebooted).
 from __future__ import annotations
 
 import json
+import sys
 import threading
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 _EXEC_SHIM = "(function () {\n  const origExec = RegExp.prototype.exec;"
@@ -225,6 +229,24 @@ def _child_main(conn) -> None:  # pragma: no cover - runs in the child process
                 return
 
 
+_MAIN_LOCK = threading.Lock()
+
+
+@contextmanager
+def _plain_main() -> Iterator[None]:
+    """A bare ``__main__`` while a child is spawned. multiprocessing's spawn re-runs the parent's ``__main__`` file
+    in the child, and Streamlit installs each page run's script as ``__main__`` (AppTest a generated one): a child
+    started after a page had run executed that page (AppTest's died of it: every drawing failed from then on)."""
+    with _MAIN_LOCK:
+        main, bare = sys.modules.get("__main__"), types.ModuleType("__main__")
+        sys.modules["__main__"] = bare
+        try:
+            yield
+        finally:
+            if main is not None and sys.modules.get("__main__") is bare:  # unless a page run installed its own
+                sys.modules["__main__"] = main
+
+
 def render_engine(timeout_ms: int = 60_000):
     """mermaidx's V8 render engine (a child process, killed and replaced when a render overruns ``timeout_ms``)
     running this module's contexts."""
@@ -238,7 +260,8 @@ def render_engine(timeout_ms: int = 60_000):
         def _spawn(self) -> None:  # mermaidx's, with this module's child loop as the target
             parent_conn, child_conn = v8_engine._MP_CONTEXT.Pipe()
             process = v8_engine._MP_CONTEXT.Process(target=_child_main, args=(child_conn,), daemon=True)
-            process.start()
+            with _plain_main():
+                process.start()
             child_conn.close()
             if not parent_conn.poll(timeout=v8_engine._BOOT_TIMEOUT_MS / 1000):
                 process.kill()
