@@ -195,6 +195,15 @@ def busy_worker(zygote, seconds=0.3, wait=60):
                 pass
         time.sleep(0.02)
     raise AssertionError("no worker got busy")
+
+def busy_comparison(a, b, cpu_seconds):
+    """``a`` and ``b`` compared in a thread once the pool is warm: (zygote, verdicts box, thread, its busy worker)."""
+    assert symbolic.equal("x+1", "1+x")
+    zygote = symbolic.worker_pids()[0]
+    box = []
+    t = threading.Thread(target=lambda: box.append(symbolic.equal(a, b, cpu_seconds=cpu_seconds)))
+    t.start()
+    return zygote, box, t, busy_worker(zygote)
 '''
 
 
@@ -204,12 +213,7 @@ def test_a_comparison_running_when_the_zygote_is_killed_keeps_its_verdict():
     got = _scorer(_BUSY + r'''
 import json, os, signal, sys, threading, time
 from flowcore.tasks import symbolic
-assert symbolic.equal("x+1", "1+x")
-zygote = symbolic.worker_pids()[0]
-box = []
-t = threading.Thread(target=lambda: box.append(symbolic.equal(sys.argv[2], sys.argv[3], cpu_seconds=30)))
-t.start()
-busy_worker(zygote)
+zygote, box, t, _ = busy_comparison(sys.argv[2], sys.argv[3], 30)
 os.kill(zygote, signal.SIGKILL)
 while symbolic._pool.proc.poll() is None:
     time.sleep(0.01)
@@ -549,12 +553,7 @@ def test_a_worker_stopped_mid_comparison_is_passed_over_not_read_as_a_wrong_answ
     got = _scorer(_BUSY + r'''
 import json, os, signal, sys, threading, time
 from flowcore.tasks import symbolic
-assert symbolic.equal("x+1", "1+x")
-zygote = symbolic.worker_pids()[0]
-box = []
-t = threading.Thread(target=lambda: box.append(symbolic.equal(sys.argv[2], sys.argv[3], cpu_seconds=1.5)))
-t.start()
-stopped = busy_worker(zygote)
+zygote, box, t, stopped = busy_comparison(sys.argv[2], sys.argv[3], 1.5)
 os.kill(stopped, signal.SIGSTOP)
 t.join()
 end = time.monotonic() + 5
@@ -574,12 +573,7 @@ def test_a_worker_killed_by_someone_else_mid_comparison_is_not_a_wrong_answer(si
     got = _scorer(_BUSY + r'''
 import json, os, signal, sys, threading, time
 from flowcore.tasks import symbolic
-assert symbolic.equal("x+1", "1+x")
-zygote = symbolic.worker_pids()[0]
-box = []
-t = threading.Thread(target=lambda: box.append(symbolic.equal(sys.argv[2], sys.argv[3], cpu_seconds=30)))
-t.start()
-victim = busy_worker(zygote)
+zygote, box, t, victim = busy_comparison(sys.argv[2], sys.argv[3], 30)
 os.kill(victim, getattr(signal, sys.argv[4]))
 t.join()
 bomb = symbolic.equal("(a+b+c+d+e+f)**500", "1", cpu_seconds=1)  # its own budget: still no verdict

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from flowcore.tasks import scoring, symbolic
-from tests.tasks.test_symbolic_attacks import _BUSY, MEDIUM_TRUE, SLOW_TRUE, _scorer, choosing_pids
+from tests.tasks.test_symbolic_attacks import _BUSY, MEDIUM_TRUE, SLOW_TRUE, _children, _scorer, choosing_pids
 
 BOMB = r"(a+b+c+d+e+f)^{500}"  # text the scorer lets through (an exponent of 500): grows its worker by ~500 MB
 
@@ -36,17 +36,6 @@ def _cpu(pid: int) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError):
         return 0.0
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        try:
-            if entry.isdigit() and int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(entry))
-        except (OSError, IndexError, ValueError):
-            pass
-    return out
 
 
 class _OomKiller:
@@ -188,12 +177,7 @@ def test_a_zygote_stopped_or_killed_before_it_says_how_a_worker_ended_is_an_erro
 import json, os, signal, sys, threading, time
 from flowcore.tasks import symbolic
 symbolic.FORK_TIMEOUT = 1.0
-assert symbolic.equal("x+1", "1+x")
-zygote = symbolic.worker_pids()[0]
-box = []
-t = threading.Thread(target=lambda: box.append(symbolic.equal(sys.argv[2], sys.argv[3], cpu_seconds=30)))
-t.start()
-victim = busy_worker(zygote)
+zygote, box, t, victim = busy_comparison(sys.argv[2], sys.argv[3], 30)
 os.kill(zygote, getattr(signal, sys.argv[4]))
 os.kill(victim, signal.SIGKILL)
 t.join()
