@@ -131,15 +131,22 @@ async function showImage(code, image) {  // the server's drawing, as an image on
   img.src = image.src;
   try { await img.decode(); } catch (e) { return; }  // not an image: Mermaid draws the text
   if (code !== state.code) return;
-  state.natural = positive(image.w) && positive(image.h) ? { w: image.w, h: image.h }
+  const natural = positive(image.w) && positive(image.h) ? { w: image.w, h: image.h }
     : { w: img.naturalWidth || 400, h: img.naturalHeight || 200 };
-  stage.replaceChildren(img);
+  show(img, natural, "server", code);
+}
+
+// The picture in the frame (Mermaid's <svg> or the server's <img>), in one task: no frame without a picture.
+// imageOf: the text whose server image is shown, until Mermaid redraws it.
+function show(pic, natural, source, imageOf) {
+  state.natural = natural;
+  stage.replaceChildren(pic);
   stage.classList.remove("stale");
-  state.imageOf = code;
+  state.imageOf = imageOf;
   showError("");
   apply(state.fit ? fitScale() : state.scale);
   document.body.dataset.drawn = String(state.n);
-  document.body.dataset.source = "server";
+  document.body.dataset.source = source;
 }
 
 async function draw(code) {
@@ -158,15 +165,9 @@ async function draw(code) {
     const el = doc.documentElement;
     if (el.nodeName !== "svg") throw new Error("Mermaid returned no drawing");
     const box = el.viewBox && el.viewBox.baseVal;
-    state.natural = { w: box && box.width ? box.width : 400, h: box && box.height ? box.height : 200 };
     el.removeAttribute("style");  // Mermaid's max-width; the zoom sets the size
-    stage.replaceChildren(document.importNode(el, true));  // in one task: no frame without a picture
-    stage.classList.remove("stale");
-    state.imageOf = null;
-    showError("");
-    apply(state.fit ? fitScale() : state.scale);
-    document.body.dataset.drawn = String(state.n);
-    document.body.dataset.source = "browser";
+    show(document.importNode(el, true), { w: box && box.width ? box.width : 400, h: box && box.height ? box.height : 200 },
+      "browser", null);
   } catch (e) {
     document.getElementById(id)?.remove();  // Mermaid's scratch element of a failed render
     document.getElementById("d" + id)?.remove();
