@@ -15,6 +15,7 @@ from flowcore.execution._standalone_ops import OpenAIChat
 from flowcore.execution.compiler import compile_workflow
 from flowcore.mermaid.reader import parse
 from tests.helpers.fakellm import FakeLLMServer, Fault
+from tests.llm.test_reply_cap import MATH
 
 THOUGHT = " ".join(f"step{i}" for i in range(40))
 TOKENS = -(-len(THOUGHT) // 4)  # 68 by 4 characters a token
@@ -64,14 +65,6 @@ def test_a_reply_without_content_is_charged_before_it_fails(http):
     assert chat.calls == 4 and chat.cost == pytest.approx(4000.0)
 
 
-MATH = """flowchart TD
-    %% @prompt solver: Solve it.
-    PROBLEM([Problem])
-    C1["Custom (role: solver)"]
-    RETURN([Return])
-    class PROBLEM,RETURN Interface
-    PROBLEM --> C1 --> RETURN
-"""
 TWO_CALLS = """flowchart TD
     %% @prompt solver: Solve it.
     %% @prompt checker: Check it.

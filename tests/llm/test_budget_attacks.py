@@ -8,27 +8,13 @@ import math
 
 import pytest
 
-from flowcore.llm.client import LLM, ROLES, BudgetExceeded, LLMError, LLMSettings, run_usage
+from flowcore.llm.client import LLM, BudgetExceeded, LLMError, run_usage
 from tests.helpers.fakellm import FakeLLMServer, Fault
+from tests.llm.test_unreported_usage import _log, _quarter, _settings
 
 PROMPT = "Explain photosynthesis in one sentence, please."
 TEXT = "Photosynthesis: chlorophyll-containing organisms transform electromagnetic radiation into carbohydrates"
 LONG = " ".join(f"w{i}" for i in range(60))  # 60 chunks when streamed, ~45 tokens by 4 characters a token
-
-
-def _settings(srv: FakeLLMServer, **kw) -> LLMSettings:
-    base = {"base_url": srv.base_url, "api_key": "k", "models": {r: "m" for r in ROLES},
-            "prices": {"m": (1_000_000.0, 2_000_000.0)}, "max_retries": 0}
-    return LLMSettings(**{**base, **kw})
-
-
-def _quarter(text: str) -> int:
-    return math.ceil(len(text) / 4)
-
-
-def _log(ws, run_id: str) -> list[tuple]:
-    return [tuple(r) for r in ws.query("SELECT prompt_tokens, completion_tokens, cost, estimated, error IS NOT NULL"
-                                       " FROM llm_calls WHERE run_id = ? ORDER BY id", (run_id,))]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
