@@ -300,10 +300,7 @@ def render_svg(text: str) -> str:
     hit, svg = _cache_get(_svg_cache, text)
     if hit:
         return svg
-    try:
-        svg = _engine("render").render_svg(text, "default", dict(MERMAID_CONFIG), None)
-    except Exception as exc:  # mermaidx raises its own MermaidRenderError or a JS exception
-        raise MermaidRenderError(f"Mermaid could not draw the diagram: {exc}") from exc
+    svg = render_svg_with(text, {})
     _cache_put(_svg_cache, text, svg, size=32)
     return svg
 
