@@ -105,6 +105,19 @@ def test_a_killed_drawing_child_is_replaced_and_the_next_text_is_drawn(v8_engine
     assert ">killedagain<" in js.render_svg_with('flowchart TD\n  K["killedagain"] --> L\n', fd.CONFIG)
 
 
+def test_a_child_killed_just_before_a_drawing_does_not_fail_it(v8_engine):
+    """A child killed between drawings reads as alive until it is reaped: the next drawing was written to its
+    closed pipe and failed (20 of 20 before the fix; the first drawing cached it as undrawable, Export raised)."""
+    js = v8_engine
+    js.render_svg_with('flowchart TD\n  A["warm"] --> B\n', fd.CONFIG)
+    eng = js._engine("render")
+    for i in range(5):
+        eng._process.kill()  # not joined: the next drawing finds it dying
+        assert f">k{i}<" in js.render_svg_with(f'flowchart TD\n  K["k{i}"] --> L\n', fd.CONFIG)
+    with pytest.raises(js.MermaidRenderError):  # Mermaid's own refusal is not drawn twice, and still raised
+        js.render_svg_with("flowchart TD\n  A -->\n", fd.CONFIG)
+
+
 def test_the_editor_path_hands_the_server_no_directive_and_no_markup(v8_engine):
     """What the Editor draws is view.diagram_code of the workflow (display_copy): a pasted text's %%{init}%%,
     front matter, themeCSS/fontFamily url(), htmlLabels and <img> labels never reach the server's Mermaid."""

@@ -272,6 +272,23 @@ def render_engine(timeout_ms: int = 60_000):
                 raise v8_engine.MermaidRenderError(f"the V8 engine failed to start: {payload}")
             self._process, self._parent_conn = process, parent_conn
 
+        def _replace_child(self, dead: object = None) -> None:
+            """A new child for one that died (killed, out of memory; ``dead``: the one that died under a drawing,
+            maybe not reaped yet): mermaidx would write to its closed pipe and fail every drawing from then on."""
+            process = self._process
+            if process is None:
+                self.start()
+                return
+            if process is not dead and process.is_alive():
+                return
+            with self._lock:
+                conn, self._process, self._parent_conn = self._parent_conn, None, None
+            process.kill()
+            process.join(2)
+            if conn is not None:
+                conn.close()
+            self.start()
+
         def render_svg(self, code: str, theme: str, config: dict | None, css: str | None,
                        timeout_ms: int | None = None) -> str:
             # One drawing at a time: mermaidx sends and receives on one pipe without holding its lock, so two
@@ -279,18 +296,21 @@ def render_engine(timeout_ms: int = 60_000):
             # replies: one user's drawing was shown (and cached) as another's. ``timeout_ms``: this call's
             # deadline (a first drawing is not worth a minute of the engine), the engine's own otherwise.
             with self._one_at_a_time:
-                process = self._process
-                if process is not None and not process.is_alive():
-                    # the child died between drawings (killed, out of memory): mermaidx wrote to its closed pipe
-                    # and failed every drawing from then on (Export too); a new child draws
-                    with self._lock:
-                        conn, self._process, self._parent_conn = self._parent_conn, None, None
-                    if conn is not None:
-                        conn.close()
-                    self.start()
                 default = self._render_timeout_ms
                 self._render_timeout_ms = timeout_ms or default
                 try:
+                    self._replace_child()
+                    child = self._process
+                    try:
+                        return super().render_svg(code, theme, config, css)
+                    except (OSError, EOFError, v8_engine.MermaidRenderError) as exc:
+                        # The child died under this drawing (killed between drawings and not reaped yet, out of
+                        # memory): an engine failure, not Mermaid's verdict on the text, so a new child draws it
+                        # once more. A deadline or a refusal is raised at once.
+                        if not isinstance(exc, (OSError, EOFError)) \
+                                and not isinstance(exc.__cause__, (OSError, EOFError)):
+                            raise
+                    self._replace_child(dead=child)  # unless mermaidx replaced it already
                     return super().render_svg(code, theme, config, css)
                 finally:
                     self._render_timeout_ms = default
