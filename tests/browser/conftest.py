@@ -367,6 +367,28 @@ def goto_page(page, app: StreamlitApp, url_path: str = "/", timeout_ms: int = DE
     wait_for_app(page, timeout_ms)
 
 
+def track_requests(page) -> dict:
+    """The page's requests sent and not yet answered (request -> URL), kept up to date from now on."""
+    inflight: dict = {}
+    page.on("request", lambda r: inflight.__setitem__(r, r.url))
+    page.on("requestfinished", lambda r: inflight.pop(r, None))
+    page.on("requestfailed", lambda r: inflight.pop(r, None))
+    return inflight
+
+
+def wait_network_idle(page, inflight: dict | None = None, timeout_ms: int = 60_000) -> None:
+    """Wait until no request has been in flight for 500 ms (Playwright's "networkidle"); past ``timeout_ms``
+    (a loaded machine serves a page's 3.5 MB of Mermaid slowly) fail naming what was still in flight."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_load_state("networkidle", timeout=timeout_ms)
+    except PlaywrightTimeout:
+        pending = sorted(set(inflight.values())) if inflight is not None else "not tracked"
+        raise AssertionError(f"{page.url}: the network never went quiet for 500 ms in {timeout_ms / 1000:.0f} s;"
+                             f" in flight: {pending}") from None
+
+
 def save_screenshot(page, name: str, min_bytes: int = 20_000, **kwargs) -> Path:
     """A page screenshot for the README. It lands in assets/screenshots/ only when MERMAIDFLOW_SCREENSHOTS=1
     (`make screenshots`), so an ordinary test run never changes tracked files; otherwise in the artifacts

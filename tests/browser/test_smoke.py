@@ -2,7 +2,7 @@
 
 import pytest
 
-from .conftest import goto_page, no_exceptions
+from .conftest import goto_page, no_exceptions, track_requests, wait_network_idle
 
 pytestmark = pytest.mark.browser
 
@@ -27,9 +27,10 @@ def test_nothing_leaves_127_0_0_1_on_any_page(page, streamlit_app):
     off_host: list[str] = []
     page.on("request", lambda r: urlsplit(r.url).hostname not in ("127.0.0.1", "localhost", None)
             and not r.url.startswith(("data:", "blob:", "about:")) and off_host.append(r.url))
+    inflight = track_requests(page)
     for path in ["/", *(f"/{url}" for _, _, url, _ in PAGES)]:
         goto_page(page, streamlit_app, path)
-        page.wait_for_load_state("networkidle")  # every request the page makes has been sent
+        wait_network_idle(page, inflight)  # every request the page makes has been sent
         assert no_exceptions(page) == [], path
     assert off_host == [], f"requests to other hosts: {sorted(set(off_host))}"
 
