@@ -57,7 +57,10 @@ def candidates_section(configured: bool) -> int | None:
                 key="aov_source").startswith("Examples"):
         c1, c2 = st.columns(2)
         sets = S.example_sets()
-        c1.selectbox("Example: K candidate graphs for one goal", [None, *sets], index=1, key="aov_example_set",
+        # the first set, ready to use: a default in the session (a restored choice is kept; a widget's own
+        # default beside a value set by the session made Streamlit warn on every run)
+        st.session_state.setdefault("aov_example_set", next(iter(sets), None))
+        c1.selectbox("Example: K candidate graphs for one goal", [None, *sets], key="aov_example_set",
                      format_func=lambda k: "— (only my files)" if k is None else
                      f"{md(S.example_goal(k))} ({len(sets[k])} graphs)")
         c2.file_uploader("AOV JSON files", type=["json"], accept_multiple_files=True, key="aov_upload")
