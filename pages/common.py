@@ -226,14 +226,12 @@ def sandbox_banner(*, show_ready: bool = False) -> bool:
 
 
 def sidebar_status() -> None:
+    """Where this app keeps things and what it can do, one caption (each element costs every page's paint)."""
     settings = llm_settings()
-    with st.sidebar:
-        st.caption(f"Workspace: `{db_path()}`")
-        ready, _ = sandbox.sandbox_status()
-        st.caption("Sandbox: bubblewrap ready" if ready else ":red[Sandbox: bubblewrap missing — generated "
-                   "code is refused]")
-        if settings.configured:
-            st.caption(f"LLM endpoint: `{public_url(settings.base_url)}` · executor `{settings.models['executor']}`")
-        else:
-            st.caption("LLM endpoint: not configured")
-        st.caption(f"Open workflow: {open_label()}")
+    ready, _ = sandbox.sandbox_status()
+    llm = f"`{public_url(settings.base_url)}` · executor `{settings.models['executor']}`" if settings.configured \
+        else "not configured"
+    st.sidebar.caption("  \n".join([
+        f"Workspace: `{db_path()}`",
+        "Sandbox: bubblewrap ready" if ready else ":red[Sandbox: bubblewrap missing — generated code is refused]",
+        f"LLM endpoint: {llm}", f"Open workflow: {open_label()}"]))

@@ -111,7 +111,10 @@ rev, ws = common.editor_rev(), common.workspace()
 examples = library.examples()
 saved = library.list_workflows(ws)
 
-bar = st.columns([1.2, 2, 1.2, 0.9, 0.9, 1.1, 1.1], vertical_alignment="bottom")
+# One row of small controls: the popovers' contents are built when opened (a closed one costs the page's first
+# paint nothing; the example list, the download and the width slider loaded 24 of Streamlit's scripts before the
+# text could show)
+bar = st.columns([1.6, 0.9, 0.9, 1.1, 1.0, 3.5], vertical_alignment="bottom")
 task = bar[0].radio("Task", cat.TASKS, index=cat.TASKS.index(wf["task"]) if wf["task"] in cat.TASKS else 0,
                     horizontal=True, key=f"ed_task_{rev}", help="math: GSM8K/MATH; code: HumanEval/MBPP")
 if task != wf["task"]:
@@ -119,13 +122,14 @@ if task != wf["task"]:
 names = [e[0] for e in examples]
 if ss.get("ed_example_rev") != rev:  # another workflow opened: the box names it only if it is an example
     ss["ed_example_rev"], ss["ed_example"] = rev, wf["name"] if wf["name"] in names else None
-bar[1].selectbox("Example", names, key="ed_example", placeholder="Choose an example…")
-bar[2].button("Load example", on_click=load_example, key="ed_load")
-# the popovers' contents are built when opened (a closed one costs the page's first paint nothing)
-if (pop := bar[3].popover("Open", icon=":material/folder_open:", key="ed_open_pop", on_change="rerun")).open:
+if (pop := bar[1].popover("Open", icon=":material/folder_open:", key="ed_open_pop", on_change="rerun",
+                          help="An example, or a workflow saved in this workspace")).open:
     with pop:
+        st.selectbox("Example", names, key="ed_example", placeholder="Choose an example…")
+        st.button("Load example", on_click=load_example, key="ed_load")
+        st.divider()
         if saved:
-            oname = st.selectbox("Workflow", [s.name for s in saved], key="ed_open_name",
+            oname = st.selectbox("Saved workflow", [s.name for s in saved], key="ed_open_name",
                                  format_func=lambda n: next(f"{s.name} · {s.task} · v{s.version}"
                                                             + ("" if s.valid else " · has errors")
                                                             for s in saved if s.name == n))
@@ -135,14 +139,14 @@ if (pop := bar[3].popover("Open", icon=":material/folder_open:", key="ed_open_po
             st.button("Open", on_click=open_saved, key="ed_open", type="primary")
         else:
             st.caption("Nothing saved in this workspace yet.")
-if (pop := bar[4].popover("Save", icon=":material/save:", key="ed_save_pop", on_change="rerun")).open:
+if (pop := bar[2].popover("Save", icon=":material/save:", key="ed_save_pop", on_change="rerun",
+                          help="Save a version in this workspace, or download the text")).open:
     with pop:
         st.text_input("Name", value=wf["name"], key=name_key(), max_chars=80)
         st.button("Save version", on_click=save, key="ed_save", type="primary")
-bar[5].download_button(".mmd", live_text(), file_name=f"{file_stem(wf['name'])}.mmd",
-                       mime="text/plain", icon=":material/download:", key="ed_download",
-                       on_click="ignore")
-serve_parts.publish_popover(bar[6], live_text(), task, wf["name"] or "", key="ed_publish")
+        st.download_button("Download .mmd", live_text(), file_name=f"{file_stem(wf['name'])}.mmd",
+                           mime="text/plain", icon=":material/download:", key="ed_download", on_click="ignore")
+serve_parts.publish_popover(bar[3], live_text(), task, wf["name"] or "", key="ed_publish")
 
 if "ed_flash" in ss:
     kind, message = ss.pop("ed_flash")
@@ -162,10 +166,14 @@ diags, w, parse_diags = bounded.read(text, task, hard=hard)
 diags, mermaid_pending = (diags, False) if hard else with_mermaid(text, diags)
 readable = not any(d.code == "M001" for d in parse_diags)
 
-lay = st.columns([2, 5], vertical_alignment="bottom")
-split = lay[0].slider("Text width (%)", 25, 75, 45, 5, key="ed_split", help="How much of the width the text gets")
-lay[1].caption("Drawing: wheel or drag to pan, Ctrl + wheel to zoom; Fit never draws text under 11 px (the box "
-               "scrolls instead); Copy link and Copy PNG are above it.")
+split = ss.get("ed_text_width", 45)  # kept while its popover is closed (keep.FORM_KEYS)
+if (pop := bar[4].popover("Width", icon=":material/width:", key="ed_width_pop", on_change="rerun",
+                          help="How much of the width the text gets")).open:
+    with pop:
+        split = st.slider("Text width (%)", 25, 75, split, 5, key="ed_split")
+ss["ed_text_width"] = split
+bar[5].caption("Drawing: wheel or drag to pan, Ctrl + wheel to zoom; Fit never draws text under 11 px (the box "
+               "scrolls instead).")
 left, right = st.columns([split, 100 - split])
 with left:
     ss["ed_mode"] = "plain" if view.is_big(w) else "ace"
@@ -226,6 +234,24 @@ elif st.toggle("Draw on a canvas", key="ed_canvas", help="Add typed nodes from a
                + (f", and slow with {len(w.nodes):,} nodes." if len(w.nodes) > view.CANVAS_MAX_NODES else ".")):
     canvas_parts.canvas(w, task, apply_drawing)
 
+def prompt_forms(names: list[str]) -> None:
+    """A text box per prompt (the text's ``%% @prompt`` lines): an edit here rewrites the text."""
+    if len(names) > 12:  # one text box per prompt would be thousands of widgets
+        names = [st.selectbox(f"Prompt to edit ({len(names):,})", names, key="ed_prompt_pick")]
+    for name in names:
+        users = [n.id for n in w.nodes.values() if n.prompt == name]
+        label = f"`{name}` — used by {', '.join(users[:8])}{' …' if len(users) > 8 else ''}" if users \
+            else f"`{name}` — not used by any node"
+        current = w.prompts.get(name, "")  # keyed by the prompt's text: an edit in the editor above refreshes it
+        value = st.text_area(label, value=current, key=prompt_key(name, current), height=80,
+                             placeholder="Missing (M013): write the prompt here and press Ctrl+Enter to add it.")
+        if name not in w.prompts:
+            st.caption(f":orange[**M013**] prompt {safe.code(name)} is not defined yet; type it above to add it.")
+        if value.strip() and value.strip() != w.prompts.get(name, "").strip():
+            common.set_current_workflow(cv.set_prompt_text(text, name, value))
+            st.rerun()
+
+
 st.subheader("Prompts")
 names = list(dict.fromkeys([n.prompt for n in w.nodes.values() if n.prompt] + list(w.prompts)))
 if not readable:
@@ -233,17 +259,13 @@ if not readable:
 elif not names:
     st.caption("No node names a prompt. A Custom or CustomCodeGenerate node names one in its label, "
                "e.g. `Custom<br/>(role: solver)`.")
-elif len(names) > 12:  # one text box per prompt would be thousands of widgets
-    names = [st.selectbox(f"Prompt to edit ({len(names):,})", names, key="ed_prompt_pick")]
-for name in names if readable else []:
-    users = [n.id for n in w.nodes.values() if n.prompt == name]
-    label = f"`{name}` — used by {', '.join(users[:8])}{' …' if len(users) > 8 else ''}" if users \
-        else f"`{name}` — not used by any node"
-    current = w.prompts.get(name, "")  # keyed by the prompt's text: an edit in the editor above refreshes it
-    value = st.text_area(label, value=current, key=prompt_key(name, current), height=80,
-                         placeholder="Missing (M013): write the prompt here and press Ctrl+Enter to add it.")
-    if name not in w.prompts:
-        st.caption(f":orange[**M013**] prompt {safe.code(name)} is not defined yet; type it above to add it.")
-    if value.strip() and value.strip() != w.prompts.get(name, "").strip():
-        common.set_current_workflow(cv.set_prompt_text(text, name, value))
-        st.rerun()
+else:
+    # the forms are built when the box is open (below the first screen, they cost its first paint a tenth of
+    # a second); it opens by itself while a prompt is missing
+    missing = sum(name not in w.prompts for name in names)
+    box = st.expander(f"Edit the prompts here: {count(len(names), 'prompt')}"
+                      + (f", :orange[{missing} missing]" if missing else ""), expanded=bool(missing),
+                      key="ed_prompts", on_change="rerun", icon=":material/edit:")
+    if box.open:
+        with box:
+            prompt_forms(names)

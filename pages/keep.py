@@ -25,7 +25,7 @@ def keep_form_values() -> None:
 FORM_KEYS = re.compile(r"^(run_(mode|source|limit|conc|bench_\w+|problem_text|entry|reference|pick)|evo_(pick_seed|"
                        r"bench_\w+|limit|rounds|k|alpha|lam|topk|budget|seed|ops|mode|review|val_rounds|test_top|test_limit|"
                        r"search|remeasure|more)|"
-                       r"hist_(status|ops|min|pinned|tab)|ex_pick|ed_(split|live_hard|canvas)|"
+                       r"hist_(status|ops|min|pinned|tab)|ex_pick|ed_(text_width|live_hard|canvas)|"
                        r"cmp_(task|split|limit|repeats|conc|bench_\w+|pick_\w+|view|new_open)|"
                        r"aov_(source|example_set|paste|task|taskset|gen_k|agents|inspector|repairs|mode|refine))$")
 

@@ -95,10 +95,17 @@ def test_screenshot_of_an_example(page, streamlit_app):
     """Open the HumanEval case study from the example loader and keep a screenshot for the README."""
     page.set_viewport_size({"width": 1600, "height": 1000})
     goto_page(page, streamlit_app, "/editor")
+    page.get_by_role("button", name="Open", exact=True).click()  # the examples are in the Open popover
+    wait_for_app(page)
     choose(page, page.get_by_label("Example").first, "humaneval_case_study")
     wait_for_app(page)
     page.get_by_role("button", name="Load example").click()
     wait_for_app(page)
+    page.keyboard.press("Escape")  # closed again: the screenshot shows the page
+    wait_for_app(page)
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")  # no tooltip on it
+    page.mouse.move(5, 600)
+    expect(page.get_by_role("button", name="Load example")).to_have_count(0)
     page.get_by_text("Valid for code tasks").first.wait_for()
     for _ in range(5):  # the new text's editor reports it once mounted: one more run, which redraws the drawing
         sent = runs_sent(page)
@@ -120,8 +127,10 @@ def test_the_mmd_download_has_a_safe_file_name(page, streamlit_app):
     odd = "../../My flow: v2*?"  # a name from a copied link can be any text
     query = urlencode({"wf": odd, "task": "math", "code": encode_text(BASE + "RETURN([Return])\n")})
     goto_page(page, streamlit_app, f"/editor?{query}")
+    page.get_by_role("button", name="Save", exact=True).click()  # the download is in the Save popover
+    wait_for_app(page)
     with page.expect_download() as info:
-        page.get_by_role("button", name=".mmd").click()
+        page.get_by_role("button", name="Download .mmd").click()
     assert info.value.suggested_filename == "My_flow_v2.mmd"  # the Export page's stem, not the raw name
     assert Path(info.value.path()).read_text().startswith("flowchart TD")
 

@@ -71,6 +71,8 @@ def texts(elements) -> list[str]:
 
 
 def load_example(at, name: str) -> None:
+    at.session_state["ed_open_pop"] = True  # the example list is built in the Open popover, when it is open
+    at.run()
     at.selectbox(key="ed_example").set_value(name)
     at.button(key="ed_load").click()
     at.run()
@@ -178,7 +180,22 @@ def test_a_bad_name_is_refused_plainly(editor):
     assert any(e.startswith(r"Not saved: workflow name '\*\*x\*\* \[a\](b)'") for e in texts(editor.error))
 
 
+def open_prompts(at) -> None:
+    """Open the Prompts box (its forms are built only when open; it opens by itself while one is missing)."""
+    at.session_state["ed_prompts"] = True
+    at.run()
+
+
+def test_the_prompt_forms_are_built_when_their_box_is_open_and_it_opens_for_a_missing_one(editor):
+    assert not [a for a in editor.text_area if a.key.startswith("ed_prompt_")]  # all defined: closed, not built
+    assert any(e.label.startswith("Edit the prompts here: 1 prompt") for e in editor.expander)
+    type_text(editor, FIXED.replace('C1["Custom"]', 'C1["Custom<br/>(role: critic)"]'))
+    assert [a.key for a in editor.text_area if a.key.startswith("ed_prompt_critic_")]  # missing: open
+    assert any("1 missing" in e.label for e in editor.expander)
+
+
 def test_editing_a_prompt_and_adding_a_missing_one(editor):
+    open_prompts(editor)
     [solver] = [a for a in editor.text_area if a.key.startswith("ed_prompt_solver_")]
     solver.set_value("Think, then answer in \\boxed{}.").run()
     assert parse(editor.session_state["mf_text"]).prompts["solver"] == "Think, then answer in \\boxed{}."
@@ -196,6 +213,7 @@ def test_a_prompt_changed_in_the_text_shows_in_its_form_and_is_not_undone(editor
     type_text(editor, text)
     type_text(editor, text + "\n")  # one more keystroke: the form must not write its old value back
     assert editor.session_state["mf_text"] == text + "\n"
+    open_prompts(editor)
     [solver] = [a for a in editor.text_area if a.key.startswith("ed_prompt_solver_")]
     assert solver.value.startswith("Carefully solve the problem")
 
@@ -299,9 +317,7 @@ def test_a_big_workflow_keeps_text_and_checker_live_without_the_heavy_widgets(db
 
 def test_the_gutter_waits_for_mermaids_own_verdict(editor):
     """Until Mermaid 11 has answered, the page does not call the text valid; then it says Mermaid agrees."""
-    editor.selectbox(key="ed_example").set_value("gsm8k_case_study")
-    editor.button(key="ed_load").click()
-    editor.run()
+    load_example(editor, "gsm8k_case_study")
     text = editor.session_state["mf_text"]
     if mermaid_live.verdict(text) is None:  # not answered yet: the page says so, and nothing is called valid
         assert any("Mermaid 11 is checking" in s for s in texts(editor.info))

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("app_env")
 
 # page (as kept), its file, what a page of this app once failed on: a widget's value or a kept result of a wrong type
 UNFIT = [("run", "run", {"run_one_result": "zzz", "run_mode": "One problem"}),
-         ("editor", "editor", {"ed_split": -7}),
+         ("editor", "editor", {"ed_text_width": -7}),
          ("evolve", "evolve", dict.fromkeys(("evo_pick_seed", "evo_bench_math", "evo_ops", "evo_mode", "evo_more",
                                              "evo_rounds", "evo_k", "evo_limit", "evo_search", "evo_review"), -7)),
          ("compare", "compare", {"cmp_pick_math": -7})]
