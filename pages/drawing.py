@@ -60,7 +60,8 @@ def first_image(code: str, key: str) -> dict | None:
     seen = st.session_state.setdefault("mf_first_drawings", set())
     first = key not in seen
     seen.add(key)
-    return first_drawing.image(code) if first else first_drawing.cached(code)
+    scope = st.session_state.get("mf_user") or ""  # a team member's drawings are theirs (first_drawing)
+    return first_drawing.image(code, scope=scope) if first else first_drawing.cached(code, scope)
 
 
 def drawing(code: str, key: str, *, max_height: int = 720, zoom: float | None = None, font_px: int = 16,

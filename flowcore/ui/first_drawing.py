@@ -14,7 +14,12 @@ anything else is not shown), and its size comes from that parse.
 Never slower than the browser's path: nothing is drawn unless the drawing engine is already started (the server's
 warm-up starts it) and runs in V8 (QuickJS takes seconds), a text is drawn within ``BUDGET_S`` or not at all this
 time (the drawing goes on in the background and is cached for the next view), and every failure is ``None``: the
-component then draws in the browser as before. Results, failures included, are cached by text.
+component then draws in the browser as before. Results, failures included, are cached by text and ``scope``.
+
+A team server keeps each member's drawings apart (``scope``: the member): a drawing that comes back at once is one
+made before, so a shared cache told anyone who guessed another member's exact text that it had been drawn. Drawings
+made with no scope (the warm-up's, of the bundled default workflow; every drawing of a one-user app) are shown to
+everyone.
 """
 
 from __future__ import annotations
@@ -43,8 +48,8 @@ CONFIG = {"startOnLoad": False, "securityLevel": "strict", "maxEdges": 2000, "ht
 SVG_NS = "{http://www.w3.org/2000/svg}"
 
 _lock = threading.Lock()
-_cache: OrderedDict[str, dict | None] = OrderedDict()
-_pending: dict[str, Future] = {}
+_cache: OrderedDict[tuple[str, str], dict | None] = OrderedDict()  # (scope, code) -> image
+_pending: dict[tuple[str, str], Future] = {}
 _cached_bytes = 0  # the size of the images in _cache (their data URLs)
 _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mermaidflow-first-drawing")
 
@@ -84,52 +89,65 @@ def _size(value: dict | None) -> int:
     return len(value["src"]) if value else 0
 
 
-def _work(code: str) -> dict | None:
-    """Draw ``code`` and cache the image (None when it cannot be drawn); in the drawing thread."""
+def _work(key: tuple[str, str]) -> dict | None:
+    """Draw ``key``'s code and cache the image (None when it cannot be drawn); in the drawing thread."""
     global _cached_bytes
     try:
-        value = to_image(_draw(code))
+        value = to_image(_draw(key[1]))
     except Exception:  # noqa: BLE001 - Mermaid refused the text, or the engine failed: the browser draws it
         value = None
     with _lock:
-        _pending.pop(code, None)
-        _cached_bytes -= _size(_cache.pop(code, None))
-        _cache[code] = value
+        _pending.pop(key, None)
+        _cached_bytes -= _size(_cache.pop(key, None))
+        _cache[key] = value
         _cached_bytes += _size(value)
         while len(_cache) > CACHE_SIZE or (_cached_bytes > MAX_CACHE_BYTES and len(_cache) > 1):
             _cached_bytes -= _size(_cache.popitem(last=False)[1])
     return value
 
 
-def image(code: str, budget_s: float = BUDGET_S) -> dict | None:
+def _lookup(code: str, scope: str) -> tuple[bool, dict | None]:
+    """(found, image) among ``scope``'s drawings and the public ones; under ``_lock``."""
+    for key in dict.fromkeys([(scope, code), ("", code)]):
+        if key in _cache:
+            _cache.move_to_end(key)
+            return True, _cache[key]
+    return False, None
+
+
+def image(code: str, budget_s: float = BUDGET_S, scope: str = "") -> dict | None:
     """The drawing of Mermaid ``code`` as an image (see ``to_image``), or None: not drawable on the server now
-    (engine not started or not V8, text too long, Mermaid refused it, or not done within ``budget_s``)."""
-    if not isinstance(code, str) or len(code) > MAX_CODE_CHARS:
+    (engine not started or not V8, text too long, Mermaid refused it, or not done within ``budget_s``).
+    ``scope``: whose drawing it is (a team member; "" for everyone)."""
+    if not isinstance(code, str) or not isinstance(scope, str) or len(code) > MAX_CODE_CHARS:
         return None
+    key = (scope, code)
     with _lock:
-        if code in _cache:
-            _cache.move_to_end(code)
-            return _cache[code]
-        fut = _pending.get(code)
+        found, value = _lookup(code, scope)
+        if found:
+            return value
+        fut = _pending.get(key)
     if fut is None:
         if not engine_ready():
             return None
         with _lock:
-            fut = _pending.get(code)
+            fut = _pending.get(key)
             if fut is None:
                 if len(_pending) >= MAX_PENDING:  # the drawing thread has enough to do: the browser draws
                     return None
-                fut = _pending[code] = _pool.submit(_work, code)
+                fut = _pending[key] = _pool.submit(_work, key)
     try:
         return fut.result(timeout=budget_s)
     except FutureTimeout:  # still drawing: cached when done, for the next view
         return None
 
 
-def cached(code: str) -> dict | None:
-    """The image of ``code`` if it has been drawn, else None (nothing is drawn)."""
+def cached(code: str, scope: str = "") -> dict | None:
+    """The image of ``code`` if it has been drawn for ``scope`` or for everyone, else None (nothing is drawn)."""
+    if not isinstance(code, str) or not isinstance(scope, str):
+        return None
     with _lock:
-        return _cache.get(code) if isinstance(code, str) else None
+        return _lookup(code, scope)[1]
 
 
 def clear() -> None:

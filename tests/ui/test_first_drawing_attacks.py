@@ -208,3 +208,31 @@ def test_a_child_started_after_a_page_has_run_does_not_run_that_page(v8_engine, 
     eng._process.join(10)
     svg = js.render_svg_with('flowchart TD\n  A["afterpage"] --> B\n', fd.CONFIG)  # a new child draws it
     assert "afterpage" in svg and not flag.exists() and sys.modules["__main__"] is fake_main
+
+
+def test_a_member_cannot_learn_from_the_cache_what_another_member_drew(fake):
+    """A drawing that came back at once had been drawn before: with one cache for the whole team server, a member
+    who guessed another's exact text learned that it had been drawn (a timing side channel). Each member's
+    drawings are now theirs; the warm-up's (no scope: the bundled default workflow) are everyone's."""
+    calls: list[str] = []
+
+    def slow(code: str) -> str:
+        calls.append(code)
+        time.sleep(0.3)
+        return SVG.format(code.split()[-1])
+
+    fake.setattr(fd, "_draw", slow)
+    secret = "flowchart TD\n  Merger --> Acme\n"
+    assert fd.image(secret, budget_s=10, scope="alice@example.com") is not None
+    assert fd.cached(secret, "alice@example.com") is not None
+    assert fd.cached(secret, "mallory@example.com") is None  # not hers to see
+    t0 = time.monotonic()
+    assert fd.image(secret, budget_s=0.05, scope="mallory@example.com") is None  # drawn anew, not answered at once
+    assert time.monotonic() - t0 >= 0.05
+    deadline = time.monotonic() + 10
+    while fd._pending and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert calls.count(secret) == 2  # her own drawing, made for her
+    public = "flowchart TD\n  Default --> Shown\n"
+    assert fd.image(public, budget_s=10) is not None  # the warm-up's drawing, no scope
+    assert fd.cached(public, "mallory@example.com") is not None and calls.count(public) == 1
