@@ -129,13 +129,16 @@ def settings_row(configured: bool) -> None:
                horizontal=True, help=None if configured else "Refinement re-plans with the LLM: configure one")
     r[1].number_input("every M completed", 1, 100, key="aov_refine_every")
     r[2].number_input("at most (times)", 0, 50, key="aov_max_refinements")
-    with r[3].popover("Flow settings", icon=":material/tune:"):
-        d = {k: st.number_input(label, 1 if k != "max_refinements" else 0, hi, getattr(f, k), key=f"aov_fs_{k}")
-             for k, label, hi in [("k", "Default K", 50), ("k_max", "Largest K", 50),
-                                  ("refine_every", "Refine every M", 100),
-                                  ("max_refinements", "Max refinements", 50),
-                                  ("context_chars", "Log budget of repair/refinement prompts (chars)", 10**7)]}
-        st.button("Save in the workspace", on_click=act.save_flow, args=(d,), key="aov_fs_save")
+    # built when opened: five number boxes closed on every view cost the page's first paint
+    if (pop := r[3].popover("Flow settings", icon=":material/tune:", key="aov_fs_pop", on_change="rerun")).open:
+        with pop:
+            d = {k: st.number_input(label, 1 if k != "max_refinements" else 0, hi, getattr(f, k),
+                                    key=f"aov_fs_{k}")
+                 for k, label, hi in [("k", "Default K", 50), ("k_max", "Largest K", 50),
+                                      ("refine_every", "Refine every M", 100),
+                                      ("max_refinements", "Max refinements", 50),
+                                      ("context_chars", "Log budget of repair/refinement prompts (chars)", 10**7)]}
+            st.button("Save in the workspace", on_click=act.save_flow, args=(d,), key="aov_fs_save")
 
 
 @st.fragment(run_every=1.0)

@@ -459,6 +459,9 @@ def test_a_periodic_refinement_is_shown_as_a_proposal_and_accepted(monkeypatch):
 
 def test_flow_settings_are_saved_and_bound_k():
     at = page()
+    assert not [n for n in at.number_input if n.key.startswith("aov_fs_")]  # built only when opened
+    at.session_state["aov_fs_pop"] = True
+    ok(at.run())
     for key, value in (("aov_fs_k", 4), ("aov_fs_k_max", 6)):
         at.number_input(key=key).set_value(value).run()
     ok(at.button(key="aov_fs_save").click().run())
@@ -467,6 +470,8 @@ def test_flow_settings_are_saved_and_bound_k():
     assert again.number_input(key="aov_k").value == 4 and again.number_input(key="aov_k").max == 6
     again.radio(key="aov_source").set_value("Generate with the LLM").run()
     assert again.slider(key="aov_gen_k").max == 6 and again.slider(key="aov_gen_k").value == 4
+    again.session_state["aov_fs_pop"] = True
+    ok(again.run())
     again.number_input(key="aov_fs_k").set_value(9).run()
     ok(again.button(key="aov_fs_save").click().run())
     assert any("Not saved: Flow settings: k must be between 1 and k\\_max=6" in e for e in texts(again.error))
