@@ -290,3 +290,49 @@ def test_getconfig_is_mermaids_copy_after_config_changes():
     finally:
         fast.close()
         plain.close()
+
+
+def test_a_text_whose_drawing_kills_the_child_is_not_drawn_past_its_deadline(engine_state, monkeypatch):
+    """A child that dies under a drawing is replaced and the text drawn once more (a child killed between drawings
+    and not reaped yet). A text that kills its child (the kernel's OOM killer, SIGKILL) some seconds in was then
+    drawn twice, each time with the whole deadline: Export's minute became two, the first drawing's DRAW_TIMEOUT_S
+    twice itself, and the lock Export and the first drawing share was held for all of it. The second drawing gets
+    what is left of the deadline."""
+    import os
+    import signal
+    import threading
+    import time
+
+    monkeypatch.delenv(mermaid_js.ENGINE_ENV, raising=False)
+    deadline_s, kill_after_s = 4.0, 2.5  # the text kills its child 2.5 s into each drawing
+    eng = mermaid_v8.render_engine(timeout_ms=int(deadline_s * 1000))
+    eng.start()
+    endless = "flowchart TD\n" + "".join(f"  N{i % 80} --> N{(i * 37 + 11) % 80}\n" for i in range(1900))
+    killed: list[int] = []
+    stop = threading.Event()
+
+    def hostile_text() -> None:  # what the text does to whichever child draws it
+        seen, since = None, 0.0
+        while not stop.wait(0.01):
+            process = eng._process
+            if process is not seen:
+                seen, since = process, time.monotonic()  # a child set up by the engine draws at once
+            elif process is not None and process.is_alive() and time.monotonic() - since >= kill_after_s:
+                os.kill(process.pid, signal.SIGKILL)
+                killed.append(process.pid)
+                seen = None
+
+    watcher = threading.Thread(target=hostile_text)
+    try:
+        watcher.start()
+        with pytest.raises(Exception):  # noqa: B017 - mermaidx's own error type
+            eng.render_svg(endless, "default", dict(mermaid_js.MERMAID_CONFIG), None)
+        stop.set()
+        watcher.join(5)
+        assert len(killed) == 1, killed  # drawn 2.5 s, then only within the 1.5 s left: not 5 s past 4
+        assert "ok" in eng.render_svg("flowchart LR\n  A[ok] --> B\n", "default", dict(mermaid_js.MERMAID_CONFIG),
+                                      None)  # and the engine draws again
+    finally:
+        stop.set()
+        watcher.join(5)
+        eng.close()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -298,6 +299,7 @@ def render_engine(timeout_ms: int = 60_000):
             with self._one_at_a_time:
                 default = self._render_timeout_ms
                 self._render_timeout_ms = timeout_ms or default
+                end = time.monotonic() + self._render_timeout_ms / 1000
                 try:
                     self._replace_child()
                     child = self._process
@@ -310,7 +312,14 @@ def render_engine(timeout_ms: int = 60_000):
                         if not isinstance(exc, (OSError, EOFError)) \
                                 and not isinstance(exc.__cause__, (OSError, EOFError)):
                             raise
+                        died = exc
                     self._replace_child(dead=child)  # unless mermaidx replaced it already
+                    # ... within what is left of this call's deadline: a text that kills its child seconds in was
+                    # drawn twice as long as its callers wait (Export's minute, first_drawing's DRAW_TIMEOUT_S)
+                    left_ms = int((end - time.monotonic()) * 1000)
+                    if left_ms <= 0:
+                        raise died
+                    self._render_timeout_ms = left_ms
                     return super().render_svg(code, theme, config, css)
                 finally:
                     self._render_timeout_ms = default
