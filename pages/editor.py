@@ -10,14 +10,13 @@ from flowcore import WorkflowSyntaxError, is_valid, parse, parse_lenient, to_mer
 from flowcore import catalogue as cat
 from flowcore.checker import bounded
 from flowcore.export.bundle import file_stem
-from flowcore.mermaid import safe
 from flowcore.mermaid.live import verdict as mermaid_verdict
 from flowcore.mermaid.live import with_mermaid
 from flowcore.ui import canvas as cv
 from flowcore.ui import view
 from flowcore.ui.words import count
 from flowcore.workspace import library
-from pages import canvas_parts, common, conflicts, serve_parts, widgets
+from pages import canvas_parts, common, conflicts, prompt_parts, serve_parts, widgets
 from pages.ace import ace
 from pages.common import md
 
@@ -31,10 +30,6 @@ def ace_key() -> str:
 
 def name_key() -> str:
     return f"ed_save_name_{common.editor_rev()}"
-
-
-def prompt_key(name: str, text: str) -> str:
-    return f"ed_prompt_{name}_{hashlib.sha1(text.encode()).hexdigest()[:10]}"
 
 
 def live_text() -> str:
@@ -234,38 +229,4 @@ elif st.toggle("Draw on a canvas", key="ed_canvas", help="Add typed nodes from a
                + (f", and slow with {len(w.nodes):,} nodes." if len(w.nodes) > view.CANVAS_MAX_NODES else ".")):
     canvas_parts.canvas(w, task, apply_drawing)
 
-def prompt_forms(names: list[str]) -> None:
-    """A text box per prompt (the text's ``%% @prompt`` lines): an edit here rewrites the text."""
-    if len(names) > 12:  # one text box per prompt would be thousands of widgets
-        names = [st.selectbox(f"Prompt to edit ({len(names):,})", names, key="ed_prompt_pick")]
-    for name in names:
-        users = [n.id for n in w.nodes.values() if n.prompt == name]
-        label = f"`{name}` — used by {', '.join(users[:8])}{' …' if len(users) > 8 else ''}" if users \
-            else f"`{name}` — not used by any node"
-        current = w.prompts.get(name, "")  # keyed by the prompt's text: an edit in the editor above refreshes it
-        value = st.text_area(label, value=current, key=prompt_key(name, current), height=80,
-                             placeholder="Missing (M013): write the prompt here and press Ctrl+Enter to add it.")
-        if name not in w.prompts:
-            st.caption(f":orange[**M013**] prompt {safe.code(name)} is not defined yet; type it above to add it.")
-        if value.strip() and value.strip() != w.prompts.get(name, "").strip():
-            common.set_current_workflow(cv.set_prompt_text(text, name, value))
-            st.rerun()
-
-
-st.subheader("Prompts")
-names = list(dict.fromkeys([n.prompt for n in w.nodes.values() if n.prompt] + list(w.prompts)))
-if not readable:
-    st.caption("Fix the syntax error above to edit prompts here.")
-elif not names:
-    st.caption("No node names a prompt. A Custom or CustomCodeGenerate node names one in its label, "
-               "e.g. `Custom<br/>(role: solver)`.")
-else:
-    # the forms are built when the box is open (below the first screen, they cost its first paint a tenth of
-    # a second); it opens by itself while a prompt is missing
-    missing = sum(name not in w.prompts for name in names)
-    box = st.expander(f"Edit the prompts here: {count(len(names), 'prompt')}"
-                      + (f", :orange[{missing} missing]" if missing else ""), expanded=bool(missing),
-                      key="ed_prompts", on_change="rerun", icon=":material/edit:")
-    if box.open:
-        with box:
-            prompt_forms(names)
+prompt_parts.prompts_section(w, text, readable)

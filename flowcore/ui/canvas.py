@@ -416,6 +416,16 @@ def apply_canvas(w: Workflow, canvas: dict) -> Workflow:
 
 # -- edits the Editor page makes to the text itself (kept here so the page stays layout only) ----------------
 
+def prompt_names(w: Workflow) -> list[str]:
+    """Every prompt the workflow names or defines, once: the nodes' first, in their order, then the rest."""
+    return list(dict.fromkeys([n.prompt for n in w.nodes.values() if n.prompt] + list(w.prompts)))
+
+
+def prompt_users(w: Workflow, name: str) -> list[str]:
+    """The ids of the nodes that use prompt ``name``."""
+    return [n.id for n in w.nodes.values() if n.prompt == name]
+
+
 def set_prompt_text(text: str, name: str, prompt: str) -> str:
     """``text`` with the ``%% @prompt name:`` line set to ``prompt`` (added after the header when missing);
     every other line, comments included, is kept as written."""

@@ -210,18 +210,24 @@ def test_a_child_started_after_a_page_has_run_does_not_run_that_page(v8_engine, 
     assert "afterpage" in svg and not flag.exists() and sys.modules["__main__"] is fake_main
 
 
+def _recording_drawer(fake, pause) -> list[str]:  # noqa: ANN001 - the fixture's monkeypatch, pause() -> Any
+    """Draw with a fake that records each code it is asked for and pauses before answering."""
+    calls: list[str] = []
+
+    def draw(code: str) -> str:
+        calls.append(code)
+        pause()
+        return SVG.format(code.split()[-1])
+
+    fake.setattr(fd, "_draw", draw)
+    return calls
+
+
 def test_a_member_cannot_learn_from_the_cache_what_another_member_drew(fake):
     """A drawing that came back at once had been drawn before: with one cache for the whole team server, a member
     who guessed another's exact text learned that it had been drawn (a timing side channel). Each member's
     drawings are now theirs; the warm-up's (no scope: the bundled default workflow) are everyone's."""
-    calls: list[str] = []
-
-    def slow(code: str) -> str:
-        calls.append(code)
-        time.sleep(0.3)
-        return SVG.format(code.split()[-1])
-
-    fake.setattr(fd, "_draw", slow)
+    calls = _recording_drawer(fake, lambda: time.sleep(0.3))
     secret = "flowchart TD\n  Merger --> Acme\n"
     assert fd.image(secret, budget_s=10, scope="alice@example.com") is not None
     assert fd.cached(secret, "alice@example.com") is not None
@@ -243,14 +249,7 @@ def test_a_member_neither_joins_another_members_drawing_in_progress_nor_writes_t
     her own (joining the one in progress would answer her when it is done: the text had been asked for), and no
     member's drawing is ever shown to everyone (only the warm-up draws without a scope)."""
     release = threading.Event()
-    calls: list[str] = []
-
-    def held(code: str) -> str:
-        calls.append(code)
-        release.wait(10)
-        return SVG.format(code.split()[-1])
-
-    fake.setattr(fd, "_draw", held)
+    calls = _recording_drawer(fake, lambda: release.wait(10))
     secret = "flowchart TD\n  Layoffs --> March\n"
     assert fd.image(secret, budget_s=0.01, scope="alice@example.com") is None  # drawing, held
     assert fd.image(secret, budget_s=0.01, scope="mallory@example.com") is None
