@@ -424,3 +424,14 @@ def test_a_570_character_link_of_nested_subgraphs_opens_within_its_budget(db):
     assert "did not finish within its" in verdict.diagnostic.message
     at.run()
     assert "did not finish within its" in " ".join(texts(at.markdown))
+
+
+def test_the_text_width_is_set_under_width_and_kept_while_it_is_closed(editor):
+    assert not [s for s in editor.slider if s.key == "ed_split"]  # closed: not built
+    editor.session_state["ed_width_pop"] = True
+    editor.run()
+    editor.slider(key="ed_split").set_value(60).run()
+    assert editor.session_state["ed_text_width"] == 60
+    editor.session_state["ed_width_pop"] = False
+    editor.run()
+    assert not [s for s in editor.slider if s.key == "ed_split"] and editor.session_state["ed_text_width"] == 60
