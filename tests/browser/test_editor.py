@@ -238,8 +238,10 @@ def test_an_unclosed_label_is_reported_where_it_opened_and_no_word_completion_po
     ace = page.frame_locator(ACE)
     editor = ace.locator(".ace_editor").first
     editor.wait_for()
+    # word completion is never loaded (pages/components/ace/editor.js runs Ace alone): Ace has no such option
     assert editor.evaluate("e => [e.env.editor.getOption('enableLiveAutocompletion'),"
-                           " e.env.editor.getOption('enableBasicAutocompletion')]") == [False, False]
+                           " e.env.editor.getOption('enableBasicAutocompletion'),"
+                           " !!window.ace.require('ace/ext/language_tools')]") == [None, None, False]
     line20 = ace.locator(".ace_gutter-cell.ace_error").filter(has_text=re.compile(r"^\s*20\s*$"))
     expect(line20).to_have_count(1)
     expect(ace.locator(".ace_gutter-cell.ace_error")).to_have_count(1)  # not line 21

@@ -68,7 +68,7 @@ def test_a_failed_fill_leaves_nothing(tmp_root):
     assert list(tmp_root.iterdir()) == []
 
 
-def test_the_ace_build_from_a_read_only_copy_has_word_completion_off(tmp_root, tmp_path, monkeypatch):
+def test_the_ace_frame_from_a_read_only_copy_loads_ace_alone_from_its_folder(tmp_root, tmp_path, monkeypatch):
     source = tmp_path / "build"
     shutil.copytree(ace.BUILD, source)
     for root, _dirs, files in os.walk(source):  # as a read-only site-packages installs it
@@ -84,11 +84,36 @@ def test_the_ace_build_from_a_read_only_copy_has_word_completion_off(tmp_root, t
         for root, _, _ in os.walk(source):
             os.chmod(root, 0o755)
     assert folder.parent == tmp_root
-    main = ace._main_chunk(source, folder).read_text()
-    assert ace.OFF in main and ace.ON not in main
-    assert ace._main_chunk(source).read_text().count(ace.ON) == 1  # the installed build is untouched
     html = (folder / "index.html").read_text()
+    scripts = re.findall(r'<script src="([^"]+)"', html)
+    # the build's vendor chunk (Ace among its modules) and ours; not the build's React app, whose main chunk
+    # switched word completion on
+    assert scripts == [f"./static/js/{ace.vendor_chunk(source)}", "editor.js"]
+    assert "<script>" not in html and "main." not in html
+    assert (folder / "static" / "js" / ace.vendor_chunk(source)).is_file() and (folder / "editor.js").is_file()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # every script and sheet is the folder's own
+    assert (source / "index.html").read_text() != html  # the installed build is untouched
+
+
+def test_a_build_without_ace_where_the_frame_expects_it_is_refused_and_the_stock_editor_used(tmp_path,
+                                                                                           monkeypatch):
+    source = tmp_path / "build"
+    shutil.copytree(ace.BUILD, source)
+    chunk = source / "static" / "js" / ace.vendor_chunk(source)
+    chunk.write_text(chunk.read_text().replace('define("ace/ace"', 'define("ace/acf"'))
+    with pytest.raises(RuntimeError, match="ace/ace"):
+        ace.vendor_chunk(source)
+    monkeypatch.setattr(ace, "BUILD", source)
+    ace.build_dir.cache_clear()
+    ace._component.cache_clear()
+    stock = []
+    monkeypatch.setattr(ace.streamlit_ace, "st_ace", lambda **kw: stock.append(kw) or kw["value"])
+    try:
+        assert ace.ace("flowchart TD", key="k") == "flowchart TD"
+    finally:
+        ace.build_dir.cache_clear()
+        ace._component.cache_clear()
+    assert stock and stock[0]["key"] == "k"
 
 
 def test_the_canvas_build_is_patched_for_named_ports_and_the_palette(tmp_root, monkeypatch):
