@@ -37,12 +37,19 @@ def test_after_the_warm_up_a_fresh_interpreter_holds_what_the_pages_need():
             "from flowcore.mermaid.engines import js; from flowcore.ui import first_drawing;"
             "print(json.dumps({'failed': failed, 'lazy': [m in sys.modules for m in LAZY],"
             " 'engines': sorted(js._engines),"
-            " 'drawn': js.started_backend('render') != 'v8' or any(first_drawing._cache.values())}))")
+            " 'drawn': js.started_backend('render') != 'v8' or any(first_drawing._cache.values()),"
+            " 'walked': len(__import__('gc').get_objects())}));"
+            "from flowcore.ui.warm import settle; import gc; settle();"
+            "print(json.dumps({'walked': len(gc.get_objects()), 'frozen': gc.get_freeze_count()}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got, settled = (json.loads(line) for line in out.stdout.strip().splitlines()[-2:])
+    walked = got.pop("walked")
     # with V8, the Editor's first drawing of the default workflow is ready for a new session's first view
     assert got == {"failed": {}, "lazy": [True, True, True], "engines": ["parse", "render"], "drawn": True}
+    # then what was imported is left out of later collections: Streamlit's collection after every script run
+    # walked all of it (150-200 ms holding the interpreter)
+    assert walked > 100_000 and settled["walked"] < walked / 20 and settled["frozen"] > walked * 0.9, settled
 
 
 def test_the_warm_up_waits_for_page_views_and_the_quiet_after_them():
