@@ -68,6 +68,9 @@ function create(ace) {
   editor.commands.addCommand({ name: "updateStreamlit", bindKey: { mac: "cmd-return", win: "ctrl-return" },
     exec: (e) => { e.selection.clearSelection(); e.navigateLineEnd(); e.insert("\n"); } });
   editor.on("change", () => {
+    // Ace moves the gutter's marks with the text, and drops the mark of a line a line break is typed in: the
+    // next render's marks (the checker's for the new text, often the same as before) are set again, always
+    annotations = null;
     clearTimeout(timer);
     timer = setTimeout(send, args.autoUpdate ? DEBOUNCE_MS : 0);
   });
