@@ -47,6 +47,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 STARTUP_TIMEOUT_S = 60.0
 DEFAULT_TIMEOUT_MS = 20_000
+# the Editor's text box (pages/ace.py), the one on screen
+ACE = 'iframe[title="pages.ace.ace_editor"] >> visible=true'
 # `expect(...)` has its own 5 s default; on a shared 2-core host at load 10+ an iframe's first paint takes longer.
 # The tests wait for states, so a longer ceiling only lets a slow machine arrive; it never passes a wrong state.
 try:

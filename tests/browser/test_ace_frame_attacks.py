@@ -25,6 +25,7 @@ from playwright.sync_api import expect
 from flowcore.workspace.drafts import encode_text
 
 from .conftest import (
+    ACE,
     CSP_RECORD,
     REPO,
     STARTUP_TIMEOUT_S,
@@ -41,7 +42,6 @@ from .conftest import (
 
 pytestmark = pytest.mark.browser
 
-ACE = 'iframe[title="pages.ace.ace_editor"] >> visible=true'
 MERMAID = 'iframe[title="pages.drawing.mermaid_drawing"]'
 EVIL = "img.evil.invalid"  # never resolves; any request to it is recorded before DNS fails
 PWN = "(window.top.__pwned = (window.top.__pwned || 0) + 1)"

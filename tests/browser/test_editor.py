@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import (
+    ACE,
     choose,
     goto_page,
     no_exceptions,
@@ -26,7 +27,6 @@ from .conftest import (
 
 pytestmark = pytest.mark.browser
 
-ACE = 'iframe[title="pages.ace.ace_editor"] >> visible=true'
 MERMAID = 'iframe[title="pages.drawing.mermaid_drawing"]'
 BASE = 'flowchart TD\nPROBLEM(["Problem"])\nC1["Custom"]\n'
 

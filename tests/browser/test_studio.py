@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import (
+    ACE,
     REPO,
     _free_port,
     _healthy,
@@ -26,7 +27,6 @@ from .conftest import (
 
 pytestmark = pytest.mark.browser
 
-ACE = 'iframe[title="pages.ace.ace_editor"] >> visible=true'
 MINE = ('flowchart TD\n%% @prompt solver: Reload-proof prompt.\nPROBLEM(["Problem"])\n'
         'C1["Custom<br/>(role: solver)"]\nRETURN(["Return"])\nPROBLEM --> C1\nC1 --> RETURN\n')
 
