@@ -184,6 +184,7 @@ if __name__ == "__main__":  # Streamlit runs this script for every page view
         main()
 else:  # `streamlit run app.py` finds `app` below and serves it: every request passes the web guard first
     from starlette.middleware import Middleware
+    from streamlit import file_util
     from streamlit.starlette import App
 
     from flowcore.serve import nodelay, slow
@@ -191,6 +192,7 @@ else:  # `streamlit run app.py` finds `app` below and serves it: every request p
     from flowcore.ui.browser_cookie import BrowserCookie
     from flowcore.ui.deeplinks import PageBase
     from flowcore.ui.plain_files import PlainComponentFiles
+    from flowcore.ui.static_files import StaticBundles
 
     try:  # the names this server answers to (DNS rebinding: a foreign Host is refused), read once at start
         _hosts = webguard.Hosts.served(st.get_option("server.address"))
@@ -199,11 +201,13 @@ else:  # `streamlit run app.py` finds `app` below and serves it: every request p
     # the guard first; then a page opened by its address (/editor) learns where the app's root is (no 404s),
     # and a new browser gets its id cookie with the page; component files go as they are on disk, not gzipped per
     # request (flowcore/ui/plain_files.py). Every request first holds off the warm-up.
+    _base = st.get_option("server.baseUrlPath") or ""
     app = App(Path(__file__).name, middleware=[Middleware(warm.Activity), Middleware(webguard.WebGuard, hosts=_hosts),
+                                               Middleware(StaticBundles, static_dir=file_util.get_static_dir(),
+                                                          base_url=_base),
                                                Middleware(PageBase, pages=[u for _, _, u, _ in PAGES]),
                                                Middleware(BrowserCookie),
-                                               Middleware(PlainComponentFiles,
-                                                          base_url=st.get_option("server.baseUrlPath") or "")])
+                                               Middleware(PlainComponentFiles, base_url=_base)])
     slow.install()  # a request head that never ends closes its connection (slowloris), as `flowcore serve` does
     nodelay.install()  # small answers without a 40 ms wait for the browser's ACK (Streamlit's socket kept Nagle on)
     warm.start(ROOT / "pages")  # the first view of each page as quick as the second
