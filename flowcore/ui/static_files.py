@@ -96,5 +96,7 @@ class StaticBundles:
                         "headers": [h for h in headers if h[0] in (b"etag", b"cache-control")]})
             await send({"type": "http.response.body", "body": b""})
             return
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        # a fresh list for each answer: a layer outside that appends to the message's headers in place (a
+        # visitor's cookie) must not write into the cache, and so into every later visitor's answer
+        await send({"type": "http.response.start", "status": 200, "headers": list(headers)})
         await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
