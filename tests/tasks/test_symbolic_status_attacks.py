@@ -68,7 +68,9 @@ def test_a_memory_bomb_killed_by_the_oom_killer_is_a_wrong_answer_not_an_errored
     container ends it was asked again, three times, then Unavailable: an errored row, left out of the score's
     denominator, so the bomb raised the score instead of lowering it."""
     assert symbolic.equal("x+1", "1+x") is True
-    with _OomKiller(symbolic.worker_pids()[0], 300 << 20) as oom:
+    # killed once it grew 150 MB of its ~500: under load it grows slowly, and at 300 MB the scorer's own time limit
+    # ended it first in one CI run (no OOM kill, nothing tested)
+    with _OomKiller(symbolic.worker_pids()[0], 150 << 20) as oom:
         res = scoring.score("math", rf"\boxed{{{BOMB}}}", r"\boxed{1}")
     assert oom.killed >= 1  # it did die of the OOM killer here
     assert (res.correct, res.errored) == (False, False), res.detail
