@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from streamlit import file_util
 from streamlit.web.server.starlette.starlette_static_routes import create_streamlit_static_handler
 
 from flowcore.ui.static_files import StaticBundles, bundle_names
+from tests.helpers.asgi import Got, ask, scope_for
 
 STATIC = Path(file_util.get_static_dir())
 
@@ -29,40 +29,16 @@ class Counted:
 
 
 class Answer:
-    def __init__(self) -> None:
-        self.status_code, self.headers, self.content = 0, {}, b""
+    """tests/helpers/asgi.py's answer, read as a client reads one: headers by name."""
+
+    def __init__(self, got: Got) -> None:
+        self.status_code, self.content = got.status, got.body
+        self.headers = {k.decode().lower(): v.decode() for k, v in got.headers}
 
 
 def _ask(app, requests: list[tuple[str, str, dict]]) -> list[Answer]:  # noqa: ANN001
     """Each request as the server hands it on: the raw path, not tidied by a client (``..`` kept)."""
-    async def one(method: str, path: str, headers: dict) -> Answer:
-        got, done, asked = Answer(), asyncio.Event(), []
-
-        async def receive() -> dict:
-            if not asked:
-                asked.append(1)
-                return {"type": "http.request", "body": b"", "more_body": False}
-            await done.wait()  # the client hangs up once the answer is complete
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                got.status_code = message["status"]
-                got.headers = {k.decode().lower(): v.decode() for k, v in message.get("headers", [])}
-            else:
-                got.content += message.get("body", b"")
-                if not message.get("more_body"):
-                    done.set()
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-                 "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
-                 "headers": [(b"host", b"127.0.0.1")] + [(k.encode(), v.encode()) for k, v in headers.items()],
-                 "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
-        await app(scope, receive, send)
-        return got
-
-    async def go() -> list[Answer]:
-        return [await one(*r) for r in requests]
-    return asyncio.run(go())
+    return [Answer(g) for g in ask(app, *(scope_for(p, m, h, host="127.0.0.1") for m, p, h in requests))]
 
 
 def test_every_bundle_file_is_answered_from_memory_as_streamlit_answers_it():

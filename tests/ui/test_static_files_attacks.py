@@ -20,6 +20,7 @@ from flowcore.ui import static_files
 from flowcore.ui.static_files import StaticBundles, bundle_names
 from flowcore.ui.warm import Activity
 from flowcore.ui.webguard import CSP, Hosts, WebGuard
+from tests.helpers.asgi import Got, ask, one, scope_for
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = b"TOP-SECRET not a bundle"
@@ -38,52 +39,6 @@ class Inner:
             return
         await send({"type": "http.response.start", "status": 299, "headers": [(b"content-length", b"9")]})
         await send({"type": "http.response.body", "body": b"streamlit"})
-
-
-class Got:
-    def __init__(self) -> None:
-        self.status, self.headers, self.body, self.messages = 0, [], b"", []
-
-    def header(self, name: str) -> str | None:
-        found = [v.decode() for k, v in self.headers if k.decode().lower() == name]
-        assert len(found) <= 1, (name, found)
-        return found[0] if found else None
-
-
-def scope_for(path: str, method: str = "GET", headers: dict | None = None, raw_path: bytes | None = None,
-              host: str = "127.0.0.1:8501") -> dict:
-    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-            "path": path, "raw_path": path.encode("utf-8", "surrogateescape") if raw_path is None else raw_path,
-            "root_path": "", "query_string": b"",
-            "headers": [(b"host", host.encode())] + [(k.encode(), v.encode()) for k, v in (headers or {}).items()],
-            "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8501)}
-
-
-async def _one(app, scope: dict) -> Got:  # noqa: ANN001
-    got, asked = Got(), []
-
-    async def receive() -> dict:
-        if not asked:
-            asked.append(1)
-            return {"type": "http.request", "body": b"", "more_body": False}
-        await asyncio.sleep(3600)  # the client stays until the answer is complete
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict) -> None:
-        got.messages.append(message)
-        if message["type"] == "http.response.start":
-            got.status, got.headers = message["status"], list(message.get("headers") or [])
-        elif message["type"] == "http.response.body":
-            got.body += message.get("body", b"")
-
-    await app(scope, receive, send)
-    return got
-
-
-def ask(app, *scopes: dict) -> list[Got]:  # noqa: ANN001
-    async def go() -> list[Got]:
-        return [await _one(app, s) for s in scopes]
-    return asyncio.run(go())
 
 
 @pytest.fixture
@@ -258,7 +213,7 @@ def test_many_parallel_first_requests_read_the_file_once_and_all_get_it(tiny: Pa
     app = StaticBundles(Inner(), static_dir=tiny)
 
     async def go() -> list[Got]:
-        return await asyncio.gather(*(_one(app, scope_for("/static/js/a.js", m))
+        return await asyncio.gather(*(one(app, scope_for("/static/js/a.js", m))
                                       for m in ("GET", "HEAD") * 50))
     got = asyncio.run(go())
     assert len(reads) == 1
@@ -329,7 +284,7 @@ def test_no_answer_from_memory_is_a_type_a_browser_would_render_as_a_page():
 ])
 def test_other_scopes_and_scopes_missing_keys_pass_through_untouched(tiny: Path, scope: dict):
     inner = Inner()
-    asyncio.run(_one(StaticBundles(inner, static_dir=tiny), scope))
+    asyncio.run(one(StaticBundles(inner, static_dir=tiny), scope))
     assert inner.scopes == [scope]
 
 
@@ -340,7 +295,7 @@ def test_other_scopes_and_scopes_missing_keys_pass_through_untouched(tiny: Path,
 ])
 def test_a_scope_without_headers_or_raw_path_still_gets_the_file(tiny: Path, scope: dict):
     inner = Inner()
-    got = asyncio.run(_one(StaticBundles(inner, static_dir=tiny), scope))
+    got = asyncio.run(one(StaticBundles(inner, static_dir=tiny), scope))
     assert got.status == 200 and got.body == (b"" if scope["method"] == "HEAD" else JS_BODY)
     assert inner.scopes == []
 
