@@ -907,12 +907,17 @@ class Evolution:
             return pool_reports(reports) if len(reports) > 1 else reports[0]
 
         cfg, report = self.config, pooled()
+        # A measurement an outage broke (errored problems that may pass) is retried whole after a back-off: its
+        # score is not the workflow's, and measuring again on it would pay for samples the retry discards.
+        def broke() -> bool:
+            return any(_errored(x) and getattr(x, "transient", False) for rep in reports for x in rep.results)
+
         if cfg.search == "guided":
             buf = self._buffer()
             result = search.chosen(list(buf.rows.values()))
             best, low = buf.best_score(), (result or {}).get("ci_low")
             for _ in range(cfg.remeasure):
-                if not search.close_call(report.score, report.ci_low, best, low):
+                if broke() or not search.close_call(report.score, report.ci_low, best, low):
                     break
                 reports.append(await self._measure(w, problems, repeat=len(reports)))
                 report = pooled()

@@ -131,6 +131,42 @@ def test_guided_rounds_draw_candidates_from_different_parents_and_operators(tmp_
     assert len(calls) > len(rows) and max(r["score"] for r in rows) > rows[0]["score"]
 
 
+def test_a_measurement_an_outage_broke_is_retried_not_measured_again(tmp_path, monkeypatch):
+    """Once flaky (a SQLite lock held mid-round): a measurement with problems errored by an outage was measured
+    again with fresh samples (the guided search's close call read its lowered score), then the round was retried
+    anyway, so those samples were paid for and thrown away. Now a broken measurement costs that measurement."""
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    cfg = EvolutionConfig(benchmark="gsm8k", rounds=3, limit=12, mode="programmatic", workflow=IO["math"])
+
+    def run(name: str, broken: set[int]) -> tuple[list, list]:
+        calls: list = []
+        inner = _structural_evaluator(calls)
+
+        async def evaluate(w, problems):
+            report = await inner(w, problems)
+            if len(calls) in broken:  # problem 0 errored by an outage: no answer, may pass
+                x = report.results[0]
+                report.results[0] = ProblemResult(x.id, False, "", None, 0.0, 0.0, "LLMError: endpoint away",
+                                                  errored=True, transient=True)
+            return report
+
+        ws = Workspace(tmp_path / name)
+        evo = Evolution(ws, cfg, evaluator=evaluate)
+        evo.outage_waits = (0.0, 0.0)
+        out = evo.run()
+        assert out["status"] == "finished", out
+        return calls, [(r["round"], r["status"], r["score"], r["workflow_text"]) for r in History(ws).rounds(1)]
+
+    straight, want = run("a.db", set())
+    firsts = [i + 1 for i, w in enumerate(straight) if i == 0 or w is not straight[i - 1]]
+    assert len(straight) > len(firsts)  # some rounds were measured again (close calls): the case at stake
+    for first in firsts[1:]:  # each round's first measurement broken in turn
+        calls, got = run(f"b{first}.db", {first})
+        assert got == want
+        assert len(calls) == len(straight) + 1, (first, len(calls), len(straight))  # one measurement more
+
+
 def test_paper_search_is_section_5_as_written_and_old_runs_resume_as_paper(tmp_path, monkeypatch):
     for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
         monkeypatch.delenv(k, raising=False)
