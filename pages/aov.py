@@ -147,6 +147,8 @@ def live_view(ex) -> None:
     reruns once the run stops, or when a decision is awaited (to show the proposals)."""
     if act.job() is None or len(ex.queue) != ss.get("aov_seen_queue", 0):
         ss["aov_seen_queue"] = len(ex.queue)
+        if (shown := ss.pop("aov_flash_now", None)) is not None:  # this very run showed it: the rerun shows it too
+            ss.setdefault("aov_flash", shown)
         st.rerun()
     st.markdown(f"status **{ex.status}** · step **{ex.step_index}** · {S.running_text(ex)}")
     graph_and_timeline(ex)
@@ -220,13 +222,19 @@ def main() -> None:
     act.settle()  # a background run that has ended: why
     act.sync()  # another tab, window or process may have moved the execution on
     ex = ss.get("aov_ex")
-    if "aov_flash" in ss:
-        kind, message = ss.pop("aov_flash")
+    # A decision's message, shown once. Kept while this run lasts: should the run end as the page is drawn, the
+    # live view reruns the page at once, and the message would be gone before anyone read it.
+    ss["aov_flash_now"] = ss.pop("aov_flash", None)
+    if ss["aov_flash_now"] is not None:
+        kind, message = ss["aov_flash_now"]
         getattr(st, kind)(md(message))
-    if ex is None:
-        st.caption("Pick a candidate above and press Start execution, or reopen a saved execution.")
-    else:
-        execution_section(ex)
+    try:
+        if ex is None:
+            st.caption("Pick a candidate above and press Start execution, or reopen a saved execution.")
+        else:
+            execution_section(ex)
+    finally:
+        ss.pop("aov_flash_now", None)
     act.remember(common.browser_id())
 
 
