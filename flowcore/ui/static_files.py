@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable
 from email.utils import formatdate
 from pathlib import Path
+from typing import NamedTuple
 
 BUNDLES = ("static/js", "static/css", "static/media")  # the hashed files; index.html and manifest.json are not
 IMMUTABLE = b"public, immutable, max-age=31536000"  # Streamlit's own value for them
@@ -39,17 +40,23 @@ def bundle_names(static_dir: Path) -> dict[str, Path]:
     return names
 
 
-def answer(path: Path) -> tuple[list[tuple[bytes, bytes]], bytes]:
-    """The response headers and body for one bundle file."""
+class Answer(NamedTuple):
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+    etag: bytes
+
+
+def answer(path: Path) -> Answer:
+    """The response headers and body (and its ETag) for one bundle file."""
     body = path.read_bytes()
     kind = mimetypes.guess_type(path.name)[0] or "text/plain"  # as Starlette's FileResponse says it
     if kind.startswith("text/"):
         kind += "; charset=utf-8"
-    headers = [(b"content-type", kind.encode()), (b"content-length", str(len(body)).encode()),
-               (b"etag", b'"' + hashlib.md5(body, usedforsecurity=False).hexdigest().encode() + b'"'),
+    etag = b'"' + hashlib.md5(body, usedforsecurity=False).hexdigest().encode() + b'"'
+    headers = [(b"content-type", kind.encode()), (b"content-length", str(len(body)).encode()), (b"etag", etag),
                (b"last-modified", formatdate(path.stat().st_mtime, usegmt=True).encode()),
                (b"cache-control", IMMUTABLE), (b"accept-ranges", b"bytes")]
-    return headers, body
+    return Answer(headers, body, etag)
 
 
 class StaticBundles:
@@ -60,7 +67,7 @@ class StaticBundles:
         base = base_url.strip("/")
         self.prefix = "/" + base if base else ""
         self.names = bundle_names(Path(static_dir))
-        self.cache: dict[str, tuple[list[tuple[bytes, bytes]], bytes]] = {}
+        self.cache: dict[str, Answer] = {}
 
     def _find(self, scope: dict) -> str | None:
         if scope.get("type") != "http" or scope.get("method") not in ("GET", "HEAD"):
@@ -87,8 +94,7 @@ class StaticBundles:
             except OSError:  # gone from disk since start: Streamlit says what it says
                 await self.app(scope, receive, send)
                 return
-        headers, body = self.cache[path]
-        etag = headers[2][1]
+        headers, body, etag = self.cache[path]
         sent = {t.strip() for k, v in scope.get("headers") or () if k.lower() == b"if-none-match"
                 for t in v.split(b",")}
         if etag in sent or b"*" in sent:  # the browser has these bytes already

@@ -169,7 +169,7 @@ def test_every_real_bundle_cached_stays_within_the_package_size():
     names = sorted(app.names)
     ask(app, *(scope_for(n, "HEAD") for n in names), *(scope_for(n + "?x") for n in names[:20]))
     assert set(app.cache) == set(names)
-    held = sum(len(body) for _, body in app.cache.values())
+    held = sum(len(a.body) for a in app.cache.values())
     assert held == sum(p.stat().st_size for p in app.names.values()) < 64 * 2**20  # a fixed ceiling
 
 
@@ -199,7 +199,7 @@ def test_an_outer_layer_editing_one_answer_does_not_poison_the_next_visitors(tin
     assert second.header("set-cookie") == "visitor=2"  # not visitor 1's cookie as well
     assert third.header("set-cookie") == "visitor=3"
     assert len(third.headers) == len(first.headers)
-    assert app.cache["/static/js/a.js"][0] == static_files.answer(tiny / "static" / "js" / "a.js")[0]
+    assert app.cache["/static/js/a.js"].headers == static_files.answer(tiny / "static" / "js" / "a.js").headers
 
 
 def test_many_parallel_first_requests_read_the_file_once_and_all_get_it(tiny: Path, monkeypatch):
