@@ -147,9 +147,7 @@ def live_view(ex) -> None:
     reruns once the run stops, or when a decision is awaited (to show the proposals)."""
     if act.job() is None or len(ex.queue) != ss.get("aov_seen_queue", 0):
         ss["aov_seen_queue"] = len(ex.queue)
-        if (shown := ss.pop("aov_flash_now", None)) is not None:  # this very run showed it: the rerun shows it too
-            ss.setdefault("aov_flash", shown)
-        st.rerun()
+        common.rerun("aov_flash")
     st.markdown(f"status **{ex.status}** · step **{ex.step_index}** · {S.running_text(ex)}")
     graph_and_timeline(ex)
 
@@ -222,19 +220,13 @@ def main() -> None:
     act.settle()  # a background run that has ended: why
     act.sync()  # another tab, window or process may have moved the execution on
     ex = ss.get("aov_ex")
-    # A decision's message, shown once. Kept while this run lasts: should the run end as the page is drawn, the
-    # live view reruns the page at once, and the message would be gone before anyone read it.
-    ss["aov_flash_now"] = ss.pop("aov_flash", None)
-    if ss["aov_flash_now"] is not None:
-        kind, message = ss["aov_flash_now"]
+    if (flash := common.take_flash("aov_flash")) is not None:
+        kind, message = flash
         getattr(st, kind)(md(message))
-    try:
-        if ex is None:
-            st.caption("Pick a candidate above and press Start execution, or reopen a saved execution.")
-        else:
-            execution_section(ex)
-    finally:
-        ss.pop("aov_flash_now", None)
+    if ex is None:
+        st.caption("Pick a candidate above and press Start execution, or reopen a saved execution.")
+    else:
+        execution_section(ex)
     act.remember(common.browser_id())
 
 

@@ -77,7 +77,7 @@ def live(job_id: str) -> None:
                 f" · {snap.elapsed:.0f} s")
 
     widgets.job_progress(job_id, text, key="evo_cancel", cancel_label="Cancel run",
-                         rerun_if=lambda: gate is not None and gate.pending is not None,
+                         rerun_if=lambda: gate is not None and gate.pending is not None, keep=(review.MESSAGE,),
                          cancelling="Cancelling: the round under way stops; every stored round is kept (Resume "
                          "continues it).")
     run_view(jobs.get(job_id).snapshot().meta["run_id"], "live")

@@ -14,7 +14,7 @@ from flowcore.mermaid import safe
 from flowcore.ui import story, view
 from flowcore.ui.words import edit_detail, edit_name
 from flowcore.workspace import jobs
-from pages import widgets
+from pages import common, widgets
 from pages.common import md
 
 ss = st.session_state
@@ -26,7 +26,7 @@ def take_message(where: str | None) -> str | None:
     held = ss.get(MESSAGE)
     if held is None or (where is not None and held[0] != where):
         return None
-    ss.pop(MESSAGE)
+    common.take_flash(MESSAGE)  # (kept for a rerun of this very run: see rerun)
     return held[1]
 
 

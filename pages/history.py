@@ -70,7 +70,7 @@ def live_rounds(run_id: int, shown: int) -> None:
     h = History(common.workspace())
     last, info = h.last_round(run_id), h.run(run_id)
     if last != shown or info.status != "running":
-        st.rerun()
+        common.rerun("hist_flash")
     st.caption(f":material/autorenew: The run is going ({evs.run_status(info, common.workspace())}): round {last} stored, new rounds "
                "appear here by themselves.")
 
@@ -187,8 +187,8 @@ def main() -> None:
     common.app_shell()
     common.header("History", "Every evolution run's rounds: scores, lineage, and what changed from parent to "
                   "child.")
-    if "hist_flash" in ss:
-        st.info(ss.pop("hist_flash"))
+    if (flash := common.take_flash("hist_flash")) is not None:
+        st.info(flash)
     ws = common.workspace()
     settings = common.llm_settings()
     runs = evs.runs_overview(ws)

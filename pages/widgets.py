@@ -132,12 +132,13 @@ def pick_workflow(key: str) -> tuple[str, str, str]:
 # -- a background job's progress (Run, Evolve, History, Compare) ---------------------------------------------------
 
 def job_progress(job_id: str, text, *, key: str, cancelling: str, cancel_label: str = "Cancel",  # noqa: ANN001
-                 body=None, rerun_if=None) -> None:  # noqa: ANN001 - text(snap) -> str, body(snap), rerun_if()
+                 body=None, rerun_if=None, keep: tuple[str, ...] = ()) -> None:  # noqa: ANN001 - text(snap) -> str, body(snap), rerun_if()
     """Inside a page's polling fragment: rerun the whole page once the job is over (or ``rerun_if()``), else its
-    bar (``text(snapshot)``), what ``body(snapshot)`` adds, and Cancel (or what cancelling means)."""
+    bar (``text(snapshot)``), what ``body(snapshot)`` adds, and Cancel (or what cancelling means). ``keep``: the
+    page's one-shot message keys (``common.rerun``)."""
     job = jobs.get(job_id)
     if job is None or not job.snapshot().active or (rerun_if is not None and rerun_if()):
-        st.rerun()
+        common.rerun(*keep)
     snap = job.snapshot()
     st.progress(snap.fraction, text=text(snap))
     if body is not None:

@@ -10,6 +10,7 @@ import json
 import re
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -352,6 +353,32 @@ def test_history_table_filters_pin_note_and_fork(db):
     assert [t.value for t in at.title] == ["Editor"]
     assert at.session_state["mf_text"] == rows[2]["workflow_text"]
     assert at.session_state["mf_task"] == "math" and at.session_state["mf_name"] == f"gsm8k_run{run_id}_round2"
+
+
+def test_a_note_saved_as_a_round_lands_keeps_its_message(db, monkeypatch):
+    """A run going on: the page reruns itself when a new round is stored. When that happens while the page is
+    drawn after a note was saved, the rerun must still say the note was saved (it was shown, then lost)."""
+    run_id = offline_run(db)
+    History(Workspace(db)).set_status(run_id, "running")  # going on (here: as another process would leave it)
+    at = section(page("history"), "Round detail")
+    at.selectbox(key=f"hist_round_{run_id}").set_value(2)
+    rerun(at)
+    real, landed = History.last_round, []
+
+    def last_round(self, rid):
+        n = real(self, rid)
+        if not landed and sys._getframe(1).f_code.co_name == "live_rounds":
+            landed.append(True)
+            return n + 1  # a round stored between the page's look and its live view's
+        return n
+
+    monkeypatch.setattr(History, "last_round", last_round)
+    at.text_input(key=f"hist_note_{run_id}_2").input("worth keeping")
+    click(at, "hist_note_save")
+    assert landed  # the live view reran the page
+    assert "Note saved for round 2." in [i.value for i in at.info]
+    rerun(at)
+    assert "Note saved for round 2." not in [i.value for i in at.info]  # said once
 
 
 def test_history_builds_only_the_open_section_and_keeps_it_across_page_switches(db):
