@@ -143,8 +143,8 @@ if (pop := bar[2].popover("Save", icon=":material/save:", key="ed_save_pop", on_
                            mime="text/plain", icon=":material/download:", key="ed_download", on_click="ignore")
 serve_parts.publish_popover(bar[3], live_text(), task, wf["name"] or "", key="ed_publish")
 
-if "ed_flash" in ss:
-    kind, message = ss.pop("ed_flash")
+if (shown := common.take_flash("ed_flash")) is not None:
+    kind, message = shown
     getattr(st, kind)(message)
 conflicts.library_panel(live_text, flash)
 conflicts.other_tabs_panel()
@@ -196,7 +196,7 @@ with right:  # fixed slots (list, notice, diagram): the diagram keeps its place,
         errors = [d for d in diags if d.severity == "error"]
         if mermaid_pending and not errors:
             st.info(f"No problems found for {task} tasks so far; Mermaid 11 is checking the text…")
-            widgets.rerun_when(lambda: mermaid_verdict(text) is not None)
+            widgets.rerun_when(lambda: mermaid_verdict(text) is not None, keep=("ed_flash",))
         elif not diags:
             st.success(f"Valid for {task} tasks: no problems found (Mermaid 11 agrees).")
         elif not errors:

@@ -80,13 +80,13 @@ def big_graph(w: Workflow, key: str) -> None:
         drawing(view.diagram_code(part), f"{key}_part")
 
 
-def rerun_when(ready, every: float = 0.4) -> None:  # noqa: ANN001 - ready() -> bool
+def rerun_when(ready, every: float = 0.4, keep: tuple[str, ...] = ()) -> None:  # noqa: ANN001 - ready() -> bool
     """Poll ``ready`` in a small fragment (the page itself is not rerun) and rerun the page once it is true:
-    for a result computed off the typing path, such as Mermaid 11's verdict."""
+    for a result computed off the typing path, such as Mermaid 11's verdict. ``keep``: as ``job_progress``'s."""
     @st.fragment(run_every=every)
     def _poll() -> None:
         if ready():
-            st.rerun()
+            common.rerun(*keep)
 
     _poll()
 

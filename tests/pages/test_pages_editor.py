@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -148,6 +149,32 @@ def test_switching_the_task_flags_operators_the_task_does_not_allow(editor):
     text = editor.session_state["mf_text"].splitlines()
     assert rows and all(text[r].lstrip().startswith("P") for r in rows)  # the Programmer nodes
     assert any("M011" in m for m in texts(editor.markdown))
+
+
+def test_a_saves_message_outlives_the_rerun_mermaids_verdict_brings(editor, monkeypatch):
+    """Mermaid 11's verdict is computed off the typing path; its poll reruns the page once it is in. When it came
+    in while the page was drawn after a save, the rerun came without "Saved ... as version 1"."""
+    from types import SimpleNamespace
+
+    from flowcore.mermaid import live
+
+    open_popovers(editor)
+    editor.text_input(key=f"ed_save_name_{editor.session_state['mf_rev']}").set_value("my flow")
+    real, polled = live.verdict, []
+
+    def verdict(text):
+        if sys._getframe(1).f_code.co_name == "<lambda>":  # the page's poll: the verdict is in now
+            polled.append(True)
+            return SimpleNamespace(ok=True, diagnostic=None)
+        return None if not polled else real(text) or SimpleNamespace(ok=True, diagnostic=None)  # pending, then in
+
+    monkeypatch.setattr(live, "verdict", verdict)
+    editor.button(key="ed_save").click().run()
+    assert not editor.exception, editor.exception
+    assert polled  # the poll reran the page
+    assert any("Saved my flow as version 1" in s for s in texts(editor.success)), texts(editor.success)
+    editor.run()
+    assert not any("Saved my flow" in s for s in texts(editor.success))  # said once
 
 
 def test_save_versions_then_open_an_older_one(editor, db):
