@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from flowcore.llm.client import run_usage
+from flowcore.llm.client import estimated_times, run_usage
 from flowcore.workspace.store import Workspace
 
 DDL = """
@@ -324,6 +324,23 @@ class History:
     def estimated_calls(self, run_id: int) -> int:
         """How many of the run's paid calls had no usage from the endpoint (their cost is an estimate)."""
         return int(run_usage(self.ws, run_tag(run_id)).estimated or 0)
+
+    def estimated_by_round(self, run_id: int) -> dict[int, int]:
+        """Per round, how many of the calls its cost counts had no usage from the endpoint. A round's cost is
+        what was paid after the round before it was stored, up to its own storing (calls of a round left unstored
+        count in the next stored one, as ``add_round`` charges them), so a call belongs to the first round stored
+        at or after it; calls after the last round (the test split's re-scoring) belong to none."""
+        times = estimated_times(self.ws, run_tag(run_id))
+        if not times:
+            return {}
+        stored = sorted((float(r["created"]), int(r["round"])) for r in
+                        self.ws.query("SELECT round, created FROM evo_rounds WHERE run_id = ?", (run_id,)))
+        ends = [t for t, _ in stored]
+        out: dict[int, int] = {}
+        for ts in times:
+            if (i := bisect.bisect_left(ends, ts)) < len(stored):
+                out[stored[i][1]] = out.get(stored[i][1], 0) + 1
+        return out
 
     def unstored(self, run_id: int) -> float:
         """What the run paid for calls of a round it could not store (kept by ``keep_unstored``)."""

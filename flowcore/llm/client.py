@@ -405,6 +405,9 @@ def _ensure_log(workspace: Workspace) -> bool:
             return "estimated" in workspace.columns("llm_calls")
         workspace.add_columns("llm_calls", {"estimated": "INTEGER NOT NULL DEFAULT 0"})
         workspace.ensure_schema("llm-estimated", "")
+    # History reads a run's estimated calls on every view: these few, not all of a long run's calls
+    workspace.ensure_schema("llm-estimated-index", "CREATE INDEX IF NOT EXISTS llm_calls_estimated ON "
+                                                   "llm_calls(run_id, ts) WHERE estimated = 1;")
     return True
 
 
@@ -421,6 +424,14 @@ def run_usage(workspace: Workspace, run_id: str) -> Usage:
     return Usage(calls=(row["n"] or 0) - errs, prompt_tokens=row["pt"] or 0, completion_tokens=row["ct"] or 0,
                  cost=row["cost"] or 0.0, latency=row["lat"] or 0.0, cached=row["hits"] or 0, errors=errs,
                  estimated=row["est"] or 0)
+
+
+def estimated_times(workspace: Workspace, run_id: str) -> list[float]:
+    """When each of the run's paid calls without usage from the endpoint was made (its cost is an estimate)."""
+    if not _ensure_log(workspace):
+        return []
+    return [float(r["ts"]) for r in workspace.query(
+        "SELECT ts FROM llm_calls WHERE run_id = ? AND estimated = 1 AND cached = 0", (run_id,))]
 
 
 # -- the client ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from flowcore.evaluation.results import estimate_note
 from flowcore.mermaid.safe import markdown, plain
 from flowcore.tasks.harness import not_run_text
 from flowcore.ui import svgplot
@@ -450,8 +451,9 @@ def run_view(history: Any, run_id: int) -> RunView:
     return view
 
 
-def for_people(table: pd.DataFrame) -> pd.DataFrame:
-    """The buffer table as a stakeholder reads it: percentages and dollars written out, the interval in one
+def for_people(table: pd.DataFrame, estimated: dict[int, int] | None = None) -> pd.DataFrame:
+    """The buffer table as a stakeholder reads it: percentages and dollars written out (a '~' before the cost of
+    a round some of whose calls had no usage from the endpoint: ``estimated``, per round), the interval in one
     column, and a dash (never "None") where nothing was measured or judged."""
     def pct(v: Any) -> str:
         return "—" if v is None or pd.isna(v) else f"{100 * float(v):.1f}%"
@@ -467,7 +469,9 @@ def for_people(table: pd.DataFrame) -> pd.DataFrame:
     if "n" in out:
         out["n"] = ["—" if v is None or pd.isna(v) else f"{int(v):,}" for v in out["n"]]
     if "cost" in out:
-        out["cost"] = ["—" if v is None or pd.isna(v) else f"${float(v):.5f}" for v in out["cost"]]
+        rounds = list(out["round"]) if "round" in out else [None] * len(out)
+        out["cost"] = ["—" if v is None or pd.isna(v) else ("~" if (estimated or {}).get(r) else "") + f"${float(v):.5f}"
+                       for v, r in zip(out["cost"], rounds, strict=True)]
     if "judge_total" in out:
         out["judge_total"] = ["—" if v is None or pd.isna(v) else f"{float(v):.1f} / 50" for v in out["judge_total"]]
     if "operator" in out:
@@ -513,12 +517,13 @@ SCORE_HELP = ("Validation score measured when the round was evaluated (— : not
               "no verdict, left out of the score)")
 
 
-def round_metrics(row: dict, judge_total: float | None) -> list[tuple[str, str, str | None]]:
-    """The four figures above a round's detail as (label, value, hover help), a dash where nothing was measured."""
+def round_metrics(row: dict, judge_total: float | None, estimated: int = 0) -> list[tuple[str, str, str | None]]:
+    """The four figures above a round's detail as (label, value, hover help), a dash where nothing was measured;
+    '~' before the cost when ``estimated`` of its calls had no usage from the endpoint."""
     return [("Score", "—" if row["score"] is None else score_text(row["score"], row.get("per_problem")), SCORE_HELP),
             ("95% interval", "—" if row["ci_low"] is None else
              f"{100 * row['ci_low']:.0f}–{100 * row['ci_high']:.0f}%", None),
-            ("Cost", f"${row['cost'] or 0:.5f}", None),
+            ("Cost", ("~" if estimated else "") + f"${row['cost'] or 0:.5f}", estimate_note(estimated) or None),
             ("Judge total", "—" if judge_total is None else f"{judge_total:.1f} / 50",
              f"judge: {plain(row['judge'] or '—')}")]
 

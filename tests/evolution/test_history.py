@@ -144,3 +144,35 @@ def test_a_stored_number_that_is_not_finite_is_read_as_none_by_every_reader(tmp_
     assert buf.best_score() == 0.5 and [r["round"] for r in buf.top_k(2)] == [0, 3]
     found = outcome_of(rows, "paper")
     assert found is not None and found.round == 0 and found.validation == 0.5
+
+
+def test_a_rounds_cost_says_estimate_when_its_calls_had_no_usage(endpoint, tmp_path):
+    """History's per-round cost: '~' (and why, on hover) for a round some of whose paid calls came back without
+    token counts, '$' alone for the rest; the rounds' counts add up to the run's."""
+    import pandas as pd
+
+    from flowcore.evolution.loop import Evolution, EvolutionConfig
+    from flowcore.ui import history as hv
+    from tests.helpers.fakellm import Fault
+
+    armed: list[bool] = []
+
+    def respond(request: dict):
+        return Fault(body="It is \\boxed{3}.", no_usage=True) if armed else "It is \\boxed{3}."
+
+    endpoint(respond)
+    ws = Workspace(tmp_path / "w.db")
+    cfg = EvolutionConfig(benchmark="gsm8k", rounds=3, seed=4, limit=2, candidates=2, mode="programmatic")
+    out = Evolution(ws, cfg, progress=lambda rec: rec["round"] == 1 and armed.append(True)).run()
+    assert out["status"] == "finished", out
+    h = History(ws)
+    by_round = h.estimated_by_round(out["run_id"])
+    assert set(by_round) == {2, 3} and all(n > 0 for n in by_round.values())  # from round 2 on, none reported
+    assert sum(by_round.values()) == h.estimated_calls(out["run_id"])
+    rows = h.rounds(out["run_id"])
+    table = hv.for_people(pd.DataFrame({"round": [r["round"] for r in rows], "cost": [r["cost"] for r in rows]}),
+                          by_round)
+    assert [c[0] for c in table["cost"]] == ["$", "$", "~", "~"]
+    _, cost, why = hv.round_metrics(rows[2], None, by_round[2])[2]
+    assert cost.startswith("~$") and f"for {by_round[2]} paid call" in why
+    assert hv.round_metrics(rows[1], None, by_round.get(1, 0))[2][1].startswith("$")

@@ -302,6 +302,24 @@ def test_edits_read_as_words_on_evolve_and_history_not_internal_names(db):
     assert "review and revise = review_revise" in hist.multiselect(key="hist_ops").help
 
 
+def test_history_marks_the_cost_of_rounds_whose_calls_had_no_usage(db, endpoint, monkeypatch):
+    """'~' before a round's cost in the table and above its detail (why, on hover) when the endpoint reported no
+    token counts for some of its calls; the rounds before that say '$' alone."""
+    from tests.helpers.fakellm import Fault
+
+    armed: list[bool] = []
+    endpoint(lambda req: Fault(body="It is \\boxed{3}.", no_usage=True) if armed else "It is \\boxed{3}.")
+    monkeypatch.setenv("MERMAIDFLOW_DB", str(db))  # (the endpoint fixture starts from a clean environment)
+    cfg = EvolutionConfig(benchmark="gsm8k", rounds=2, seed=4, limit=2, candidates=2, mode="programmatic")
+    out = Evolution(Workspace(db), cfg, progress=lambda rec: rec["round"] == 0 and armed.append(True)).run()
+    assert out["status"] == "finished", out
+    at = section(page("history"), "Rounds")
+    assert [c[0] for c in at.dataframe[0].value["cost"]] == ["$", "~", "~"]
+    section(at, "Round detail")
+    cost = next(m for m in at.metric if m.label == "Cost")
+    assert cost.value.startswith("~$") and "paid call" in cost.help
+
+
 def test_history_table_filters_pin_note_and_fork(db):
     run_id = offline_run(db)
     rows = History(Workspace(db)).rounds(run_id)
