@@ -222,6 +222,8 @@ def trace_rows(trace: list[dict]) -> list[dict]:
         by = ("—" if not calls else "endpoint" if not hits else
               ("cached" if hits >= calls else f"cached ({hits} of {calls} calls)")
               + ("" if r.get("first_known", True) else ", first cost not recorded"))
+        if calls and r.get("estimated"):  # no token counts from the endpoint: the cost is counted from the text
+            by += ", cost estimated"
         op = r.get("op") or ""
         out.append({"node": r.get("node"), "operator": op[:-2] if op.endswith("Op") else op, "calls": calls, "answered by": by,
                     "cost": r.get("cost"), "latency": r.get("latency"), "skipped": bool(r.get("skipped")),

@@ -373,6 +373,7 @@ class Reply:
     first_cost: float | None = None
     first_latency: float | None = None
     estimated: bool = False  # the server reported no (usable) token counts: they and the cost are estimates
+    first_estimated: bool = False  # a cache hit whose first call's counts (so ``first_cost``) were estimates
 
 
 @dataclass
@@ -686,7 +687,8 @@ class LLM:
         if hit is not None and (accept is None or accept(hit["text"]) is None):
             reply = Reply(hit["text"], model, int(hit.get("prompt_tokens", 0)),
                           int(hit.get("completion_tokens", 0)), 0.0, 0.0, True,
-                          first_cost=_number(hit.get("cost")), first_latency=_number(hit.get("latency")))
+                          first_cost=_number(hit.get("cost")), first_latency=_number(hit.get("latency")),
+                          first_estimated=hit.get("estimated") is True)
             self._record(role, reply, None)
             return reply
         if not s.configured:
@@ -749,7 +751,8 @@ class LLM:
             why = accept(text) if accept is not None else None
             if why is None:
                 self._cache_put(key, model, {"text": text, "prompt_tokens": pt, "completion_tokens": ct,
-                                             "cost": paid.cost, "latency": round(latency, 4)})
+                                             "cost": paid.cost, "latency": round(latency, 4),
+                                             **({"estimated": True} if guessed else {})})
                 self._record(role, paid, None)
                 return paid
             rejected, malformed = replace(paid, accepted=False), False

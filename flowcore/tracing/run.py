@@ -41,6 +41,7 @@ class Call:
     error: str | None = None
     first_cost: float | None = None  # a cache hit: what the call cost and took when first made (None: unknown)
     first_latency: float | None = None
+    estimated: bool = False  # its cost (a hit's: its first cost) counted from estimated tokens (no usage reported)
 
 
 class TracedLLM:
@@ -71,7 +72,9 @@ class TracedLLM:
                                int(reply.completion_tokens), float(reply.cost), start - self.t0,
                                time.perf_counter() - start, bool(reply.cached),
                                first_cost=getattr(reply, "first_cost", None),
-                               first_latency=getattr(reply, "first_latency", None)))
+                               first_latency=getattr(reply, "first_latency", None),
+                               estimated=bool(getattr(reply, "first_estimated" if reply.cached else "estimated",
+                                                      False))))
         return reply
 
     @property
@@ -87,14 +90,18 @@ def mark_cached(trace: list[dict], calls: list[Call]) -> list[dict]:
     """The runtime's per-node records with the cache's part said: a node whose calls the cache answered gets
     ``cached`` (how many) and, in ``cost`` and ``latency``, what those calls cost and took when they were first
     made (nothing was paid now, and a replay takes no time: its own figures would read $0 and 0 s).
-    ``first_known`` is False when an older cache row did not record them (the figures are then what it cost now)."""
+    ``first_known`` is False when an older cache row did not record them (the figures are then what it cost now).
+    ``estimated``: how many of the node's calls (a hit's first call) were counted from estimated tokens."""
     by_node: dict[str, list[Call]] = {}
     for c in calls:
         by_node.setdefault(c.node, []).append(c)
     out = []
     for rec in trace:
-        hits = [c for c in by_node.get(rec.get("node", ""), []) if c.cached and not c.error]
+        mine = by_node.get(rec.get("node", ""), [])
+        hits = [c for c in mine if c.cached and not c.error]
         rec = dict(rec)
+        if guessed := sum(1 for c in mine if c.estimated and not c.error):
+            rec["estimated"] = guessed
         if hits:
             known = all(c.first_cost is not None and c.first_latency is not None for c in hits)
             rec["cached"] = len(hits)

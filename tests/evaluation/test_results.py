@@ -10,7 +10,7 @@ from flowcore.evaluation import store as es
 from flowcore.llm.client import LLMSettings
 from flowcore.tasks import load
 from flowcore.workspace.library import examples
-from tests.helpers.fakellm import FakeLLMServer, message_text
+from tests.helpers.fakellm import FakeLLMServer, Fault, message_text
 
 SEED = next(t for n, _, t in examples() if n == "math_seed")
 
@@ -82,6 +82,25 @@ def test_a_repeated_evaluation_says_it_came_from_the_cache_and_a_fresh_one_does_
     assert use.all_cached and "came from the cache ($0)" in use.text()
     assert rs.cache_use(ws, fresh.id) == rs.CacheUse(2, 0)
     assert [r["reference"] for r in again.results] == [p.reference for p in problems]
+
+
+def test_a_replayed_call_whose_first_cost_was_estimated_says_so(ws):
+    """A call the endpoint answered without token counts was charged on estimated tokens; its replay from the
+    cache shows that first cost, and now says it is an estimate (it was shown as exact)."""
+    problems = load("gsm8k", "validation", limit=2)
+    with FakeLLMServer(Fault(body="The answer is 3", no_usage=True)) as srv:
+        settings = LLMSettings(base_url=srv.base_url, api_key="k")
+        job = es.start_evaluation(ws, settings, workflow_text=SEED, benchmark="gsm8k", problems=problems,
+                                  split="validation")
+        assert job.wait(30)
+        rec = es.load_evaluation(ws, job.meta["eval_id"])
+        res = rs.trace_problem(settings, ws, rec, rs.find_problem(rec, problems[0].id))
+        assert len(srv.requests) == 2  # the replay came from the cache
+    node = res.trace[0]
+    assert node["cached"] == 1 and node["estimated"] == 1 and node["cost"] > 0
+    assert rs.trace_rows(res.trace)[0]["answered by"] == "cached, cost estimated"
+    exact = {"node": "C1", "op": "X", "calls": 1, "cached": 1, "cost": 0.1}
+    assert rs.trace_rows([exact])[0]["answered by"] == "cached"  # a first cost the endpoint reported: as it was
 
 
 def test_one_problems_trace_is_replayed_from_the_cache(ws):
