@@ -23,6 +23,7 @@ from flowcore.aov import to_mermaid
 from flowcore.aov.session import md
 from flowcore.llm.client import LLM
 from flowcore.mermaid import safe
+from flowcore.ui.flash import take as take_flash
 from flowcore.ui.words import count
 from pages import aov_parts, common
 
@@ -220,7 +221,7 @@ def main() -> None:
     act.settle()  # a background run that has ended: why
     act.sync()  # another tab, window or process may have moved the execution on
     ex = ss.get("aov_ex")
-    if (flash := common.take_flash("aov_flash")) is not None:
+    if (flash := take_flash(ss, "aov_flash")) is not None:
         kind, message = flash
         getattr(st, kind)(md(message))
     if ex is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import runpy
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -16,7 +16,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from flowcore.execution import sandbox
 from flowcore.llm.client import LLMSettings, public_url
 from flowcore.mermaid import safe
-from flowcore.ui import access, browser_cookie, endpoints
+from flowcore.ui import access, browser_cookie, endpoints, flash
 from flowcore.workspace import drafts
 from flowcore.workspace.store import Workspace, is_postgres
 
@@ -32,7 +32,7 @@ def app_shell() -> None:
     navigation then runs this page inside the app) and stop the lone run. No rerun, so clicks survive."""
     from streamlit.runtime.pages_manager import PagesManager
 
-    st.session_state[_RUN_NO] = st.session_state.get(_RUN_NO, 0) + 1  # this page run (see take_flash)
+    flash.new_run(st.session_state)
     if PagesManager.uses_pages_directory:
         PagesManager.uses_pages_directory = False
         runpy.run_path(str(APP_PATH), run_name="__main__")
@@ -209,29 +209,12 @@ def header(title: str, caption: str | None = None, *, show_open: bool = True) ->
         st.warning(md(st.session_state.pop("mf_link_problem")), icon=":material/link_off:")  # quotes the link
 
 
-_RUN_NO = "mf_run_no"  # counts the session's full page runs (app_shell)
-_SHOWN = "mf_shown:"  # + a flash key: (run number, the message that run took under the key)
-
-
-def take_flash(key: str) -> Any:
-    """The one-shot message a callback left under ``key`` (None: none), removed once taken. This run keeps a
-    copy for ``rerun``: a page that reruns itself while it is drawn (a live view finding its run just ended)
-    would otherwise lose the message before anyone read it."""
-    value = st.session_state.pop(key, None)
-    if value is not None:
-        st.session_state[_SHOWN + key] = (st.session_state.get(_RUN_NO), value)
-    return value
-
-
 def rerun(*flashes: str) -> NoReturn:
-    """``st.rerun()``, with the messages this very run took under ``flashes`` left for the next run to show.
-    A live view's own periodic run (a fragment) brings none back: those were read seconds ago."""
+    """``st.rerun()``, the messages this full run took under ``flashes`` kept for the next (``flowcore.ui.flash``);
+    a live view's own periodic run (a fragment) keeps none: those were read seconds ago."""
     ctx = get_script_run_ctx()
     if ctx is not None and not ctx.fragment_ids_this_run:
-        for key in flashes:
-            run_no, value = st.session_state.pop(_SHOWN + key, (None, None))
-            if value is not None and run_no == st.session_state.get(_RUN_NO):
-                st.session_state.setdefault(key, value)
+        flash.keep(st.session_state, flashes)
     st.rerun()
 
 

@@ -14,6 +14,7 @@ from flowcore.mermaid.live import verdict as mermaid_verdict
 from flowcore.mermaid.live import with_mermaid
 from flowcore.ui import canvas as cv
 from flowcore.ui import view
+from flowcore.ui.flash import take as take_flash
 from flowcore.ui.words import count
 from flowcore.workspace import library
 from pages import canvas_parts, common, conflicts, prompt_parts, serve_parts, widgets
@@ -143,7 +144,7 @@ if (pop := bar[2].popover("Save", icon=":material/save:", key="ed_save_pop", on_
                            mime="text/plain", icon=":material/download:", key="ed_download", on_click="ignore")
 serve_parts.publish_popover(bar[3], live_text(), task, wf["name"] or "", key="ed_publish")
 
-if (shown := common.take_flash("ed_flash")) is not None:
+if (shown := take_flash(ss, "ed_flash")) is not None:
     kind, message = shown
     getattr(st, kind)(message)
 conflicts.library_panel(live_text, flash)

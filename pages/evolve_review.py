@@ -12,9 +12,10 @@ from flowcore.evolution import Review
 from flowcore.evolution import session as evs
 from flowcore.mermaid import safe
 from flowcore.ui import story, view
+from flowcore.ui.flash import take as take_flash
 from flowcore.ui.words import edit_detail, edit_name
 from flowcore.workspace import jobs
-from pages import common, widgets
+from pages import widgets
 from pages.common import md
 
 ss = st.session_state
@@ -26,7 +27,7 @@ def take_message(where: str | None) -> str | None:
     held = ss.get(MESSAGE)
     if held is None or (where is not None and held[0] != where):
         return None
-    common.take_flash(MESSAGE)  # (kept for a rerun of this very run: see rerun)
+    take_flash(ss, MESSAGE)  # (kept for a rerun of this very run: see rerun)
     return held[1]
 
 

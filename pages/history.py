@@ -23,6 +23,7 @@ from flowcore.mermaid import safe
 from flowcore.ui import history as hv
 from flowcore.ui import tasks as tv
 from flowcore.ui import view
+from flowcore.ui.flash import take as take_flash
 from flowcore.ui.words import EDIT_HELP, edit_name
 from flowcore.workspace import jobs
 from pages import common, serve_parts, widgets
@@ -90,7 +91,7 @@ def buffer_table(view: hv.RunView, offline: bool) -> None:
     page = st.number_input(f"Page (of {pages}; {hv.PAGE_ROWS} rounds a page, the last has the latest)", 1, pages,
                            pages, key=f"hist_page_{pages}") if pages > 1 else 1
     table = view.table(rounds, page, offline)
-    st.dataframe(hv.for_people(table, History(common.workspace()).estimated_by_round(view.info.id)), hide_index=True, placeholder="—", width="stretch", key="hist_table",
+    st.dataframe(hv.for_people(table, view.estimated()), hide_index=True, placeholder="—", width="stretch", key="hist_table",
                  column_config={"pinned": st.column_config.CheckboxColumn(),
                                 "operator": st.column_config.TextColumn("edit", help=EDIT_HELP)})
     st.caption(hv.table_caption(table, view.total))
@@ -109,9 +110,7 @@ def charts(view: hv.RunView, run_id: int) -> None:
 def round_detail(info, row: dict, parent: dict | None, configured: bool) -> None:
     run_id, rnd = info.id, row["round"]
     st.subheader(f"Round #{rnd} · {common.md(edit_name(row['operator']))} · {row['status']}")
-    estimated = History(common.workspace()).estimated_by_round(run_id).get(rnd, 0)
-    for col, (label, value, why) in zip(st.columns(4), hv.round_metrics(row, evs.judge_total(row), estimated),
-                                        strict=True):
+    for col, (label, value, why) in zip(st.columns(4), hv.round_metrics(row, evs.judge_total(row)), strict=True):
         col.metric(label, value, help=why)
     if row["reason"] and row["status"] == "failed":
         st.error(f"Failed: {safe.plain(row['reason'])}")
@@ -189,7 +188,7 @@ def main() -> None:
     common.app_shell()
     common.header("History", "Every evolution run's rounds: scores, lineage, and what changed from parent to "
                   "child.")
-    if (flash := common.take_flash("hist_flash")) is not None:
+    if (flash := take_flash(ss, "hist_flash")) is not None:
         st.info(flash)
     ws = common.workspace()
     settings = common.llm_settings()

@@ -353,6 +353,10 @@ class RunView:
         self._lock = threading.Lock()
         self._memo: dict[Any, Any] = {}
 
+    def estimated(self) -> dict[int, int]:
+        """Per round, how many of its calls had no usage from the endpoint (read now: not kept with the view)."""
+        return self.history.estimated_by_round(self.info.id)
+
     def _get(self, key: Any, make: Any) -> Any:
         with self._lock:
             if key in self._memo:
@@ -517,9 +521,11 @@ SCORE_HELP = ("Validation score measured when the round was evaluated (— : not
               "no verdict, left out of the score)")
 
 
-def round_metrics(row: dict, judge_total: float | None, estimated: int = 0) -> list[tuple[str, str, str | None]]:
+def round_metrics(row: dict, judge_total: float | None, estimated: int | None = None) -> list[tuple[str, str, str | None]]:
     """The four figures above a round's detail as (label, value, hover help), a dash where nothing was measured;
-    '~' before the cost when ``estimated`` of its calls had no usage from the endpoint."""
+    '~' before the cost when ``estimated`` (default: the row's, see round_and_parent) of its calls had no usage
+    from the endpoint."""
+    estimated = row.get("estimated", 0) if estimated is None else estimated
     return [("Score", "—" if row["score"] is None else score_text(row["score"], row.get("per_problem")), SCORE_HELP),
             ("95% interval", "—" if row["ci_low"] is None else
              f"{100 * row['ci_low']:.0f}–{100 * row['ci_high']:.0f}%", None),
@@ -575,7 +581,10 @@ def sections(offline: bool) -> list[str]:
 
 
 def round_and_parent(history: Any, run_id: int, rnd: int) -> tuple[dict | None, dict | None]:
-    """Round ``rnd`` read in full and its first parent (None for the seed or a parent not stored)."""
+    """Round ``rnd`` read in full, with ``estimated`` (how many of its calls had no usage from the endpoint), and
+    its first parent (None for the seed or a parent not stored)."""
     row = history.get_round(run_id, rnd)
+    if row is not None:
+        row["estimated"] = history.estimated_by_round(run_id).get(rnd, 0)
     first = (row["parents"] or [None])[0] if row else None
     return row, history.get_round(run_id, first) if first is not None else None

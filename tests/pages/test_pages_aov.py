@@ -420,24 +420,32 @@ def test_log_export_is_one_json_event_per_line_and_diffs_show_the_whole_requirem
                                      "status": "pending", "parents": "", "output": ""}
 
 
-def test_a_periodic_refinement_is_shown_as_a_proposal_and_accepted(monkeypatch):
-    def respond(req: dict) -> str:
-        text = message_text(req)
-        if "This is update" in text:  # re-plan: 'assemble' gets a helper that needs the finished design
-            doc = json.loads(text.split("Current graph:\n", 1)[1].split("\nReply with JSON", 1)[0])
-            doc["subtasks"]["docs"] = {"subtask_requirement": "write the README", "agent": "architect",
-                                       "parents": ["design"]}
-            doc["subtasks"]["assemble"]["parents"].append("docs")
-            return json.dumps(doc)
-        return "my part, done"
+def _replanner(req: dict) -> str:
+    """An endpoint whose re-plan gives 'assemble' a helper that needs the finished design; every agent is done."""
+    text = message_text(req)
+    if "This is update" in text:
+        doc = json.loads(text.split("Current graph:\n", 1)[1].split("\nReply with JSON", 1)[0])
+        doc["subtasks"]["docs"] = {"subtask_requirement": "write the README", "agent": "architect",
+                                   "parents": ["design"]}
+        doc["subtasks"]["assemble"]["parents"].append("docs")
+        return json.dumps(doc)
+    return "my part, done"
 
-    with FakeLLMServer(respond) as srv:
-        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-        at = started(["gobang.json"], agents="llm")
-        at.radio(key="aov_inspector").set_value("rules").run()
-        at.radio(key="aov_repairs").set_value("rules").run()
-        assert at.radio(key="aov_refine").value == "llm" and at.number_input(key="aov_refine_every").value == 3
-        run_to_end(at)
+
+def _run_to_the_refinement(monkeypatch, srv: FakeLLMServer) -> AppTest:
+    """Gobang with LLM agents, the rules' inspector and repairs, run to the end: it pauses at the first periodic
+    refinement (every 3 completions by default)."""
+    monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+    at = started(["gobang.json"], agents="llm")
+    at.radio(key="aov_inspector").set_value("rules").run()
+    at.radio(key="aov_repairs").set_value("rules").run()
+    assert at.radio(key="aov_refine").value == "llm" and at.number_input(key="aov_refine_every").value == 3
+    return run_to_end(at)
+
+
+def test_a_periodic_refinement_is_shown_as_a_proposal_and_accepted(monkeypatch):
+    with FakeLLMServer(_replanner) as srv:
+        at = _run_to_the_refinement(monkeypatch, srv)
         ex = at.session_state["aov_ex"]
         assert ex.status == "paused" and ex.pending_failure.kind == "refine"
         assert any("Periodic refinement:" in i for i in texts(at.info))
@@ -463,21 +471,8 @@ def test_a_decisions_message_outlives_the_rerun_when_the_run_ends_as_the_page_is
     """Once flaky (a busy machine): "Refinement accepted" was shown, then the run it resumed ended between the
     page's look at it (running: draw the live view) and the live view's (ended: rerun the page), and the rerun
     came without the message. Here that race is certain: the two looks disagree once."""
-    def respond(req: dict) -> str:
-        text = message_text(req)
-        if "This is update" in text:
-            doc = json.loads(text.split("Current graph:\n", 1)[1].split("\nReply with JSON", 1)[0])
-            doc["subtasks"]["docs"] = {"subtask_requirement": "write the README", "agent": "architect",
-                                       "parents": ["design"]}
-            return json.dumps(doc)
-        return "my part, done"
-
-    with FakeLLMServer(respond) as srv:
-        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-        at = started(["gobang.json"], agents="llm")
-        at.radio(key="aov_inspector").set_value("rules").run()
-        at.radio(key="aov_repairs").set_value("rules").run()
-        run_to_end(at)
+    with FakeLLMServer(_replanner) as srv:
+        at = _run_to_the_refinement(monkeypatch, srv)
         ex = at.session_state["aov_ex"]
         assert ex.pending_failure is not None and ex.pending_failure.kind == "refine"
         real, raced = S.Actions.job, []
